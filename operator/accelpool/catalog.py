@@ -142,7 +142,7 @@ def _mig_table(
 ) -> tuple[MigProfile, ...]:
     """The 7-slice MIG table shape shared by A100/H100/H200/B200 [mig].
 
-    1g takes 1 memory slice (its double-memory variant 2), 2g 2, 3g 4, 4g 4, 7g 8; `+me` ×1.
+    1g takes 1 memory slice (its double-memory variant 2), 2g 2, 3g 4, 4g 4, 7g 8; `+me` x1.
     """
     profiles = [MigProfile(one, 1, 1, 7)]
     if media:

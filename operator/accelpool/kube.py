@@ -9,6 +9,7 @@ credentials from a kubeconfig, the in-cluster service account, or a plain server
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import ssl
@@ -193,10 +194,8 @@ class KubeClient:
         return await self.request("PATCH", path, body=body, content_type=_PATCH_CONTENT_TYPES[patch_type])
 
     async def delete(self, path: str) -> None:
-        try:
+        with contextlib.suppress(NotFoundError):
             await self.request("DELETE", path)
-        except NotFoundError:
-            pass
 
 
 def _error(status: int, text: str, *, method: str, path: str) -> ApiError:

@@ -1,0 +1,643 @@
+"""The ComputePool API (`accelpool.io/v1alpha1`): pydantic models for spec and status, and their validation.
+
+This module is the one model everything else is generated from: the CRD schema and its CEL
+rules (`accelpool.crd`), `accelpool validate`, and the operator's `Valid` condition all call
+into it. Structural rules (types, ranges, exclusive fields) live on the models; rules that need
+the catalog (is this MIG profile offered by that GPU, does the layout fit) live in
+`spec_problems`, which names the field path, the bad value and what would be valid.
+
+Pure: no I/O. Callers: `accelpool.crd`, `accelpool.validation`, the planner and the handlers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from accelpool import catalog
+
+GROUP = "accelpool.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "ComputePool"
+PLURAL = "computepools"
+SINGULAR = "computepool"
+SHORT_NAMES = ("cpool",)
+CATEGORIES = ("accelpool",)
+
+ACCELERATOR_STRING_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._ -]*(:[1-9][0-9]*)?$"
+MIG_PROFILE_PATTERN = r"^[1-7]g\.[0-9]+gb(\+me)?$"
+DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
+PERCENT_PATTERN = r"^(100|[1-9]?[0-9])%$"
+MEMORY_PATTERN = r"^[0-9]+ ?(GB|GiB|G|gb|gib|g)$"
+MAX_NODES = 10_000
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A cross-field rule, declared once: its CEL text goes into the CRD, its check runs in the model.
+
+    `cel` is None for rules the API server cannot evaluate (they touch a field whose two shapes
+    CEL cannot see); those are enforced by the model, `accelpool validate` and the operator.
+    """
+
+    cel: str | None
+    holds: Callable[[Any], bool]
+    message: str
+
+
+class Model(BaseModel):
+    """camelCase on the wire, snake_case in Python, unknown fields rejected, cross-field `rules` checked."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        use_enum_values=True,
+    )
+    rules: ClassVar[tuple[Rule, ...]] = ()
+
+    @model_validator(mode="after")
+    def _check_rules(self) -> Model:
+        for rule in type(self).rules:
+            if not rule.holds(self):
+                raise ValueError(rule.message)
+        return self
+
+
+# ---------------------------------------------------------------- spec
+
+
+class AcceleratorRequest(Model):
+    """The typed form of `spec.accelerator`; the string form `NAME[:COUNT]` parses into it."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=64,
+        description="Catalog name or alias, case-insensitive: H100, A100-80GB, L4, MI300X, Trainium2, TPU-v5p.",
+    )
+    memory: Annotated[str, Field(pattern=MEMORY_PATTERN)] | None = Field(
+        None, description="Memory per device, e.g. 80GB; picks the memory variant of the model."
+    )
+    form_factor: catalog.FormFactor | None = Field(
+        None, description="SXM, PCIe, NVL, ...: only nodes with this form factor are members."
+    )
+    count: int | None = Field(None, ge=1, le=64, description="Devices per node; members have at least this many.")
+
+    @classmethod
+    def parse(cls, text: str) -> AcceleratorRequest:
+        """`H100`, `H100:8`, `a100-80gb:4` (SkyPilot's NAME[:COUNT])."""
+        if not re.match(ACCELERATOR_STRING_PATTERN, text):
+            raise ValueError(f"accelerator {text!r} is not NAME or NAME:COUNT (e.g. 'H100', 'H100:8', 'a100-80gb:4')")
+        name, _, count = text.partition(":")
+        return cls(name=name.strip(), count=int(count) if count else None)
+
+    @property
+    def memory_gb(self) -> int | None:
+        if self.memory is None:
+            return None
+        return int(re.sub(r"[^0-9]", "", self.memory))
+
+
+def _accelerator_from_wire(value: Any) -> Any:
+    return AcceleratorRequest.parse(value) if isinstance(value, str) else value
+
+
+class NodeRange(Model):
+    """`nodes: {min, max}`: the bounds a Karpenter-provisioned pool scales within."""
+
+    min: int = Field(ge=0, le=MAX_NODES, description="Fewest member nodes.")
+    max: int = Field(ge=1, le=MAX_NODES, description="Most member nodes; sets the NodePool's limits.")
+
+    rules = (Rule("self.min <= self.max", lambda n: n.min <= n.max, "nodes.min must not exceed nodes.max"),)
+
+
+class MigSpec(Model):
+    """How each GPU of a member is partitioned with MIG (NVIDIA A100/H100/H200/B200 class only)."""
+
+    profile: Annotated[str, Field(pattern=MIG_PROFILE_PATTERN)] | None = Field(
+        None, description="Shorthand: fill every GPU with as many instances of this profile as fit."
+    )
+    profiles: list[Annotated[str, Field(pattern=MIG_PROFILE_PATTERN)]] | None = Field(
+        None,
+        min_length=1,
+        max_length=7,
+        description="Explicit per-GPU layout, e.g. [3g.40gb, 2g.20gb, 1g.10gb].",
+    )
+    strategy: Literal["single", "mixed"] | None = Field(
+        None,
+        description="Device-plugin MIG strategy; default single for one profile type, mixed otherwise.",
+    )
+
+    rules = (
+        Rule(
+            "has(self.profile) != has(self.profiles)",
+            lambda m: (m.profile is None) != (m.profiles is None),
+            "mig needs exactly one of 'profile' (shorthand) or 'profiles' (explicit layout)",
+        ),
+        Rule(
+            "!has(self.strategy) || self.strategy != 'single' || !has(self.profiles)"
+            " || self.profiles.all(p, p == self.profiles[0])",
+            lambda m: m.strategy != "single" or m.profiles is None or len(set(m.profiles)) == 1,
+            "the single MIG strategy needs one profile type; use strategy mixed for a mixed layout",
+        ),
+    )
+
+
+class SharingReplicas(Model):
+    """How many pods share one device."""
+
+    replicas: int = Field(ge=2, le=256, description="How many pods share each device (at least 2).")
+
+
+class SharingSpec(Model):
+    """Oversubscribe whole GPUs with the NVIDIA device plugin (exclusive with MIG)."""
+
+    time_slicing: SharingReplicas | None = Field(None, description="CUDA time-slicing.")
+    mps: SharingReplicas | None = Field(None, description="CUDA Multi-Process Service.")
+
+    rules = (
+        Rule(
+            "has(self.timeSlicing) != has(self.mps)",
+            lambda s: (s.time_slicing is None) != (s.mps is None),
+            "sharing needs exactly one of 'timeSlicing' or 'mps'",
+        ),
+    )
+
+    @property
+    def mode(self) -> Literal["timeSlicing", "mps"]:
+        return "timeSlicing" if self.time_slicing is not None else "mps"
+
+    @property
+    def replicas(self) -> int:
+        chosen = self.time_slicing or self.mps
+        assert chosen is not None
+        return chosen.replicas
+
+
+class ProvisionerSpec(Model):
+    """Where member nodes come from."""
+
+    type: Literal["static", "karpenter"] = Field(
+        "static", description="static claims existing nodes; karpenter renders a karpenter.sh/v1 NodePool."
+    )
+    node_class: str = Field(
+        "default",
+        min_length=1,
+        max_length=253,
+        description="karpenter only: the EC2NodeClass the NodePool's nodes use.",
+    )
+
+
+class MatmulPolicy(Model):
+    """The matmul throughput check's pass mark."""
+
+    dtype: Literal["fp32", "tf32", "fp16", "bf16"] = Field("bf16", description="Data type of the matmul check.")
+    min_efficiency: float = Field(
+        0.6, ge=0, le=1, description="Fail a GPU below this fraction of the catalog's dense peak."
+    )
+
+
+class HealthSpec(Model):
+    """How members are checked and what happens to a node that fails."""
+
+    interval: Annotated[str, Field(pattern=DURATION_PATTERN)] = Field(
+        "15m", description="Time between full check cycles on a node (telemetry is continuous)."
+    )
+    matmul: MatmulPolicy = Field(default_factory=MatmulPolicy)
+    remediation: Literal["taint", "cordon", "none"] = Field(
+        "taint", description="What happens to a node whose AcceleratorHealthy turns False."
+    )
+    max_unavailable: int | Annotated[str, Field(pattern=PERCENT_PATTERN)] = Field(
+        "50%",
+        description="Circuit breaker: never quarantine more than this many (or this % of) member nodes.",
+        json_schema_extra={"x-kubernetes-int-or-string": True},
+    )
+    hold_down: Annotated[str, Field(pattern=DURATION_PATTERN)] = Field(
+        "10m", description="How long a quarantined node must be healthy again before it is released."
+    )
+
+    rules = (
+        Rule(
+            "type(self.maxUnavailable) == string || self.maxUnavailable >= 0",
+            lambda h: not isinstance(h.max_unavailable, int) or h.max_unavailable >= 0,
+            "maxUnavailable must be a number >= 0 or a percentage like '50%'",
+        ),
+    )
+
+    @property
+    def interval_seconds(self) -> float:
+        return parse_duration(self.interval)
+
+    @property
+    def hold_down_seconds(self) -> float:
+        return parse_duration(self.hold_down)
+
+    def max_unavailable_nodes(self, desired: int) -> int:
+        """The circuit breaker's limit for a pool of `desired` nodes (percentages round down, at least 1)."""
+        if isinstance(self.max_unavailable, int):
+            return self.max_unavailable
+        percent = int(self.max_unavailable.rstrip("%"))
+        return max(1, desired * percent // 100) if percent else 0
+
+
+class ComputePoolSpec(Model):
+    """What a platform engineer asks for: an accelerator, a node count, a layout, a health policy."""
+
+    accelerator: AcceleratorRequest = Field(
+        description=(
+            "The accelerator, as a string NAME[:COUNT] ('H100', 'H100:8', 'a100-80gb:4') "
+            "or typed {name, memory, formFactor, count}."
+        ),
+        json_schema_extra={"x-accelpool-union": "accelerator"},
+    )
+    nodes: int | NodeRange = Field(
+        1,
+        description="Desired member nodes, or {min, max} with provisioner karpenter.",
+        json_schema_extra={"x-accelpool-union": "nodes"},
+    )
+    mig: MigSpec | None = Field(None, description="MIG layout of every GPU (MIG-capable NVIDIA GPUs only).")
+    sharing: SharingSpec | None = Field(None, description="Time-slicing or MPS (exclusive with mig).")
+    node_selector: dict[str, str] = Field(default_factory=dict, description="Extra label constraints on member nodes.")
+    dedicated: bool = Field(True, description="Taint members accelpool.io/pool=<name>:NoSchedule.")
+    provisioner: ProvisionerSpec = Field(default_factory=ProvisionerSpec)
+    health: HealthSpec = Field(default_factory=HealthSpec)
+
+    @field_validator("accelerator", mode="before")
+    @classmethod
+    def _accelerator_string(cls, value: Any) -> Any:
+        return _accelerator_from_wire(value)
+
+    rules = (
+        Rule(
+            "!(has(self.mig) && has(self.sharing))",
+            lambda s: s.mig is None or s.sharing is None,
+            "mig and sharing are mutually exclusive: partition GPUs or share them, not both",
+        ),
+        Rule(
+            None,
+            lambda s: isinstance(s.nodes, int) or s.provisioner.type == "karpenter",
+            "nodes {min, max} needs provisioner type karpenter; static pools take a number",
+        ),
+    )
+
+    @field_validator("nodes")
+    @classmethod
+    def _node_count(cls, value: int | NodeRange) -> int | NodeRange:
+        if isinstance(value, int) and not 0 <= value <= MAX_NODES:
+            raise ValueError(f"nodes must be between 0 and {MAX_NODES}, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _catalog(self, info: ValidationInfo) -> ComputePoolSpec:
+        if not (info.context or {}).get("structural_only"):
+            problems = spec_problems(self)
+            if problems:
+                raise ValueError("; ".join(str(p) for p in problems))
+        return self
+
+    @property
+    def desired_nodes(self) -> int:
+        return self.nodes if isinstance(self.nodes, int) else self.nodes.min
+
+    def resolve(self) -> ResolvedAccelerator:
+        """The catalog entry this spec asks for; raises ValueError when spec_problems would report."""
+        resolved, problems = _resolve(self.accelerator)
+        if resolved is None:
+            raise ValueError("; ".join(str(p) for p in problems))
+        return resolved
+
+    def mig_layout(self) -> list[str]:
+        """The per-GPU MIG layout, with the `profile` shorthand expanded. Empty without MIG."""
+        if self.mig is None:
+            return []
+        if self.mig.profiles is not None:
+            return list(self.mig.profiles)
+        assert self.mig.profile is not None
+        entry = self.resolve().entry
+        profile = entry.mig_profile(self.mig.profile)
+        if profile is None:
+            return [self.mig.profile]
+        return [profile.name] * max_instances_that_fit(profile)
+
+    def mig_strategy(self) -> Literal["none", "single", "mixed"]:
+        if self.mig is None:
+            return "none"
+        if self.mig.strategy is not None:
+            return self.mig.strategy
+        return "single" if len(set(self.mig_layout())) == 1 else "mixed"
+
+
+def max_instances_that_fit(profile: catalog.MigProfile) -> int:
+    """How many instances of one profile fill a GPU: bounded by its maximum and both slice budgets."""
+    return min(
+        profile.max_instances,
+        catalog.MIG_COMPUTE_SLICES // profile.compute_slices,
+        catalog.MIG_MEMORY_SLICES // profile.memory_slices,
+    )
+
+
+# ---------------------------------------------------------------- semantic validation
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One reason an object is invalid: where, what was there, and what would be valid."""
+
+    path: str
+    value: Any
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+@dataclass(frozen=True)
+class ResolvedAccelerator:
+    """A pool's accelerator resolved against the catalog.
+
+    `entry` gives the peaks and the MIG table; `matches` are the catalog entries whose nodes
+    may be members (same model and memory; narrowed to one form factor when asked for).
+    """
+
+    entry: catalog.Accelerator
+    count: int | None
+    matches: tuple[catalog.Accelerator, ...]
+
+    @property
+    def display(self) -> str:
+        return f"{self.entry.name} x{self.count}" if self.count else self.entry.name
+
+
+def _resolve(request: AcceleratorRequest) -> tuple[ResolvedAccelerator | None, list[Problem]]:
+    path = "spec.accelerator"
+    try:
+        entry = catalog.lookup(request.name)
+    except catalog.UnknownAcceleratorError as error:
+        return None, [
+            Problem(f"{path}.name" if request.memory or request.form_factor else path, request.name, str(error))
+        ]
+    memory = request.memory_gb
+    form_factor = catalog.FormFactor(request.form_factor) if request.form_factor else None
+    if memory is not None and memory != entry.memory_gb:
+        candidates = catalog.find(entry.model, memory)
+        if not candidates:
+            sizes = sorted({a.memory_gb for a in catalog.find(entry.model)})
+            valid = ", ".join(f"{s}GB" for s in sizes)
+            return None, [
+                Problem(
+                    f"{path}.memory",
+                    request.memory,
+                    f"{entry.model} comes with {valid}, not {request.memory}",
+                )
+            ]
+        entry = candidates[0]
+    if form_factor is not None and form_factor != entry.form_factor:
+        candidates = catalog.find(entry.model, entry.memory_gb, form_factor)
+        if not candidates:
+            valid = ", ".join(sorted({a.form_factor.value for a in catalog.find(entry.model, entry.memory_gb)}))
+            return None, [
+                Problem(
+                    f"{path}.formFactor",
+                    form_factor.value,
+                    f"{entry.model} {entry.memory_gb}GB comes as {valid}, not {form_factor.value}",
+                )
+            ]
+        entry = candidates[0]
+    if form_factor is not None:
+        matches = tuple(catalog.find(entry.model, entry.memory_gb, form_factor))
+    else:
+        matches = tuple(catalog.variants(entry))
+    return ResolvedAccelerator(entry=entry, count=request.count, matches=matches), []
+
+
+def spec_problems(spec: ComputePoolSpec) -> list[Problem]:
+    """Every catalog-dependent problem of a structurally valid spec, each with its field path."""
+    resolved, problems = _resolve(spec.accelerator)
+    if resolved is None:
+        return problems
+    entry = resolved.entry
+    if spec.mig is not None:
+        problems += _mig_problems(spec.mig, entry)
+    if spec.sharing is not None and entry.vendor != catalog.Vendor.NVIDIA:
+        problems.append(
+            Problem(
+                f"spec.sharing.{spec.sharing.mode}",
+                spec.sharing.replicas,
+                f"GPU sharing is a feature of NVIDIA's device plugin; {entry.name} is a {entry.vendor.value} device",
+            )
+        )
+    if spec.provisioner.type == "karpenter" and not (entry.detection.karpenter_names or entry.detection.instance_types):
+        problems.append(
+            Problem(
+                "spec.provisioner.type",
+                "karpenter",
+                f"Karpenter (AWS) offers no {entry.name}; use provisioner type static",
+            )
+        )
+    for key in spec.node_selector:
+        if key.startswith(f"{GROUP}/"):
+            problems.append(
+                Problem(
+                    f"spec.nodeSelector[{key}]",
+                    key,
+                    f"labels under {GROUP}/ are set by the operator and cannot be selected on",
+                )
+            )
+    return problems
+
+
+def _mig_problems(mig: MigSpec, entry: catalog.Accelerator) -> list[Problem]:
+    if not entry.mig_capable:
+        capable = ", ".join(a.name for a in catalog.ACCELERATORS if a.mig_capable)
+        return [
+            Problem(
+                "spec.mig",
+                mig.profile or mig.profiles,
+                f"{entry.name} does not support MIG; MIG-capable: {capable}",
+            )
+        ]
+    table = entry.mig_table or entry.name
+    valid = ", ".join(p.name for p in entry.mig_profiles)
+    if mig.profile is not None:
+        if entry.mig_profile(mig.profile) is None:
+            return [
+                Problem(
+                    "spec.mig.profile",
+                    mig.profile,
+                    f"mig profile {mig.profile} is not offered by {table}; valid: {valid}",
+                )
+            ]
+        return []
+    assert mig.profiles is not None
+    problems: list[Problem] = []
+    profiles: list[catalog.MigProfile] = []
+    for index, name in enumerate(mig.profiles):
+        profile = entry.mig_profile(name)
+        if profile is None:
+            problems.append(
+                Problem(
+                    f"spec.mig.profiles[{index}]",
+                    name,
+                    f"mig profile {name} is not offered by {table}; valid: {valid}",
+                )
+            )
+        else:
+            profiles.append(profile)
+    if problems:
+        return problems
+    for name, count in Counter(mig.profiles).items():
+        profile = entry.mig_profile(name)
+        assert profile is not None
+        if count > profile.max_instances:
+            problems.append(
+                Problem(
+                    "spec.mig.profiles",
+                    mig.profiles,
+                    f"{table} fits at most {profile.max_instances} x {name} per GPU, got {count}",
+                )
+            )
+    compute = sum(p.compute_slices for p in profiles)
+    memory = sum(p.memory_slices for p in profiles)
+    if compute > catalog.MIG_COMPUTE_SLICES or memory > catalog.MIG_MEMORY_SLICES:
+        problems.append(
+            Problem(
+                "spec.mig.profiles",
+                mig.profiles,
+                f"layout does not fit one {table}: needs {compute} of {catalog.MIG_COMPUTE_SLICES} compute "
+                f"and {memory} of {catalog.MIG_MEMORY_SLICES} memory slices",
+            )
+        )
+    return problems
+
+
+# ---------------------------------------------------------------- status
+
+
+class Condition(Model):
+    """The standard metav1.Condition shape."""
+
+    type: str = Field(
+        description="Valid, NodesSelected, MigConfigured, DevicePluginConfigured, AgentReady, Healthy, Ready."
+    )
+    status: Literal["True", "False", "Unknown"]
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str | None = Field(None, description="RFC 3339 time the status last changed.")
+    observed_generation: int | None = Field(None, description="The spec generation the condition describes.")
+
+
+class NodeCounts(Model):
+    """Member counts."""
+
+    desired: int = 0
+    members: int = 0
+    ready: int = 0
+    quarantined: int = 0
+    summary: str = Field("0/0", description="members/desired, for `kubectl get`.")
+
+
+class Capacity(Model):
+    """What the pool really offers now."""
+
+    gpus: int = Field(0, description="Devices on member nodes.")
+    memory_gib: int = Field(0, alias="memoryGiB", description="Device memory on member nodes, GiB.")
+    resources: dict[str, int] = Field(
+        default_factory=dict, description="What pods can request, e.g. nvidia.com/mig-3g.40gb."
+    )
+    measured_tflops: float | None = Field(
+        None, alias="measuredTFLOPS", description="Sum of the latest matmul results in the policy's dtype."
+    )
+
+
+class Toleration(Model):
+    """A pod toleration, as in a pod spec."""
+
+    key: str
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str | None = Field(None, description="Taint value (with operator Equal).")
+    effect: str | None = Field(None, description="NoSchedule, PreferNoSchedule or NoExecute.")
+
+
+class Scheduling(Model):
+    """Copy into a pod spec to land on the pool."""
+
+    node_selector: dict[str, str] = Field(default_factory=dict, description="Labels every member carries.")
+    tolerations: list[Toleration] = Field(default_factory=list, description="Taints every member carries.")
+
+
+class Member(Model):
+    """One member node as the operator sees it."""
+
+    node: str
+    gpus: int = 0
+    health: Literal["Healthy", "Unhealthy", "Unknown", "Quarantined"] = "Unknown"
+    reason: str | None = Field(None, description="Why the node is not Healthy.")
+    since: str | None = Field(None, description="RFC 3339 time the health last changed.")
+    mig: str | None = Field(None, description="nvidia.com/mig.config.state: pending, success, failed.")
+    tflops: float | None = Field(None, description="The node's latest matmul result, summed over its GPUs.")
+
+
+MAX_STATUS_MEMBERS = 100
+
+
+class ComputePoolStatus(Model):
+    """Written by the operator only."""
+
+    observed_generation: int | None = Field(None, description="The spec generation this status describes.")
+    phase: Literal["Pending", "Provisioning", "Configuring", "Ready", "Degraded", "Failed"] = "Pending"
+    accelerator: str | None = Field(None, description="The resolved accelerator, e.g. 'H100-80GB x8'.")
+    selector: str | None = Field(None, description="Label selector of member nodes (for the scale subresource).")
+    nodes: NodeCounts = Field(default_factory=NodeCounts)
+    capacity: Capacity = Field(default_factory=Capacity)
+    scheduling: Scheduling = Field(default_factory=Scheduling)
+    members: list[Member] = Field(
+        default_factory=list,
+        max_length=MAX_STATUS_MEMBERS,
+        description="The first 100 members; all are counted in nodes.",
+    )
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class ObjectMeta(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    name: str = Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    generation: int | None = None
+
+
+class ComputePool(BaseModel):
+    """The whole object as it comes from the API server or a YAML file."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    api_version: Literal["accelpool.io/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["ComputePool"]
+    metadata: ObjectMeta
+    spec: ComputePoolSpec
+    status: ComputePoolStatus | None = None
+
+
+# ---------------------------------------------------------------- helpers
+
+
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """`15m`, `1h30m`, `90s` → seconds."""
+    if not re.fullmatch(DURATION_PATTERN, text):
+        raise ValueError(f"duration {text!r} is not like 15m, 1h30m or 90s")
+    return sum(float(n) * _DURATION_UNITS[u] for n, u in re.findall(r"([0-9.]+)(ms|s|m|h)", text))

@@ -1,0 +1,76 @@
+"""`accelpool validate -f FILE`: check ComputePools offline, as the API server and operator would.
+
+Exit 0 when every object is valid; 1 with one line per problem (object, field path, bad value,
+what would be valid); 2 when a file cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from accelpool import validation
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "validate",
+        help="validate ComputePool YAML files",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="a YAML file or directory of *.yaml (one or many documents); '-' reads standard input; repeatable",
+    )
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    parser.set_defaults(func=run)
+
+
+def _sources(names: list[str]) -> list[tuple[str, str]]:
+    sources: list[tuple[str, str]] = []
+    for name in names:
+        if name == "-":
+            sources.append(("<stdin>", sys.stdin.read()))
+            continue
+        path = Path(name)
+        files = sorted([*path.glob("*.yaml"), *path.glob("*.yml")]) if path.is_dir() else [path]
+        sources += [(str(f), f.read_text()) for f in files]
+    return sources
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        sources = _sources(args.filename)
+    except OSError as error:
+        print(f"error: cannot read {error.filename}: {error.strerror}", file=sys.stderr)
+        return 2
+    results = [(source, verdict) for source, text in sources for verdict in validation.validate_stream(text)]
+    if args.output == "json":
+        report = [
+            {
+                "file": source,
+                "object": verdict.label,
+                "valid": verdict.valid,
+                "problems": [{"path": p.path, "value": p.value, "message": p.message} for p in verdict.problems],
+            }
+            for source, verdict in results
+        ]
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        for source, verdict in results:
+            if verdict.valid:
+                print(f"{source}: {verdict.label}: valid")
+            for problem in verdict.problems:
+                shown = "" if problem.value is None else f" (value: {json.dumps(problem.value, default=str)})"
+                print(f"{source}: {verdict.label}: {problem.path}: {problem.message}{shown}")
+        invalid = sum(1 for _, v in results if not v.valid)
+        print(f"{len(results) - invalid} valid, {invalid} invalid", file=sys.stderr)
+    return 0 if results and all(v.valid for _, v in results) else 1
