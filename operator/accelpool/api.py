@@ -57,6 +57,8 @@ class Rule:
     cel: str | None
     holds: Callable[[Any], bool]
     message: str
+    field: str | None = None
+    """The field the rule is about (its error path), when it is about one field."""
 
 
 class Model(BaseModel):
@@ -102,7 +104,9 @@ class AcceleratorRequest(Model):
     def parse(cls, text: str) -> AcceleratorRequest:
         """`H100`, `H100:8`, `a100-80gb:4` (SkyPilot's NAME[:COUNT])."""
         if not re.match(ACCELERATOR_STRING_PATTERN, text):
-            raise ValueError(f"accelerator {text!r} is not NAME or NAME:COUNT (e.g. 'H100', 'H100:8', 'a100-80gb:4')")
+            raise ValueError(
+                f"accelerator must be NAME[:COUNT] with COUNT >= 1 (e.g. 'H100', 'H100:8', 'a100-80gb:4'), got {text!r}"
+            )
         name, _, count = text.partition(":")
         return cls(name=name.strip(), count=int(count) if count else None)
 
@@ -123,7 +127,7 @@ class NodeRange(Model):
     min: int = Field(ge=0, le=MAX_NODES, description="Fewest member nodes.")
     max: int = Field(ge=1, le=MAX_NODES, description="Most member nodes; sets the NodePool's limits.")
 
-    rules = (Rule("self.min <= self.max", lambda n: n.min <= n.max, "nodes.min must not exceed nodes.max"),)
+    rules = (Rule("self.min <= self.max", lambda n: n.min <= n.max, "nodes.min must not exceed nodes.max", "min"),)
 
 
 class MigSpec(Model):
@@ -154,6 +158,7 @@ class MigSpec(Model):
             " || self.profiles.all(p, p == self.profiles[0])",
             lambda m: m.strategy != "single" or m.profiles is None or len(set(m.profiles)) == 1,
             "the single MIG strategy needs one profile type; use strategy mixed for a mixed layout",
+            field="strategy",
         ),
     )
 
@@ -233,9 +238,15 @@ class HealthSpec(Model):
 
     rules = (
         Rule(
-            "type(self.maxUnavailable) == string || self.maxUnavailable >= 0",
-            lambda h: not isinstance(h.max_unavailable, int) or h.max_unavailable >= 0,
+            f"type(self.maxUnavailable) == string ? self.maxUnavailable.matches('{PERCENT_PATTERN}')"
+            " : self.maxUnavailable >= 0",
+            lambda h: (
+                re.fullmatch(PERCENT_PATTERN, h.max_unavailable) is not None
+                if isinstance(h.max_unavailable, str)
+                else h.max_unavailable >= 0
+            ),
             "maxUnavailable must be a number >= 0 or a percentage like '50%'",
+            field="maxUnavailable",
         ),
     )
 
@@ -441,7 +452,7 @@ def spec_problems(spec: ComputePoolSpec) -> list[Problem]:
                 f"GPU sharing is a feature of NVIDIA's device plugin; {entry.name} is a {entry.vendor.value} device",
             )
         )
-    if spec.provisioner.type == "karpenter" and not (entry.detection.karpenter_names or entry.detection.instance_types):
+    if spec.provisioner.type == "karpenter" and not entry.detection.karpenter_names:
         problems.append(
             Problem(
                 "spec.provisioner.type",

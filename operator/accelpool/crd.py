@@ -120,7 +120,7 @@ def structural(schema: JsonSchema, defs: dict[str, JsonSchema], rules: dict[str,
             result["additionalProperties"] = structural(node["additionalProperties"], defs, rules)
         else:
             result["x-kubernetes-preserve-unknown-fields"] = True
-        cel = [{"rule": rule.cel, "message": rule.message} for rule in rules.get(node.get("title", ""), ()) if rule.cel]
+        cel = [_validation(rule) for rule in rules.get(node.get("title", ""), ()) if rule.cel]
         if cel:
             result["x-kubernetes-validations"] = cel
     elif kind == "array":
@@ -128,6 +128,13 @@ def structural(schema: JsonSchema, defs: dict[str, JsonSchema], rules: dict[str,
     if "description" not in result and "title" in node and kind != "object":
         result["description"] = node["title"]
     return result
+
+
+def _validation(rule: api.Rule) -> JsonSchema:
+    validation: JsonSchema = {"rule": rule.cel, "message": rule.message}
+    if rule.field:
+        validation["fieldPath"] = f".{rule.field}"
+    return validation
 
 
 def model_schema(model: type[api.Model]) -> JsonSchema:

@@ -124,7 +124,7 @@ def _problem(error: Mapping[str, Any]) -> api.Problem:
     kind = error["type"]
     if kind == "extra_forbidden":
         parent_path, parent_model = _walk(loc[:-1])
-        field = str(loc[-1])
+        field = str(loc[-1]) or "''"
         valid = ", ".join(_wire_fields(parent_model)) if parent_model else ""
         prefix = "" if parent_path == "(document)" else f"{parent_path}."
         return api.Problem(f"{prefix}{field}", value, f"unknown field {field!r}; valid fields here: {valid}")
@@ -138,7 +138,18 @@ def _problem(error: Mapping[str, Any]) -> api.Problem:
     message = str(error["msg"]).removeprefix("Value error, ")
     if kind not in ("value_error", "assertion_error"):
         message = f"{message} (got {value!r})"
+    rule_field = _RULE_FIELDS.get(message)
+    if rule_field and isinstance(value, Mapping):
+        return api.Problem(f"{path}.{rule_field}", value.get(rule_field), message)
     return api.Problem(path, value, message)
+
+
+_RULE_FIELDS = {
+    rule.message: rule.field
+    for model in (api.ComputePoolSpec, api.MigSpec, api.SharingSpec, api.HealthSpec, api.NodeRange)
+    for rule in model.rules
+    if rule.field
+}
 
 
 _UNION_FIELDS = ("spec.nodes", "spec.accelerator", "maxUnavailable")

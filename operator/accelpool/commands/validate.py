@@ -69,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
             if verdict.valid:
                 print(f"{source}: {verdict.label}: valid")
             for problem in verdict.problems:
-                shown = "" if problem.value is None else f" (value: {json.dumps(problem.value, default=str)})"
+                scalar = problem.value is not None and not isinstance(problem.value, dict | list)
+                shown = f" (value: {json.dumps(problem.value, default=str)})" if scalar else ""
                 print(f"{source}: {verdict.label}: {problem.path}: {problem.message}{shown}")
         invalid = sum(1 for _, v in results if not v.valid)
         print(f"{len(results) - invalid} valid, {invalid} invalid", file=sys.stderr)

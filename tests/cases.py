@@ -1,0 +1,293 @@
+"""ComputePool specs and the verdict each validation layer must reach — one table for every layer.
+
+`layer` says who rejects a case:
+- "valid":    nobody: models, CRD (schema + CEL) and `accelpool validate` all accept it.
+- "crd":      the CRD's schema or CEL rules reject it, and so do the models and the CLI.
+- "catalog":  needs the accelerator catalog, so the API server admits it; the models, the CLI
+              and the operator (condition Valid=False) reject it.
+- "shape":    a field with two shapes (accelerator, nodes) that CEL cannot see: admitted by the
+              API server, rejected by the models, the CLI and the operator.
+`path` is the field path the error must name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Layer = Literal["valid", "crd", "catalog", "shape"]
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    spec: dict[str, Any]
+    layer: Layer
+    path: str = ""
+    says: str = ""
+
+
+CASES: list[Case] = [
+    # ---- valid
+    Case("string-form", {"accelerator": "H100"}, "valid"),
+    Case("string-with-count", {"accelerator": "H100:8", "nodes": 4}, "valid"),
+    Case("alias-lowercase", {"accelerator": "a100-80gb:4"}, "valid"),
+    Case("typed-form", {"accelerator": {"name": "H100", "memory": "80GB", "formFactor": "SXM", "count": 8}}, "valid"),
+    Case("typed-nvl", {"accelerator": {"name": "H100", "memory": "94GB"}, "mig": {"profile": "3g.47gb"}}, "valid"),
+    Case("mig-shorthand", {"accelerator": "H100:8", "mig": {"profile": "3g.40gb"}}, "valid"),
+    Case(
+        "mig-mixed",
+        {"accelerator": "H100:8", "mig": {"profiles": ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]}},
+        "valid",
+    ),
+    Case("mig-a100-4g3g", {"accelerator": "A100-40GB", "mig": {"profiles": ["4g.20gb", "3g.20gb"]}}, "valid"),
+    Case("mig-h200", {"accelerator": "H200", "mig": {"profile": "1g.18gb"}}, "valid"),
+    Case("time-slicing", {"accelerator": "L4", "sharing": {"timeSlicing": {"replicas": 4}}}, "valid"),
+    Case("mps", {"accelerator": "T4", "sharing": {"mps": {"replicas": 2}}}, "valid"),
+    Case(
+        "karpenter-range",
+        {"accelerator": "H200:8", "nodes": {"min": 0, "max": 4}, "provisioner": {"type": "karpenter"}},
+        "valid",
+    ),
+    Case("tpu", {"accelerator": "TPU-v5p:4", "nodeSelector": {"topology.kubernetes.io/zone": "us-east5-a"}}, "valid"),
+    Case("trainium2", {"accelerator": "Trainium2:16", "health": {"remediation": "cordon"}}, "valid"),
+    Case(
+        "health-policy",
+        {
+            "accelerator": "MI300X",
+            "health": {"interval": "1h30m", "matmul": {"dtype": "fp16", "minEfficiency": 0.7}, "maxUnavailable": 2},
+        },
+        "valid",
+    ),
+    Case("zero-nodes", {"accelerator": "L4", "nodes": 0}, "valid"),
+    # ---- rejected by the CRD itself (schema or CEL), and by the models
+    Case("missing-accelerator", {"nodes": 2}, "crd", "spec.accelerator", "required"),
+    Case("unknown-field", {"accelerator": "H100", "gpus": 8}, "crd", "spec.gpus", "unknown field"),
+    Case(
+        "mig-and-sharing",
+        {"accelerator": "A100", "mig": {"profile": "1g.5gb"}, "sharing": {"mps": {"replicas": 2}}},
+        "crd",
+        "spec",
+        "mutually exclusive",
+    ),
+    Case("mig-neither-form", {"accelerator": "A100", "mig": {"strategy": "mixed"}}, "crd", "spec.mig", "exactly one"),
+    Case(
+        "mig-both-forms",
+        {"accelerator": "A100", "mig": {"profile": "1g.5gb", "profiles": ["1g.5gb"]}},
+        "crd",
+        "spec.mig",
+        "exactly one",
+    ),
+    Case(
+        "mig-single-mixed",
+        {"accelerator": "A100", "mig": {"profiles": ["4g.20gb", "3g.20gb"], "strategy": "single"}},
+        "crd",
+        "spec.mig.strategy",
+        "single MIG strategy",
+    ),
+    Case(
+        "mig-bad-strategy",
+        {"accelerator": "A100", "mig": {"profile": "1g.5gb", "strategy": "all"}},
+        "crd",
+        "spec.mig.strategy",
+        "'single' or 'mixed'",
+    ),
+    Case(
+        "mig-garbage-profile",
+        {"accelerator": "A100", "mig": {"profile": "big"}},
+        "crd",
+        "spec.mig.profile",
+        "MIG profile like",
+    ),
+    Case(
+        "mig-too-many-profiles",
+        {"accelerator": "A100", "mig": {"profiles": ["1g.5gb"] * 8}},
+        "crd",
+        "spec.mig.profiles",
+        "at most 7",
+    ),
+    Case(
+        "sharing-one-replica",
+        {"accelerator": "L4", "sharing": {"timeSlicing": {"replicas": 1}}},
+        "crd",
+        "spec.sharing.timeSlicing.replicas",
+        "greater than or equal to 2",
+    ),
+    Case("sharing-empty", {"accelerator": "L4", "sharing": {}}, "crd", "spec.sharing", "exactly one"),
+    Case(
+        "sharing-both",
+        {"accelerator": "L4", "sharing": {"mps": {"replicas": 2}, "timeSlicing": {"replicas": 2}}},
+        "crd",
+        "spec.sharing",
+        "exactly one",
+    ),
+    Case(
+        "bad-remediation",
+        {"accelerator": "H100", "health": {"remediation": "drain"}},
+        "crd",
+        "spec.health.remediation",
+        "'taint', 'cordon' or 'none'",
+    ),
+    Case(
+        "bad-interval",
+        {"accelerator": "H100", "health": {"interval": "15 minutes"}},
+        "crd",
+        "spec.health.interval",
+        "duration",
+    ),
+    Case(
+        "efficiency-above-one",
+        {"accelerator": "H100", "health": {"matmul": {"minEfficiency": 1.5}}},
+        "crd",
+        "spec.health.matmul.minEfficiency",
+        "less than or equal to 1",
+    ),
+    Case(
+        "bad-dtype",
+        {"accelerator": "H100", "health": {"matmul": {"dtype": "int8"}}},
+        "crd",
+        "spec.health.matmul.dtype",
+        "'bf16'",
+    ),
+    Case(
+        "negative-max-unavailable",
+        {"accelerator": "H100", "health": {"maxUnavailable": -1}},
+        "crd",
+        "spec.health.maxUnavailable",
+        "maxUnavailable",
+    ),
+    Case(
+        "percent-over-100",
+        {"accelerator": "H100", "health": {"maxUnavailable": "150%"}},
+        "crd",
+        "spec.health.maxUnavailable",
+        "percentage",
+    ),
+    Case(
+        "bad-provisioner",
+        {"accelerator": "H100", "provisioner": {"type": "cluster-autoscaler"}},
+        "crd",
+        "spec.provisioner.type",
+        "'static' or 'karpenter'",
+    ),
+    Case("dedicated-not-bool", {"accelerator": "H100", "dedicated": "maybe"}, "crd", "spec.dedicated", "boolean"),
+    Case(
+        "selector-not-strings",
+        {"accelerator": "H100", "nodeSelector": {"zone": 1}},
+        "crd",
+        "spec.nodeSelector[zone]",
+        "valid string",
+    ),
+    # ---- need the catalog: admitted by the API server, rejected by models, CLI and operator
+    Case("unknown-accelerator", {"accelerator": "H1000:8"}, "catalog", "spec.accelerator", "did you mean H100-80GB"),
+    Case(
+        "mig-profile-not-offered",
+        {"accelerator": "H100:8", "mig": {"profile": "1g.5gb"}},
+        "catalog",
+        "spec.mig.profile",
+        "not offered by H100-80GB; valid: 1g.10gb",
+    ),
+    Case(
+        "mig-on-l4", {"accelerator": "L4", "mig": {"profile": "1g.10gb"}}, "catalog", "spec.mig", "does not support MIG"
+    ),
+    Case(
+        "mig-on-mi300x",
+        {"accelerator": "MI300X", "mig": {"profile": "1g.10gb"}},
+        "catalog",
+        "spec.mig",
+        "does not support MIG",
+    ),
+    Case(
+        "mig-over-max",
+        {"accelerator": "H100", "mig": {"profiles": ["3g.40gb"] * 3}},
+        "catalog",
+        "spec.mig.profiles",
+        "at most 2 x 3g.40gb",
+    ),
+    Case(
+        "mig-compute-overflow",
+        {"accelerator": "H100", "mig": {"profiles": ["4g.40gb", "4g.40gb"]}},
+        "catalog",
+        "spec.mig.profiles",
+        "needs 8 of 7 compute",
+    ),
+    Case(
+        "mig-memory-overflow",
+        {"accelerator": "A100-40GB", "mig": {"profiles": ["3g.20gb", "3g.20gb", "1g.5gb"]}},
+        "catalog",
+        "spec.mig.profiles",
+        "9 of 8 memory",
+    ),
+    Case(
+        "mig-nvl-name-on-sxm",
+        {"accelerator": "H100", "mig": {"profile": "3g.47gb"}},
+        "catalog",
+        "spec.mig.profile",
+        "not offered",
+    ),
+    Case(
+        "memory-variant",
+        {"accelerator": {"name": "H100", "memory": "40GB"}},
+        "catalog",
+        "spec.accelerator.memory",
+        "80GB, 94GB",
+    ),
+    Case(
+        "form-factor-variant",
+        {"accelerator": {"name": "L4", "formFactor": "SXM"}},
+        "catalog",
+        "spec.accelerator.formFactor",
+        "PCIe",
+    ),
+    Case(
+        "sharing-on-tpu",
+        {"accelerator": "TPU-v5e", "sharing": {"timeSlicing": {"replicas": 2}}},
+        "catalog",
+        "spec.sharing.timeSlicing",
+        "NVIDIA",
+    ),
+    Case(
+        "karpenter-for-tpu",
+        {"accelerator": "TPU-v6e", "nodes": {"min": 1, "max": 2}, "provisioner": {"type": "karpenter"}},
+        "catalog",
+        "spec.provisioner.type",
+        "Karpenter",
+    ),
+    Case(
+        "reserved-selector",
+        {"accelerator": "H100", "nodeSelector": {"accelpool.io/pool": "x"}},
+        "catalog",
+        "spec.nodeSelector[accelpool.io/pool]",
+        "set by the operator",
+    ),
+    # ---- two-shape fields: not visible to CEL
+    Case("accelerator-zero-count", {"accelerator": "H100:0"}, "shape", "spec.accelerator", "NAME[:COUNT]"),
+    Case("accelerator-list", {"accelerator": ["H100"]}, "shape", "spec.accelerator", "NAME[:COUNT]"),
+    Case(
+        "accelerator-typed-unknown-key",
+        {"accelerator": {"name": "H100", "gpus": 8}},
+        "shape",
+        "spec.accelerator.gpus",
+        "unknown field",
+    ),
+    Case("nodes-string", {"accelerator": "H100", "nodes": "four"}, "shape", "spec.nodes", "number of nodes"),
+    Case("nodes-negative", {"accelerator": "H100", "nodes": -2}, "shape", "spec.nodes", "between 0"),
+    Case(
+        "nodes-range-inverted",
+        {"accelerator": "H100", "nodes": {"min": 3, "max": 1}, "provisioner": {"type": "karpenter"}},
+        "shape",
+        "spec.nodes.min",
+        "must not exceed",
+    ),
+    Case(
+        "range-without-karpenter",
+        {"accelerator": "H100", "nodes": {"min": 1, "max": 3}},
+        "shape",
+        "spec",
+        "needs provisioner type karpenter",
+    ),
+]
+
+
+def pool(spec: dict[str, Any], name: str = "case") -> dict[str, Any]:
+    return {"apiVersion": "accelpool.io/v1alpha1", "kind": "ComputePool", "metadata": {"name": name}, "spec": spec}

@@ -1,0 +1,22 @@
+"""Shared test settings: tool discovery honours REQUIRE_TOOLS=1 (CI), where a missing tool fails the test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLS_BIN = ROOT / ".tools" / "bin"
+
+
+def require_tool(name: str) -> str:
+    """The path of an external tool; skip when missing, fail when REQUIRE_TOOLS=1."""
+    found = shutil.which(name) or (str(TOOLS_BIN / name) if (TOOLS_BIN / name).exists() else None)
+    if found:
+        return found
+    if os.environ.get("REQUIRE_TOOLS") == "1":
+        pytest.fail(f"{name} is required (REQUIRE_TOOLS=1) but not found; run `make tools`")
+    pytest.skip(f"{name} not installed; `make tools` fetches it")

@@ -1,0 +1,80 @@
+"""The shared validation cases through the models and through `accelpool validate` (the CRD side is
+tests/contract/test_crd.py): same cases, same verdicts, errors naming path, value and remedy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from accelpool import cli
+from accelpool.validation import validate_spec, validate_stream
+from tests.cases import CASES, Case, pool
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_models(case: Case) -> None:
+    spec, problems = validate_spec(case.spec)
+    if case.layer == "valid":
+        assert spec is not None and problems == (), problems
+        return
+    assert spec is None
+    assert [p for p in problems if p.path == case.path and case.says in p.message], (
+        f"expected {case.path}: ...{case.says}..., got {[str(p) for p in problems]}"
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_cli(case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "pool.yaml"
+    path.write_text(yaml.safe_dump(pool(case.spec, name=case.id)))
+    code = cli.main(["validate", "-f", str(path)])
+    out = capsys.readouterr().out
+    if case.layer == "valid":
+        assert code == 0 and f"ComputePool/{case.id}: valid" in out
+    else:
+        assert code == 1
+        assert f"ComputePool/{case.id}: {case.path}: " in out and case.says in out, out
+
+
+def test_a_stream_reports_each_object(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = next(c for c in CASES if c.layer == "valid"), next(c for c in CASES if c.layer == "catalog")
+    path = tmp_path / "many.yaml"
+    path.write_text(yaml.safe_dump_all([pool(good.spec, "good"), pool(bad.spec, "bad")]))
+    assert cli.main(["validate", "-f", str(path), "-o", "json"]) == 1
+    report = yaml.safe_load(capsys.readouterr().out)
+    assert [(r["object"], r["valid"]) for r in report] == [("ComputePool/good", True), ("ComputePool/bad", False)]
+    assert report[1]["problems"][0]["path"] == bad.path
+
+
+def test_non_objects_and_bad_yaml_are_problems_not_crashes() -> None:
+    assert not validate_stream("- just\n- a list\n")[0].valid
+    assert not validate_stream("spec: [unclosed\n")[0].valid
+    wrong_kind = validate_stream("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {}\n")[0]
+    assert [p.path for p in wrong_kind.problems][:2] == ["apiVersion", "kind"]
+
+
+def test_unreadable_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["validate", "-f", str(tmp_path / "missing.yaml")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_resolution_of_valid_specs() -> None:
+    spec, _ = validate_spec({"accelerator": {"name": "h100", "formFactor": "PCIe", "count": 4}})
+    assert spec is not None
+    resolved = spec.resolve()
+    assert resolved.entry.name == "H100-80GB-PCIE" and resolved.count == 4
+    assert [m.name for m in resolved.matches] == ["H100-80GB-PCIE"]
+    spec, _ = validate_spec({"accelerator": "H100:8"})
+    assert spec is not None
+    assert [m.name for m in spec.resolve().matches] == ["H100-80GB", "H100-80GB-PCIE"]
+    assert spec.resolve().display == "H100-80GB x8"
+
+
+@pytest.mark.parametrize(
+    ("value", "desired", "limit"), [("50%", 4, 2), ("50%", 1, 1), ("0%", 8, 0), ("25%", 10, 2), (3, 10, 3)]
+)
+def test_circuit_breaker_limit(value: int | str, desired: int, limit: int) -> None:
+    spec, _ = validate_spec({"accelerator": "H100", "health": {"maxUnavailable": value}})
+    assert spec is not None and spec.health.max_unavailable_nodes(desired) == limit
