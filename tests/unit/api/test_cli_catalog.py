@@ -1,0 +1,55 @@
+"""`accelpool catalog` and `accelpool crd` as a user runs them (through the console script too)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from accelpool import catalog, cli, crd
+
+
+def test_table_lists_every_entry(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["catalog"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["NAME", "VENDOR", "MEMORY"]
+    assert [line.split()[0] for line in lines[1:]] == [a.name for a in catalog.ACCELERATORS]
+
+
+def test_one_entry_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["catalog", "nvidia-h100-80gb", "-o", "json"]) == 0
+    entry = json.loads(capsys.readouterr().out)
+    assert entry["name"] == "H100-80GB"
+    assert entry["resource"] == "nvidia.com/gpu"
+    assert entry["peakTFLOPS"]["bf16"] == 989
+    assert entry["bandwidthGBps"] == 3350
+    profiles = {p["name"]: p for p in entry["migProfiles"]}
+    assert profiles["3g.40gb"] == {
+        "name": "3g.40gb",
+        "computeSlices": 3,
+        "memorySlices": 4,
+        "maxInstances": 2,
+        "fillsGPU": 2,
+        "resource": "nvidia.com/mig-3g.40gb",
+    }
+
+
+def test_unknown_entry_suggests(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["catalog", "H10"]) == 1
+    assert "did you mean H100-80GB" in capsys.readouterr().err
+
+
+def test_whole_catalog_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["catalog", "-o", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == len(catalog.ACCELERATORS)
+
+
+def test_console_scripts_run() -> None:
+    bin_dir = Path(sys.executable).parent
+    out = subprocess.run([bin_dir / "accelpool", "crd"], capture_output=True, text=True, check=True).stdout
+    assert out == crd.render_yaml()
+    detail = subprocess.run([bin_dir / "accelpool", "catalog", "l4"], capture_output=True, text=True, check=True)
+    assert "L4  (nvidia L4, 24GB, PCIe)" in detail.stdout
