@@ -1,0 +1,168 @@
+"""The demo's simulated fleet: a compact cluster description → realistic Node objects.
+
+Each group is labelled the way its vendor's discovery labels real nodes (NVIDIA GFD, GKE,
+the AMD node labeller, Karpenter on AWS), with capacity for the accelerator's resource, a
+Ready condition, and the kubelet facts `kubectl get nodes -o wide` shows. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import yaml
+
+from accelpool import catalog
+
+LabelStyle = Literal["gfd", "gke", "gke-tpu", "amd", "karpenter", "none"]
+_STYLES = ("gfd", "gke", "gke-tpu", "amd", "karpenter", "none")
+_CREATED = "2026-11-01T00:00:00Z"
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    prefix: str
+    count: int
+    labels: LabelStyle
+    instance_type: str
+    zone: str
+    accelerator: str | None = None
+    gpus: int = 0
+    extra_labels: dict[str, str] = field(default_factory=dict)
+
+
+def parse(text: str) -> list[NodeGroup]:
+    """Read a DemoCluster document; errors name the group and the field."""
+    document = yaml.safe_load(text) or {}
+    if document.get("kind") != "DemoCluster":
+        raise ValueError(f"expected kind DemoCluster, got {document.get('kind')!r}")
+    groups: list[NodeGroup] = []
+    for index, raw in enumerate(document.get("groups") or []):
+        where = f"groups[{index}]"
+        style = raw.get("labels", "none")
+        if style not in _STYLES:
+            raise ValueError(f"{where}.labels: {style!r} is not one of {', '.join(_STYLES)}")
+        accelerator = raw.get("accelerator")
+        if accelerator is not None:
+            try:
+                accelerator = catalog.lookup(accelerator).name
+            except catalog.UnknownAcceleratorError as error:
+                raise ValueError(f"{where}.accelerator: {error}") from None
+        groups.append(
+            NodeGroup(
+                prefix=str(raw["prefix"]),
+                count=int(raw.get("count", 1)),
+                labels=style,
+                instance_type=str(raw.get("instanceType", "")),
+                zone=str(raw.get("zone", "zone-a")),
+                accelerator=accelerator,
+                gpus=int(raw.get("gpus", 0)),
+                extra_labels={str(k): str(v) for k, v in (raw.get("extraLabels") or {}).items()},
+            )
+        )
+    return groups
+
+
+def _accelerator_labels(group: NodeGroup, entry: catalog.Accelerator) -> dict[str, str]:
+    detection = entry.detection
+    gpus = str(group.gpus)
+    if group.labels == "gfd":
+        return {
+            "nvidia.com/gpu.present": "true",
+            "nvidia.com/gpu.product": detection.gfd_products[0],
+            "nvidia.com/gpu.count": gpus,
+            "nvidia.com/gpu.memory": str(entry.memory_gb * 1024 - 361),
+            "nvidia.com/gpu.replicas": "1",
+            "nvidia.com/gpu.sharing-strategy": "none",
+            "nvidia.com/mig.capable": str(entry.mig_capable).lower(),
+            "nvidia.com/cuda.driver-version.full": "580.95.05",
+        }
+    if group.labels == "gke":
+        return {
+            "cloud.google.com/gke-accelerator": detection.gke_accelerators[0],
+            "cloud.google.com/gke-accelerator-count": gpus,
+            "cloud.google.com/gke-nodepool": f"{group.prefix}-pool",
+        }
+    if group.labels == "gke-tpu":
+        return {"cloud.google.com/gke-tpu-accelerator": detection.gke_accelerators[0]}
+    if group.labels == "amd":
+        return {
+            "amd.com/gpu.product-name": detection.amd_products[0],
+            "amd.com/gpu.vram": f"{entry.memory_gb}G",
+            "amd.com/gpu.family": "AI",
+        }
+    if group.labels == "karpenter":
+        name_key = "gpu" if entry.vendor == catalog.Vendor.NVIDIA else "accelerator"
+        return {
+            "karpenter.sh/nodepool": "default",
+            f"karpenter.k8s.aws/instance-{name_key}-name": detection.karpenter_names[0],
+            f"karpenter.k8s.aws/instance-{name_key}-count": gpus,
+            f"karpenter.k8s.aws/instance-{name_key}-manufacturer": entry.vendor.value,
+        }
+    return {}
+
+
+def _taints(group: NodeGroup, entry: catalog.Accelerator | None) -> list[dict[str, str]]:
+    """GKE taints its accelerator nodes; accelpool must live with other controllers' taints."""
+    if entry is None:
+        return []
+    if group.labels == "gke":
+        return [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    if group.labels == "gke-tpu":
+        return [{"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}]
+    return []
+
+
+def nodes(groups: list[NodeGroup]) -> list[dict[str, Any]]:
+    """Node objects for every group, named `<prefix>-<n>`."""
+    result: list[dict[str, Any]] = []
+    for group in groups:
+        entry = catalog.BY_NAME[group.accelerator] if group.accelerator else None
+        for number in range(1, group.count + 1):
+            name = f"{group.prefix}-{number}"
+            labels = {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "node.kubernetes.io/instance-type": group.instance_type,
+                "topology.kubernetes.io/zone": group.zone,
+                **(_accelerator_labels(group, entry) if entry else {}),
+                **group.extra_labels,
+            }
+            capacity = {"cpu": "96", "memory": "1048576Mi", "pods": "110"}
+            if entry is not None:
+                capacity[entry.resource] = str(group.gpus)
+            spec: dict[str, Any] = {}
+            if taints := _taints(group, entry):
+                spec["taints"] = taints
+            result.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {"name": name, "labels": labels, "annotations": {}, "creationTimestamp": _CREATED},
+                    "spec": spec,
+                    "status": {
+                        "capacity": capacity,
+                        "allocatable": dict(capacity),
+                        "conditions": [
+                            {
+                                "type": "Ready",
+                                "status": "True",
+                                "reason": "KubeletReady",
+                                "message": "kubelet is posting ready status",
+                                "lastHeartbeatTime": _CREATED,
+                                "lastTransitionTime": _CREATED,
+                            }
+                        ],
+                        "addresses": [{"type": "Hostname", "address": name}],
+                        "nodeInfo": {
+                            "kubeletVersion": "v1.33.4",
+                            "osImage": "Ubuntu 22.04.5 LTS",
+                            "containerRuntimeVersion": "containerd://1.7.27",
+                            "architecture": "amd64",
+                            "operatingSystem": "linux",
+                        },
+                    },
+                }
+            )
+    return result
