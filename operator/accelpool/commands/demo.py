@@ -1,0 +1,68 @@
+"""`accelpool demo`: accelpool on a simulated GPU cluster, no Kubernetes needed.
+
+accelpool demo                         live table until Ctrl-C
+accelpool demo --for 25 --no-tui       run 25 s, print the final table (exit 1 unless all Ready)
+accelpool demo inject h100-1 xid=79    give h100-1's agent a fault (GPU 0; '3:xid=79' for GPU 3)
+accelpool demo inject h100-1 clear     remove it
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PORT = 18080
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "demo",
+        help="run accelpool on a simulated GPU cluster",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--cluster", type=Path, default=Path("examples/demo-cluster.yaml"), help="the simulated fleet")
+    parser.add_argument(
+        "--examples", type=Path, action="append", help="ComputePool files or directories to apply (default: examples/)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="API server port on 127.0.0.1 (default %(default)s)"
+    )
+    parser.add_argument("--metrics-port", type=int, default=18081, help="operator /metrics port (default %(default)s)")
+    parser.add_argument("--for", dest="duration", type=float, help="stop after this many seconds")
+    parser.add_argument("--no-tui", dest="tui", action="store_false", help="no live table; print the final one")
+    parser.set_defaults(func=run)
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    inject = actions.add_parser("inject", help="inject a fault into a node's agent")
+    inject.add_argument("node")
+    inject.add_argument("fault", help="xid=79, ecc-dbe, slow-matmul=3, wrong-results, hang, lost, N:FAULT, or clear")
+    inject.add_argument("--server", default=f"http://127.0.0.1:{DEFAULT_PORT}")
+    inject.set_defaults(func=run_inject)
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelpool.demo.run import DemoOptions, run_demo
+
+    options = DemoOptions(
+        cluster_file=args.cluster,
+        examples=tuple(args.examples or [Path("examples")]),
+        port=args.port,
+        duration=args.duration,
+        tui=args.tui,
+        operator_metrics_port=args.metrics_port,
+    )
+    ready = False
+    with contextlib.suppress(KeyboardInterrupt):
+        ready = asyncio.run(run_demo(options))
+    return 0 if ready or args.duration is None else 1
+
+
+def run_inject(args: argparse.Namespace) -> int:
+    from accelpool.demo.run import inject
+
+    asyncio.run(inject(args.server, args.node, args.fault))
+    print(f"{args.node}: fault {args.fault!r} set; its agent restarts with it")
+    return 0

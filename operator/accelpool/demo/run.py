@@ -1,0 +1,182 @@
+"""Runs the demo: API server, fleet, simulators, the real operator, agents, and a live pool table.
+
+Called by `accelpool demo`. Everything listens on 127.0.0.1 only; every process it starts is
+stopped when it ends (Ctrl-C, or after `--for SECONDS`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import kmock
+import yaml
+
+from accelpool import api, crd
+from accelpool.demo import cluster
+from accelpool.demo.apiserver import DemoApiServer
+from accelpool.demo.simulators import FAULT_ANNOTATION, Kubelet, MigManager, free_port
+from accelpool.kube import Credentials, KubeClient
+
+NAMESPACE = "accelpool-system"
+MIG_CONFIG_MAP = "accelpool-mig-config"
+POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    cluster_file: Path
+    examples: tuple[Path, ...]
+    port: int
+    duration: float | None
+    tui: bool
+    operator_metrics_port: int
+
+
+def pool_rows(pools: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    """The live table: one row per pool, from its status. Pure."""
+    rows: list[tuple[str, ...]] = [("POOL", "ACCELERATOR", "MEMBERS", "READY", "QUARANTINED", "GPUS", "TFLOPS", "PHASE")]
+    for pool in sorted(pools, key=lambda p: p["metadata"]["name"]):
+        status = pool.get("status") or {}
+        nodes = status.get("nodes") or {}
+        capacity = status.get("capacity") or {}
+        tflops = capacity.get("measuredTFLOPS")
+        rows.append(
+            (
+                pool["metadata"]["name"],
+                str(status.get("accelerator") or "-"),
+                f"{nodes.get('members', 0)}/{nodes.get('desired', '?')}",
+                str(nodes.get("ready", 0)),
+                str(nodes.get("quarantined", 0)),
+                str(capacity.get("gpus", 0)),
+                f"{tflops:,.0f}" if isinstance(tflops, int | float) else "-",
+                str(status.get("phase") or "Pending"),
+            )
+        )
+    return rows
+
+
+def format_table(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+def all_ready(pools: list[dict[str, Any]]) -> bool:
+    return bool(pools) and all((p.get("status") or {}).get("phase") == "Ready" for p in pools)
+
+
+def example_pools(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
+    pools: list[dict[str, Any]] = []
+    for path in paths:
+        files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+        for file in files:
+            for document in yaml.safe_load_all(file.read_text()):
+                if isinstance(document, dict) and document.get("kind") == api.KIND:
+                    pools.append(document)
+    return pools
+
+
+async def _seed(client: KubeClient, options: DemoOptions) -> None:
+    await client.create(
+        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    )
+    await client.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd.custom_resource_definition())
+    for node in cluster.nodes(cluster.parse(options.cluster_file.read_text())):
+        await client.create("/api/v1/nodes", node)
+
+
+async def _start_operator(server: str, metrics_port: int, log_dir: Path) -> asyncio.subprocess.Process:
+    command = [
+        str(Path(sys.executable).parent / "accelpool"),
+        "run",
+        "--server",
+        server,
+        "--namespace",
+        NAMESPACE,
+        "--metrics-port",
+        str(metrics_port),
+        "--liveness-port",
+        str(free_port()),
+    ]
+    log_file = (log_dir / "operator.log").open("ab")
+    process = await asyncio.create_subprocess_exec(*command, stdout=log_file, stderr=log_file, env=dict(os.environ))
+    log_file.close()
+    return process
+
+
+def _banner(server: str, options: DemoOptions, log_dir: Path, out: TextIO) -> None:
+    print(
+        f"""accelpool demo — a simulated GPU cluster on this machine
+  API server   {server}   (kubectl --server {server} get cpool; kubectl --server {server} get nodes --show-labels)
+  operator     metrics http://127.0.0.1:{options.operator_metrics_port}/metrics
+  agents       one per member node; `accelpool demo agents` lists their /metrics addresses
+  logs         {log_dir}
+  inject       accelpool demo inject NODE xid=79     (or ecc-dbe, slow-matmul=3, wrong-results, hang, lost; 'clear')
+""",
+        file=out,
+        flush=True,
+    )
+
+
+async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> bool:
+    """Run until interrupted or for `options.duration`; True when every pool ended Ready."""
+    log_dir = Path(tempfile.mkdtemp(prefix="accelpool-demo-"))
+    emulator = DemoApiServer()
+    async with emulator, kmock.Server(emulator, port=options.port) as http:
+        server = str(http.url).rstrip("/")
+        client = KubeClient(Credentials(server=server))
+        await _seed(client, options)
+        operator = await _start_operator(server, options.operator_metrics_port, log_dir)
+        mig = MigManager(client, f"/api/v1/namespaces/{NAMESPACE}/configmaps/{MIG_CONFIG_MAP}")
+        kubelet = Kubelet(client, server=server, namespace=NAMESPACE, log_dir=log_dir)
+        tasks = [asyncio.create_task(mig.run()), asyncio.create_task(kubelet.run())]
+        for pool in example_pools(options.examples):
+            await client.create(POOLS_PATH, pool)
+        _banner(server, options, log_dir, out)
+        pools: list[dict[str, Any]] = []
+        started = time.monotonic()
+        try:
+            while options.duration is None or time.monotonic() - started < options.duration:
+                await asyncio.sleep(1.0)
+                if operator.returncode is not None:
+                    print(f"the operator exited ({operator.returncode}); see {log_dir}/operator.log", file=out)
+                    break
+                pools = await client.list(POOLS_PATH)
+                if options.tui:
+                    elapsed = time.monotonic() - started
+                    out.write(f"\x1b[2J\x1b[H{format_table(pool_rows(pools))}\n\n{elapsed:5.0f}s  Ctrl-C to stop\n")
+                    out.flush()
+        except asyncio.CancelledError:
+            pass
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await kubelet.stop_all()
+            if operator.returncode is None:
+                operator.terminate()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(operator.wait(), timeout=10)
+                if operator.returncode is None:
+                    operator.kill()
+            with contextlib.suppress(Exception):
+                pools = await client.list(POOLS_PATH)
+            await client.close()
+        print(format_table(pool_rows(pools)), file=out, flush=True)
+        return all_ready(pools)
+
+
+async def inject(server: str, node: str, fault: str) -> None:
+    """Ask the demo's kubelet to restart NODE's agent with a fault ('clear' removes it)."""
+    async with KubeClient(Credentials(server=server)) as client:
+        value = None if fault == "clear" else fault
+        await client.patch(f"/api/v1/nodes/{node}", {"metadata": {"annotations": {FAULT_ANNOTATION: value}}})
