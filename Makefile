@@ -69,11 +69,41 @@ crds: install ## regenerate crds/ and the chart's copy from the pydantic models
 	$(BIN)/accelpool crd > crds/accelpool.io_computepools.yaml
 	if [ -d charts/accelpool ]; then mkdir -p charts/accelpool/crds && cp crds/*.yaml charts/accelpool/crds/; fi
 
-generate: crds ## every generated file
+dashboards: install ## regenerate the Grafana dashboards JSON in charts/accelpool/dashboards/
+	$(BIN)/accelpool dashboards --output-dir charts/accelpool/dashboards
+
+generate: crds dashboards ## every generated file
 
 check-generated: install ## fail when a generated file is stale
 	$(BIN)/accelpool crd | diff -u crds/accelpool.io_computepools.yaml - \
 	  || { echo "crds/ is stale: run 'make crds'"; exit 1; }
+	diff -ru crds charts/accelpool/crds || { echo "charts/accelpool/crds/ is stale: run 'make crds'"; exit 1; }
+	$(BIN)/accelpool dashboards --check --output-dir charts/accelpool/dashboards \
+	  || { echo "charts/accelpool/dashboards/ is stale: run 'make dashboards'"; exit 1; }
+
+# Container images. Override IMAGE_REGISTRY/IMAGE_TAG to push elsewhere; the e2e loads these into kind.
+IMAGE_REGISTRY ?= ghcr.io/accelpool
+IMAGE_TAG ?= dev
+OPERATOR_IMAGE ?= $(IMAGE_REGISTRY)/accelpool-operator:$(IMAGE_TAG)
+AGENT_IMAGE ?= $(IMAGE_REGISTRY)/accelpool-agent:$(IMAGE_TAG)
+
+images: ## build the operator and agent images with docker (needs a running Docker engine)
+	@docker info >/dev/null 2>&1 || { echo "make images: no Docker engine answers ('docker info' failed): start Docker, or build on a machine that has one" >&2; exit 1; }
+	@test -f device-agent/Dockerfile || { echo "make images: device-agent/Dockerfile is missing" >&2; exit 1; }
+	DOCKER_BUILDKIT=1 docker build -f operator/Dockerfile -t $(OPERATOR_IMAGE) .
+	DOCKER_BUILDKIT=1 docker build -f device-agent/Dockerfile -t $(AGENT_IMAGE) .
+
+e2e: install tools ## kind cluster with fake GPU nodes: chart, examples/, a fault quarantines a node, cleanup
+	hack/e2e-preflight.sh
+	$(MAKE) images
+	ACCELPOOL_E2E=1 OPERATOR_IMAGE=$(OPERATOR_IMAGE) AGENT_IMAGE=$(AGENT_IMAGE) $(BIN)/pytest -m e2e tests/e2e $(PYTEST_ARGS)
+
+DEMO_ARGS ?=
+demo: install tools ## run accelpool on a simulated GPU cluster (no Kubernetes needed); Ctrl-C stops it
+	$(BIN)/accelpool demo $(DEMO_ARGS)
+
+bench: install ## run the benchmarks in benchmarks/ and rewrite benchmarks/RESULTS.md
+	$(BIN)/python benchmarks/run.py --output benchmarks/RESULTS.md
 
 clean: ## remove the virtualenv, tools and caches
 	rm -rf $(VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache .hypothesis
