@@ -9,9 +9,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from accelpool.commands import catalog, crd, validate
+from accelpool.commands import catalog, crd, dashboards, validate
 
-COMMANDS = (validate, catalog, crd)
+COMMANDS = (validate, catalog, crd, dashboards)
 
 
 def build_parser() -> argparse.ArgumentParser:

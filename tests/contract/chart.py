@@ -1,0 +1,69 @@
+"""Rendering charts/accelpool with the real helm binary, for the chart's contract tests and the e2e.
+
+`render(values_files, set_values)` runs `helm template` and returns the objects it printed;
+`HelmFailed` carries helm's stderr when it refuses (values.schema.json, a template error).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "accelpool"
+FULL_VALUES = Path(__file__).resolve().parent / "values-full.yaml"
+RELEASE = "accelpool"
+NAMESPACE = "accelpool-system"
+
+
+class HelmFailed(Exception):
+    """helm exited non-zero; the message is its stderr."""
+
+
+def run_helm(helm: str, *args: str) -> str:
+    completed = subprocess.run([helm, *args], capture_output=True, text=True, timeout=60, check=False)
+    if completed.returncode != 0:
+        raise HelmFailed(completed.stderr.strip() or completed.stdout.strip())
+    return completed.stdout
+
+
+def template_text(
+    helm: str,
+    values_files: Sequence[Path] = (),
+    set_values: Sequence[str] = (),
+    *,
+    include_crds: bool = False,
+) -> str:
+    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
+    if include_crds:
+        args.append("--include-crds")
+    for path in values_files:
+        args += ["--values", str(path)]
+    for assignment in set_values:
+        args += ["--set", assignment]
+    return run_helm(helm, *args)
+
+
+def render(
+    helm: str,
+    values_files: Sequence[Path] = (),
+    set_values: Sequence[str] = (),
+    *,
+    include_crds: bool = False,
+) -> list[dict[str, Any]]:
+    text = template_text(helm, values_files, set_values, include_crds=include_crds)
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def find(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+
+
+def one(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = find(objects, kind, name)
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {[o['metadata']['name'] for o in found]}"
+    return found[0]

@@ -1,0 +1,410 @@
+"""charts/accelpool with the real helm: lint, render (default and full-featured values), every object
+checked with kubernetes-validate, a golden snapshot of the default render, least-privilege RBAC,
+hardened security contexts, values.schema.json refusing bad values, and the NOTES a user reads.
+
+Set UPDATE_GOLDENS=1 to rewrite tests/contract/golden/ after a reviewed change to the chart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.conftest import require_tool
+from tests.contract.chart import (
+    CHART,
+    FULL_VALUES,
+    NAMESPACE,
+    RELEASE,
+    HelmFailed,
+    find,
+    one,
+    render,
+    run_helm,
+    template_text,
+)
+
+pytestmark = pytest.mark.contract
+
+KUBERNETES_VERSION = "1.35.0"
+GOLDEN = Path(__file__).resolve().parent / "golden" / "chart-default.yaml"
+MONITORING_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+Objects = list[dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def helm() -> str:
+    return require_tool("helm")
+
+
+@pytest.fixture(scope="module")
+def default_objects(helm: str) -> Objects:
+    return render(helm, include_crds=True)
+
+
+@pytest.fixture(scope="module")
+def full_objects(helm: str) -> Objects:
+    return render(helm, [FULL_VALUES], include_crds=True)
+
+
+@pytest.fixture(params=["default", "full"])
+def rendered(request: pytest.FixtureRequest, default_objects: Objects, full_objects: Objects) -> Objects:
+    return default_objects if request.param == "default" else full_objects
+
+
+def test_helm_lint_is_clean(helm: str) -> None:
+    for extra in ([], ["--values", str(FULL_VALUES)]):
+        output = run_helm(helm, "lint", "--strict", str(CHART), *extra)
+        assert "1 chart(s) linted, 0 chart(s) failed" in output
+        assert "[WARNING]" not in output and "[ERROR]" not in output, output
+
+
+def test_every_object_validates(rendered: Objects) -> None:
+    """Built-in kinds strictly against the Kubernetes OpenAPI schemas (unknown fields are errors);
+    Prometheus Operator kinds (CRDs not in kubernetes-validate) by apiVersion, kind and metadata."""
+    for obj in rendered:
+        name = f"{obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
+        if obj["kind"] in MONITORING_KINDS:
+            assert obj["apiVersion"] == "monitoring.coreos.com/v1", name
+            assert DNS_SUBDOMAIN.match(obj["metadata"]["name"]), name
+            assert DNS_LABEL.match(obj["metadata"]["namespace"]), name
+            assert isinstance(obj["spec"], dict) and obj["spec"], name
+            continue
+        try:
+            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as error:
+            path = ".".join(str(p) for p in error.path)
+            pytest.fail(f"{name}: {path}: {error.message}")
+
+
+def test_default_render_matches_golden(helm: str) -> None:
+    text = template_text(helm)
+    if os.environ.get("UPDATE_GOLDENS") == "1":
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(text)
+    assert GOLDEN.exists(), f"{GOLDEN} is missing: run with UPDATE_GOLDENS=1"
+    assert text == GOLDEN.read_text(), "the default render changed: review, then UPDATE_GOLDENS=1"
+
+
+def test_defaults_install_no_monitoring_objects(default_objects: Objects) -> None:
+    """Without the Prometheus Operator's CRDs or Grafana, the default install must still apply."""
+    kinds = {o["kind"] for o in default_objects}
+    assert not kinds & MONITORING_KINDS
+    assert not [o for o in find(default_objects, "ConfigMap") if "grafana_dashboard" in o["metadata"]["labels"]]
+
+
+def test_crds_are_the_generated_copy(default_objects: Objects) -> None:
+    generated = yaml.safe_load((CHART.parents[1] / "crds" / "accelpool.io_computepools.yaml").read_text())
+    assert one(default_objects, "CustomResourceDefinition") == generated
+
+
+# ---- RBAC: exactly these rules, nothing more.
+
+OPERATOR_CLUSTER_RULES = [
+    {"apiGroups": ["accelpool.io"], "resources": ["computepools"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": ["accelpool.io"], "resources": ["computepools/status"], "verbs": ["get", "patch"]},
+    {"apiGroups": ["accelpool.io"], "resources": ["computepools/finalizers"], "verbs": ["update"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+    {
+        "apiGroups": ["apiextensions.k8s.io"],
+        "resources": ["customresourcedefinitions"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": ["karpenter.sh"],
+        "resources": ["nodepools"],
+        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
+    },
+]
+AGENT_CLUSTER_RULES = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+    {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+]
+DAEMONSET_RULES = [
+    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]}
+]
+
+
+def _config_rules(device_plugin: str, mig: str) -> list[dict[str, Any]]:
+    return [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": [device_plugin, mig],
+            "verbs": ["get", "patch", "update"],
+        },
+    ]
+
+
+def _subject(objects: Objects, binding_kind: str, role: dict[str, Any]) -> list[tuple[str, str]]:
+    meta = role["metadata"]
+    bindings = [
+        b
+        for b in find(objects, binding_kind)
+        if b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role["kind"], "name": meta["name"]}
+        and b["metadata"].get("namespace") == meta.get("namespace")
+    ]
+    return [(s["namespace"], s["name"]) for b in bindings for s in b["subjects"] if s["kind"] == "ServiceAccount"]
+
+
+@pytest.mark.parametrize(
+    ("values", "names"),
+    [
+        (
+            [],
+            {
+                "prefix": "accelpool",
+                "agents": NAMESPACE,
+                "nvidia": NAMESPACE,
+                "configs": ("accelpool-device-plugin-configs", "accelpool-mig-parted-config"),
+            },
+        ),
+        (
+            [FULL_VALUES],
+            {
+                "prefix": "gpu-pools",
+                "agents": "accelpool-agents",
+                "nvidia": "gpu-operator",
+                "configs": ("device-plugin-configs", "custom-mig-parted-config"),
+            },
+        ),
+    ],
+    ids=["default", "full"],
+)
+def test_rbac_is_exactly_least_privilege(helm: str, values: list[Path], names: dict[str, Any]) -> None:
+    objects = render(helm, values)
+    operator_sa = (NAMESPACE, f"{names['prefix']}-operator")
+    agent_sa = (names["agents"], f"{names['prefix']}-agent")
+
+    roles = find(objects, "ClusterRole") + find(objects, "Role")
+    for role in roles:
+        for rule in role["rules"]:
+            for key in ("apiGroups", "resources", "verbs", "resourceNames"):
+                assert "*" not in rule.get(key, []), f"{role['metadata']['name']}: wildcard in {key}"
+            assert not {"secrets", "pods/exec", "serviceaccounts/token"} & set(rule["resources"])
+            assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"])
+    assert len(roles) == 4, [r["metadata"]["name"] for r in roles]
+
+    operator_role = one(objects, "ClusterRole", operator_sa[1])
+    assert operator_role["rules"] == OPERATOR_CLUSTER_RULES
+    assert _subject(objects, "ClusterRoleBinding", operator_role) == [operator_sa]
+
+    agent_role = one(objects, "ClusterRole", agent_sa[1])
+    assert agent_role["rules"] == AGENT_CLUSTER_RULES
+    assert _subject(objects, "ClusterRoleBinding", agent_role) == [agent_sa]
+
+    daemonsets = one(objects, "Role", f"{operator_sa[1]}-agents")
+    assert daemonsets["metadata"]["namespace"] == names["agents"]
+    assert daemonsets["rules"] == DAEMONSET_RULES
+    assert _subject(objects, "RoleBinding", daemonsets) == [operator_sa]
+
+    configs = one(objects, "Role", f"{operator_sa[1]}-nvidia-configs")
+    assert configs["metadata"]["namespace"] == names["nvidia"]
+    assert configs["rules"] == _config_rules(*names["configs"])
+    assert _subject(objects, "RoleBinding", configs) == [operator_sa]
+
+    accounts = {(sa["metadata"]["namespace"], sa["metadata"]["name"]) for sa in find(objects, "ServiceAccount")}
+    assert accounts == {operator_sa, agent_sa}
+
+
+# ---- Pods: hardened, probed, and told where everything is.
+
+
+def _pod_specs(objects: Objects) -> list[tuple[str, dict[str, Any]]]:
+    specs = [
+        (f"Deployment/{o['metadata']['name']}", o["spec"]["template"]["spec"]) for o in find(objects, "Deployment")
+    ]
+    specs += [(f"Pod/{o['metadata']['name']}", o["spec"]) for o in find(objects, "Pod")]
+    return specs
+
+
+def test_every_container_is_hardened(rendered: Objects) -> None:
+    specs = _pod_specs(rendered)
+    assert {name.split("/")[0] for name, _ in specs} == {"Deployment", "Pod"}
+    for name, spec in specs:
+        pod_context = spec.get("securityContext", {})
+        assert pod_context.get("runAsNonRoot") is True, name
+        assert pod_context.get("runAsUser", 0) != 0, name
+        for container in spec["containers"] + spec.get("initContainers", []):
+            context = container["securityContext"]
+            where = f"{name}/{container['name']}"
+            assert context["runAsNonRoot"] is True, where
+            assert context["readOnlyRootFilesystem"] is True, where
+            assert context["allowPrivilegeEscalation"] is False, where
+            assert context["capabilities"] == {"drop": ["ALL"]}, where
+            assert context["seccompProfile"] == {"type": "RuntimeDefault"}, where
+            assert "privileged" not in context, where
+            assert container["resources"].get("requests") and container["resources"].get("limits"), where
+
+
+def _operator(objects: Objects) -> tuple[dict[str, Any], dict[str, Any]]:
+    deployment = one(objects, "Deployment")
+    return deployment, deployment["spec"]["template"]["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize(("values", "metrics", "health"), [([], 8080, 8081), ([FULL_VALUES], 9090, 9091)])
+def test_operator_probes_and_ports(helm: str, values: list[Path], metrics: int, health: int) -> None:
+    objects = render(helm, values)
+    deployment, container = _operator(objects)
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"metrics": metrics, "health": health}
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert f"--liveness=http://0.0.0.0:{health}/healthz" in container["args"]
+    service = one(objects, "Service")
+    assert service["spec"]["ports"] == [
+        {"name": "metrics", "port": metrics, "targetPort": "metrics", "protocol": "TCP"}
+    ]
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+
+
+def test_operator_is_told_the_configmaps_agent_image_and_namespaces(full_objects: Objects) -> None:
+    _, container = _operator(full_objects)
+    args = container["args"]
+    for expected in (
+        "--agent-namespace=accelpool-agents",
+        "--agent-image=registry.example.com/platform/accelpool-agent:0.1.0-rc.1",
+        "--agent-service-account=gpu-pools-agent",
+        "--config-namespace=gpu-operator",
+        "--device-plugin-configmap=device-plugin-configs",
+        "--mig-configmap=custom-mig-parted-config",
+        "--extra-flag=1",
+    ):
+        assert expected in args
+    assert container["image"] == "registry.example.com/platform/accelpool-operator:0.1.0-rc.1"
+
+
+def test_image_tags_default_to_app_version(default_objects: Objects) -> None:
+    _, container = _operator(default_objects)
+    assert container["image"] == "ghcr.io/accelpool/accelpool-operator:0.1.0"
+    assert "--agent-image=ghcr.io/accelpool/accelpool-agent:0.1.0" in container["args"]
+
+
+# ---- Monitoring objects behind their flags.
+
+
+def test_service_monitor_selects_the_metrics_service(full_objects: Objects) -> None:
+    monitor = one(full_objects, "ServiceMonitor")
+    service = one(full_objects, "Service")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [service["metadata"]["namespace"]]}
+    endpoint = monitor["spec"]["endpoints"][0]
+    assert endpoint["port"] == service["spec"]["ports"][0]["name"] and endpoint["interval"] == "15s"
+    assert {"action": "replace", "targetLabel": "job", "replacement": "accelpool-operator"} in endpoint["relabelings"]
+
+
+def test_pod_monitor_scrapes_the_agent_namespace(full_objects: Objects) -> None:
+    monitor = one(full_objects, "PodMonitor")
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["accelpool-agents"]}
+    endpoint = monitor["spec"]["podMetricsEndpoints"][0]
+    assert endpoint["port"] == "metrics"
+    targets = {r["targetLabel"] for r in endpoint["relabelings"]}
+    assert targets == {"job", "node", "pool"}
+
+
+def test_prometheus_rule_carries_every_alert_with_extra_labels(full_objects: Objects) -> None:
+    source = yaml.safe_load((CHART / "files" / "alerts.yaml").read_text())
+    rule = one(full_objects, "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    rendered = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    expected = {r["alert"]: r for g in source["groups"] for r in g["rules"]}
+    assert rendered.keys() == expected.keys() and expected
+    for name, alert in expected.items():
+        assert rendered[name]["expr"] == alert["expr"], name
+        assert rendered[name]["annotations"] == alert["annotations"], name
+        assert rendered[name]["labels"] == {**alert["labels"], "team": "ml-infra"}, name
+
+
+def test_dashboards_configmaps_for_the_grafana_sidecar(full_objects: Objects) -> None:
+    maps = [o for o in find(full_objects, "ConfigMap") if o["metadata"]["labels"].get("grafana_dashboard") == "1"]
+    files = sorted((CHART / "dashboards").glob("*.json"))
+    assert len(maps) == len(files) == 2
+    by_key = {key: (cm, text) for cm in maps for key, text in cm["data"].items()}
+    for path in files:
+        configmap, text = by_key[path.name]
+        assert configmap["metadata"]["namespace"] == "monitoring"
+        assert configmap["metadata"]["annotations"] == {"grafana_folder": "Accelerators"}
+        assert json.loads(text) == json.loads(path.read_text())
+
+
+def test_dashboard_label_is_configurable(helm: str) -> None:
+    objects = render(
+        helm, set_values=["dashboards.enabled=true", "dashboards.label=my_dashboards", "dashboards.labelValue=yes"]
+    )
+    maps = [o for o in find(objects, "ConfigMap") if o["metadata"]["labels"].get("my_dashboards") == "yes"]
+    assert len(maps) == 2
+
+
+# ---- values.schema.json
+
+
+@pytest.mark.parametrize(
+    ("assignment", "says"),
+    [
+        ("operator.logLevel=loud", "/operator/logLevel"),
+        ("operator.metricsPort=70000", "/operator/metricsPort"),
+        ("operator.metricsPort=http", "/operator/metricsPort"),
+        ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+        ("image.repository=", "/image/repository"),
+        ("nvidia.devicePluginConfigMap=Not_A_Name", "/nvidia/devicePluginConfigMap"),
+        ("nvidia.migPartedConfigMap=", "/nvidia/migPartedConfigMap"),
+        ("nvidia.namespace=Bad_Namespace", "/nvidia/namespace"),
+        ("nvidia.configMap=x", "additional properties 'configMap'"),
+        ("agent.namespace=UPPER", "/agent/namespace"),
+        ("metrics.serviceMonitor.enabled=yes", "/metrics/serviceMonitor/enabled"),
+        ("metrics.podMonitor.interval=often", "/metrics/podMonitor/interval"),
+        ("prometheusRule.enabled=1", "/prometheusRule/enabled"),
+        ("dashboards.label=", "/dashboards/label"),
+        ("operator.extraArgs[0]=positional", "/operator/extraArgs/0"),
+        ("replicaCount=2", "additional properties 'replicaCount'"),
+        ("operator.replicas=2", "additional properties 'replicas'"),
+    ],
+)
+def test_schema_rejects_bad_values(helm: str, assignment: str, says: str) -> None:
+    with pytest.raises(HelmFailed) as refused:
+        template_text(helm, set_values=[assignment])
+    assert says in str(refused.value)
+
+
+def test_schema_accepts_the_full_values(helm: str) -> None:
+    assert template_text(helm, [FULL_VALUES])
+
+
+# ---- NOTES.txt
+
+
+def test_notes_tell_the_user_what_to_do_next(helm: str) -> None:
+    output = run_helm(
+        helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client", "--values", str(FULL_VALUES)
+    )
+    notes = output.split("NOTES:", 1)[1]
+    for expected in (
+        "kubectl get cpool",
+        "kubectl apply -f -",
+        '"devicePlugin": {"config": {"name": "device-plugin-configs"',
+        '"migManager":   {"config": {"name": "custom-mig-parted-config"',
+        "in namespace gpu-operator",
+        "svc/gpu-pools-operator-metrics 9090",
+        "namespace accelpool-agents, port 9402",
+        'job="accelpool-agent"',
+    ):
+        assert expected in notes, expected
+    assert "Off in this release" not in notes
+    default_notes = run_helm(helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client")
+    assert "nvidia.namespace is unset" in default_notes
+    assert "--set metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true" in default_notes
