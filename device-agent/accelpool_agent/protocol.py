@@ -42,11 +42,17 @@ class AgentConfig(_Wire):
     )
     expected_bandwidth_gbps: float | None = Field(None, description="Memory bandwidth in GB/s.")
     interval_seconds: float = Field(900, gt=0, description="Seconds between full check cycles.")
-    matmul: MatmulPolicy = Field(default_factory=MatmulPolicy)  # type: ignore[arg-type]
+    matmul: MatmulPolicy = Field(default_factory=MatmulPolicy)
     check_timeout_seconds: float = Field(120, gt=0, description="A compute check running longer is killed.")
     force: bool = Field(False, description="Run compute checks even on GPUs that have compute processes.")
     heartbeat_seconds: float = Field(
         300, gt=0, description="Rewrite the unchanged node condition this often, as a liveness signal."
+    )
+    expected_gpus: int | None = Field(
+        None, ge=0, description="Devices a member node should have; fewer makes the node Unhealthy (GpuMissing)."
+    )
+    min_bandwidth_efficiency: float = Field(
+        0.6, ge=0, le=1, description="Fail the bandwidth check below this fraction of the catalog's memory bandwidth."
     )
 
 

@@ -1,0 +1,96 @@
+"""Device backends behind one small interface, and the factory the CLI uses.
+
+A backend answers four questions: which devices are there (`inventory`), how are they now
+(`telemetry`), which XID errors happened since the last call (`drain_xid_events`), and how to
+run compute checks on one of them (`compute_job`, a picklable job for a child process).
+
+- `nvml`: NVIDIA's management library for inventory, telemetry and XID events; compute checks
+  with CuPy in child processes. What a real GPU node runs.
+- `cuda`: CuPy only (inventory from the CUDA runtime, no telemetry): for hosts without NVML.
+- `cpu`: the host CPU as one device, NumPy compute checks: development without a GPU.
+- `fake`: N simulated GPUs of any catalog model, with injectable faults: tests and demos.
+
+Backends never raise from these calls for device trouble: a dead NVML is reported through
+`error`, a lost GPU through `Telemetry.lost`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from accelpool import catalog
+from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask
+from accelpool_agent.faults import Fault
+from accelpool_agent.model import DeviceInfo, Telemetry, XidEvent
+
+BACKENDS = ("nvml", "cuda", "cpu", "fake")
+
+
+class Backend(Protocol):
+    name: str
+    compute_engine: str | None
+    """`cuda`, `cpu` or `fake`: the engine of this backend's compute children; None when it has none."""
+
+    @property
+    def error(self) -> str | None:
+        """Why the backend cannot see devices right now (e.g. NVML failed to initialise), or None."""
+
+    def open(self) -> None:
+        """Initialise; never raises for device trouble (see `error`)."""
+
+    def inventory(self) -> list[DeviceInfo]: ...
+
+    def telemetry(self) -> list[Telemetry]: ...
+
+    def drain_xid_events(self) -> list[XidEvent]: ...
+
+    def compute_job(
+        self, device: DeviceInfo, tasks: Sequence[ComputeTask], sizes: ComputeSizes, seed: int
+    ) -> ComputeJob | None:
+        """A job running `tasks` on `device`, or None when this backend cannot compute."""
+
+    def close(self) -> None: ...
+
+
+class BackendError(ValueError):
+    """Bad backend options (unknown backend, bad --fake-gpus); the message says what is valid."""
+
+
+def detect_model(product_name: str) -> catalog.Accelerator | None:
+    """The catalog entry for a driver product name (`NVIDIA H100 80GB HBM3`), matched as GFD does."""
+    key = "-".join(product_name.split()).lower()
+    for accelerator in catalog.ACCELERATORS:
+        if key in (p.lower() for p in accelerator.detection.gfd_products):
+            return accelerator
+    return None
+
+
+def create_backend(
+    name: str,
+    *,
+    fake_gpus: str | None = None,
+    faults: Mapping[int, tuple[Fault, ...]] | None = None,
+    seed: int = 0,
+) -> Backend:
+    """Build a backend by name. `fake_gpus` and `faults` apply to the fake backend only."""
+    if name == "fake":
+        from accelpool_agent.backends.fake import FakeBackend, parse_fake_gpus
+
+        accelerator, count = parse_fake_gpus(fake_gpus or "H100")
+        return FakeBackend(accelerator, count, faults=faults or {}, seed=seed)
+    if fake_gpus is not None or faults:
+        raise BackendError(f"--fake-gpus and --fault need --backend fake (got --backend {name})")
+    if name == "nvml":
+        from accelpool_agent.backends.nvml import NvmlBackend
+
+        return NvmlBackend()
+    if name == "cuda":
+        from accelpool_agent.backends.cuda import CudaBackend
+
+        return CudaBackend()
+    if name == "cpu":
+        from accelpool_agent.backends.cpu import CpuBackend
+
+        return CpuBackend()
+    raise BackendError(f"unknown backend {name!r}; valid: {', '.join(BACKENDS)}")

@@ -1,0 +1,245 @@
+"""The fake backend: N simulated GPUs of any catalog model, with injectable faults.
+
+Telemetry is derived from the catalog entry (memory, TDP-based power, temperatures, clocks,
+PCIe generation) with a small noise that is a pure function of (seed, GPU, tick), so a run is
+reproducible. Faults (`accelpool_agent.faults`) change what telemetry, XID events and the
+compute children report. Used by the unit tests, `accelpool-agent check --backend fake`, and
+the demo cluster.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from accelpool import catalog
+from accelpool_agent import faults as fault_kinds
+from accelpool_agent.backends import BackendError
+from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask, FakeProfile
+from accelpool_agent.faults import Fault, FaultKind
+from accelpool_agent.model import (
+    DTYPES,
+    DeviceInfo,
+    EccCounts,
+    PcieLink,
+    RetiredPages,
+    RowRemap,
+    Telemetry,
+    XidEvent,
+)
+
+MAX_FAKE_GPUS = 64
+
+
+@dataclass(frozen=True)
+class _Traits:
+    """What the catalog does not say about a model: compute capability, clocks (MHz), PCIe generation."""
+
+    compute_capability: str | None
+    sm_clock_max_mhz: int
+    memory_clock_mhz: int
+    pcie_generation: int
+    slowdown_celsius: float = 87.0
+
+
+_TRAITS: dict[str, _Traits] = {
+    "T4": _Traits("7.5", 1590, 5001, 3, 94.0),
+    "L4": _Traits("8.9", 2040, 6251, 4, 92.0),
+    "L40S": _Traits("8.9", 2520, 9001, 4, 92.0),
+    "A10G": _Traits("8.6", 1710, 6251, 4, 92.0),
+    "V100": _Traits("7.0", 1530, 877, 3),
+    "A100": _Traits("8.0", 1410, 1593, 4),
+    "H100": _Traits("9.0", 1980, 2619, 5),
+    "H200": _Traits("9.0", 1980, 3201, 5),
+    "GH200": _Traits("9.0", 1980, 2619, 5),
+    "B200": _Traits("10.0", 1965, 3996, 5),
+}
+_GENERIC = _Traits(None, 1700, 1600, 4)
+_HGX_BUS_IDS = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
+_IDLE_SM_MHZ = 345
+
+
+def parse_fake_gpus(text: str) -> tuple[catalog.Accelerator, int]:
+    """`H100:8` → (the H100 entry, 8); `L4` → its usual count per node. Errors name the valid choices."""
+    name, sep, raw_count = text.strip().rpartition(":") if ":" in text else (text.strip(), "", "")
+    try:
+        accelerator = catalog.lookup(name)
+    except catalog.UnknownAcceleratorError as error:
+        hint = f" did you mean {', '.join(error.suggestions)}?" if error.suggestions else ""
+        raise BackendError(
+            f"invalid --fake-gpus {text!r}: unknown accelerator {name!r};{hint} "
+            f"valid: {', '.join(a.name for a in catalog.ACCELERATORS)} (as MODEL or MODEL:COUNT)"
+        ) from None
+    if not sep:
+        return accelerator, accelerator.default_count
+    try:
+        count = int(raw_count)
+    except ValueError:
+        count = -1
+    if not 0 <= count <= MAX_FAKE_GPUS:
+        raise BackendError(
+            f"invalid --fake-gpus {text!r}: count {raw_count!r} must be an integer from 0 to {MAX_FAKE_GPUS}"
+        )
+    return accelerator, count
+
+
+def product_name(accelerator: catalog.Accelerator) -> str:
+    """The name the driver would report (GFD's label with '-' back to spaces)."""
+    products = accelerator.detection.gfd_products
+    if products:
+        return products[0].replace("-", " ")
+    return f"{accelerator.vendor.value.upper()} {accelerator.name}"
+
+
+class FakeBackend:
+    """Simulated GPUs. Deterministic for a given seed and sequence of calls."""
+
+    name = "fake"
+    compute_engine: str | None = "fake"
+
+    def __init__(
+        self,
+        accelerator: catalog.Accelerator,
+        count: int,
+        *,
+        faults: Mapping[int, tuple[Fault, ...]] | None = None,
+        seed: int = 0,
+    ) -> None:
+        faults = dict(faults or {})
+        beyond = [index for index in faults if not 0 <= index < count]
+        if beyond:
+            raise BackendError(f"fault for GPU {beyond[0]}, but there are {count} fake GPUs (0-{count - 1})")
+        self.accelerator = accelerator
+        self.count = count
+        self.faults = faults
+        self.seed = seed
+        self.traits = _TRAITS.get(accelerator.model, _GENERIC)
+        self._tick = 0
+        self._xids_sent = False
+        self._devices = [self._device(index) for index in range(count)]
+
+    @property
+    def error(self) -> str | None:
+        return None
+
+    def open(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def _faults(self, index: int, kind: FaultKind) -> list[Fault]:
+        return fault_kinds.find(self.faults.get(index, ()), kind)
+
+    def _device(self, index: int) -> DeviceInfo:
+        rng = random.Random(f"{self.seed}:uuid:{index}")
+        device_uuid = uuid.UUID(int=rng.getrandbits(128), version=4)
+        bus = _HGX_BUS_IDS[index] if index < len(_HGX_BUS_IDS) else 0x100 + index
+        return DeviceInfo(
+            index=index,
+            uuid=f"GPU-{device_uuid}",
+            name=product_name(self.accelerator),
+            pci_bus_id=f"00000000:{bus:02X}:00.0",
+            memory_total_bytes=self.accelerator.memory_gb * 2**30,
+            model=self.accelerator.name,
+            compute_capability=self.traits.compute_capability,
+            serial=f"{1650000000000 + rng.randrange(10**9)}",
+        )
+
+    def inventory(self) -> list[DeviceInfo]:
+        return list(self._devices)
+
+    def telemetry(self) -> list[Telemetry]:
+        self._tick += 1
+        return [self._reading(index) for index in range(self.count)]
+
+    def _reading(self, index: int) -> Telemetry:
+        if self._faults(index, FaultKind.LOST):
+            return Telemetry(index=index, lost=True, error="GPU is lost (simulated)")
+        rng = random.Random(f"{self.seed}:telemetry:{index}:{self._tick}")
+        accelerator, traits = self.accelerator, self.traits
+        total = accelerator.memory_gb * 2**30
+        tdp = float(accelerator.tdp_watts)
+        busy = bool(self._faults(index, FaultKind.BUSY))
+        hot = bool(self._faults(index, FaultKind.HOT))
+        throttled = bool(self._faults(index, FaultKind.THROTTLE))
+        utilization = rng.uniform(0.9, 1.0) if busy else 0.0
+        reasons = {"gpu_idle"} if not busy else set()
+        temperature = (60.0 if busy else 31.0) + rng.uniform(0.0, 4.0) + index * 0.5
+        power = tdp * (rng.uniform(0.7, 0.9) if busy else rng.uniform(0.09, 0.11))
+        sm_mhz = float(traits.sm_clock_max_mhz if busy else _IDLE_SM_MHZ)
+        if hot:
+            temperature = traits.slowdown_celsius + 2.0 + rng.uniform(0.0, 1.0)
+            reasons |= {"sw_thermal_slowdown", "hw_thermal_slowdown"}
+            sm_mhz = min(sm_mhz, traits.sm_clock_max_mhz * 0.5)
+        if throttled:
+            reasons |= {"hw_slowdown", "hw_power_brake_slowdown"}
+            sm_mhz = min(sm_mhz, traits.sm_clock_max_mhz * 0.4)
+        dbe = 1 if self._faults(index, FaultKind.ECC_DBE) else 0
+        ampere_or_later = traits.compute_capability is not None and float(traits.compute_capability) >= 8.0
+        remap_failure = bool(self._faults(index, FaultKind.ROW_REMAP_FAILURE))
+        remap_pending = bool(self._faults(index, FaultKind.ROW_REMAP_PENDING)) or remap_failure
+        width = 8 if self._faults(index, FaultKind.PCIE_DEGRADED) else 16
+        return Telemetry(
+            index=index,
+            utilization_ratio=round(utilization, 3),
+            memory_utilization_ratio=round(utilization * 0.6, 3),
+            memory_used_bytes=int(total * (rng.uniform(0.6, 0.8) if busy else 0.006)),
+            memory_total_bytes=total,
+            temperature_celsius=round(temperature, 1),
+            slowdown_temperature_celsius=traits.slowdown_celsius,
+            power_watts=round(power, 2),
+            power_limit_watts=tdp,
+            energy_joules=round(tdp * 0.1 * (3600.0 + self._tick * 2.0), 1),
+            sm_clock_hertz=sm_mhz * 1e6,
+            sm_clock_max_hertz=traits.sm_clock_max_mhz * 1e6,
+            memory_clock_hertz=traits.memory_clock_mhz * 1e6,
+            throttle_reasons=frozenset(reasons),
+            ecc=EccCounts(volatile_single=0, volatile_double=dbe, aggregate_single=0, aggregate_double=dbe),
+            retired_pages=RetiredPages(single_bit=0, double_bit=dbe if not ampere_or_later else 0, pending=False),
+            row_remap=RowRemap(
+                correctable=0,
+                uncorrectable=dbe + int(remap_failure),
+                pending=remap_pending,
+                failure=remap_failure,
+            )
+            if ampere_or_later
+            else None,
+            pcie=PcieLink(
+                generation=traits.pcie_generation,
+                width=width,
+                max_generation=traits.pcie_generation,
+                max_width=16,
+            ),
+            compute_processes=1 if busy else 0,
+        )
+
+    def drain_xid_events(self) -> list[XidEvent]:
+        """Each `xid=<n>` fault fires once, at the first drain (as the driver logs it once)."""
+        if self._xids_sent:
+            return []
+        self._xids_sent = True
+        return [
+            XidEvent(index=index, xid=int(fault.value or 0), timestamp=0.0)
+            for index in range(self.count)
+            for fault in self._faults(index, FaultKind.XID)
+        ]
+
+    def compute_job(
+        self, device: DeviceInfo, tasks: Sequence[ComputeTask], sizes: ComputeSizes, seed: int
+    ) -> ComputeJob | None:
+        peaks = tuple(
+            (dtype, float(peak)) for dtype in DTYPES if (peak := self.accelerator.peaks.get(dtype)) is not None
+        )
+        profile = FakeProfile(
+            index=device.index,
+            peaks=peaks,
+            bandwidth_gbps=self.accelerator.bandwidth_gbps,
+            faults=self.faults.get(device.index, ()),
+            seed=self.seed,
+        )
+        return ComputeJob(
+            engine="fake", gpu_index=device.index, tasks=tuple(tasks), sizes=sizes, seed=seed, fake=profile
+        )

@@ -1,0 +1,113 @@
+"""Runs compute jobs in child processes with a per-check timeout.
+
+`ProcessRunner` spawns one child per job (`multiprocessing` spawn context: a fresh interpreter,
+no inherited CUDA state), waits for each task's result at most `timeout_seconds`, and kills the
+child when a check overruns: that check is reported as failed with reason `CheckTimeout`, the
+ones after it as not run. A child that dies is reported as `ComputeCrashed`. Blocking calls:
+the agent runs them in worker threads. `InlineRunner` runs jobs in-process for fast tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import time
+from typing import Protocol
+
+from accelpool_agent.compute import ComputeJob, ComputeTask
+from accelpool_agent.compute.child import child_main, execute, not_run
+from accelpool_agent.model import CheckStatus, Measurement
+
+log = logging.getLogger(__name__)
+
+
+class ComputeRunner(Protocol):
+    def run(self, job: ComputeJob, timeout_seconds: float) -> list[Measurement]: ...
+
+
+def timed_out(task: ComputeTask, timeout_seconds: float) -> Measurement:
+    return Measurement(
+        task.check,
+        CheckStatus.FAIL,
+        "CheckTimeout",
+        f"the {task} check did not finish within {timeout_seconds:g} s; its process was killed",
+        dtype=task.dtype,
+        duration_seconds=timeout_seconds,
+    )
+
+
+def crashed(task: ComputeTask, exitcode: int | None) -> Measurement:
+    return Measurement(
+        task.check,
+        CheckStatus.FAIL,
+        "ComputeCrashed",
+        f"the compute process died during the {task} check (exit code {exitcode})",
+        dtype=task.dtype,
+    )
+
+
+class ProcessRunner:
+    """One spawned child per job; every task must answer within the timeout."""
+
+    def __init__(self, *, kill_grace_seconds: float = 5.0) -> None:
+        self._context = multiprocessing.get_context("spawn")
+        self._kill_grace = kill_grace_seconds
+
+    def run(self, job: ComputeJob, timeout_seconds: float) -> list[Measurement]:
+        receiver, sender = self._context.Pipe(duplex=False)
+        process = self._context.Process(
+            target=child_main, args=(job, sender), name=f"accelpool-check-gpu{job.gpu_index}", daemon=True
+        )
+        results: list[Measurement] = []
+        started = time.monotonic()
+        process.start()
+        sender.close()  # the child holds the only writer: EOF means it died
+        try:
+            for position, task in enumerate(job.tasks):
+                if not receiver.poll(timeout_seconds):
+                    log.warning(
+                        "GPU %d: %s overran %g s; killing pid %s", job.gpu_index, task, timeout_seconds, process.pid
+                    )
+                    process.kill()
+                    results.append(timed_out(task, timeout_seconds))
+                    results.extend(
+                        not_run(t, f"not run: the {task} check timed out") for t in job.tasks[position + 1 :]
+                    )
+                    break
+                try:
+                    message: Measurement = receiver.recv()
+                except EOFError:
+                    process.join(self._kill_grace)
+                    log.warning("GPU %d: compute child died during %s (exit %s)", job.gpu_index, task, process.exitcode)
+                    results.append(crashed(task, process.exitcode))
+                    results.extend(not_run(t, f"not run: the {task} check crashed") for t in job.tasks[position + 1 :])
+                    break
+                results.append(message)
+        finally:
+            receiver.close()
+            process.join(self._kill_grace)
+            if process.is_alive():  # finished its tasks but will not exit, or ignored SIGKILL (stuck in the driver)
+                process.kill()
+                process.join(1.0)
+            log.debug(
+                "GPU %d: job %s took %.2f s", job.gpu_index, [str(t) for t in job.tasks], time.monotonic() - started
+            )
+        return results
+
+
+class InlineRunner:
+    """Runs jobs in the calling process: no isolation, for tests of the fake and CPU engines.
+
+    A `hang` fault is reported as a timeout straight away instead of blocking.
+    """
+
+    def run(self, job: ComputeJob, timeout_seconds: float) -> list[Measurement]:
+        results: list[Measurement] = []
+        try:
+            for measurement in execute(job, simulate_hang=False):
+                results.append(measurement)
+        except TimeoutError:
+            task = job.tasks[len(results)]
+            results.append(timed_out(task, timeout_seconds))
+            results.extend(not_run(t, f"not run: the {task} check timed out") for t in job.tasks[len(results) :])
+        return results

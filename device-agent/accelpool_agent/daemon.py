@@ -1,0 +1,99 @@
+"""The long-running agent (`accelpool-agent run`): two loops and a reporter.
+
+- the telemetry loop ticks every `telemetry_interval` seconds (telemetry, XID events, rules),
+  so a fatal XID turns the node Unhealthy within one tick;
+- the compute loop runs a full cycle (a fresh tick, then the compute checks on idle GPUs)
+  at start and every `AgentConfig.interval_seconds`.
+
+After each, the report goes to the node reporter, which writes only what changed (plus its
+heartbeat). Until the first full cycle has finished, only an Unhealthy verdict is written, so
+a restarting agent never declares a node healthy before it has run the compute checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from accelpool_agent.agent import Agent
+from accelpool_agent.model import NodeReport
+from accelpool_agent.protocol import HealthStatus
+from accelpool_agent.reporter import NodeReporter
+
+log = logging.getLogger(__name__)
+
+
+class Daemon:
+    def __init__(self, agent: Agent, *, reporter: NodeReporter | None, telemetry_interval: float) -> None:
+        self.agent = agent
+        self.reporter = reporter
+        self.telemetry_interval = telemetry_interval
+        self._publish_lock = asyncio.Lock()
+        self.started_monotonic = agent.clock.monotonic()
+
+    def liveness(self) -> tuple[bool, str]:
+        """Alive while telemetry ticks keep coming (or shortly after start)."""
+        now = self.agent.clock.monotonic()
+        limit = max(3 * self.telemetry_interval, 30.0)
+        last = self.agent.last_tick_monotonic
+        if last is None:
+            alive = now - self.started_monotonic < max(limit, 120.0)
+            return alive, "starting" if alive else "no telemetry tick since start"
+        age = now - last
+        return (age <= limit, f"last telemetry tick {age:.1f} s ago")
+
+    async def publish(self, report: NodeReport) -> None:
+        if self.reporter is None:
+            return
+        if not report.complete and report.status is not HealthStatus.UNHEALTHY:
+            return
+        async with self._publish_lock:
+            try:
+                await self.reporter.report(report)
+            except Exception:  # a reporter bug must not stop the agent
+                log.exception("reporting failed")
+            self.agent.record_report_stats(self.reporter.stats)
+
+    async def telemetry_loop(self) -> None:
+        while True:
+            try:
+                report = await asyncio.to_thread(self.agent.tick)
+            except Exception:
+                log.exception("telemetry tick failed")
+            else:
+                await self.publish(report)
+            await asyncio.sleep(self.telemetry_interval)
+
+    async def compute_loop(self) -> None:
+        while True:
+            try:
+                report = await self.agent.full_cycle()
+            except Exception:
+                log.exception("check cycle failed")
+            else:
+                log.info(
+                    "cycle done: %s (%s), %d GPU(s), %.1f s",
+                    report.status.value,
+                    report.reason,
+                    len(report.gpus),
+                    report.cycle_duration_seconds or 0.0,
+                )
+                await self.publish(report)
+            await asyncio.sleep(self.agent.config.interval_seconds)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await asyncio.to_thread(self.agent.open)
+        tasks = [
+            asyncio.create_task(self.telemetry_loop(), name="telemetry"),
+            asyncio.create_task(self.compute_loop(), name="compute"),
+        ]
+        try:
+            await stop.wait()
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await asyncio.to_thread(self.agent.close)
