@@ -275,24 +275,26 @@ class CheckCollector:
                     float(c.status.severity),
                     [("check", c.check.value), ("reason", c.reason)],
                 )
+                if not c.check.is_compute:
+                    continue  # telemetry rules run every tick; their numbers are accelpool_gpu_* series
                 if c.value is not None:
                     f.gauge(
                         "accelpool_check_value",
-                        "The number the check judged, in the unit named by the unit label.",
+                        "The number a compute check judged, in the unit named by the unit label.",
                         key,
                         c.value,
                         [("check", c.check.value), ("unit", c.unit or "")],
                     )
                 f.gauge(
                     "accelpool_check_duration_seconds",
-                    "How long the check took.",
+                    "How long the compute check took.",
                     key,
                     c.duration_seconds,
                     [("check", c.check.value)],
                 )
                 f.gauge(
                     "accelpool_check_last_run_timestamp_seconds",
-                    "When the check last ran (Unix time).",
+                    "When the compute check last ran (Unix time).",
                     key,
                     c.finished_at,
                     [("check", c.check.value)],
@@ -309,14 +311,6 @@ class CheckCollector:
                 f.gauge(
                     "accelpool_check_matmul_efficiency_ratio",
                     "Measured matmul throughput / the expected dense peak.",
-                    key,
-                    value,
-                    [("dtype", dtype)],
-                )
-            for dtype, value in sorted(gpu.expected_tflops.items()):
-                f.gauge(
-                    "accelpool_check_matmul_expected_tflops",
-                    "The expected dense peak (TFLOP/s), by dtype.",
                     key,
                     value,
                     [("dtype", dtype)],
@@ -369,6 +363,15 @@ class NodeCollector:
                 "Sum of the GPUs' latest matmul TFLOP/s in the policy dtype.",
                 key,
                 report.tflops,
+                [("dtype", report.dtype)],
+            )
+        expected = [g.expected_tflops[report.dtype] for g in report.gpus if report.dtype in g.expected_tflops]
+        if expected:
+            f.gauge(
+                "accelpool_node_expected_matmul_tflops",
+                "Sum of the GPUs' expected dense peak TFLOP/s in the policy dtype (the catalog's or the config's).",
+                key,
+                sum(expected),
                 [("dtype", report.dtype)],
             )
         f.gauge(

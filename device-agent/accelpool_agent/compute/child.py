@@ -30,10 +30,10 @@ def child_main(job: ComputeJob, conn: Connection) -> None:
         conn.close()
 
 
-def execute(job: ComputeJob, *, simulate_hang: bool = True) -> Iterator[Measurement]:
+def execute(job: ComputeJob, *, in_child: bool = True) -> Iterator[Measurement]:
     """Run the job's tasks in order, yielding one measurement per task."""
     if job.engine == "fake":
-        yield from _execute_fake(job, simulate_hang=simulate_hang)
+        yield from _execute_fake(job, in_child=in_child)
         return
     if job.visible_device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = job.visible_device
@@ -69,12 +69,12 @@ def _make_engine(job: ComputeJob) -> Any:
     raise ValueError(f"unknown compute engine {job.engine!r}")
 
 
-def _execute_fake(job: ComputeJob, *, simulate_hang: bool) -> Iterator[Measurement]:
+def _execute_fake(job: ComputeJob, *, in_child: bool) -> Iterator[Measurement]:
     from accelpool_agent.compute.fake import FakeEngine
 
     if job.fake is None:
         raise ValueError("a fake compute job needs a FakeProfile")
-    engine = FakeEngine(job.fake, job.sizes, simulate_hang=simulate_hang)
+    engine = FakeEngine(job.fake, job.sizes, in_child=in_child)
     yield from _run_all(job, lambda task: engine.run(task, job.seed))
 
 

@@ -27,6 +27,10 @@ _CONTEXT_SECONDS = 0.4
 """Simulated cost of creating a CUDA context in a fresh child."""
 
 
+class SimulatedCrash(Exception):
+    """Raised instead of dying when the fake engine runs in-process (InlineRunner)."""
+
+
 def hang_forever() -> None:
     """What a hung kernel looks like from the host: a wait that never returns."""
     threading.Event().wait()
@@ -35,10 +39,10 @@ def hang_forever() -> None:
 class FakeEngine:
     name = "fake"
 
-    def __init__(self, profile: FakeProfile, sizes: ComputeSizes, *, simulate_hang: bool = True) -> None:
+    def __init__(self, profile: FakeProfile, sizes: ComputeSizes, *, in_child: bool = True) -> None:
         self.profile = profile
         self.sizes = sizes
-        self.simulate_hang = simulate_hang
+        self.in_child = in_child
         self._first = True
 
     def _jitter(self, task: ComputeTask) -> float:
@@ -51,9 +55,11 @@ class FakeEngine:
     def run(self, task: ComputeTask, seed: int) -> Measurement:
         first, self._first = self._first, False
         if first and self._faults(FaultKind.CRASH):
+            if not self.in_child:
+                raise SimulatedCrash(70)
             os._exit(70)  # the child dies mid-check, as on a driver crash
         if first and self._faults(FaultKind.HANG):
-            if not self.simulate_hang:
+            if not self.in_child:
                 raise TimeoutError("hang fault (simulated without a child process)")
             hang_forever()
         if task.check is Check.SANITY:

@@ -98,14 +98,20 @@ class ProcessRunner:
 class InlineRunner:
     """Runs jobs in the calling process: no isolation, for tests of the fake and CPU engines.
 
-    A `hang` fault is reported as a timeout straight away instead of blocking.
+    A `hang` fault is reported as a timeout straight away, a `crash` fault as a crash.
     """
 
     def run(self, job: ComputeJob, timeout_seconds: float) -> list[Measurement]:
+        from accelpool_agent.compute.fake import SimulatedCrash
+
         results: list[Measurement] = []
         try:
-            for measurement in execute(job, simulate_hang=False):
+            for measurement in execute(job, in_child=False):
                 results.append(measurement)
+        except SimulatedCrash as crash:
+            task = job.tasks[len(results)]
+            results.append(crashed(task, int(crash.args[0]) if crash.args else None))
+            results.extend(not_run(t, f"not run: the {task} check crashed") for t in job.tasks[len(results) :])
         except TimeoutError:
             task = job.tasks[len(results)]
             results.append(timed_out(task, timeout_seconds))

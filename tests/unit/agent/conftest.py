@@ -1,0 +1,49 @@
+"""Fixtures for the device agent's unit tests: fake-backend agents with a manual clock.
+
+Compute checks run in-process (`InlineRunner`) here, so a cycle takes milliseconds; the tests
+of process isolation (`test_isolation.py`) use the real `ProcessRunner`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pytest
+
+from accelpool_agent.agent import Agent
+from accelpool_agent.backends.fake import FakeBackend, parse_fake_gpus
+from accelpool_agent.clock import ManualClock
+from accelpool_agent.compute.runner import InlineRunner
+from accelpool_agent.config import AgentSettings
+from accelpool_agent.faults import faults_by_gpu, parse_fault_spec
+from accelpool_agent.protocol import AgentConfig
+
+MakeAgent = Callable[..., Agent]
+
+
+def make_fake_agent(
+    gpus: str = "H100:8",
+    faults: Sequence[str] = (),
+    *,
+    config: AgentConfig | None = None,
+    clock: ManualClock | None = None,
+    seed: int = 0,
+    node: str = "gpu-a1",
+) -> Agent:
+    accelerator, count = parse_fake_gpus(gpus)
+    injected = faults_by_gpu([parse_fault_spec(f) for f in faults], count)
+    backend = FakeBackend(accelerator, count, faults=injected, seed=seed)
+    agent = Agent(
+        backend,
+        config or AgentConfig(pool="llm-training", check_timeout_seconds=5),
+        AgentSettings(node_name=node, backend="fake", seed=seed),
+        InlineRunner(),
+        clock=clock or ManualClock(),
+    )
+    agent.open()
+    return agent
+
+
+@pytest.fixture
+def make_agent() -> MakeAgent:
+    return make_fake_agent
