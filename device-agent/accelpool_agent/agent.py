@@ -218,14 +218,14 @@ class Agent:
     def _skip_reason(self, device: DeviceInfo, telemetry: Telemetry | None) -> tuple[str, str] | None:
         if telemetry is not None and telemetry.lost:
             return "GpuLost", "the GPU does not answer"
-        if self.backend.compute_engine is None:
-            return "ComputeUnavailable", f"the {self.backend.name} backend has no compute engine"
         busy = telemetry.compute_processes if telemetry is not None else None
         if busy and not self.config.force:
             return (
                 "GpuBusy",
                 f"{busy} compute process(es) on the GPU; checks run only on idle GPUs (force: true overrides)",
             )
+        if self.backend.compute_engine is None:
+            return "ComputeUnavailable", f"the {self.backend.name} backend has no compute engine"
         if device.mig_enabled and not device.mig_devices:
             return "MigNotConfigured", "MIG is enabled but no MIG device exists to run checks on"
         return None
