@@ -17,9 +17,9 @@ Liveness = Callable[[], tuple[bool, str]]
 
 
 def parse_listen(text: str) -> tuple[str, int]:
-    """`0.0.0.0:9402`, `[::]:9402`, `:9402` → (host, port)."""
+    """`0.0.0.0:9402`, `[::]:9402`, `:9402` → (host, port); port 0 picks a free one."""
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError(f"invalid --listen {text!r}: expected HOST:PORT, e.g. 0.0.0.0:9402")
     host = host.strip("[]") or "0.0.0.0"
     return host, int(port)

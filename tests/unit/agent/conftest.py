@@ -12,7 +12,7 @@ import pytest
 
 from accelpool_agent.agent import Agent
 from accelpool_agent.backends.fake import FakeBackend, parse_fake_gpus
-from accelpool_agent.clock import ManualClock
+from accelpool_agent.clock import Clock, ManualClock
 from accelpool_agent.compute.runner import InlineRunner
 from accelpool_agent.config import AgentSettings
 from accelpool_agent.faults import faults_by_gpu, parse_fault_spec
@@ -26,7 +26,7 @@ def make_fake_agent(
     faults: Sequence[str] = (),
     *,
     config: AgentConfig | None = None,
-    clock: ManualClock | None = None,
+    clock: Clock | None = None,
     seed: int = 0,
     node: str = "gpu-a1",
 ) -> Agent:

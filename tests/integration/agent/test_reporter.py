@@ -1,0 +1,253 @@
+"""The node reporter against the kmock Kubernetes emulator: what it writes, and what it does not.
+
+Counts requests to prove the least-traffic promise: one read at start, a write only on change,
+a condition rewrite every heartbeat, nothing for TFLOPS noise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import kmock
+import pytest
+
+from accelpool.kube import Credentials, KubeClient
+from accelpool_agent.clock import ManualClock
+from accelpool_agent.model import NodeReport
+from accelpool_agent.protocol import CONDITION_TYPE, HEALTH_ANNOTATION, HealthReport, HealthStatus
+from accelpool_agent.reporter import NodeReporter
+
+from .conftest import NODE, StrategicNodeEmulator, node_object
+
+pytestmark = [pytest.mark.integration, pytest.mark.kmock(cls=StrategicNodeEmulator)]
+
+HEARTBEAT = 300.0
+
+
+def report(
+    status: HealthStatus = HealthStatus.HEALTHY,
+    reason: str = "AllChecksPassed",
+    message: str = "8 GPUs passed all checks",
+    tflops: float | None = 6345.4,
+    bad: tuple[int, ...] = (),
+) -> NodeReport:
+    return NodeReport(
+        node=NODE,
+        pool="llm-training",
+        backend="fake",
+        status=status,
+        reason=reason,
+        message=message,
+        gpus=(),
+        bad_gpus=bad,
+        dtype="bf16",
+        tflops=tflops,
+        checked_at=1_767_225_600.0,
+    )
+
+
+def node(cluster: kmock.KubernetesEmulator) -> dict[str, Any]:
+    raw: dict[str, Any] = cluster.objects["v1/nodes", None, NODE].raw
+    return raw
+
+
+def condition(cluster: kmock.KubernetesEmulator) -> dict[str, Any]:
+    (found,) = [c for c in node(cluster)["status"]["conditions"] if c["type"] == CONDITION_TYPE]
+    return dict(found)
+
+
+def annotation(cluster: kmock.KubernetesEmulator) -> HealthReport:
+    return HealthReport.from_annotation(node(cluster)["metadata"]["annotations"][HEALTH_ANNOTATION])
+
+
+def writes(cluster: kmock.KubernetesEmulator) -> list[str]:
+    return [r.url.path for r in cluster if r.method == "PATCH"]
+
+
+def reads(cluster: kmock.KubernetesEmulator) -> int:
+    return len([r for r in cluster if r.method == "GET"])
+
+
+def iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def test_condition_and_annotation_are_written(cluster: kmock.KubernetesEmulator, client: KubeClient) -> None:
+    clock = ManualClock()
+    reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=clock)
+    assert await reporter.report(report()) == ["condition", "annotation"]
+    assert reads(cluster) == 1
+    assert writes(cluster) == [f"/api/v1/nodes/{NODE}/status", f"/api/v1/nodes/{NODE}"]
+    written = condition(cluster)
+    assert written == {
+        "type": "AcceleratorHealthy",
+        "status": "True",
+        "reason": "AllChecksPassed",
+        "message": "8 GPUs passed all checks",
+        "lastHeartbeatTime": iso(clock.now),
+        "lastTransitionTime": iso(clock.now),
+    }
+    ready = [c for c in node(cluster)["status"]["conditions"] if c["type"] == "Ready"]
+    assert ready and ready[0]["reason"] == "KubeletReady"  # strategic merge by type: the kubelet's stays
+    health = annotation(cluster)
+    assert (health.status, health.reason, health.tflops, health.dtype) == (
+        HealthStatus.HEALTHY,
+        "AllChecksPassed",
+        6350.0,  # three significant figures: noise does not rewrite the node
+        "bf16",
+    )
+    status_patch = next(r for r in cluster if r.method == "PATCH" and r.url.path.endswith("/status"))
+    assert "strategic-merge-patch" in status_patch.headers["Content-Type"]
+    assert [c["type"] for c in status_patch.data["status"]["conditions"]] == [CONDITION_TYPE]
+    assert reporter.stats.writes == {"condition": 1, "annotation": 1}
+
+
+async def test_nothing_is_rewritten_when_nothing_changed(cluster: kmock.KubernetesEmulator, client: KubeClient) -> None:
+    clock = ManualClock()
+    reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=clock)
+    await reporter.report(report())
+    before = len(list(cluster))
+    for step in range(50):
+        clock.advance(2)  # telemetry ticks, 100 s in all
+        noisy = report(tflops=6345.4 * (1 + 0.01 * ((-1) ** step)))  # ±1% TFLOPS noise
+        assert await reporter.report(noisy) == []
+    assert len(list(cluster)) == before  # not even a read
+
+
+async def test_condition_is_rewritten_after_the_heartbeat(
+    cluster: kmock.KubernetesEmulator, client: KubeClient
+) -> None:
+    clock = ManualClock()
+    reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=clock)
+    await reporter.report(report())
+    first = condition(cluster)
+    clock.advance(HEARTBEAT - 1)
+    assert await reporter.report(report()) == []
+    clock.advance(1)
+    assert await reporter.report(report()) == ["condition"]  # the annotation carries no heartbeat
+    second = condition(cluster)
+    assert second["lastHeartbeatTime"] == iso(clock.now) != first["lastHeartbeatTime"]
+    assert second["lastTransitionTime"] == first["lastTransitionTime"]
+    assert len(writes(cluster)) == 3
+
+
+async def test_transition_time_changes_only_with_the_status(
+    cluster: kmock.KubernetesEmulator, client: KubeClient
+) -> None:
+    clock = ManualClock()
+    reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=clock)
+    await reporter.report(report())
+    healthy_since = condition(cluster)["lastTransitionTime"]
+    clock.advance(60)
+    xid = report(HealthStatus.UNHEALTHY, "XidError79", "XID 79 (GPU has fallen off the bus) on GPU 3", bad=(3,))
+    assert await reporter.report(xid) == ["condition", "annotation"]
+    failed = condition(cluster)
+    assert (failed["status"], failed["reason"]) == ("False", "XidError79")
+    assert failed["lastTransitionTime"] == iso(clock.now) != healthy_since
+    assert annotation(cluster).bad_gpus == [3]
+    clock.advance(60)
+    ecc = replace(xid, reason="EccDoubleBitError", message="uncorrectable (double-bit) ECC errors on GPU 3")
+    assert await reporter.report(ecc) == ["condition", "annotation"]
+    assert condition(cluster)["reason"] == "EccDoubleBitError"
+    assert condition(cluster)["lastTransitionTime"] == failed["lastTransitionTime"]  # still False since then
+
+
+async def test_meaningful_tflops_change_rewrites_the_annotation_only(
+    cluster: kmock.KubernetesEmulator, client: KubeClient
+) -> None:
+    reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=ManualClock())
+    await reporter.report(report(tflops=6345.4))
+    assert await reporter.report(report(tflops=5900.0)) == ["annotation"]
+    assert annotation(cluster).tflops == 5900.0
+
+
+async def test_a_restarted_agent_keeps_the_transition_time_and_writes_nothing_new(
+    cluster: kmock.KubernetesEmulator, client: KubeClient
+) -> None:
+    clock = ManualClock()
+    await NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=clock).report(report())
+    since = condition(cluster)["lastTransitionTime"]
+    clock.advance(30)
+    restarted = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=clock)
+    assert await restarted.report(report()) == []
+    assert reads(cluster) == 2 and len(writes(cluster)) == 2
+    clock.advance(HEARTBEAT)
+    assert await restarted.report(report()) == ["condition"]
+    assert condition(cluster)["lastTransitionTime"] == since
+
+
+async def test_api_errors_are_survived_and_retried(cluster: kmock.KubernetesEmulator, client: KubeClient) -> None:
+    cluster["patch"][f"/api/v1/nodes/{NODE}/status"][:1] << 500
+    reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=ManualClock())
+    assert await reporter.report(report()) == ["annotation"]
+    assert reporter.stats.errors == 1
+    assert await reporter.report(report()) == ["condition"]  # retried on the next report
+    assert condition(cluster)["status"] == "True"
+
+
+async def test_missing_node_is_an_error_not_a_crash(cluster: kmock.KubernetesEmulator) -> None:
+    async with KubeClient(Credentials(server=str(cluster.url).rstrip("/"))) as api:
+        reporter = NodeReporter(api, "no-such-node", heartbeat_seconds=HEARTBEAT, clock=ManualClock())
+        assert await reporter.report(report()) == []
+        assert reporter.stats.errors == 1
+        cluster.objects["v1/nodes", None, "no-such-node"] = node_object("no-such-node")
+        assert await reporter.report(report()) == ["condition", "annotation"]
+
+
+async def test_unreachable_api_is_an_error_not_a_crash() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    async with KubeClient(Credentials(server=f"http://127.0.0.1:{port}"), timeout=2) as api:
+        reporter = NodeReporter(api, NODE, heartbeat_seconds=HEARTBEAT, clock=ManualClock())
+        assert await reporter.report(report()) == []
+        assert reporter.stats.errors == 1
+
+
+async def test_agent_daemon_quarantines_on_xid_within_seconds(cluster: kmock.KubernetesEmulator) -> None:
+    """`accelpool-agent run` on the fake backend: an XID 79 reaches the node as False/XidError79."""
+    started = asyncio.get_running_loop().time()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "accelpool_agent",
+        "run",
+        "--backend",
+        "fake",
+        "--fake-gpus",
+        "H100:8",
+        "--fault",
+        "3:xid=79",
+        "--server",
+        str(cluster.url).rstrip("/"),
+        "--node-name",
+        NODE,
+        "--listen",
+        "127.0.0.1:0",
+        "--telemetry-interval",
+        "0.5",
+        env={**os.environ, "LOG_LEVEL": "WARNING"},
+    )
+    try:
+        found: dict[str, Any] = {}
+        for _ in range(200):
+            conditions = [c for c in node(cluster)["status"]["conditions"] if c["type"] == CONDITION_TYPE]
+            if conditions and HEALTH_ANNOTATION in node(cluster)["metadata"].get("annotations", {}):
+                found = conditions[0]
+                break
+            await asyncio.sleep(0.05)
+        elapsed = asyncio.get_running_loop().time() - started
+        assert (found.get("status"), found.get("reason")) == ("False", "XidError79"), found
+        assert elapsed < 5.0
+        health = json.loads(node(cluster)["metadata"]["annotations"][HEALTH_ANNOTATION])
+        assert health["status"] == "Unhealthy" and health["badGpus"] == [3]
+    finally:
+        process.terminate()
+        assert await asyncio.wait_for(process.wait(), 15) == 0

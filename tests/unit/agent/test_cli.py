@@ -1,0 +1,148 @@
+"""`accelpool-agent check`: the JSON report, exit codes, and errors for bad input (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from accelpool_agent.cli import main
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def run_check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, object]]:
+    code = main(["check", "--backend", "fake", "--json", "--log-level", "ERROR", *args])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def test_healthy_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = run_check(capsys, "--fake-gpus", "H100:8")
+    assert code == 0
+    assert report["healthy"] is True
+    assert (report["status"], report["reason"]) == ("Healthy", "AllChecksPassed")
+    gpus = report["gpus"]
+    assert isinstance(gpus, list) and len(gpus) == 8
+    first = gpus[0]
+    assert {"index", "uuid", "model", "telemetry", "checks", "matmul_tflops", "status", "reason"} <= set(first)
+    assert first["model"] == "H100-80GB"
+    assert first["telemetry"]["power_limit_watts"] == 700.0
+    names = {c["name"] for c in first["checks"]}
+    assert {"sanity", "correctness", "matmul", "bandwidth", "xid", "ecc", "thermal"} <= names
+    for check in first["checks"]:
+        assert {"name", "status", "value", "unit", "reason", "message"} <= set(check)
+    matmul = next(c for c in first["checks"] if c["name"] == "matmul")
+    assert (matmul["status"], matmul["unit"], matmul["dtype"]) == ("pass", "TFLOPS", "bf16")
+
+
+def test_xid_fault_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = run_check(capsys, "--fake-gpus", "H100:8", "--fault", "3:xid=79")
+    assert code == 1
+    assert report["healthy"] is False
+    assert (report["status"], report["reason"]) == ("Unhealthy", "XidError79")
+    assert report["bad_gpus"] == [3]
+    gpu3 = report["gpus"][3]  # type: ignore[index]
+    xid = next(c for c in gpu3["checks"] if c["name"] == "xid")
+    assert (xid["status"], xid["reason"]) == ("fail", "XidError79")
+
+
+def test_repeated_faults_and_all(capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = run_check(capsys, "--fake-gpus", "A100-80GB:4", "--fault", "all:hot", "--fault", "2:ecc-dbe")
+    assert code == 1
+    assert report["bad_gpus"] == [2]
+    assert all(g["status"] in ("warn", "fail") for g in report["gpus"])  # type: ignore[union-attr]
+
+
+def test_hang_is_reported_after_the_timeout(capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = run_check(capsys, "--fake-gpus", "L4:2", "--fault", "1:hang", "--check-timeout", "1")
+    assert code == 1
+    assert report["reason"] == "CheckTimeout"
+    assert report["message"] == "sanity check timed out after 1 s on GPU 1"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--fault", "3:xdi=79"], "unknown fault 'xdi'; valid faults: xid=<n>, ecc-dbe"),
+        (["--fault", "9:lost"], "GPU 9 does not exist; valid GPU indexes: 0-7"),
+        (["--fake-gpus", "H1000:8"], "unknown accelerator 'H1000'; did you mean"),
+        (["--fake-gpus", "H100:many"], "count 'many' must be an integer from 0 to 64"),
+        (["--dtypes", "fp64"], "valid dtypes: fp32, tf32, fp16, bf16"),
+        (["--backend", "rocm"], "invalid choice: 'rocm'"),
+    ],
+)
+def test_bad_input_exits_2_naming_value_and_choices(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["check", "--backend", "fake", "--fake-gpus", "H100:8", *args])
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_faults_need_the_fake_backend(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["check", "--backend", "cpu", "--fault", "0:lost"])
+    assert exit_.value.code == 2
+    assert "--fault needs --backend fake" in capsys.readouterr().err
+
+
+def test_config_file_errors_name_the_field(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "agent.yaml"
+    config.write_text("matmul: {dtype: bf16, minEfficiency: 3}\n")
+    with pytest.raises(SystemExit) as exit_:
+        main(["check", "--backend", "fake", "--config", str(config)])
+    assert exit_.value.code == 2
+    assert "matmul.minEfficiency" in capsys.readouterr().err
+
+
+def test_config_file_policy_applies(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "agent.yaml"
+    config.write_text("pool: llm\nmatmul: {dtype: fp16, minEfficiency: 0.95}\n")
+    code, report = run_check(capsys, "--fake-gpus", "H100:2", "--config", str(config))
+    assert code == 1
+    assert (report["reason"], report["pool"], report["dtype"]) == ("SlowMatmul", "llm", "fp16")
+
+
+def test_human_output(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["check", "--backend", "fake", "--fake-gpus", "H100:2", "--fault", "1:wrong-results"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "Unhealthy — WrongResults" in out
+    assert "fail: correctness: WrongResults" in out
+
+
+def test_console_script_end_to_end() -> None:
+    """The installed `accelpool-agent` entry point, as a user or CI runs it."""
+    script = Path(sys.executable).parent / "accelpool-agent"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "accelpool_agent"]
+    done = subprocess.run(
+        [*command, "check", "--backend", "fake", "--fake-gpus", "H100:8", "--fault", "3:xid=79", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "LOG_LEVEL": "ERROR"},
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["healthy"], report["reason"], report["bad_gpus"]) == (False, "XidError79", [3])
+
+
+def test_python_dash_m_works_with_spawned_children() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "accelpool_agent", "check", "--backend", "fake", "--fake-gpus", "L4:2", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "LOG_LEVEL": "ERROR"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["healthy"] is True
