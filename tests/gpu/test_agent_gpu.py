@@ -123,8 +123,7 @@ def test_cuda_sanity_and_correctness(devices: list[DeviceInfo]) -> None:
 def _torch_tflops(dtype: str, n: int) -> float | None:
     if importlib.util.find_spec("torch") is None:
         return None
-    import torch
-
+    torch: Any = importlib.import_module("torch")
     if not torch.cuda.is_available():
         return None
     torch_dtype = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
@@ -144,7 +143,7 @@ def _torch_tflops(dtype: str, n: int) -> float | None:
         samples.append(2 * n**3 * 20 / (start.elapsed_time(end) / 1000))
     del a, b
     torch.cuda.empty_cache()
-    return sorted(samples)[len(samples) // 2] / 1e12
+    return float(sorted(samples)[len(samples) // 2]) / 1e12
 
 
 @needs_cuda
@@ -190,5 +189,6 @@ def test_full_cycle_on_this_node() -> None:
     assert report.status is not HealthStatus.UNKNOWN
     for gpu in report.gpus:
         sanity = gpu.check(Check.SANITY)
-        assert sanity is not None and sanity.status in (CheckStatus.PASS, CheckStatus.SKIP), sanity.message
+        assert sanity is not None
+        assert sanity.status in (CheckStatus.PASS, CheckStatus.SKIP), sanity.message
     assert elapsed < 120

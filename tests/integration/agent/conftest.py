@@ -68,7 +68,7 @@ def node_object(name: str = NODE, **extra: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def cluster(kmock: kmock.KubernetesEmulator) -> kmock.KubernetesEmulator:
-    kmock.resources["v1/nodes"] = {}
+    kmock.resources["v1/nodes"] = kmock.ResourceInfo(kind="Node", namespaced=False)
     kmock.objects["v1/nodes", None, NODE] = node_object()
     return kmock
 

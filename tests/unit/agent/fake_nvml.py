@@ -141,7 +141,7 @@ class FakeNvml:
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: int) -> int:
         self._check("nvmlDeviceGetCurrentClocksEventReasons", handle)
-        return pynvml.nvmlClocksEventReasonSwPowerCap | pynvml.nvmlClocksEventReasonHwThermalSlowdown
+        return int(pynvml.nvmlClocksEventReasonSwPowerCap | pynvml.nvmlClocksEventReasonHwThermalSlowdown)
 
     def nvmlDeviceGetEccMode(self, handle: int) -> list[int]:
         self._check("nvmlDeviceGetEccMode", handle)

@@ -55,7 +55,9 @@ def test_repeated_faults_and_all(capsys: pytest.CaptureFixture[str]) -> None:
     code, report = run_check(capsys, "--fake-gpus", "A100-80GB:4", "--fault", "all:hot", "--fault", "2:ecc-dbe")
     assert code == 1
     assert report["bad_gpus"] == [2]
-    assert all(g["status"] in ("warn", "fail") for g in report["gpus"])  # type: ignore[union-attr]
+    gpus = report["gpus"]
+    assert isinstance(gpus, list)
+    assert all(g["status"] in ("warn", "fail") for g in gpus)
 
 
 def test_hang_is_reported_after_the_timeout(capsys: pytest.CaptureFixture[str]) -> None:
