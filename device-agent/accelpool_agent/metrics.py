@@ -3,8 +3,8 @@
 Nothing here holds device data between scrapes: each scrape reads the agent's current immutable
 `AgentSnapshot` and yields fresh families (the prometheus-pve-exporter pattern; no global
 gauges). Like node_exporter, every collector is timed and guarded, and each scrape reports
-`accelpool_agent_scrape_collector_duration_seconds{collector}` and
-`accelpool_agent_scrape_collector_success{collector}`; a collector that raises costs its own
+`accelpool_agent_scrape_collector_duration_seconds{node,pool,collector}` and
+`accelpool_agent_scrape_collector_success{node,pool,collector}`; a collector that raises costs its own
 families, not the scrape.
 
 Names follow `accelpool_<subsystem>_<name>_<unit>`, counters end in `_total`, labels are
@@ -459,15 +459,15 @@ class Exporter(Collector):
 
     def collect(self) -> Iterator[Metric]:
         snapshot = self.source()
+        labels = [*NODE_LABELS, "collector"]
+        key = [snapshot.node, snapshot.pool or ""]
         duration = GaugeMetricFamily(
             "accelpool_agent_scrape_collector_duration_seconds",
             "How long a collector took in this scrape.",
-            labels=["collector"],
+            labels=labels,
         )
         success = GaugeMetricFamily(
-            "accelpool_agent_scrape_collector_success",
-            "1 when a collector succeeded in this scrape.",
-            labels=["collector"],
+            "accelpool_agent_scrape_collector_success", "1 when a collector succeeded in this scrape.", labels=labels
         )
         for collector in self.collectors:
             started = self.timer()
@@ -477,8 +477,8 @@ class Exporter(Collector):
             except Exception:
                 log.exception("collector %s failed", collector.name)
                 families, ok = [], 0.0
-            duration.add_metric([collector.name], self.timer() - started)
-            success.add_metric([collector.name], ok)
+            duration.add_metric([*key, collector.name], self.timer() - started)
+            success.add_metric([*key, collector.name], ok)
             yield from families
         yield duration
         yield success

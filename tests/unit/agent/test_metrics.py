@@ -118,8 +118,8 @@ async def test_a_failing_collector_costs_only_its_own_families(make_agent: MakeA
 
     snapshot = await golden_snapshot(make_agent)
     text = generate_latest(registry_for(snapshot, [Broken(), NodeCollector()])).decode()
-    assert 'accelpool_agent_scrape_collector_success{collector="broken"} 0.0' in text
-    assert 'accelpool_agent_scrape_collector_success{collector="node"} 1.0' in text
+    assert 'accelpool_agent_scrape_collector_success{collector="broken",node="gpu-a1",pool="llm-training"} 0.0' in text
+    assert 'accelpool_agent_scrape_collector_success{collector="node",node="gpu-a1",pool="llm-training"} 1.0' in text
     assert "accelpool_node_healthy" in text
 
 
@@ -129,8 +129,8 @@ def test_scrape_durations_are_measured() -> None:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Exporter(lambda: snapshot, [NodeCollector(), AgentCollector("x")], timer=lambda: next(ticks)))
     text = generate_latest(registry).decode()
-    assert 'accelpool_agent_scrape_collector_duration_seconds{collector="node"} 0.25' in text
-    assert 'accelpool_agent_scrape_collector_duration_seconds{collector="agent"} 0.5' in text
+    assert 'accelpool_agent_scrape_collector_duration_seconds{collector="node",node="n",pool=""} 0.25' in text
+    assert 'accelpool_agent_scrape_collector_duration_seconds{collector="agent",node="n",pool=""} 0.5' in text
 
 
 async def test_no_backend_means_no_gpu_series_and_backend_down() -> None:
