@@ -116,6 +116,9 @@ async def test_http_endpoints() -> None:
         response = await client.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
         assert response.headers["Content-Type"].startswith("application/openmetrics-text")
         assert (await response.text()).rstrip().endswith("# EOF")
+        prometheus = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+        response = await client.get("/metrics", headers={"Accept": prometheus})
+        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
         assert (await client.get("/healthz")).status == 200
         alive["value"] = False
         assert (await client.get("/healthz")).status == 503
