@@ -166,7 +166,9 @@ def _settings(args: argparse.Namespace, config: AgentConfig) -> tuple[AgentConfi
 def _print_report(report: NodeReport) -> None:
     from accelpool_agent.model import CheckStatus
 
-    print(f"node {report.node} ({report.backend}, {len(report.gpus)} GPUs): {report.status.value} — {report.reason}")
+    count = len(report.gpus)
+    print(f"node {report.node} ({report.backend}, {count} device{'s' if count != 1 else ''}): ", end="")
+    print(f"{report.status.value} — {report.reason}")
     if report.message:
         print(f"  {report.message}")
     print(f"{'GPU':>3}  {'MODEL':<16} {'STATUS':<6} {'REASON':<26} {'MATMUL ' + report.dtype:>14} {'BANDWIDTH':>11}")

@@ -97,3 +97,4 @@ class Daemon:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             await asyncio.to_thread(self.agent.close)
+            log.info("stopped")

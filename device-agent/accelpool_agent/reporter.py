@@ -11,6 +11,10 @@ Two objects are written on the agent's own Node:
   `HealthReport` the operator reads. Its TFLOPS are rounded to three significant figures and
   rewritten only when they move by more than `tflops_tolerance`, so noise causes no writes.
 
+A change of status (True/False/Unknown) is written at once. A change of reason or message that
+keeps the status (a GPU that throttles on and off, a second failing GPU) is written at most once
+per `min_detail_seconds`, so a flapping warning cannot turn into a stream of API writes.
+
 Nothing is written when nothing changed. The node is read once, at the first report, so an
 agent restart keeps the transition time and does not rewrite an identical condition. API
 errors are logged and counted; the next report retries.
@@ -71,12 +75,15 @@ class NodeReporter:
         heartbeat_seconds: float,
         clock: Clock | None = None,
         tflops_tolerance: float = 0.02,
+        min_detail_seconds: float = 60.0,
     ) -> None:
         self.client = client
         self.node_name = node_name
         self.heartbeat_seconds = heartbeat_seconds
         self.clock: Clock = clock or SystemClock()
         self.tflops_tolerance = tflops_tolerance
+        self.min_detail_seconds = min_detail_seconds
+        self._annotation_written_at: datetime | None = None
         self._loaded = False
         self._condition: _Condition | None = None
         self._annotation: HealthReport | None = None
@@ -142,10 +149,12 @@ class NodeReporter:
         now = self._now()
         status = report.status.condition_status
         old = self._condition
-        changed = old is None or (old.status, old.reason, old.message) != (status, report.reason, report.message)
-        due = old is not None and (now - old.heartbeat).total_seconds() >= self.heartbeat_seconds
-        if not changed and not due:
-            return False
+        if old is not None:
+            since = (now - old.heartbeat).total_seconds()
+            detail_changed = (old.reason, old.message) != (report.reason, report.message)
+            due = since >= self.heartbeat_seconds or (detail_changed and since >= self.min_detail_seconds)
+            if old.status == status and not due:
+                return False
         transition = old.transition if old is not None and old.status == status else now
         body = {
             "status": {
@@ -173,10 +182,12 @@ class NodeReporter:
         return health
 
     def _meaningful_change(self, old: HealthReport | None, new: HealthReport) -> bool:
-        if old is None:
+        if old is None or old.status != new.status:
             return True
-        if (old.status, old.reason, old.message, old.gpus, old.bad_gpus, old.dtype) != (
-            new.status,
+        written_at = self._annotation_written_at
+        if written_at is not None and (self._now() - written_at).total_seconds() < self.min_detail_seconds:
+            return False  # same status: details wait (flapping warnings, a second bad GPU)
+        if (old.reason, old.message, old.gpus, old.bad_gpus, old.dtype) != (
             new.reason,
             new.message,
             new.gpus,
@@ -198,6 +209,7 @@ class NodeReporter:
         if not await self._patch(self._path, body, "merge", "annotation"):
             return False
         self._annotation = health
+        self._annotation_written_at = self._now()
         return True
 
     async def _patch(self, path: str, body: object, patch_type: str, kind: str) -> bool:

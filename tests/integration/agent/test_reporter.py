@@ -162,10 +162,29 @@ async def test_transition_time_changes_only_with_the_status(
 async def test_meaningful_tflops_change_rewrites_the_annotation_only(
     cluster: kmock.KubernetesEmulator, client: KubeClient
 ) -> None:
-    reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=ManualClock())
+    clock = ManualClock()
+    reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=clock)
     await reporter.report(report(tflops=6345.4))
+    assert await reporter.report(report(tflops=5900.0)) == []  # details wait a minute after a write
+    clock.advance(60)
     assert await reporter.report(report(tflops=5900.0)) == ["annotation"]
     assert annotation(cluster).tflops == 5900.0
+
+
+async def test_a_flapping_warning_is_written_at_most_once_a_minute(
+    cluster: kmock.KubernetesEmulator, client: KubeClient
+) -> None:
+    clock = ManualClock()
+    reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=clock)
+    quiet = report()
+    throttling = report(reason="ChecksPassedWithWarnings", message="thermal throttling on GPU 2")
+    for step in range(300):  # 10 minutes of 2-second ticks, the warning toggling every tick
+        await reporter.report(throttling if step % 2 else quiet)
+        clock.advance(2)
+    assert 5 <= len(writes(cluster)) <= 2 * 11  # condition + annotation, at most one each a minute
+    assert condition(cluster)["status"] == "True"
+    failing = report(HealthStatus.UNHEALTHY, "XidError79", "XID 79 (GPU has fallen off the bus) on GPU 3", bad=(3,))
+    assert await reporter.report(failing) == ["condition", "annotation"]  # a status change is never delayed
 
 
 async def test_a_restarted_agent_keeps_the_transition_time_and_writes_nothing_new(
