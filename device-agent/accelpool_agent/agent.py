@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from accelpool import catalog
-from accelpool_agent import rules
+from accelpool_agent import rules, xids
 from accelpool_agent.backends import Backend
 from accelpool_agent.clock import Clock, SystemClock
 from accelpool_agent.compute import ComputeSizes, ComputeTask, split_for_tf32
@@ -159,7 +159,14 @@ class Agent:
                 if device is None:
                     log.warning("XID %d on unknown GPU index %d", event.xid, event.index)
                     continue
-                log.warning("GPU %d (%s): XID %d", device.index, device.uuid, event.xid)
+                application = xids.classify(event.xid) is xids.XidClass.APPLICATION
+                log.log(
+                    logging.DEBUG if application else logging.WARNING,
+                    "GPU %d (%s): %s",
+                    device.index,
+                    device.uuid,
+                    xids.describe(event.xid),
+                )
                 record = self._xids.get(device.uuid, rules.XidRecord())
                 self._xids[device.uuid] = record.add(event.xid, event.timestamp or now)
             snapshot = replace(self._snapshot, ticks_total=self._snapshot.ticks_total + 1)

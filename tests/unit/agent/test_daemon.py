@@ -57,12 +57,12 @@ async def test_loops_follow_their_intervals() -> None:
     daemon, reporter = daemon_for()
     stop = asyncio.Event()
     task = asyncio.create_task(daemon.run(stop))
-    await asyncio.sleep(601)
+    await asyncio.sleep(610)
     stop.set()
     await task
     snapshot = daemon.agent.snapshot
     assert snapshot.cycles_total == 6  # t = 0, 120, 240, 360, 480, 600
-    assert 290 <= snapshot.ticks_total <= 320  # every 2 s, plus one per cycle
+    assert 295 <= snapshot.ticks_total <= 325  # every 2 s, plus one per cycle
     assert reporter.reports and all(r.status is HealthStatus.HEALTHY for r in reporter.reports)
     assert snapshot.report_stats.writes["condition"] == len(reporter.reports)
 
