@@ -1,0 +1,1 @@
+"""Tests that need a real NVIDIA GPU and driver (marked `gpu`; skipped elsewhere)."""

@@ -1,0 +1,1 @@
+"""The device agent's node reporter against the kmock Kubernetes emulator."""

@@ -265,6 +265,7 @@ async def test_agent_daemon_quarantines_on_xid_within_seconds(cluster: kmock.Kub
         elapsed = asyncio.get_running_loop().time() - started
         assert (found.get("status"), found.get("reason")) == ("False", "XidError79"), found
         assert elapsed < 5.0
+        print(f"XID 79 on a fake GPU -> AcceleratorHealthy=False on the node: {elapsed:.2f} s after the agent started")
         health = json.loads(node(cluster)["metadata"]["annotations"][HEALTH_ANNOTATION])
         assert health["status"] == "Unhealthy" and health["badGpus"] == [3]
     finally:
