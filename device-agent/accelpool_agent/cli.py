@@ -28,6 +28,7 @@ from accelpool_agent.faults import FaultSpec, FaultSpecError, faults_by_gpu, par
 from accelpool_agent.model import DTYPES
 
 if TYPE_CHECKING:  # the console script is re-imported by every compute child: keep this module light
+    from accelpool_agent.agent import Agent
     from accelpool_agent.config import AgentSettings
     from accelpool_agent.model import NodeReport
     from accelpool_agent.protocol import AgentConfig
@@ -185,7 +186,7 @@ def _print_report(report: NodeReport) -> None:
                 print(f"       {check.status.value}: {check.check.value}: {check.reason}: {check.message}")
 
 
-def _make_agent(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Any:
+def _make_agent(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Agent:
     from accelpool_agent.agent import Agent
     from accelpool_agent.backends import BackendError, create_backend
     from accelpool_agent.compute.runner import ProcessRunner
