@@ -34,7 +34,8 @@ def machine() -> str:
     if meminfo.exists():
         kib = int(meminfo.read_text().split()[1])
         memory = f", {kib / 1024 / 1024:.0f} GiB RAM"
-    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs ({cpu}){memory}, Python {platform.python_version()}"
+    system = f"{platform.system()} {platform.machine()}"
+    return f"{system}, {os.cpu_count()} CPUs ({cpu}){memory}, Python {platform.python_version()}"
 
 
 def run_one(name: str, timeout: float) -> dict[str, Any]:
