@@ -44,11 +44,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelpool.demo.run import DemoOptions, run_demo
+    from accelpool.demo.run import DemoOptions, example_pools, load_fleet, run_demo
 
     options = DemoOptions(
-        cluster_file=args.cluster,
-        examples=tuple(args.examples or [Path("examples")]),
+        fleet=load_fleet(args.cluster),
+        pools=example_pools(tuple(args.examples or [Path("examples")])),
         port=args.port,
         duration=args.duration,
         tui=args.tui,

@@ -12,6 +12,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -32,8 +33,8 @@ POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 
 @dataclass(frozen=True)
 class DemoOptions:
-    cluster_file: Path
-    examples: tuple[Path, ...]
+    fleet: list[dict[str, Any]]
+    pools: list[dict[str, Any]]
     port: int
     duration: float | None
     tui: bool
@@ -42,7 +43,9 @@ class DemoOptions:
 
 def pool_rows(pools: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     """The live table: one row per pool, from its status. Pure."""
-    rows: list[tuple[str, ...]] = [("POOL", "ACCELERATOR", "MEMBERS", "READY", "QUARANTINED", "GPUS", "TFLOPS", "PHASE")]
+    rows: list[tuple[str, ...]] = [
+        ("POOL", "ACCELERATOR", "MEMBERS", "READY", "QUARANTINED", "GPUS", "TFLOPS", "PHASE")
+    ]
     for pool in sorted(pools, key=lambda p: p["metadata"]["name"]):
         status = pool.get("status") or {}
         nodes = status.get("nodes") or {}
@@ -72,6 +75,10 @@ def all_ready(pools: list[dict[str, Any]]) -> bool:
     return bool(pools) and all((p.get("status") or {}).get("phase") == "Ready" for p in pools)
 
 
+def load_fleet(cluster_file: Path) -> list[dict[str, Any]]:
+    return cluster.nodes(cluster.parse(cluster_file.read_text()))
+
+
 def example_pools(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
     pools: list[dict[str, Any]] = []
     for path in paths:
@@ -83,12 +90,12 @@ def example_pools(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
     return pools
 
 
-async def _seed(client: KubeClient, options: DemoOptions) -> None:
+async def _seed(client: KubeClient, fleet: list[dict[str, Any]]) -> None:
     await client.create(
         "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
     )
     await client.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd.custom_resource_definition())
-    for node in cluster.nodes(cluster.parse(options.cluster_file.read_text())):
+    for node in fleet:
         await client.create("/api/v1/nodes", node)
 
 
@@ -125,36 +132,34 @@ def _banner(server: str, options: DemoOptions, log_dir: Path, out: TextIO) -> No
     )
 
 
-async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> bool:
-    """Run until interrupted or for `options.duration`; True when every pool ended Ready."""
+@dataclass
+class SimulatedCluster:
+    """A running demo cluster: its URL, an API client, and where its processes log."""
+
+    server: str
+    client: KubeClient
+    log_dir: Path
+    operator: asyncio.subprocess.Process
+    kubelet: Kubelet
+
+
+@contextlib.asynccontextmanager
+async def simulated_cluster(
+    fleet: list[dict[str, Any]], *, port: int = 0, operator_metrics_port: int = 0
+) -> AsyncIterator[SimulatedCluster]:
+    """API server + fleet + MIG manager + kubelet + the real operator; all stopped on exit."""
     log_dir = Path(tempfile.mkdtemp(prefix="accelpool-demo-"))
     emulator = DemoApiServer()
-    async with emulator, kmock.Server(emulator, port=options.port) as http:
+    async with emulator, kmock.Server(emulator, port=port or None) as http:
         server = str(http.url).rstrip("/")
         client = KubeClient(Credentials(server=server))
-        await _seed(client, options)
-        operator = await _start_operator(server, options.operator_metrics_port, log_dir)
+        await _seed(client, fleet)
+        operator = await _start_operator(server, operator_metrics_port or free_port(), log_dir)
         mig = MigManager(client, f"/api/v1/namespaces/{NAMESPACE}/configmaps/{MIG_CONFIG_MAP}")
         kubelet = Kubelet(client, server=server, namespace=NAMESPACE, log_dir=log_dir)
         tasks = [asyncio.create_task(mig.run()), asyncio.create_task(kubelet.run())]
-        for pool in example_pools(options.examples):
-            await client.create(POOLS_PATH, pool)
-        _banner(server, options, log_dir, out)
-        pools: list[dict[str, Any]] = []
-        started = time.monotonic()
         try:
-            while options.duration is None or time.monotonic() - started < options.duration:
-                await asyncio.sleep(1.0)
-                if operator.returncode is not None:
-                    print(f"the operator exited ({operator.returncode}); see {log_dir}/operator.log", file=out)
-                    break
-                pools = await client.list(POOLS_PATH)
-                if options.tui:
-                    elapsed = time.monotonic() - started
-                    out.write(f"\x1b[2J\x1b[H{format_table(pool_rows(pools))}\n\n{elapsed:5.0f}s  Ctrl-C to stop\n")
-                    out.flush()
-        except asyncio.CancelledError:
-            pass
+            yield SimulatedCluster(server, client, log_dir, operator, kubelet)
         finally:
             for task in tasks:
                 task.cancel()
@@ -168,11 +173,36 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> bool:
                     await asyncio.wait_for(operator.wait(), timeout=10)
                 if operator.returncode is None:
                     operator.kill()
-            with contextlib.suppress(Exception):
-                pools = await client.list(POOLS_PATH)
+                    await operator.wait()
             await client.close()
-        print(format_table(pool_rows(pools)), file=out, flush=True)
-        return all_ready(pools)
+
+
+async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> bool:
+    """Run until interrupted or for `options.duration`; True when every pool ended Ready."""
+    pools: list[dict[str, Any]] = []
+    async with simulated_cluster(
+        options.fleet, port=options.port, operator_metrics_port=options.operator_metrics_port
+    ) as demo:
+        for pool in options.pools:
+            await demo.client.create(POOLS_PATH, pool)
+        _banner(demo.server, options, demo.log_dir, out)
+        started = time.monotonic()
+        with contextlib.suppress(asyncio.CancelledError):
+            while options.duration is None or time.monotonic() - started < options.duration:
+                await asyncio.sleep(1.0)
+                if demo.operator.returncode is not None:
+                    print(
+                        f"the operator exited ({demo.operator.returncode}); see {demo.log_dir}/operator.log", file=out
+                    )
+                    break
+                pools = await demo.client.list(POOLS_PATH)
+                if options.tui:
+                    elapsed = time.monotonic() - started
+                    out.write(f"\x1b[2J\x1b[H{format_table(pool_rows(pools))}\n\n{elapsed:5.0f}s  Ctrl-C to stop\n")
+                    out.flush()
+        pools = await demo.client.list(POOLS_PATH)
+    print(format_table(pool_rows(pools)), file=out, flush=True)
+    return all_ready(pools)
 
 
 async def inject(server: str, node: str, fault: str) -> None:
