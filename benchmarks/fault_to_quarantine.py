@@ -29,13 +29,13 @@ POOL = {
 }
 
 
-async def _wait(predicate: Any, timeout: float, interval: float = 0.05) -> float:
+async def _wait(predicate: Any, within: float, interval: float = 0.05) -> float:
     start = time.monotonic()
-    while time.monotonic() - start < timeout:
+    while time.monotonic() - start < within:
         if await predicate():
             return time.monotonic() - start
         await asyncio.sleep(interval)
-    raise TimeoutError(f"not within {timeout} s")
+    raise TimeoutError(f"not within {within} s")
 
 
 async def measure(rounds: int) -> list[float]:
@@ -48,7 +48,7 @@ async def measure(rounds: int) -> list[float]:
             pool = await demo.client.get(f"{POOLS_PATH}/bench")
             return (pool.get("status") or {}).get("phase") == "Ready"
 
-        await _wait(ready, timeout=90, interval=0.2)
+        await _wait(ready, within=90, interval=0.2)
         for _ in range(rounds):
             pool = await demo.client.get(f"{POOLS_PATH}/bench")
             node = sorted(m["node"] for m in pool["status"]["members"])[0]
@@ -60,11 +60,11 @@ async def measure(rounds: int) -> list[float]:
 
             started = time.monotonic()
             await inject(demo.server, node, "xid=79")
-            await _wait(lambda: taint(True), timeout=60)
+            await _wait(lambda: taint(True), within=60)
             latencies.append(time.monotonic() - started)
             await inject(demo.server, node, "clear")
-            await _wait(lambda: taint(False), timeout=120, interval=0.2)
-            await _wait(ready, timeout=60, interval=0.2)
+            await _wait(lambda: taint(False), within=120, interval=0.2)
+            await _wait(ready, within=60, interval=0.2)
     return latencies
 
 
