@@ -9,9 +9,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from accelpool.commands import catalog, crd, dashboards, validate
+from accelpool.commands import catalog, crd, dashboards, plan, run, validate
 
-COMMANDS = (validate, catalog, crd, dashboards)
+COMMANDS = (validate, catalog, crd, dashboards, plan, run)
 
 
 def build_parser() -> argparse.ArgumentParser:

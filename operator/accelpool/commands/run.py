@@ -1,0 +1,60 @@
+"""`accelpool run`: the operator (kopf), watching ComputePools and Nodes cluster-wide.
+
+    accelpool run                                   # in-cluster, ConfigMaps in accelpool-system
+    accelpool run --kubeconfig ~/.kube/config --namespace gpu-operator
+    accelpool run --server http://127.0.0.1:8001    # kubectl proxy, or the demo's emulator
+
+Every flag has an ACCELPOOL_<FLAG> environment variable (see --help). Serves /metrics on
+--metrics-port (8080) and kopf's liveness endpoint /healthz on --liveness-port (8081). Runs
+standalone unless --peering names a kopf peering object (hot standby). Exit 0 on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import os
+from typing import Any
+
+import kopf
+
+from accelpool.settings import OperatorConfig, add_arguments
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "run",
+        help="run the operator",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(parser, os.environ)
+    parser.set_defaults(func=run)
+
+
+def _configure_logging(level: str) -> None:
+    kopf.configure(
+        debug=level == "debug",
+        verbose=level in ("verbose", "debug"),
+        quiet=level == "quiet",
+        log_format=kopf.LogFormat.FULL,
+    )
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = OperatorConfig.from_args(args)
+    _configure_logging(config.log_level)
+    importlib.import_module("accelpool.handlers")  # registers the handlers with kopf's default registry
+    asyncio.run(
+        kopf.operator(
+            clusterwide=True,
+            standalone=config.peering is None,
+            peering_name=config.peering,
+            liveness_endpoint=config.liveness_endpoint,
+            memo=kopf.Memo(config=config),
+        )
+    )
+    return 0

@@ -1,0 +1,113 @@
+"""Every label, taint, annotation and object name accelpool reads or writes on the cluster, in one place.
+
+The planner, the renderers, the reconciler and the `plan` command all use these names, so the
+ownership rules ("remove only what we set") can be checked against one list. Names derived
+from a pool's name (config keys, DaemonSet and NodePool names) are kept within the 63-character
+limit of label values, since most of them also end up as label values. Pure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from accelpool_agent import protocol
+
+DOMAIN = "accelpool.io"
+
+# ---------------------------------------------------------------- node labels and taints we set
+
+POOL_LABEL = f"{DOMAIN}/pool"
+"""Label `accelpool.io/pool=<pool>` on every member: the source of truth for membership."""
+POOL_TAINT_KEY = f"{DOMAIN}/pool"
+"""Taint `accelpool.io/pool=<pool>:NoSchedule` on members of dedicated pools."""
+QUARANTINE_TAINT_KEY = f"{DOMAIN}/quarantined"
+"""Taint `accelpool.io/quarantined=<reason>:NoSchedule` on quarantined members (remediation taint)."""
+NO_SCHEDULE = "NoSchedule"
+
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+"""Selects the node's key in the device-plugin ConfigMap (read by NVIDIA's config-manager sidecar)."""
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+"""Selects the node's entry in the mig-parted ConfigMap (read by NVIDIA's MIG manager)."""
+MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
+"""Written by the MIG manager (pending, rebooting, success, failed). accelpool resets it to `pending` in
+the same write that changes `nvidia.com/mig.config`, so a `success` about the previous config is never
+read as success of the new one; otherwise it only reads it."""
+MIG_DISABLED_CONFIG = "all-disabled"
+"""The mig-parted entry a MIG node returns to when it leaves its pool."""
+
+# ---------------------------------------------------------------- node annotations we set
+
+JOINED_ANNOTATION = f"{DOMAIN}/joined-at"
+"""RFC 3339 time the node joined its pool (scale-down releases the most recent first)."""
+CORDONED_ANNOTATION = f"{DOMAIN}/cordoned"
+"""`true` when accelpool cordoned the node (remediation cordon); only such nodes are uncordoned."""
+PRIOR_LABELS_ANNOTATION = f"{DOMAIN}/prior-labels"
+"""JSON of the NVIDIA config labels' values before accelpool overwrote them; restored on release."""
+HEALTH_ANNOTATION = protocol.HEALTH_ANNOTATION
+"""Written by the device agent: the compact `HealthReport`."""
+HEALTH_CONDITION = protocol.CONDITION_TYPE
+"""Node condition written by the device agent."""
+
+# ---------------------------------------------------------------- ConfigMaps and owned objects
+
+MANAGED_KEYS_ANNOTATION = f"{DOMAIN}/managed-keys"
+"""On the device-plugin ConfigMap: the data keys accelpool owns (comma-separated)."""
+MANAGED_ENTRIES_ANNOTATION = f"{DOMAIN}/managed-entries"
+"""On the MIG ConfigMap: the `mig-configs` entries accelpool owns (comma-separated)."""
+SPEC_HASH_ANNOTATION = f"{DOMAIN}/spec-hash"
+"""On DaemonSets and NodePools: hash of the rendered object, to write only when it changes."""
+DEFAULT_DEVICE_PLUGIN_KEY = "default"
+MIG_CONFIG_DATA_KEY = "config.yaml"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "accelpool"
+
+DEFAULT_NAMESPACE = "accelpool-system"
+DEFAULT_DEVICE_PLUGIN_CONFIGMAP = "accelpool-device-plugin-config"
+DEFAULT_MIG_CONFIGMAP = "accelpool-mig-parted-config"
+
+LABEL_VALUE_MAX = 63
+_CONFIG_PREFIX = "accelpool-"
+_AGENT_PREFIX = "accelpool-agent-"
+_LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def _bounded(prefix: str, name: str) -> str:
+    """`prefix + name`, or a truncated form with a stable hash suffix when longer than 63 characters."""
+    full = prefix + name
+    if len(full) <= LABEL_VALUE_MAX:
+        return full
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    head = full[: LABEL_VALUE_MAX - len(digest) - 1].rstrip("-.")
+    return f"{head}-{digest}"
+
+
+def config_name(pool: str) -> str:
+    """The pool's key in the device-plugin ConfigMap and its mig-parted entry: `accelpool-<pool>`."""
+    return _bounded(_CONFIG_PREFIX, pool)
+
+
+def agent_name(pool: str) -> str:
+    """The pool's agent DaemonSet: `accelpool-agent-<pool>`."""
+    return _bounded(_AGENT_PREFIX, pool)
+
+
+def nodepool_name(pool: str) -> str:
+    """The pool's Karpenter NodePool: `accelpool-<pool>` (also a label value on its nodes)."""
+    return _bounded(_CONFIG_PREFIX, pool)
+
+
+def is_ours(config_value: str | None) -> bool:
+    """Whether an NVIDIA config label value names one of accelpool's configs."""
+    return bool(config_value) and str(config_value).startswith(_CONFIG_PREFIX)
+
+
+def is_label_value(text: str) -> bool:
+    return len(text) <= LABEL_VALUE_MAX and bool(_LABEL_VALUE_RE.match(text))
+
+
+def label_value(text: str, fallback: str = "Unknown") -> str:
+    """Squeeze free text (an agent's reason) into a valid label/taint value."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", text.strip())[:LABEL_VALUE_MAX]
+    cleaned = re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", cleaned)
+    return cleaned or fallback

@@ -1,0 +1,229 @@
+"""The kopf handlers: thin, typed, and all delegating to the one `Reconciler` kept in kopf's memo.
+
+- `@kopf.index` of Nodes (`node_views`: name → `NodeView`) and of ComputePools (`pool_records`):
+  the reconciler's inputs, kept current by kopf's watches; no list call per reconcile.
+- `@kopf.on.event` for Nodes and ComputePools: nudge the reconciler when something planning
+  depends on changed (labels, taints, cordon, Ready, AcceleratorHealthy, the health annotation,
+  the spec, deletion).
+- `@kopf.on.resume/create/update` (spec) for ComputePools: wait for a reconcile pass covering
+  the change; `kopf.TemporaryError` when its writes failed.
+- `@kopf.timer` per ComputePool, the status writer: waits until the reconciler publishes a
+  status that differs from the object's, and writes the difference with `patch.status`
+  (observedGeneration included). Nothing is written while the status is unchanged.
+- `@kopf.on.delete` (the finalizer `accelpool.io/finalizer`): waits until the pool's nodes are
+  released, its config keys removed and its DaemonSet and NodePool deleted.
+- `@kopf.on.startup/login/probe/cleanup`: settings from `memo.config` (set by `accelpool run`)
+  or the ACCELPOOL_* variables (under `kopf run`), the API credentials, the reconciler task, the
+  /metrics server, the liveness probe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import kopf
+
+from accelpool import api, patches
+from accelpool.kube import Credentials, KubeClient
+from accelpool.metrics import OperatorMetrics, serve
+from accelpool.nodes import NodeView
+from accelpool.reconcile import PoolRecord, Reconciler
+from accelpool.settings import OperatorConfig
+
+RESOURCE = (api.GROUP, api.VERSION, api.PLURAL)
+STATUS_TICK_SECONDS = 1.0
+"""The status writer's shortest interval between two writes of one pool."""
+PASS_WAIT_SECONDS = 120.0
+RELEASE_WAIT_SECONDS = 60.0
+FINALIZER = f"{api.GROUP}/finalizer"
+NODE_INDEX = "node_views"
+"""kopf passes each index to handlers as a keyword argument named after its function."""
+POOL_INDEX = "pool_records"
+_V = TypeVar("_V")
+
+
+def _config(memo: Any) -> OperatorConfig:
+    config = getattr(memo, "config", None)
+    if not isinstance(config, OperatorConfig):
+        config = OperatorConfig.from_env(os.environ)
+        memo.config = config
+    return config
+
+
+def _reconciler(memo: Any) -> Reconciler:
+    reconciler = getattr(memo, "reconciler", None)
+    if not isinstance(reconciler, Reconciler):
+        raise kopf.TemporaryError("the reconciler is not started yet", delay=1)
+    return reconciler
+
+
+def _values(index: kopf.Index[str, _V]) -> Callable[[], Iterable[_V]]:
+    def read() -> Iterable[_V]:
+        for key in list(index):
+            yield from index.get(key, ())
+
+    return read
+
+
+def _first(index: kopf.Index[str, _V], key: str) -> _V | None:
+    return next(iter(index.get(key, ())), None)
+
+
+def configure(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
+    """kopf tuned for a cluster with thousands of nodes and a few hundred pools."""
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=api.GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=api.GROUP, key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+    settings.posting.reporting_component = "accelpool"
+    settings.execution.max_workers = max(1, config.max_workers)
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.networking.request_timeout = 60
+    settings.queueing.worker_limit = None  # one worker per object; node workers are cheap (index + nudge)
+
+
+# ---------------------------------------------------------------- activities
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
+    node_index: kopf.Index[str, NodeView] = kwargs[NODE_INDEX]
+    pool_index: kopf.Index[str, PoolRecord] = kwargs[POOL_INDEX]
+    config = _config(memo)
+    configure(settings, config)
+    client = KubeClient(Credentials.discover(config.kubeconfig, config.server))
+    metrics = OperatorMetrics()
+    reconciler = Reconciler(config, client, metrics)
+    reconciler.bind(nodes=_values(node_index), pools=_values(pool_index))
+    reconciler.task = asyncio.create_task(reconciler.run(), name="accelpool reconciler")
+    memo.reconciler = reconciler
+    memo.metrics_server = (
+        await serve(metrics, config.metrics_address, config.metrics_port) if config.metrics_port else None
+    )
+    logger.info(
+        "accelpool operator: ConfigMaps %s/%s and %s/%s, agents in %s (%s), metrics on :%s",
+        config.namespace,
+        config.device_plugin_configmap,
+        config.namespace,
+        config.mig_configmap,
+        config.agent.namespace,
+        config.agent.image,
+        config.metrics_port or "off",
+    )
+
+
+@kopf.on.login()
+async def login(memo: Any, **_: Any) -> kopf.ConnectionInfo:
+    config = _config(memo)
+    credentials = Credentials.discover(config.kubeconfig, config.server)
+    return kopf.ConnectionInfo(
+        server=credentials.server,
+        token=credentials.token,
+        scheme="Bearer" if credentials.token else None,
+        ca_path=credentials.ca_path,
+        certificate_path=credentials.client_cert_path,
+        private_key_path=credentials.client_key_path,
+        insecure=credentials.insecure or None,
+        default_namespace=config.events_namespace,
+    )
+
+
+@kopf.on.probe(id="reconciler")
+async def reconciler_probe(memo: Any, **_: Any) -> dict[str, Any]:
+    return _reconciler(memo).probe()
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: Any, **_: Any) -> None:
+    reconciler = getattr(memo, "reconciler", None)
+    if isinstance(reconciler, Reconciler):
+        if reconciler.task is not None:
+            reconciler.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reconciler.task
+        await reconciler.client.close()
+    server = getattr(memo, "metrics_server", None)
+    if server is not None:
+        await server.cleanup()
+
+
+# ---------------------------------------------------------------- indexes: the reconciler's inputs
+
+
+@kopf.index("nodes")
+async def node_views(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeView]:
+    return {name: NodeView.from_body(body)}
+
+
+@kopf.index(*RESOURCE)
+async def pool_records(name: str, body: kopf.Body, **_: Any) -> dict[str, PoolRecord]:
+    return {name: PoolRecord.from_body(body)}
+
+
+# ---------------------------------------------------------------- nudges
+
+
+@kopf.on.event("nodes")
+async def node_event(name: str, type: str, memo: Any, **kwargs: Any) -> None:
+    index: kopf.Index[str, NodeView] = kwargs[NODE_INDEX]
+    reconciler = _reconciler(memo)
+    reconciler.indexed()
+    reconciler.node_changed(name, None if type == "DELETED" else _first(index, name))
+
+
+@kopf.on.event(*RESOURCE)
+async def pool_event(name: str, type: str, memo: Any, **kwargs: Any) -> None:
+    index: kopf.Index[str, PoolRecord] = kwargs[POOL_INDEX]
+    reconciler = _reconciler(memo)
+    reconciler.indexed()
+    reconciler.pool_changed(None if type == "DELETED" else _first(index, name), name)
+
+
+# ---------------------------------------------------------------- pool lifecycle
+
+
+@kopf.on.resume(*RESOURCE)
+@kopf.on.create(*RESOURCE)
+@kopf.on.update(*RESOURCE, field="spec")
+async def reconcile_pool(name: str, memo: Any, **_: Any) -> None:
+    reconciler = _reconciler(memo)
+    reconciler.indexed()
+    result = await reconciler.request_pass(wait_seconds=PASS_WAIT_SECONDS)
+    if result is None:
+        raise kopf.TemporaryError(f"no reconcile pass finished within {PASS_WAIT_SECONDS:.0f}s", delay=10)
+    if name in result.failed_pools:
+        raise kopf.TemporaryError(f"writes for pool {name} failed: {result.error}", delay=5)
+
+
+@kopf.timer(*RESOURCE, interval=STATUS_TICK_SECONDS)
+async def publish_status(name: str, body: kopf.Body, patch: kopf.Patch, memo: Any, **_: Any) -> None:
+    reconciler = _reconciler(memo)
+    reconciler.indexed()
+    desired = await reconciler.next_status(
+        name, lambda: dict(body.get("status") or {}), wait_seconds=reconciler.config.status_resync_seconds
+    )
+    if desired is None:
+        return
+    diff = patches.merge_diff(dict(body.get("status") or {}), desired)
+    if not diff:
+        return
+    for key, value in diff.items():
+        patch.status[key] = value
+    reconciler.status_written(name, desired)
+
+
+@kopf.on.delete(*RESOURCE)
+async def release_pool(name: str, memo: Any, logger: kopf.Logger, **_: Any) -> None:
+    reconciler = _reconciler(memo)
+    reconciler.indexed()
+    if not await reconciler.wait_released(name, wait_seconds=RELEASE_WAIT_SECONDS):
+        raise kopf.TemporaryError(f"still releasing the nodes and objects of pool {name}", delay=5)
+    logger.info("released every node, config key and object of pool %s", name)

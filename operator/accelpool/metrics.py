@@ -1,0 +1,202 @@
+"""The operator's Prometheus metrics: a custom collector reading the latest plan at scrape time.
+
+The reconciler keeps its counters in an `OperatorMetrics` object (passed through kopf's memo,
+no global registry) and stores each pass's `Plan` there; `OperatorCollector` turns both into
+metric families when Prometheus scrapes `/metrics` (served by `serve`, an aiohttp app on the
+operator's event loop). Families (all prefixed `accelpool_`):
+
+| name | type | labels |
+| --- | --- | --- |
+| accelpool_pools | gauge | phase (Pending, Provisioning, Configuring, Ready, Degraded, Failed) |
+| accelpool_pool_phase | gauge (0/1) | pool, phase |
+| accelpool_pool_info | gauge (1) | pool, accelerator, provisioner, mig_strategy, sharing |
+| accelpool_pool_nodes | gauge | pool, state (desired, members, ready, quarantined) |
+| accelpool_pool_gpus | gauge | pool |
+| accelpool_pool_measured_tflops | gauge | pool (absent until an agent reports a matmul result) |
+| accelpool_pool_expected_tflops | gauge | pool (catalog dense peak of the policy dtype times GPUs) |
+| accelpool_pool_circuit_breaker_open | gauge (0/1) | pool |
+| accelpool_reconcile_total | counter | result (success, error) |
+| accelpool_reconcile_errors_total | counter | — |
+| accelpool_reconcile_duration_seconds | histogram | — |
+| accelpool_reconcile_last_success_timestamp_seconds | gauge | — |
+| accelpool_remediations_total | counter | pool, action (taint, cordon, untaint, uncordon, circuit_breaker) |
+| accelpool_api_writes_total | counter | verb (create, patch, replace, delete), resource |
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
+
+from accelpool.planning import Plan
+
+PHASES = ("Pending", "Provisioning", "Configuring", "Ready", "Degraded", "Failed")
+NODE_STATES = ("desired", "members", "ready", "quarantined")
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+@dataclass
+class OperatorMetrics:
+    """Mutable counters of one operator process, and the latest plan."""
+
+    plan: Plan | None = None
+    reconciles: Counter[str] = field(default_factory=Counter)
+    errors: int = 0
+    duration_buckets: list[int] = field(default_factory=lambda: [0] * (len(DURATION_BUCKETS) + 1))
+    duration_sum: float = 0.0
+    duration_count: int = 0
+    last_success: float | None = None
+    remediations: Counter[tuple[str, str]] = field(default_factory=Counter)
+    writes: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    def observe_pass(self, seconds: float, ok: bool) -> None:
+        self.reconciles["success" if ok else "error"] += 1
+        if not ok:
+            self.errors += 1
+        else:
+            self.last_success = time.time()
+        self.duration_buckets[bisect.bisect_left(DURATION_BUCKETS, seconds)] += 1
+        self.duration_sum += seconds
+        self.duration_count += 1
+
+    def write(self, verb: str, resource: str) -> None:
+        self.writes[(verb, resource)] += 1
+
+
+class OperatorCollector(Collector):
+    """Reads `OperatorMetrics` at scrape time."""
+
+    def __init__(self, metrics: OperatorMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        metrics = self._metrics
+        plan = metrics.plan
+        pools = [p for p in (plan.pools if plan else ()) if p.status is not None]
+
+        by_phase = Counter(p.phase for p in pools)
+        family = GaugeMetricFamily("accelpool_pools", "ComputePools by phase.", labels=["phase"])
+        for name in PHASES:
+            family.add_metric([name], by_phase.get(name, 0))
+        yield family
+
+        phases = GaugeMetricFamily("accelpool_pool_phase", "1 for the pool's current phase.", labels=["pool", "phase"])
+        info = GaugeMetricFamily(
+            "accelpool_pool_info",
+            "One series per pool describing it.",
+            labels=["pool", "accelerator", "provisioner", "mig_strategy", "sharing"],
+        )
+        nodes = GaugeMetricFamily("accelpool_pool_nodes", "Nodes of a pool by state.", labels=["pool", "state"])
+        gpus = GaugeMetricFamily("accelpool_pool_gpus", "Devices on the pool's member nodes.", labels=["pool"])
+        measured = GaugeMetricFamily(
+            "accelpool_pool_measured_tflops",
+            "Sum of the members' latest matmul results (policy dtype), TFLOPS.",
+            labels=["pool"],
+        )
+        expected = GaugeMetricFamily(
+            "accelpool_pool_expected_tflops",
+            "Catalog dense peak of the policy dtype times the pool's devices, TFLOPS.",
+            labels=["pool"],
+        )
+        breaker = GaugeMetricFamily(
+            "accelpool_pool_circuit_breaker_open",
+            "1 when the pool refused a quarantine because maxUnavailable was reached.",
+            labels=["pool"],
+        )
+        for pool in pools:
+            status = pool.status
+            assert status is not None
+            for name in PHASES:
+                phases.add_metric([pool.name, name], 1 if status.phase == name else 0)
+            spec = pool.spec
+            info.add_metric(
+                [
+                    pool.name,
+                    status.accelerator or "",
+                    spec.provisioner.type if spec else "",
+                    spec.mig_strategy() if spec else "",
+                    (spec.sharing.mode if spec and spec.sharing else "none"),
+                ],
+                1,
+            )
+            counts = status.nodes
+            for state, value in zip(
+                NODE_STATES, (counts.desired, counts.members, counts.ready, counts.quarantined), strict=True
+            ):
+                nodes.add_metric([pool.name, state], value)
+            gpus.add_metric([pool.name], status.capacity.gpus)
+            if status.capacity.measured_tflops is not None:
+                measured.add_metric([pool.name], status.capacity.measured_tflops)
+            if pool.expected_tflops is not None:
+                expected.add_metric([pool.name], pool.expected_tflops)
+            breaker.add_metric([pool.name], 1 if pool.breaker_open else 0)
+        yield from (phases, info, nodes, gpus, measured, expected, breaker)
+
+        total = CounterMetricFamily("accelpool_reconcile", "Reconcile passes by result.", labels=["result"])
+        for result in ("success", "error"):
+            total.add_metric([result], metrics.reconciles.get(result, 0))
+        yield total
+        yield CounterMetricFamily("accelpool_reconcile_errors", "Reconcile passes that failed.", value=metrics.errors)
+        cumulative = 0
+        buckets: list[tuple[str, float]] = []
+        for bound, count in zip((*DURATION_BUCKETS, float("inf")), metrics.duration_buckets, strict=True):
+            cumulative += count
+            buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+        yield HistogramMetricFamily(
+            "accelpool_reconcile_duration_seconds",
+            "Duration of reconcile passes (planning and writes).",
+            buckets=buckets,
+            sum_value=metrics.duration_sum,
+        )
+        last = GaugeMetricFamily(
+            "accelpool_reconcile_last_success_timestamp_seconds", "Unix time of the last successful pass."
+        )
+        if metrics.last_success is not None:
+            last.add_metric([], metrics.last_success)
+        yield last
+        remediations = CounterMetricFamily(
+            "accelpool_remediations", "Remediation decisions by pool and action.", labels=["pool", "action"]
+        )
+        for (pool_name, action), count in sorted(metrics.remediations.items()):
+            remediations.add_metric([pool_name, action], count)
+        yield remediations
+        writes = CounterMetricFamily(
+            "accelpool_api_writes", "Kubernetes API writes made by the reconciler.", labels=["verb", "resource"]
+        )
+        for (verb, resource), count in sorted(metrics.writes.items()):
+            writes.add_metric([verb, resource], count)
+        yield writes
+
+
+def registry_for(metrics: OperatorMetrics) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(OperatorCollector(metrics))
+    return registry
+
+
+def exposition(metrics: OperatorMetrics) -> bytes:
+    return generate_latest(registry_for(metrics))
+
+
+async def serve(metrics: OperatorMetrics, host: str, port: int) -> web.AppRunner:
+    """Serve /metrics on host:port; the caller cleans the runner up."""
+    registry = registry_for(metrics)
+
+    async def handle(_: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.router.add_get("/metrics", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner

@@ -1,0 +1,273 @@
+"""The operator's view of a Node: only the fields that planning depends on, parsed once, immutable.
+
+`NodeView.from_body` turns a Node object (from the kopf index, the API or a YAML snapshot) into
+a frozen value: labels, accelpool's own annotations, taints, cordon, readiness, the device
+agent's `AcceleratorHealthy` condition and `accelpool.io/health` report, and the detected
+accelerator. Heartbeat timestamps and other churn are left out, so two views compare equal
+exactly when a reconcile could come to a different result. `NodeView.apply` returns the view a
+`NodeChange` would produce (the planner uses it to compute statuses after its own writes). Pure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from accelpool import conventions
+from accelpool.detection import Detected, detect
+from accelpool_agent.protocol import HealthReport
+
+_KEPT_ANNOTATIONS = (conventions.HEALTH_ANNOTATION,)
+
+
+def parse_time(text: Any) -> datetime | None:
+    """RFC 3339 (`2026-11-01T00:00:00Z`) → aware datetime; None for anything else."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def format_time(moment: datetime) -> str:
+    """Aware datetime → RFC 3339 in UTC with second precision, as Kubernetes writes it."""
+    return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Taint:
+    """A node taint. Equality ignores `time_added` (set by the API server on NoExecute taints)."""
+
+    key: str
+    effect: str
+    value: str | None = None
+    time_added: str | None = field(default=None, compare=False)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Taint:
+        value = raw.get("value")
+        return cls(
+            key=str(raw.get("key", "")),
+            effect=str(raw.get("effect", "")),
+            value=str(value) if value not in (None, "") else None,
+            time_added=raw.get("timeAdded"),
+        )
+
+    def to_dict(self) -> dict[str, str]:
+        out = {"key": self.key}
+        if self.value is not None:
+            out["value"] = self.value
+        out["effect"] = self.effect
+        if self.time_added:
+            out["timeAdded"] = self.time_added
+        return out
+
+    def same_slot(self, other: Taint) -> bool:
+        """The API keys taints by (key, effect): two taints in one slot replace each other."""
+        return self.key == other.key and self.effect == other.effect
+
+
+@dataclass(frozen=True)
+class HealthCondition:
+    """The agent's `AcceleratorHealthy` node condition."""
+
+    status: str
+    reason: str = ""
+    message: str = ""
+    since: datetime | None = None
+
+    @property
+    def healthy(self) -> bool:
+        return self.status == "True"
+
+    @property
+    def unhealthy(self) -> bool:
+        return self.status == "False"
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """A Node as planning needs it. Build with `from_body`; never mutate."""
+
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    """accelpool.io/* annotations and the agent's health annotation only."""
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = False
+    ready_since: datetime | None = None
+    health: HealthCondition | None = None
+    report: HealthReport | None = None
+    detected: Detected | None = None
+    uid: str = ""
+    resource_version: str | None = None
+    created: str | None = None
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> NodeView:
+        metadata = body.get("metadata") or {}
+        spec = body.get("spec") or {}
+        status = body.get("status") or {}
+        labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
+        annotations = {
+            str(k): str(v)
+            for k, v in (metadata.get("annotations") or {}).items()
+            if str(k).startswith(f"{conventions.DOMAIN}/") or k in _KEPT_ANNOTATIONS
+        }
+        conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, Mapping)}
+        ready = conditions.get("Ready") or {}
+        health_raw = conditions.get(conventions.HEALTH_CONDITION)
+        health = None
+        if health_raw:
+            health = HealthCondition(
+                status=str(health_raw.get("status", "Unknown")),
+                reason=str(health_raw.get("reason") or ""),
+                message=str(health_raw.get("message") or ""),
+                since=parse_time(health_raw.get("lastTransitionTime")),
+            )
+        report = None
+        if conventions.HEALTH_ANNOTATION in annotations:
+            try:
+                report = HealthReport.from_annotation(annotations[conventions.HEALTH_ANNOTATION])
+            except (ValidationError, ValueError):
+                report = None
+        capacity = {**(status.get("allocatable") or {}), **(status.get("capacity") or {})}
+        return cls(
+            name=str(metadata.get("name", "")),
+            labels=labels,
+            annotations=annotations,
+            taints=tuple(Taint.from_dict(t) for t in spec.get("taints") or [] if isinstance(t, Mapping)),
+            unschedulable=bool(spec.get("unschedulable", False)),
+            ready=ready.get("status") == "True",
+            ready_since=parse_time(ready.get("lastTransitionTime")),
+            health=health,
+            report=report,
+            detected=detect(labels, {str(k): str(v) for k, v in capacity.items()}),
+            uid=str(metadata.get("uid") or ""),
+            resource_version=metadata.get("resourceVersion"),
+            created=metadata.get("creationTimestamp"),
+        )
+
+    # ------------------------------------------------------------ derived facts
+
+    @property
+    def pool(self) -> str | None:
+        return self.labels.get(conventions.POOL_LABEL) or None
+
+    @property
+    def quarantine_taint(self) -> Taint | None:
+        return next((t for t in self.taints if t.key == conventions.QUARANTINE_TAINT_KEY), None)
+
+    @property
+    def cordoned_by_us(self) -> bool:
+        return self.annotations.get(conventions.CORDONED_ANNOTATION) == "true"
+
+    @property
+    def quarantined(self) -> bool:
+        """Quarantined by accelpool: its quarantine taint, or a cordon it made."""
+        return self.quarantine_taint is not None or (self.cordoned_by_us and self.unschedulable)
+
+    @property
+    def cordoned_by_others(self) -> bool:
+        return self.unschedulable and not self.cordoned_by_us
+
+    @property
+    def joined_at(self) -> datetime | None:
+        return parse_time(self.annotations.get(conventions.JOINED_ANNOTATION))
+
+    @property
+    def prior_labels(self) -> dict[str, str | None]:
+        raw = self.annotations.get(conventions.PRIOR_LABELS_ANNOTATION)
+        if not raw:
+            return {}
+        try:
+            loaded = json.loads(raw)
+        except ValueError:
+            return {}
+        if not isinstance(loaded, dict):
+            return {}
+        return {str(k): (None if v is None else str(v)) for k, v in loaded.items()}
+
+    @property
+    def gpus(self) -> int:
+        return self.detected.count if self.detected else 0
+
+    # ------------------------------------------------------------ what a change would make of it
+
+    def apply(self, change: NodeChange) -> NodeView:
+        """The view after writing `change` (same semantics as the merge patch the reconciler sends)."""
+        new_labels = dict(self.labels)
+        for key, value in change.labels.items():
+            if value is None:
+                new_labels.pop(key, None)
+            else:
+                new_labels[key] = value
+        new_annotations = dict(self.annotations)
+        for key, value in change.annotations.items():
+            if value is None:
+                new_annotations.pop(key, None)
+            else:
+                new_annotations[key] = value
+        return dataclasses.replace(
+            self,
+            labels=new_labels,
+            annotations=new_annotations,
+            taints=merge_taints(self.taints, change.add_taints, change.remove_taints),
+            unschedulable=self.unschedulable if change.unschedulable is None else change.unschedulable,
+        )
+
+    def label_after(self, change: NodeChange | None, key: str) -> str | None:
+        if change is not None and key in change.labels:
+            return change.labels[key]
+        return self.labels.get(key)
+
+    def taints_after(self, change: NodeChange | None) -> tuple[Taint, ...]:
+        if change is None or (not change.add_taints and not change.remove_taints):
+            return self.taints
+        return merge_taints(self.taints, change.add_taints, change.remove_taints)
+
+    def unschedulable_after(self, change: NodeChange | None) -> bool:
+        if change is not None and change.unschedulable is not None:
+            return change.unschedulable
+        return self.unschedulable
+
+
+@dataclass(frozen=True)
+class NodeChange:
+    """What accelpool wants on one node: its own labels, annotations, taints and cordon.
+
+    Declarative: `labels` holds the value of every label accelpool manages on this node (None:
+    absent); `add_taints` the taints it must carry; `remove_taints` those accelpool set that
+    must go. Writing it twice changes nothing the second time. `pool` is the node's pool after
+    the change (None when released).
+    """
+
+    node: str
+    pool: str | None
+    labels: dict[str, str | None] = field(default_factory=dict)
+    annotations: dict[str, str | None] = field(default_factory=dict)
+    add_taints: tuple[Taint, ...] = ()
+    remove_taints: tuple[Taint, ...] = ()
+    unschedulable: bool | None = None
+    """True: cordon; False: uncordon (only a cordon accelpool made); None: leave as is."""
+
+
+def merge_taints(current: tuple[Taint, ...], add: tuple[Taint, ...], remove: tuple[Taint, ...]) -> tuple[Taint, ...]:
+    """Current taints minus `remove` (matched by key and effect) with `add` replacing or appended, order kept."""
+    kept = [t for t in current if not any(t.same_slot(r) for r in remove)]
+    for taint in add:
+        slot = next((i for i, t in enumerate(kept) if t.same_slot(taint)), None)
+        if slot is None:
+            kept.append(taint)
+        elif kept[slot] != taint:
+            kept[slot] = taint
+    return tuple(kept)

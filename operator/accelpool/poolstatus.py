@@ -1,0 +1,481 @@
+"""A ComputePool's `status`, computed from its members as they will be after the planner's writes.
+
+Called by the planner once per pool and pass. Everything the status says is derived from node
+facts (labels, taints, conditions, the agent's report) and the plan's own decisions, so it is
+true as soon as the reconciler's writes land. Conditions, in order:
+
+- Valid: the spec passes `accelpool validate` (False: InvalidSpec, the operator touches nothing).
+- NodesSelected: members/desired (False: InsufficientNodes, with why other nodes do not qualify;
+  karpenter pools: Provisioning or KarpenterNotInstalled).
+- MigConfigured: every member's `nvidia.com/mig.config.state` is success for the pool's config
+  (False: Pending or Failed naming the nodes; True/NotRequested without MIG).
+- DevicePluginConfigured: the pool's device-plugin key is written and every member selects it.
+- AgentReady: every member's agent has reported (`AcceleratorHealthy` present).
+- Healthy: no member is quarantined or unhealthy (False: NodeQuarantined naming node, GPU and why;
+  NodeUnhealthy when remediation is off; CircuitBreakerOpen when quarantine was refused).
+- Ready: the phase is Ready.
+
+Phase: Failed (invalid) > Pending (no members) / Provisioning (karpenter short of min) >
+Degraded (unhealthy, quarantined, MIG failed, not Ready, or short of nodes) > Configuring (MIG,
+device plugin or agents not there yet) > Ready. `lastTransitionTime` is carried over from the
+previous status while a condition's status does not change. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from accelpool import api, catalog, conventions, nvidia
+from accelpool.nodes import NodeChange, NodeView, Taint, format_time
+
+CONDITION_TYPES = (
+    "Valid",
+    "NodesSelected",
+    "MigConfigured",
+    "DevicePluginConfigured",
+    "AgentReady",
+    "Healthy",
+    "Ready",
+)
+MESSAGE_NODES = 5
+"""Nodes named in a condition message before the rest are counted."""
+
+# Taints that come and go with a node's lifecycle or mark it bad: pods should not tolerate them.
+_TRANSIENT_TAINT_PREFIXES = (
+    "node.kubernetes.io/",
+    "node.cloudprovider.kubernetes.io/",
+    "karpenter.sh/",
+    "karpenter.k8s.aws/",
+    "cluster-autoscaler.kubernetes.io/",
+    "nvidia.com/gpu-xid",
+    f"{conventions.DOMAIN}/",
+)
+_TRANSIENT_TAINT_KEYS = frozenset({"ToBeDeletedByClusterAutoscaler", "DeletionCandidateOfClusterAutoscaler"})
+
+
+@dataclass(frozen=True)
+class Member:
+    """A member node as it will be after the plan's writes."""
+
+    view: NodeView
+    change: NodeChange | None = None
+
+    @property
+    def name(self) -> str:
+        return self.view.name
+
+    @property
+    def quarantined(self) -> bool:
+        taints = self.view.taints_after(self.change)
+        tainted = any(t.key == conventions.QUARANTINE_TAINT_KEY for t in taints)
+        cordon_note = self.view.annotations.get(conventions.CORDONED_ANNOTATION)
+        if self.change is not None and conventions.CORDONED_ANNOTATION in self.change.annotations:
+            cordon_note = self.change.annotations[conventions.CORDONED_ANNOTATION]
+        return tainted or (cordon_note == "true" and self.unschedulable)
+
+    @property
+    def unschedulable(self) -> bool:
+        return self.view.unschedulable_after(self.change)
+
+    @property
+    def mig_state(self) -> str | None:
+        return self.label(conventions.MIG_CONFIG_STATE_LABEL)
+
+    def label(self, key: str) -> str | None:
+        return self.view.label_after(self.change, key)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """How membership went for the pool this pass."""
+
+    desired: int
+    provisioner: str = "static"
+    shortfall: str = ""
+    """Why other nodes do not qualify (filled when members < desired)."""
+    karpenter_available: bool = True
+
+
+@dataclass(frozen=True)
+class Breaker:
+    open: bool = False
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class PoolFacts:
+    """What the status of one pool is computed from."""
+
+    name: str
+    spec: api.ComputePoolSpec | None
+    problems: tuple[str, ...]
+    generation: int | None
+    previous: api.ComputePoolStatus | None
+    now: datetime
+    members: tuple[Member, ...] = ()
+    selection: Selection = Selection(desired=0)
+    breaker: Breaker = Breaker()
+    agent_verifies: bool = True
+    """Whether the agent's backend can check this vendor's devices (health True required to be ready)."""
+    device_plugin_written: bool = True
+
+
+def describe_health(view: NodeView) -> str:
+    """`XID 79 (GPU fallen off the bus) on GPU 3`: the agent's message and failing devices."""
+    report = view.report
+    health = view.health
+    text = (report.message if report and report.message else "") or (health.message if health else "")
+    reason = (report.reason if report else "") or (health.reason if health else "")
+    text = text or reason or "AcceleratorHealthy is False"
+    bad = list(report.bad_gpus) if report else []
+    if bad and "GPU" not in text:
+        text += f" on GPU {bad[0]}" if len(bad) == 1 else f" on GPUs {', '.join(str(b) for b in bad)}"
+    return text
+
+
+def health_reason(view: NodeView) -> str:
+    reason = (view.health.reason if view.health else "") or (view.report.reason if view.report else "")
+    return conventions.label_value(reason or "Unhealthy", fallback="Unhealthy")
+
+
+def _names(members: Sequence[Member]) -> str:
+    names = [m.name for m in members[:MESSAGE_NODES]]
+    extra = len(members) - len(names)
+    return ", ".join(names) + (f" and {extra} more" if extra > 0 else "")
+
+
+def scheduling_tolerations(pool: str, dedicated: bool, members: Sequence[Member]) -> list[api.Toleration]:
+    """Tolerations a pod needs on every member: the pool taint plus other controllers' lasting taints."""
+    found: dict[tuple[str, str | None, str], Taint] = {}
+    for member in members:
+        for taint in member.view.taints_after(member.change):
+            if taint.effect not in ("NoSchedule", "NoExecute") or taint.key in _TRANSIENT_TAINT_KEYS:
+                continue
+            if taint.key.startswith(_TRANSIENT_TAINT_PREFIXES):
+                continue
+            found[(taint.key, taint.value, taint.effect)] = taint
+    tolerations: list[api.Toleration] = []
+    if dedicated:
+        tolerations.append(
+            api.Toleration(key=conventions.POOL_TAINT_KEY, operator="Equal", value=pool, effect=conventions.NO_SCHEDULE)
+        )
+    for key, value, effect in sorted(found, key=lambda k: (k[0], k[1] or "", k[2])):
+        if value is None:
+            tolerations.append(api.Toleration(key=key, operator="Exists", effect=effect))
+        else:
+            tolerations.append(api.Toleration(key=key, operator="Equal", value=value, effect=effect))
+    return tolerations
+
+
+class _Conditions:
+    """Builds the condition list, keeping lastTransitionTime while a status holds."""
+
+    def __init__(self, previous: api.ComputePoolStatus | None, now: datetime, generation: int | None) -> None:
+        self._previous = {c.type: c for c in (previous.conditions if previous else [])}
+        self._now = format_time(now)
+        self._generation = generation
+        self.items: list[api.Condition] = []
+
+    def add(self, type_: str, ok: bool | None, reason: str, message: str) -> None:
+        status = "Unknown" if ok is None else "True" if ok else "False"
+        before = self._previous.get(type_)
+        since = before.last_transition_time if before and before.status == status else None
+        self.items.append(
+            api.Condition(
+                type=type_,
+                status=status,
+                reason=reason,
+                message=message,
+                last_transition_time=since or self._now,
+                observed_generation=self._generation,
+            )
+        )
+
+
+def invalid_status(facts: PoolFacts) -> api.ComputePoolStatus:
+    conditions = _Conditions(facts.previous, facts.now, facts.generation)
+    conditions.add("Valid", False, "InvalidSpec", "; ".join(facts.problems))
+    conditions.add("Ready", False, "Failed", "the spec is invalid; the operator changes nothing for this pool")
+    members = [api.Member(node=m.name, gpus=m.view.gpus) for m in facts.members[: api.MAX_STATUS_MEMBERS]]
+    return api.ComputePoolStatus(
+        observed_generation=facts.generation,
+        phase="Failed",
+        selector=f"{conventions.POOL_LABEL}={facts.name}",
+        nodes=api.NodeCounts(members=len(facts.members), summary=f"{len(facts.members)}/0"),
+        members=members,
+        conditions=conditions.items,
+    )
+
+
+def _member_health(member: Member) -> tuple[str, str | None, str | None]:
+    view = member.view
+    since = format_time(view.health.since) if view.health and view.health.since else None
+    if member.quarantined:
+        return "Quarantined", health_reason(view), since
+    if view.health is not None and view.health.unhealthy:
+        return "Unhealthy", health_reason(view), since
+    if view.health is not None and view.health.healthy:
+        return "Healthy", None, since
+    return "Unknown", (view.health.reason or None) if view.health else "NotReported", since
+
+
+def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
+    """The status of a valid pool."""
+    spec = facts.spec
+    if spec is None or facts.problems:
+        return invalid_status(facts)
+    resolved = spec.resolve()
+    entry = resolved.entry
+    members = sorted(facts.members, key=lambda m: m.name)
+    mig_pool = spec.mig is not None
+    nvidia_pool = entry.vendor == catalog.Vendor.NVIDIA
+    key = conventions.config_name(facts.name)
+    selection = facts.selection
+    desired = selection.desired
+
+    # ---------------------------------------------------------------- per-member facts
+    quarantined = [m for m in members if m.quarantined]
+    unhealthy = [m for m in members if not m.quarantined and m.view.health is not None and m.view.health.unhealthy]
+    not_ready = [m for m in members if not m.view.ready]
+    cordoned = [m for m in members if m.unschedulable and not m.quarantined]
+    reported = [m for m in members if m.view.health is not None]
+    silent = [m for m in members if m.view.health is None]
+    mig_failed = [m for m in members if mig_pool and m.mig_state == "failed"]
+    mig_pending = [m for m in members if mig_pool and not _mig_done(m, key)]
+    mig_pending = [m for m in mig_pending if m not in mig_failed]
+    dp_missing = [m for m in members if nvidia_pool and m.label(conventions.DEVICE_PLUGIN_CONFIG_LABEL) != key]
+
+    def member_ready(m: Member) -> bool:
+        if not m.view.ready or m.unschedulable or m.quarantined:
+            return False
+        if mig_pool and not _mig_done(m, key):
+            return False
+        health = m.view.health
+        if health is None:
+            return False
+        return health.healthy if facts.agent_verifies else not health.unhealthy
+
+    ready = [m for m in members if member_ready(m)]
+    serving = [m for m in members if m.view.ready and not m.unschedulable and not m.quarantined]
+
+    # ---------------------------------------------------------------- capacity
+    gpus = sum(m.view.gpus for m in members)
+    memory_gib = 0.0
+    for m in members:
+        detected = m.view.detected
+        if detected is None:
+            continue
+        per_device = detected.memory_mib / 1024 if detected.memory_mib else entry.memory_gb
+        memory_gib += detected.count * per_device
+    per_gpu = nvidia.resources_per_gpu(spec)
+    serving_gpus = sum(m.view.gpus for m in serving)
+    resources = {name: count * serving_gpus for name, count in per_gpu.items()}
+    dtype = spec.health.matmul.dtype
+    measured = [
+        m.view.report.tflops
+        for m in members
+        if m.view.report is not None
+        and m.view.report.tflops is not None
+        and (m.view.report.dtype in (None, dtype))
+        and not m.quarantined
+    ]
+    measured_tflops = round(sum(measured), 1) if measured else None
+
+    # ---------------------------------------------------------------- conditions
+    conditions = _Conditions(facts.previous, facts.now, facts.generation)
+    conditions.add("Valid", True, "Valid", f"{resolved.display}, {desired} node(s)")
+
+    enough = len(members) >= desired
+    if selection.provisioner == "karpenter" and not selection.karpenter_available:
+        conditions.add(
+            "NodesSelected",
+            enough,
+            "Selected" if enough else "KarpenterNotInstalled",
+            f"{len(members)} of {desired}: the karpenter.sh/v1 NodePool API is not served by this cluster",
+        )
+    elif enough:
+        conditions.add("NodesSelected", True, "Selected", f"{len(members)} of {desired} nodes selected")
+    elif selection.provisioner == "karpenter":
+        conditions.add(
+            "NodesSelected",
+            False,
+            "Provisioning",
+            f"{len(members)} of {desired}: waiting for Karpenter NodePool {conventions.nodepool_name(facts.name)}",
+        )
+    else:
+        detail = f" ({selection.shortfall})" if selection.shortfall else ""
+        conditions.add(
+            "NodesSelected",
+            False,
+            "InsufficientNodes",
+            f"{len(members)} of {desired}: only {len(members)} free nodes match {resolved.display}{detail}",
+        )
+
+    if not mig_pool:
+        conditions.add("MigConfigured", True, "NotRequested", "the pool does not use MIG")
+    elif mig_failed:
+        conditions.add(
+            "MigConfigured", False, "Failed", f"{conventions.MIG_CONFIG_STATE_LABEL}=failed on {_names(mig_failed)}"
+        )
+    elif mig_pending:
+        conditions.add(
+            "MigConfigured",
+            False,
+            "Pending",
+            f"{len(mig_pending)} of {len(members)} members applying {key}: {_names(mig_pending)}",
+        )
+    else:
+        layout = ", ".join(f"{n}x {p}" for p, n in nvidia.mig_devices(spec.mig_layout()).items())
+        conditions.add("MigConfigured", True, "Configured", f"{layout} per GPU on {len(members)} members")
+
+    if not nvidia_pool:
+        conditions.add("DevicePluginConfigured", True, "NotApplicable", f"{entry.vendor.value} devices")
+    elif not facts.device_plugin_written or dp_missing:
+        conditions.add(
+            "DevicePluginConfigured",
+            False,
+            "Pending",
+            f"{len(dp_missing)} of {len(members)} members do not select {key} yet: {_names(dp_missing)}",
+        )
+    else:
+        conditions.add(
+            "DevicePluginConfigured",
+            True,
+            "Configured",
+            f"{conventions.DEVICE_PLUGIN_CONFIG_LABEL}={key} on {len(members)} members "
+            f"(migStrategy {spec.mig_strategy()}"
+            + (f", {spec.sharing.mode} x{spec.sharing.replicas})" if spec.sharing else ")"),
+        )
+
+    if silent:
+        conditions.add(
+            "AgentReady",
+            False,
+            "WaitingForAgents",
+            f"{len(silent)} of {len(members)} members have not reported {conventions.HEALTH_CONDITION}: "
+            f"{_names(silent)}",
+        )
+    else:
+        note = "" if facts.agent_verifies else f" (the agent cannot verify {entry.vendor.value} devices)"
+        conditions.add(
+            "AgentReady", True, "Reporting", f"{len(reported)} of {len(members)} members report health{note}"
+        )
+
+    if quarantined:
+        conditions.add(
+            "Healthy",
+            False,
+            "NodeQuarantined",
+            "; ".join(f"{m.name}: {describe_health(m.view)}" for m in quarantined[:MESSAGE_NODES])
+            + (f"; and {len(quarantined) - MESSAGE_NODES} more" if len(quarantined) > MESSAGE_NODES else ""),
+        )
+    elif facts.breaker.open:
+        conditions.add("Healthy", False, "CircuitBreakerOpen", facts.breaker.message)
+    elif unhealthy:
+        conditions.add(
+            "Healthy",
+            False,
+            "NodeUnhealthy",
+            "; ".join(f"{m.name}: {describe_health(m.view)}" for m in unhealthy[:MESSAGE_NODES]),
+        )
+    else:
+        healthy = sum(1 for m in members if m.view.health is not None and m.view.health.healthy)
+        if members and not healthy:
+            conditions.add("Healthy", None, "NotReported", f"none of {len(members)} members has reported health yet")
+        else:
+            conditions.add("Healthy", True, "AllHealthy", f"{healthy} of {len(members)} members healthy")
+    if facts.breaker.open and quarantined:
+        # Both matter to on-call: keep the quarantine message, say the breaker is open too.
+        healthy_condition = conditions.items[-1]
+        conditions.items[-1] = healthy_condition.model_copy(
+            update={"message": f"{healthy_condition.message}; {facts.breaker.message}"}
+        )
+
+    # ---------------------------------------------------------------- phase
+    degraded: list[str] = []
+    if quarantined:
+        degraded.append(f"{len(quarantined)} quarantined")
+    if unhealthy:
+        degraded.append(f"{len(unhealthy)} unhealthy")
+    if mig_failed:
+        degraded.append(f"MIG failed on {len(mig_failed)}")
+    if not_ready:
+        degraded.append(f"{len(not_ready)} not Ready ({_names(not_ready)})")
+    if cordoned:
+        degraded.append(f"{len(cordoned)} cordoned ({_names(cordoned)})")
+    configuring: list[str] = []
+    if mig_pending:
+        configuring.append(f"MIG pending on {len(mig_pending)}")
+    if nvidia_pool and (dp_missing or not facts.device_plugin_written):
+        configuring.append("device plugin config pending")
+    if silent:
+        configuring.append(f"{len(silent)} agents not reporting")
+    waiting_health = [m for m in members if facts.agent_verifies and m.view.health and not m.view.health.healthy]
+    waiting_health = [m for m in waiting_health if not m.view.health or not m.view.health.unhealthy]
+    if waiting_health:
+        configuring.append(f"{len(waiting_health)} health Unknown")
+
+    phase: str
+    if desired > 0 and not members:
+        phase = "Provisioning" if selection.provisioner == "karpenter" else "Pending"
+        why = conditions.items[1].message
+    elif selection.provisioner == "karpenter" and not enough:
+        phase, why = "Provisioning", conditions.items[1].message
+    elif degraded or not enough:
+        phase = "Degraded"
+        why = "; ".join(degraded) if degraded else conditions.items[1].message
+    elif configuring:
+        phase, why = "Configuring", "; ".join(configuring)
+    else:
+        phase, why = "Ready", f"{len(ready)} of {desired} nodes ready"
+    conditions.add("Ready", phase == "Ready", "Ready" if phase == "Ready" else phase, why)
+
+    # ---------------------------------------------------------------- the rest
+    status_members = []
+    for m in members[: api.MAX_STATUS_MEMBERS]:
+        health, reason, since = _member_health(m)
+        report = m.view.report
+        status_members.append(
+            api.Member(
+                node=m.name,
+                gpus=m.view.gpus,
+                health=health,
+                reason=reason,
+                since=since,
+                mig=m.mig_state if mig_pool else None,
+                tflops=report.tflops if report is not None else None,
+            )
+        )
+    return api.ComputePoolStatus(
+        observed_generation=facts.generation,
+        phase=phase,
+        accelerator=resolved.display,
+        selector=f"{conventions.POOL_LABEL}={facts.name}",
+        nodes=api.NodeCounts(
+            desired=desired,
+            members=len(members),
+            ready=len(ready),
+            quarantined=len(quarantined),
+            summary=f"{len(members)}/{desired}",
+        ),
+        capacity=api.Capacity(
+            gpus=gpus, memory_gib=round(memory_gib), resources=resources, measured_tflops=measured_tflops
+        ),
+        scheduling=api.Scheduling(
+            node_selector={conventions.POOL_LABEL: facts.name},
+            tolerations=scheduling_tolerations(facts.name, spec.dedicated, members),
+        ),
+        members=status_members,
+        conditions=conditions.items,
+    )
+
+
+def _mig_done(member: Member, key: str) -> bool:
+    """The node selects this pool's MIG config and the MIG manager reports success for it.
+
+    The planner resets `nvidia.com/mig.config.state` to pending whenever it changes the config
+    label, so a success left over from the previous config is never mistaken for this one.
+    """
+    return member.label(conventions.MIG_CONFIG_LABEL) == key and member.mig_state == "success"

@@ -1,0 +1,748 @@
+"""The reconciler: one loop that plans the whole cluster and writes only the difference.
+
+kopf handlers (`accelpool.handlers`) feed it: the kopf indexes of Nodes and ComputePools are its
+inputs (no list call per pass), node and pool events nudge it, and pool handlers wait on it.
+A pass (`reconcile_once`):
+
+1. snapshots pools and nodes (index views, overlaid with the results of its own recent writes
+   until the watch catches up, so a pass never re-sends a write the index has not seen yet);
+2. calls the pure planner (`accelpool.planning.plan`);
+3. writes, in an order that never leaves a node pointing at a missing config: ConfigMap keys
+   added → agent DaemonSets and Karpenter NodePools → node patches (merge patches carrying
+   `metadata.resourceVersion`; a 409 re-reads the node and plans again) → ConfigMap keys
+   removed → objects of deleted pools removed → Events (deduplicated);
+4. publishes each pool's status for the status writer and records metrics.
+
+One reconciler per operator, one pass at a time: cross-pool decisions are made on one view of
+the cluster, so no two pools can claim a node, and writes to the shared ConfigMaps are
+serialized. Failed writes mark their pools failed (their statuses are not published) and the
+pass is retried with exponential backoff; 409s are retried at once. ConfigMaps, DaemonSets and
+NodePools are read at start and every `--resync-interval`, and from write responses otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import logging
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+
+from accelpool import api, conventions, inputs, nvidia, patches, render
+from accelpool.kube import ApiError, ConflictError, KubeClient, NotFoundError
+from accelpool.metrics import OperatorMetrics
+from accelpool.nodes import NodeView
+from accelpool.planning import ConfigState, EventIntent, Plan, PlannerOptions, PoolInput, PoolPlan, plan
+from accelpool.settings import OperatorConfig
+
+log = logging.getLogger("accelpool.reconcile")
+
+OVERLAY_TTL_SECONDS = 30.0
+"""How long a write's result stands in for a node the watch has not caught up with."""
+STATUS_ECHO_SECONDS = 5.0
+"""How long a written status is not re-sent while the pool's body has not caught up."""
+EVENT_REPEAT_SECONDS = 600.0
+"""The same Event (object, reason, message) is posted at most once in this window."""
+BACKOFF_START, BACKOFF_MAX = 0.5, 30.0
+TRANSIENT = (ApiError, OSError, asyncio.TimeoutError, aiohttp.ClientError)
+"""Errors a later pass may not see again: API errors, connection trouble, timeouts."""
+NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
+
+
+@dataclass(frozen=True)
+class PoolRecord:
+    """A ComputePool as the kopf index keeps it: plain, immutable copies."""
+
+    name: str
+    uid: str
+    generation: int | None
+    created: str | None
+    deleting: bool
+    spec_json: str
+    status: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> PoolRecord:
+        metadata = body.get("metadata") or {}
+        return cls(
+            name=str(metadata.get("name", "")),
+            uid=str(metadata.get("uid") or ""),
+            generation=metadata.get("generation"),
+            created=metadata.get("creationTimestamp"),
+            deleting=bool(metadata.get("deletionTimestamp")),
+            spec_json=inputs.spec_key(dict(body.get("spec") or {})),
+            status=copy.deepcopy(dict(body.get("status") or {})),
+        )
+
+    def body(self) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"name": self.name, "uid": self.uid}
+        if self.generation is not None:
+            metadata["generation"] = self.generation
+        if self.created:
+            metadata["creationTimestamp"] = self.created
+        if self.deleting:
+            metadata["deletionTimestamp"] = "set"
+        return {"metadata": metadata, "spec": json.loads(self.spec_json), "status": dict(self.status)}
+
+
+@dataclass(frozen=True)
+class PassResult:
+    number: int
+    ok: bool
+    failed_pools: frozenset[str] = frozenset()
+    released_pools: frozenset[str] = frozenset()
+    error: str | None = None
+    writes: int = 0
+
+
+@dataclass
+class _Overlay:
+    before: NodeView | None
+    after: NodeView
+    at: float
+
+
+@dataclass
+class _Published:
+    status: dict[str, Any]
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    written: dict[str, Any] | None = None
+    written_at: float = 0.0
+
+
+class Reconciler:
+    """Plans and writes; see the module docstring. Create one per operator (kept in kopf's memo)."""
+
+    def __init__(
+        self,
+        config: OperatorConfig,
+        client: KubeClient,
+        metrics: OperatorMetrics,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.metrics = metrics
+        self._clock = clock
+        self._now = wall_clock
+        self._node_source: Callable[[], Iterable[NodeView]] = lambda: ()
+        self._pool_source: Callable[[], Iterable[PoolRecord]] = lambda: ()
+        self._ready = asyncio.Event()
+        self._dirty = asyncio.Event()
+        self._pass_done = asyncio.Condition()
+        self._started = 0
+        self._last: PassResult | None = None
+        self._overlay: dict[str, _Overlay] = {}
+        self._planned_nodes: dict[str, NodeView] = {}
+        self._planned_pools: dict[str, PoolRecord] = {}
+        self._validated: dict[tuple[str, str], tuple[api.ComputePoolSpec | None, tuple[str, ...]]] = {}
+        self._configmaps: dict[str, dict[str, Any] | None] = {}
+        self._daemonsets: dict[str, dict[str, Any]] = {}
+        self._nodepools: dict[str, dict[str, Any]] = {}
+        self._karpenter = False
+        self._loaded_at: float | None = None
+        self._requeue_at: float | None = None
+        self._retry_at: float | None = None
+        self._backoff = BACKOFF_START
+        self._published: dict[str, _Published] = {}
+        self._released: set[str] = set()
+        self._first_healthy: dict[str, datetime] = {}
+        self._events_posted: dict[tuple[str, str, str, str], float] = {}
+        self._breakers_seen: set[tuple[str, str]] = set()
+        self._instance = socket.gethostname()
+        self.plan: Plan | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------ wiring (from the kopf handlers)
+
+    def bind(self, nodes: Callable[[], Iterable[NodeView]], pools: Callable[[], Iterable[PoolRecord]]) -> None:
+        self._node_source, self._pool_source = nodes, pools
+
+    def indexed(self) -> None:
+        """kopf has listed every resource (resource handlers only run after that)."""
+        if not self._ready.is_set():
+            self._ready.set()
+            self._dirty.set()
+
+    def nudge(self) -> None:
+        self._dirty.set()
+
+    def node_changed(self, name: str, view: NodeView | None) -> None:
+        """A node event: nudge only if planning could come out differently."""
+        planned = self._planned_nodes.get(name)
+        overlay = self._overlay.get(name)
+        if view is None:
+            if planned is not None:
+                self._dirty.set()
+            return
+        if view == planned or (overlay is not None and view == overlay.after):
+            return
+        self._dirty.set()
+
+    def pool_changed(self, record: PoolRecord | None, name: str) -> None:
+        if record is None or self._planned_pools.get(name) != record:
+            self._dirty.set()
+
+    # ------------------------------------------------------------ waiting (for handlers)
+
+    async def request_pass(self, wait_seconds: float | None = None) -> PassResult | None:
+        """Nudge and wait for a pass that starts after now; None on timeout."""
+        after = self._started
+        self._dirty.set()
+        try:
+            async with asyncio.timeout(wait_seconds):
+                async with self._pass_done:
+                    await self._pass_done.wait_for(lambda: self._last is not None and self._last.number > after)
+        except TimeoutError:
+            return None
+        return self._last
+
+    async def wait_released(self, pool: str, wait_seconds: float) -> bool:
+        self._dirty.set()
+        try:
+            async with asyncio.timeout(wait_seconds):
+                async with self._pass_done:
+                    await self._pass_done.wait_for(lambda: pool in self._released)
+        except TimeoutError:
+            return False
+        return True
+
+    def status(self, pool: str) -> dict[str, Any] | None:
+        published = self._published.get(pool)
+        return published.status if published else None
+
+    async def next_status(
+        self, pool: str, current: Callable[[], Mapping[str, Any]], wait_seconds: float
+    ) -> dict[str, Any] | None:
+        """The status the pool should have, once it differs from `current()` (or None after `wait_seconds`)."""
+        published = self._published.get(pool)
+        if published is None:
+            published = self._published[pool] = _Published(status={})
+        if not self._status_pending(published, current()):
+            published.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(published.changed.wait(), wait_seconds)
+            published = self._published.get(pool) or published
+        if not published.status or not self._status_pending(published, current()):
+            return None
+        return published.status
+
+    def status_written(self, pool: str, status: Mapping[str, Any]) -> None:
+        published = self._published.get(pool)
+        if published is not None:
+            published.written = dict(status)
+            published.written_at = self._clock()
+
+    def _status_pending(self, published: _Published, current: Mapping[str, Any] | None) -> bool:
+        if not published.status or patches.merge_diff(dict(current or {}), published.status) is None:
+            return False
+        recently = self._clock() - published.written_at < STATUS_ECHO_SECONDS
+        return not (recently and published.written == published.status)
+
+    def probe(self) -> dict[str, Any]:
+        if self.task is not None and self.task.done() and not self.task.cancelled():
+            error = self.task.exception()
+            raise RuntimeError(f"the reconcile loop stopped: {error!r}")
+        last = self._last
+        return {
+            "passes": self._started,
+            "last_ok": last.ok if last else None,
+            "last_error": last.error if last else None,
+            "pools": len(self._planned_pools),
+            "nodes": len(self._planned_nodes),
+        }
+
+    # ------------------------------------------------------------ the loop
+
+    async def run(self) -> None:
+        await self._ready.wait()
+        while True:
+            wait = self._wait_seconds()
+            if wait is None or wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._dirty.wait(), wait)
+            if self._retry_at is not None and self._clock() < self._retry_at:
+                await asyncio.sleep(self._retry_at - self._clock())
+            if self.config.debounce_seconds > 0:
+                await asyncio.sleep(self.config.debounce_seconds)
+            self._dirty.clear()
+            result = await self.reconcile_once()
+            if result.ok:
+                self._backoff = BACKOFF_START
+                self._retry_at = None
+            else:
+                self._retry_at = self._clock() + self._backoff
+                self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+                self._dirty.set()
+
+    def _wait_seconds(self) -> float | None:
+        now = self._clock()
+        deadlines = [t for t in (self._requeue_at, self._retry_at) if t is not None]
+        if self._loaded_at is not None:
+            deadlines.append(self._loaded_at + self.config.resync_seconds)
+        if not deadlines:
+            return None
+        return max(0.0, min(deadlines) - now)
+
+    async def reconcile_once(self) -> PassResult:
+        """One pass: load what is not cached, plan, write, publish. Never raises (errors are results)."""
+        self._started += 1
+        number = self._started
+        started = time.perf_counter()
+        try:
+            if self._loaded_at is None or self._clock() - self._loaded_at >= self.config.resync_seconds:
+                await self._load()
+            result = await self._pass(number)
+        except TRANSIENT as error:
+            log.warning("reconcile pass %d failed: %s", number, error)
+            result = PassResult(number, False, error=str(error))
+        except Exception as error:  # a bug must not kill the loop: log it, count it, retry later
+            log.exception("reconcile pass %d crashed", number)
+            result = PassResult(number, False, error=repr(error))
+        self.metrics.observe_pass(time.perf_counter() - started, result.ok)
+        async with self._pass_done:
+            self._last = result
+            self._pass_done.notify_all()
+        return result
+
+    # ------------------------------------------------------------ reading what is not watched
+
+    async def _load(self) -> None:
+        config = self.config
+        for name in (config.device_plugin_configmap, config.mig_configmap):
+            self._configmaps[name] = await self.client.get_or_none(self._configmap_path(name))
+        selector = f"{conventions.MANAGED_BY_LABEL}={conventions.MANAGED_BY}"
+        listed = await self.client.list(
+            f"/apis/apps/v1/namespaces/{config.agent.namespace}/daemonsets", label_selector=selector
+        )
+        self._daemonsets = {d["metadata"]["name"]: d for d in listed if _managed(d)}
+        try:
+            nodepools = await self.client.list(NODEPOOLS, label_selector=selector)
+        except NotFoundError:
+            self._karpenter = False
+            self._nodepools = {}
+        else:
+            self._karpenter = True
+            self._nodepools = {n["metadata"]["name"]: n for n in nodepools if _managed(n)}
+        self._loaded_at = self._clock()
+
+    def _configmap_path(self, name: str, *, collection: bool = False) -> str:
+        base = f"/api/v1/namespaces/{self.config.namespace}/configmaps"
+        return base if collection else f"{base}/{name}"
+
+    # ------------------------------------------------------------ inputs
+
+    def _pool_input(self, record: PoolRecord) -> PoolInput:
+        key = (record.uid or record.name, record.spec_json)
+        checked = self._validated.get(key)
+        if checked is None:
+            checked = self._validated[key] = inputs.validate(json.loads(record.spec_json))
+        pool = inputs.pool_input(record.body(), checked=checked)
+        published = self._published.get(record.name)
+        if published is not None and published.status:
+            pool = PoolInput(
+                name=pool.name,
+                spec=pool.spec,
+                problems=pool.problems,
+                uid=pool.uid,
+                generation=pool.generation,
+                created=pool.created,
+                deleting=pool.deleting,
+                previous=inputs.previous_status(published.status),
+            )
+        return pool
+
+    def _node_views(self) -> list[NodeView]:
+        now = self._clock()
+        views: list[NodeView] = []
+        for view in self._node_source():
+            overlay = self._overlay.get(view.name)
+            if overlay is not None:
+                if view == overlay.after or now - overlay.at > OVERLAY_TTL_SECONDS or view != overlay.before:
+                    del self._overlay[view.name]
+                else:
+                    view = overlay.after
+            views.append(view)
+        return views
+
+    def _config_state(self) -> ConfigState:
+        return inputs.config_state(
+            self._configmaps.get(self.config.device_plugin_configmap),
+            self._configmaps.get(self.config.mig_configmap),
+        )
+
+    def _healthy_since(self, views: Iterable[NodeView]) -> dict[str, datetime]:
+        seen: dict[str, datetime] = {}
+        for view in views:
+            if view.health is not None and view.health.healthy and view.health.since is None:
+                seen[view.name] = self._first_healthy.get(view.name) or self._now()
+        self._first_healthy = seen
+        return seen
+
+    # ------------------------------------------------------------ a pass
+
+    async def _pass(self, number: int) -> PassResult:
+        records = {r.name: r for r in self._pool_source()}
+        pools = [self._pool_input(r) for r in records.values()]
+        views = self._node_views()
+        options = PlannerOptions(
+            now=self._now(),
+            release_orphans=True,
+            not_ready_grace_seconds=self.config.not_ready_grace_seconds,
+            karpenter_available=self._karpenter,
+            agent_backend=self.config.agent.backend,
+            healthy_since=self._healthy_since(views),
+        )
+        result = plan(pools, views, self._config_state(), options)
+        self.plan = result
+        writer = _Writes(self)
+
+        by_name = {v.name: v for v in views}
+        await writer.configmaps(result, final=False)
+        if not writer.global_failure:
+            await writer.owned_objects(result, records)
+            await writer.nodes(result, by_name)
+            if not writer.failed_nodes:
+                await writer.configmaps(result, final=True)
+            await writer.delete_orphaned_objects(result, records)
+        await writer.events(result.events)
+
+        failed = writer.failed_pools
+        if writer.global_failure:
+            failed = failed | {p.name for p in result.pools}
+        self._record_remediations(result)
+        self._publish(result, failed)
+        released = frozenset(
+            p.name
+            for p in result.pools
+            if p.deleting and p.name not in failed and not writer.failed_nodes and not writer.global_failure
+        )
+        self._released = (self._released | released) & set(records)
+        self._planned_nodes = {v.name: v for v in views}
+        self._planned_pools = records
+        self._requeue_at = self._clock() + result.requeue_after if result.requeue_after is not None else None
+        self.metrics.plan = result
+        ok = not failed and not writer.failed_nodes and not writer.global_failure and not writer.conflicts
+        error = writer.first_error or ("conflict" if writer.conflicts else None)
+        if writer.conflicts:
+            self._dirty.set()
+        return PassResult(number, ok, frozenset(failed), released, error, writer.count)
+
+    def _publish(self, result: Plan, failed: Iterable[str]) -> None:
+        failed = set(failed)
+        for pool in result.pools:
+            if pool.status is None or pool.name in failed:
+                continue
+            status = pool.status.model_dump(mode="json", by_alias=True, exclude_none=True)
+            published = self._published.get(pool.name)
+            if published is None:
+                published = self._published[pool.name] = _Published(status=status)
+                published.changed.set()
+            elif published.status != status:
+                published.status = status
+                published.changed.set()
+        live = {p.name for p in result.pools}
+        for name in list(self._published):
+            if name not in live:
+                self._published[name].changed.set()
+                del self._published[name]
+
+    def _record_remediations(self, result: Plan) -> None:
+        breakers: set[tuple[str, str]] = set()
+        for remediation in result.remediations:
+            key = (remediation.pool, remediation.node)
+            if remediation.action == "circuit_breaker":
+                breakers.add(key)
+                if key in self._breakers_seen:
+                    continue
+            self.metrics.remediations[(remediation.pool, remediation.action)] += 1
+        self._breakers_seen = breakers
+
+    def remember_node(self, before: NodeView | None, after: Mapping[str, Any]) -> None:
+        view = NodeView.from_body(after)
+        self._overlay[view.name] = _Overlay(before=before, after=view, at=self._clock())
+
+    def event_due(self, key: tuple[str, str, str, str]) -> bool:
+        now = self._clock()
+        last = self._events_posted.get(key)
+        if last is not None and now - last < EVENT_REPEAT_SECONDS:
+            return False
+        self._events_posted[key] = now
+        if len(self._events_posted) > 10_000:
+            cutoff = now - EVENT_REPEAT_SECONDS
+            self._events_posted = {k: t for k, t in self._events_posted.items() if t >= cutoff}
+        return True
+
+
+def _managed(obj: Mapping[str, Any]) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(conventions.MANAGED_BY_LABEL) == conventions.MANAGED_BY and conventions.POOL_LABEL in labels
+
+
+class _Writes:
+    """The writes of one pass, their failures attributed to pools."""
+
+    def __init__(self, reconciler: Reconciler) -> None:
+        self.r = reconciler
+        self.client = reconciler.client
+        self.config = reconciler.config
+        self.failed_pools: set[str] = set()
+        self.failed_nodes: set[str] = set()
+        self.global_failure = False
+        self.conflicts = 0
+        self.count = 0
+        self.first_error: str | None = None
+
+    def _fail(self, error: Exception, what: str, pools: Iterable[str | None] = ()) -> None:
+        log.warning("%s: %s", what, error)
+        self.first_error = self.first_error or f"{what}: {error}"
+        self.failed_pools.update(p for p in pools if p)
+
+    def _wrote(self, verb: str, resource: str) -> None:
+        self.count += 1
+        self.r.metrics.write(verb, resource)
+
+    # ------------------------------------------------------------ ConfigMaps
+
+    async def configmaps(self, result: Plan, *, final: bool) -> None:
+        config = self.config
+        dp_name, mig_name = config.device_plugin_configmap, config.mig_configmap
+        current_dp = self.r._configmaps.get(dp_name)
+        current_mig = self.r._configmaps.get(mig_name)
+        dp_data = dict(result.device_plugin)
+        dp_managed = result.device_plugin_managed
+        mig_document: dict[str, Any] = dict(result.mig_document)
+        mig_managed = result.mig_managed
+        if not final:
+            # Add and update only: nodes may still select keys this pass removes.
+            old_dp = dict((current_dp or {}).get("data") or {})
+            dp_data = {**old_dp, **dp_data}
+            dp_managed = dp_managed | patches.parse_managed(
+                ((current_dp or {}).get("metadata") or {})
+                .get("annotations", {})
+                .get(conventions.MANAGED_KEYS_ANNOTATION)
+            )
+            state = inputs.config_state(None, current_mig)
+            old_entries = dict((state.mig or {}).get("mig-configs") or {})
+            entries = {**old_entries, **dict(result.mig_document.get("mig-configs") or {})}
+            mig_document = {**dict(result.mig_document), "mig-configs": entries}
+            mig_managed = mig_managed | state.mig_managed
+        wanted = {
+            dp_name: (dp_data, dp_managed, conventions.MANAGED_KEYS_ANNOTATION),
+            mig_name: (
+                {conventions.MIG_CONFIG_DATA_KEY: nvidia.dump(_ordered_mig(mig_document))},
+                mig_managed,
+                conventions.MANAGED_ENTRIES_ANNOTATION,
+            ),
+        }
+        for name, (data, managed, annotation) in wanted.items():
+            current = self.r._configmaps.get(name)
+            if name == mig_name and current is not None:
+                # Compare documents, not text: a ConfigMap edited by hand need not be rewritten for whitespace.
+                old = inputs.config_state(None, current)
+                old_text = (current.get("data") or {}).get(conventions.MIG_CONFIG_DATA_KEY)
+                if old.mig == _ordered_mig(mig_document) and old_text is not None:
+                    data = {conventions.MIG_CONFIG_DATA_KEY: old_text}
+            change = patches.configmap_patch(
+                current, name=name, namespace=config.namespace, data=data, managed=managed, annotation=annotation
+            )
+            if change is None:
+                continue
+            verb, body = change
+            try:
+                if verb == "create":
+                    try:
+                        response = await self.client.create(self.r._configmap_path(name, collection=True), body)
+                    except ConflictError:
+                        self.r._configmaps[name] = await self.client.get_or_none(self.r._configmap_path(name))
+                        self.conflicts += 1
+                        self.global_failure = True
+                        continue
+                else:
+                    response = await self.client.patch(self.r._configmap_path(name), body)
+                self._wrote(verb, "configmaps")
+                self.r._configmaps[name] = response
+            except ConflictError:
+                self.r._configmaps[name] = await self.client.get_or_none(self.r._configmap_path(name))
+                self.conflicts += 1
+                self.global_failure = True
+            except TRANSIENT as error:
+                self._fail(error, f"ConfigMap {config.namespace}/{name}")
+                self.global_failure = True
+                with contextlib.suppress(*TRANSIENT):
+                    self.r._configmaps[name] = await self.client.get_or_none(self.r._configmap_path(name))
+
+    # ------------------------------------------------------------ DaemonSets and NodePools
+
+    async def owned_objects(self, result: Plan, records: Mapping[str, PoolRecord]) -> None:
+        agent = self.config.agent
+        for pool in result.pools:
+            if not pool.valid or pool.deleting or pool.spec is None:
+                continue
+            desired = render.daemonset(pool.name, pool.uid, pool.spec, agent, pool.tolerations)
+            await self._ensure(
+                pool.name,
+                desired,
+                self.r._daemonsets,
+                f"/apis/apps/v1/namespaces/{agent.namespace}/daemonsets",
+                "daemonsets",
+            )
+            if pool.spec.provisioner.type == "karpenter" and self.r._karpenter:
+                nodepool = render.nodepool(pool.name, pool.uid, pool.spec, pool.member_labels)
+                await self._ensure(pool.name, nodepool, self.r._nodepools, NODEPOOLS, "nodepools")
+
+    async def _ensure(
+        self, pool: str, desired: dict[str, Any], cache: dict[str, dict[str, Any]], collection: str, resource: str
+    ) -> None:
+        name = desired["metadata"]["name"]
+        current = cache.get(name)
+        wanted_hash = desired["metadata"]["annotations"][conventions.SPEC_HASH_ANNOTATION]
+        try:
+            if current is None:
+                try:
+                    response = await self.client.create(collection, desired)
+                    self._wrote("create", resource)
+                except ConflictError:
+                    response = await self.client.get(f"{collection}/{name}")
+                    if _hash(response) != wanted_hash:
+                        self.conflicts += 1
+                        cache[name] = response
+                        return
+                cache[name] = response
+            elif _hash(current) != wanted_hash:
+                body = copy.deepcopy(desired)
+                version = (current.get("metadata") or {}).get("resourceVersion")
+                if version:
+                    body["metadata"]["resourceVersion"] = version
+                response = await self.client.replace(f"{collection}/{name}", body)
+                self._wrote("replace", resource)
+                cache[name] = response
+        except ConflictError:
+            cache[name] = await self.client.get(f"{collection}/{name}")
+            self.conflicts += 1
+        except NotFoundError as error:
+            cache.pop(name, None)
+            self._fail(error, f"{resource} {name}", [pool])
+        except TRANSIENT as error:
+            self._fail(error, f"{resource} {name}", [pool])
+
+    async def delete_orphaned_objects(self, result: Plan, records: Mapping[str, PoolRecord]) -> None:
+        keep = {p.name for p in result.pools if not p.deleting}
+        for cache, path, resource in (
+            (self.r._daemonsets, f"/apis/apps/v1/namespaces/{self.config.agent.namespace}/daemonsets", "daemonsets"),
+            (self.r._nodepools, NODEPOOLS, "nodepools"),
+        ):
+            for name, obj in list(cache.items()):
+                pool = ((obj.get("metadata") or {}).get("labels") or {}).get(conventions.POOL_LABEL)
+                still_wanted = pool in keep and self._wants(result, pool, resource)
+                if still_wanted:
+                    continue
+                try:
+                    await self.client.delete(f"{path}/{name}")
+                    self._wrote("delete", resource)
+                    del cache[name]
+                except TRANSIENT as error:
+                    self._fail(error, f"deleting {resource} {name}", [pool])
+
+    @staticmethod
+    def _wants(result: Plan, pool: str | None, resource: str) -> bool:
+        found = result.pool(pool) if pool else None
+        if found is None:
+            return False
+        if not found.valid:
+            return True  # an invalid pool's objects are left as they are
+        if resource == "nodepools":
+            return found.spec is not None and found.spec.provisioner.type == "karpenter"
+        return True
+
+    # ------------------------------------------------------------ nodes
+
+    async def nodes(self, result: Plan, views: Mapping[str, NodeView]) -> None:
+        semaphore = asyncio.Semaphore(max(1, self.config.write_concurrency))
+        index_views = {v.name: v for v in self.r._node_source()}
+
+        async def write(name: str) -> None:
+            change = result.changes[name]
+            view = views.get(name)
+            if view is None:
+                return
+            body = patches.node_patch(view, change)
+            if body is None:
+                return
+            async with semaphore:
+                try:
+                    response = await self.client.patch(f"/api/v1/nodes/{name}", body)
+                    self._wrote("patch", "nodes")
+                    self.r.remember_node(index_views.get(name), response)
+                except ConflictError:
+                    self.conflicts += 1
+                    self.failed_nodes.add(name)
+                    with contextlib.suppress(*TRANSIENT):
+                        fresh = await self.client.get(f"/api/v1/nodes/{name}")
+                        self.r.remember_node(index_views.get(name), fresh)
+                except NotFoundError:
+                    pass  # the node is gone; the next pass plans without it
+                except TRANSIENT as error:
+                    self.failed_nodes.add(name)
+                    self._fail(error, f"node {name}", [change.pool, view.pool])
+                    with contextlib.suppress(*TRANSIENT):
+                        fresh = await self.client.get(f"/api/v1/nodes/{name}")
+                        self.r.remember_node(index_views.get(name), fresh)
+
+        await asyncio.gather(*(write(name) for name in result.changes))
+
+    # ------------------------------------------------------------ events
+
+    async def events(self, intents: Iterable[EventIntent]) -> None:
+        namespace = self.config.events_namespace
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for intent in intents:
+            key = (intent.kind, intent.name, intent.reason, intent.message)
+            if not self.r.event_due(key):
+                continue
+            api_version = "v1" if intent.kind == "Node" else api.API_VERSION
+            body = {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"{intent.name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+                "involvedObject": {"apiVersion": api_version, "kind": intent.kind, "name": intent.name}
+                | ({"uid": intent.uid} if intent.uid else {}),
+                "reason": intent.reason,
+                "message": intent.message[:1024],
+                "type": intent.type,
+                "source": {"component": "accelpool"},
+                "reportingComponent": "accelpool",
+                "reportingInstance": self.r._instance,
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "count": 1,
+            }
+            try:
+                await self.client.create(f"/api/v1/namespaces/{namespace}/events", body)
+                self._wrote("create", "events")
+            except TRANSIENT as error:
+                log.info("event %s/%s not posted: %s", intent.kind, intent.name, error)
+
+
+def _hash(obj: Mapping[str, Any]) -> str | None:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(conventions.SPEC_HASH_ANNOTATION)
+    return str(value) if value is not None else None
+
+
+def _ordered_mig(document: Mapping[str, Any]) -> dict[str, Any]:
+    return nvidia.mig_parted_document(dict(document.get("mig-configs") or {}))
+
+
+__all__ = ["PassResult", "PoolPlan", "PoolRecord", "Reconciler"]

@@ -1,0 +1,287 @@
+"""The Kubernetes objects accelpool creates for a pool: the agent DaemonSet and the Karpenter NodePool.
+
+- `daemonset(...)`: one per pool, in the agent namespace, owned by the pool (ownerReference),
+  scheduled only on the pool's members (nodeSelector `accelpool.io/pool=<pool>`), tolerating
+  the pool taint, the quarantine taint (the agent must keep checking a quarantined node to
+  release it), the accelerator's resource taint (GKE's `nvidia.com/gpu=present`) and the other
+  controllers' taints found on members. Its container runs
+  `accelpool-agent run --node-name $(NODE_NAME) --listen 0.0.0.0:9402 --backend <backend>` with
+  the pool's `AgentConfig` as JSON in `ACCELPOOL_AGENT_CONFIG` (health policy and the catalog's
+  expected peaks). NVML access comes from the NVIDIA container runtime (`runtimeClassName`,
+  `NVIDIA_VISIBLE_DEVICES=all`) or, with `privileged`, from the host's /dev.
+- `nodepool(...)`: a `karpenter.sh/v1` NodePool for `provisioner: karpenter` pools.
+
+Every object carries `accelpool.io/spec-hash` (`with_spec_hash`) so the reconciler rewrites it
+only when what it renders changes. Pure: called by the reconciler, the `plan` command and tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from accelpool import api, catalog, conventions
+from accelpool_agent.protocol import CONFIG_ENV, AgentConfig, MatmulPolicy
+
+AGENT_PORT = 9402
+KARPENTER_API_VERSION = "karpenter.sh/v1"
+KARPENTER_NODE_CLASS = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass"}
+KARPENTER_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
+KARPENTER_GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
+KARPENTER_GPU_MEMORY = "karpenter.k8s.aws/instance-gpu-memory"
+KARPENTER_ACCELERATOR_NAME = "karpenter.k8s.aws/instance-accelerator-name"
+KARPENTER_ACCELERATOR_COUNT = "karpenter.k8s.aws/instance-accelerator-count"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """How agent DaemonSets are rendered (operator flags `--agent-*`)."""
+
+    namespace: str = conventions.DEFAULT_NAMESPACE
+    image: str = "ghcr.io/accelpool/accelpool-agent:0.1.0"
+    image_pull_policy: str = "IfNotPresent"
+    backend: str = "nvml"
+    runtime_class: str | None = "nvidia"
+    """runtimeClassName for NVIDIA pools (the NVIDIA container runtime); None to leave it unset."""
+    privileged: bool = False
+    """Run privileged with the host's /dev mounted instead of (or as well as) the NVIDIA runtime."""
+    service_account: str = "accelpool-agent"
+    cpu_request: str = "50m"
+    memory_request: str = "128Mi"
+    cpu_limit: str | None = None
+    memory_limit: str | None = "1Gi"
+    priority_class: str | None = None
+    port: int = AGENT_PORT
+
+
+def owner_reference(pool: str, uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": api.API_VERSION,
+        "kind": api.KIND,
+        "name": pool,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def spec_hash(obj: Mapping[str, Any]) -> str:
+    """A short stable hash of a rendered object (its hash annotation excluded)."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def with_spec_hash(obj: dict[str, Any]) -> dict[str, Any]:
+    obj.setdefault("metadata", {}).setdefault("annotations", {})[conventions.SPEC_HASH_ANNOTATION] = spec_hash(obj)
+    return obj
+
+
+def agent_config(pool: str, spec: api.ComputePoolSpec) -> AgentConfig:
+    """The agent's settings for a pool: its health policy and the catalog's peaks for its accelerator."""
+    entry = spec.resolve().entry
+    peaks = {d.value: p for d in catalog.Dtype if (p := entry.peaks.get(d)) is not None}
+    return AgentConfig(
+        pool=pool,
+        accelerator=entry.name,
+        expected_tflops=peaks,
+        expected_bandwidth_gbps=entry.bandwidth_gbps,
+        interval_seconds=spec.health.interval_seconds,
+        matmul=MatmulPolicy(dtype=spec.health.matmul.dtype, min_efficiency=spec.health.matmul.min_efficiency),
+    )
+
+
+def _labels(pool: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "accelpool-agent",
+        "app.kubernetes.io/instance": pool,
+        "app.kubernetes.io/component": "agent",
+        conventions.MANAGED_BY_LABEL: conventions.MANAGED_BY,
+        conventions.POOL_LABEL: pool,
+    }
+
+
+def agent_tolerations(
+    pool: str, spec: api.ComputePoolSpec, member_tolerations: Sequence[api.Toleration]
+) -> list[dict[str, str]]:
+    entry = spec.resolve().entry
+    tolerations: list[dict[str, str]] = [
+        {"key": conventions.POOL_TAINT_KEY, "operator": "Equal", "value": pool, "effect": conventions.NO_SCHEDULE},
+        {"key": conventions.QUARANTINE_TAINT_KEY, "operator": "Exists", "effect": conventions.NO_SCHEDULE},
+        {"key": entry.resource, "operator": "Exists", "effect": conventions.NO_SCHEDULE},
+    ]
+    for toleration in member_tolerations:
+        rendered = toleration.model_dump(mode="json", exclude_none=True)
+        if rendered not in tolerations and toleration.key != conventions.POOL_TAINT_KEY:
+            tolerations.append(rendered)
+    return tolerations
+
+
+def daemonset(
+    pool: str,
+    uid: str,
+    spec: api.ComputePoolSpec,
+    settings: AgentSettings,
+    member_tolerations: Sequence[api.Toleration] = (),
+) -> dict[str, Any]:
+    """The pool's agent DaemonSet (with its spec-hash annotation)."""
+    entry = spec.resolve().entry
+    nvidia = entry.vendor == catalog.Vendor.NVIDIA
+    labels = _labels(pool)
+    selector = {"app.kubernetes.io/name": labels["app.kubernetes.io/name"], conventions.POOL_LABEL: pool}
+    env: list[dict[str, Any]] = [
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": CONFIG_ENV, "value": agent_config(pool, spec).model_dump_json(by_alias=True)},
+    ]
+    if nvidia:
+        env += [
+            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+            {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+        ]
+    resources: dict[str, dict[str, str]] = {
+        "requests": {"cpu": settings.cpu_request, "memory": settings.memory_request}
+    }
+    limits = {k: v for k, v in (("cpu", settings.cpu_limit), ("memory", settings.memory_limit)) if v}
+    if limits:
+        resources["limits"] = limits
+    container: dict[str, Any] = {
+        "name": "agent",
+        "image": settings.image,
+        "imagePullPolicy": settings.image_pull_policy,
+        "command": ["accelpool-agent"],
+        "args": [
+            "run",
+            "--node-name",
+            "$(NODE_NAME)",
+            "--listen",
+            f"0.0.0.0:{settings.port}",
+            "--backend",
+            settings.backend,
+        ],
+        "env": env,
+        "ports": [{"name": "metrics", "containerPort": settings.port, "protocol": "TCP"}],
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", "port": "metrics"},
+            "initialDelaySeconds": 10,
+            "periodSeconds": 30,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        },
+        "resources": resources,
+    }
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": settings.service_account,
+        "nodeSelector": {conventions.POOL_LABEL: pool},
+        "tolerations": agent_tolerations(pool, spec, member_tolerations),
+        "containers": [container],
+    }
+    if settings.privileged:
+        container["securityContext"] = {"privileged": True}
+        container["volumeMounts"] = [{"name": "dev", "mountPath": "/dev"}]
+        pod_spec["volumes"] = [{"name": "dev", "hostPath": {"path": "/dev"}}]
+    else:
+        container["securityContext"] = {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        }
+    if nvidia and settings.runtime_class:
+        pod_spec["runtimeClassName"] = settings.runtime_class
+    if settings.priority_class:
+        pod_spec["priorityClassName"] = settings.priority_class
+    obj: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {
+            "name": conventions.agent_name(pool),
+            "namespace": settings.namespace,
+            "labels": labels,
+            "ownerReferences": [owner_reference(pool, uid)],
+        },
+        "spec": {
+            "selector": {"matchLabels": selector},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%"}},
+            "template": {
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(settings.port)},
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
+    return with_spec_hash(obj)
+
+
+def _karpenter_requirements(spec: api.ComputePoolSpec) -> list[dict[str, Any]]:
+    resolved = spec.resolve()
+    count = resolved.count
+    requirements: list[dict[str, Any]] = []
+    instance_types = sorted(
+        {
+            name
+            for entry in resolved.matches
+            for name, per_node in entry.detection.instance_types.items()
+            if count is None or per_node >= count
+        }
+    )
+    names = sorted({n for entry in resolved.matches for n in entry.detection.karpenter_names})
+    gpu = resolved.entry.vendor == catalog.Vendor.NVIDIA
+    name_key, count_key = (
+        (KARPENTER_GPU_NAME, KARPENTER_GPU_COUNT) if gpu else (KARPENTER_ACCELERATOR_NAME, KARPENTER_ACCELERATOR_COUNT)
+    )
+    if names:
+        requirements.append({"key": name_key, "operator": "In", "values": names})
+    if count is not None and names:
+        requirements.append({"key": count_key, "operator": "Gt", "values": [str(count - 1)]})
+    memory = resolved.entry.detection.karpenter_memory_mib
+    if gpu and memory is not None:
+        requirements.append({"key": KARPENTER_GPU_MEMORY, "operator": "Gt", "values": [str(memory[0] - 1)]})
+        requirements.append({"key": KARPENTER_GPU_MEMORY, "operator": "Lt", "values": [str(memory[1] + 1)]})
+    if instance_types:
+        requirements.append({"key": INSTANCE_TYPE, "operator": "In", "values": instance_types})
+    for key, value in sorted(spec.node_selector.items()):
+        requirements.append({"key": key, "operator": "In", "values": [value]})
+    return requirements
+
+
+def devices_per_node(spec: api.ComputePoolSpec) -> int:
+    """Devices a pool's node has: the requested count, else the largest instance type's, else the usual."""
+    resolved = spec.resolve()
+    if resolved.count is not None:
+        return resolved.count
+    counts = [n for entry in resolved.matches for n in entry.detection.instance_types.values()]
+    return max(counts) if counts else resolved.entry.default_count
+
+
+def nodepool(pool: str, uid: str, spec: api.ComputePoolSpec, template_labels: Mapping[str, str]) -> dict[str, Any]:
+    """The pool's `karpenter.sh/v1` NodePool: instances of its accelerator, labelled and tainted as members."""
+    entry = spec.resolve().entry
+    max_nodes = spec.nodes.max if isinstance(spec.nodes, api.NodeRange) else spec.nodes
+    template_spec: dict[str, Any] = {
+        "requirements": _karpenter_requirements(spec),
+        "nodeClassRef": {**KARPENTER_NODE_CLASS, "name": spec.provisioner.node_class},
+    }
+    if spec.dedicated:
+        template_spec["taints"] = [
+            {"key": conventions.POOL_TAINT_KEY, "value": pool, "effect": conventions.NO_SCHEDULE}
+        ]
+    obj: dict[str, Any] = {
+        "apiVersion": KARPENTER_API_VERSION,
+        "kind": "NodePool",
+        "metadata": {
+            "name": conventions.nodepool_name(pool),
+            "labels": {conventions.MANAGED_BY_LABEL: conventions.MANAGED_BY, conventions.POOL_LABEL: pool},
+            "ownerReferences": [owner_reference(pool, uid)],
+        },
+        "spec": {
+            "template": {"metadata": {"labels": dict(template_labels)}, "spec": template_spec},
+            "limits": {entry.resource: str(max_nodes * devices_per_node(spec))},
+            # GPU nodes run long jobs: consolidate only nodes that are empty.
+            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "5m"},
+        },
+    }
+    return with_spec_hash(obj)

@@ -1,0 +1,243 @@
+"""The operator's settings: one frozen `OperatorConfig`, from `accelpool run` flags or ACCELPOOL_* variables.
+
+Every flag has an environment variable (`--agent-image` ↔ `ACCELPOOL_AGENT_IMAGE`); a flag wins
+over its variable, the variable over the default. `accelpool run` parses the flags and hands the
+config to kopf as `memo.config`; when the operator runs under plain `kopf run` (tests use
+`kopf.testing.KopfRunner`), the startup handler reads the variables instead. Nothing here is a
+module global set at startup. Pure (reads only the mapping it is given).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from accelpool import api, conventions
+from accelpool.render import AgentSettings
+
+LOG_LEVELS = ("quiet", "info", "verbose", "debug")
+AGENT_BACKENDS = ("nvml", "cuda", "cpu", "fake")
+
+
+def seconds(text: str) -> float:
+    """`30`, `2.5`, `90s`, `5m`, `1h` → seconds."""
+    text = str(text).strip()
+    try:
+        return float(text)
+    except ValueError:
+        return api.parse_duration(text)
+
+
+def _bool(text: str) -> bool:
+    return str(text).strip().lower() in ("1", "true", "yes", "on")
+
+
+def _optional(text: str) -> str | None:
+    return text or None
+
+
+@dataclass(frozen=True)
+class _Option:
+    flag: str
+    dest: str
+    default: Any
+    help: str
+    parse: Callable[[str], Any] = str
+    aliases: tuple[str, ...] = ()
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def env(self) -> str:
+        return "ACCELPOOL_" + self.flag.lstrip("-").upper().replace("-", "_")
+
+
+_AGENT_DEFAULTS = AgentSettings()
+OPTIONS: tuple[_Option, ...] = (
+    _Option(
+        "--namespace",
+        "namespace",
+        conventions.DEFAULT_NAMESPACE,
+        "namespace of the NVIDIA ConfigMaps (the GPU Operator's, e.g. gpu-operator) and, by default, of the agents",
+        aliases=("--config-namespace",),
+    ),
+    _Option("--agent-namespace", "agent_namespace", None, "namespace of the agent DaemonSets (default: --namespace)"),
+    _Option(
+        "--device-plugin-configmap",
+        "device_plugin_configmap",
+        conventions.DEFAULT_DEVICE_PLUGIN_CONFIGMAP,
+        "the device plugin's ConfigMap: a key per pool plus 'default'",
+    ),
+    _Option(
+        "--mig-configmap",
+        "mig_configmap",
+        conventions.DEFAULT_MIG_CONFIGMAP,
+        "mig-parted's ConfigMap (key config.yaml): an entry per MIG pool plus 'all-disabled'",
+    ),
+    _Option("--kubeconfig", "kubeconfig", None, "kubeconfig file (default: in-cluster, then $KUBECONFIG)"),
+    _Option("--server", "server", None, "API server URL without authentication (the demo's emulator, kubectl proxy)"),
+    _Option("--metrics-address", "metrics_address", "0.0.0.0", "address of the /metrics server"),
+    _Option("--metrics-port", "metrics_port", 8080, "port of /metrics (0: off)", parse=int),
+    _Option("--liveness-port", "liveness_port", 8081, "port of kopf's liveness endpoint /healthz (0: off)", parse=int),
+    _Option(
+        "--liveness",
+        "liveness",
+        None,
+        "kopf-style liveness URL, e.g. http://0.0.0.0:8081/healthz (wins over --liveness-port)",
+    ),
+    _Option("--agent-image", "agent_image", _AGENT_DEFAULTS.image, "image of the agent DaemonSets"),
+    _Option(
+        "--agent-image-pull-policy", "agent_image_pull_policy", _AGENT_DEFAULTS.image_pull_policy, "imagePullPolicy"
+    ),
+    _Option(
+        "--agent-backend",
+        "agent_backend",
+        _AGENT_DEFAULTS.backend,
+        "the agents' --backend",
+        choices=AGENT_BACKENDS,
+    ),
+    _Option(
+        "--agent-runtime-class",
+        "agent_runtime_class",
+        _AGENT_DEFAULTS.runtime_class,
+        "runtimeClassName of NVIDIA pools' agents ('' to leave unset)",
+        parse=_optional,
+    ),
+    _Option(
+        "--agent-privileged",
+        "agent_privileged",
+        False,
+        "run agents privileged with the host's /dev (instead of relying on the NVIDIA runtime)",
+        parse=_bool,
+    ),
+    _Option(
+        "--agent-service-account", "agent_service_account", _AGENT_DEFAULTS.service_account, "agents' ServiceAccount"
+    ),
+    _Option("--agent-cpu-request", "agent_cpu_request", _AGENT_DEFAULTS.cpu_request, "agent CPU request"),
+    _Option("--agent-memory-request", "agent_memory_request", _AGENT_DEFAULTS.memory_request, "agent memory request"),
+    _Option("--agent-cpu-limit", "agent_cpu_limit", None, "agent CPU limit (default: none)", parse=_optional),
+    _Option(
+        "--agent-memory-limit",
+        "agent_memory_limit",
+        _AGENT_DEFAULTS.memory_limit,
+        "agent memory limit ('' for none)",
+        parse=_optional,
+    ),
+    _Option("--agent-priority-class", "agent_priority_class", None, "agents' priorityClassName", parse=_optional),
+    _Option("--events-namespace", "events_namespace", "default", "namespace of Events about nodes and pools"),
+    _Option(
+        "--resync-interval",
+        "resync_seconds",
+        300.0,
+        "re-read ConfigMaps, DaemonSets, NodePools this often",
+        parse=seconds,
+    ),
+    _Option(
+        "--status-interval",
+        "status_resync_seconds",
+        60.0,
+        "re-check each pool's status against the plan at least this often",
+        parse=seconds,
+    ),
+    _Option("--debounce", "debounce_seconds", 0.1, "gather changes this long before a reconcile pass", parse=seconds),
+    _Option(
+        "--not-ready-grace",
+        "not_ready_grace_seconds",
+        300.0,
+        "a NotReady member is replaced by a spare after this long",
+        parse=seconds,
+    ),
+    _Option("--write-concurrency", "write_concurrency", 16, "node patches in flight at once", parse=int),
+    _Option("--max-workers", "max_workers", 4, "kopf's executor threads (handlers are async)", parse=int),
+    _Option("--peering", "peering", None, "kopf peering name for a hot standby (default: standalone)", parse=_optional),
+    _Option("--log-level", "log_level", "info", "log verbosity", choices=LOG_LEVELS),
+)
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    """Everything `accelpool run` can be told."""
+
+    namespace: str = conventions.DEFAULT_NAMESPACE
+    agent_namespace: str | None = None
+    device_plugin_configmap: str = conventions.DEFAULT_DEVICE_PLUGIN_CONFIGMAP
+    mig_configmap: str = conventions.DEFAULT_MIG_CONFIGMAP
+    kubeconfig: str | None = None
+    server: str | None = None
+    metrics_address: str = "0.0.0.0"
+    metrics_port: int = 8080
+    liveness_port: int = 8081
+    liveness: str | None = None
+    agent: AgentSettings = field(default_factory=AgentSettings)
+    events_namespace: str = "default"
+    resync_seconds: float = 300.0
+    status_resync_seconds: float = 60.0
+    debounce_seconds: float = 0.1
+    not_ready_grace_seconds: float = 300.0
+    write_concurrency: int = 16
+    max_workers: int = 4
+    peering: str | None = None
+    log_level: str = "info"
+
+    @property
+    def liveness_endpoint(self) -> str | None:
+        if self.liveness:
+            return self.liveness
+        return f"http://0.0.0.0:{self.liveness_port}/healthz" if self.liveness_port else None
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> OperatorConfig:
+        namespace = values.get("namespace") or conventions.DEFAULT_NAMESPACE
+        agent = AgentSettings(
+            namespace=values.get("agent_namespace") or namespace,
+            image=values.get("agent_image") or _AGENT_DEFAULTS.image,
+            image_pull_policy=values.get("agent_image_pull_policy") or _AGENT_DEFAULTS.image_pull_policy,
+            backend=values.get("agent_backend") or _AGENT_DEFAULTS.backend,
+            runtime_class=values.get("agent_runtime_class", _AGENT_DEFAULTS.runtime_class),
+            privileged=bool(values.get("agent_privileged", False)),
+            service_account=values.get("agent_service_account") or _AGENT_DEFAULTS.service_account,
+            cpu_request=values.get("agent_cpu_request") or _AGENT_DEFAULTS.cpu_request,
+            memory_request=values.get("agent_memory_request") or _AGENT_DEFAULTS.memory_request,
+            cpu_limit=values.get("agent_cpu_limit"),
+            memory_limit=values.get("agent_memory_limit", _AGENT_DEFAULTS.memory_limit),
+            priority_class=values.get("agent_priority_class"),
+        )
+        plain = {
+            f: values[f]
+            for f in cls.__dataclass_fields__
+            if f in values and f not in ("agent",) and values[f] is not None
+        }
+        plain["namespace"] = namespace
+        return cls(agent=agent, **plain)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> OperatorConfig:
+        values: dict[str, Any] = {}
+        for option in OPTIONS:
+            if option.env in environ:
+                values[option.dest] = option.parse(environ[option.env])
+        return cls.from_values(values)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> OperatorConfig:
+        return cls.from_values({option.dest: getattr(args, option.dest) for option in OPTIONS})
+
+
+def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str]) -> None:
+    """Add every operator flag, its default taken from ACCELPOOL_<FLAG> when set."""
+    for option in OPTIONS:
+        default = option.parse(environ[option.env]) if option.env in environ else option.default
+        kwargs: dict[str, Any] = {
+            "dest": option.dest,
+            "default": default,
+            "help": f"{option.help} [{option.env}; default: {option.default!r}]",
+        }
+        if option.parse is _bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = option.parse
+            kwargs["metavar"] = option.dest.upper().replace("_SECONDS", "")
+        if option.choices:
+            kwargs["choices"] = option.choices
+        parser.add_argument(option.flag, *option.aliases, **kwargs)
