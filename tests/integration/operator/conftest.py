@@ -1,0 +1,473 @@
+"""The real operator (`kopf run -m accelpool.handlers` under `KopfRunner`) against kmock's emulator.
+
+`Emulator` is kmock's `KubernetesEmulator` with what a real API server stamps on creation (uid,
+creationTimestamp, generation, resourceVersion — kopf's own patches test the latter) and a
+`generation` bump on spec changes, nothing more: no resourceVersion checks, no selectors, no
+garbage collection. Every request it serves wakes `Cluster.wait_for`, so tests wait for
+conditions on the stored objects without sleeping. Writes are attributed by User-Agent: the
+operator's own client says `accelpool`, kopf says `kopf/…`, the tests say `accelpool-test`.
+
+The operator runs in KopfRunner's thread with its own event loop; the emulator serves it from
+the test's loop, so the test must keep awaiting (never block) while the operator runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import datetime
+import itertools
+import json
+import socket
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import Any
+
+import aiohttp
+import attrs
+import kmock
+import pytest
+from kopf.testing import KopfRunner
+
+from accelpool import api, catalog, conventions
+
+pytestmark = pytest.mark.integration
+
+POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
+NAMESPACE = "accelpool-system"
+DP_CONFIGMAP = "accelpool-device-plugin-configs"
+MIG_CONFIGMAP = "accelpool-mig-config"
+VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
+RESOURCES = {
+    "v1/namespaces": kmock.ResourceInfo(kind="Namespace", namespaced=False, verbs=VERBS),
+    "v1/events": kmock.ResourceInfo(kind="Event", namespaced=True, verbs=VERBS),
+    "v1/nodes": kmock.ResourceInfo(kind="Node", namespaced=False, verbs=VERBS, subresources={"status"}),
+    "v1/configmaps": kmock.ResourceInfo(kind="ConfigMap", namespaced=True, verbs=VERBS),
+    "apps/v1/daemonsets": kmock.ResourceInfo(kind="DaemonSet", namespaced=True, verbs=VERBS),
+    "apiextensions.k8s.io/v1/customresourcedefinitions": kmock.ResourceInfo(
+        kind="CustomResourceDefinition", namespaced=False, verbs=VERBS
+    ),
+    f"{api.GROUP}/{api.VERSION}/{api.PLURAL}": kmock.ResourceInfo(
+        kind=api.KIND, namespaced=False, verbs=VERBS, subresources={"status"}
+    ),
+}
+WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+TEST_AGENT = "accelpool-test"
+
+
+@attrs.define(kw_only=True)
+class Emulator(kmock.KubernetesEmulator):
+    """kmock's emulator, stamping metadata on creation and waking waiters on every request."""
+
+    changed: asyncio.Event = attrs.field(factory=asyncio.Event, init=False)
+    _versions: Iterator[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        for key, info in RESOURCES.items():
+            self.resources[key] = info
+
+    async def _handle(self, request: Any) -> Any:
+        try:
+            if request.action == kmock.action.CREATE and isinstance(request.data, dict):
+                metadata = request.data.setdefault("metadata", {})
+                metadata.setdefault("uid", str(uuid.uuid4()))
+                metadata.setdefault("creationTimestamp", _now())
+                metadata.setdefault("generation", 1)
+                metadata["resourceVersion"] = str(next(self._versions))
+            elif request.action == kmock.action.UPDATE and request.resource is not None and request.name:
+                self._version_update(request)
+            return await super()._handle(request)
+        finally:
+            self.changed.set()
+
+    def _version_update(self, request: Any) -> None:
+        """Like the API server: a stale resourceVersion is a 409; every write gets a new one."""
+        try:
+            stored = self.objects[request.resource, request.namespace, request.name]
+        except KeyError:
+            return  # kmock answers 404
+        if stored.deleted:
+            return
+        metadata = stored.get("metadata") or {}
+        new_version = str(next(self._versions))
+        if isinstance(request.data, dict):
+            sent = (request.data.get("metadata") or {}).get("resourceVersion")
+            if sent is not None and sent != metadata.get("resourceVersion"):
+                raise kmock.KubernetesError(409, "Conflict", "the object has been modified; read it again")
+            request.data.setdefault("metadata", {})["resourceVersion"] = new_version
+            if request.resource.plural == api.PLURAL and not request.subresource and "spec" in request.data:
+                request.data["metadata"]["generation"] = int(metadata.get("generation") or 1) + 1
+        elif isinstance(request.data, list):
+            for op in request.data:
+                tests_version = op.get("op") == "test" and op.get("path") == "/metadata/resourceVersion"
+                if tests_version and op.get("value") != metadata.get("resourceVersion"):
+                    raise kmock.KubernetesError(422, "Invalid", "the test operation failed: resourceVersion")
+            request.data.append({"op": "replace", "path": "/metadata/resourceVersion", "value": new_version})
+
+    def writes(self, *, agent: str | None = None, since: int = 0) -> list[Any]:
+        """Modifying requests (optionally only those whose User-Agent starts with `agent`)."""
+        found = []
+        for request in list(self)[since:]:
+            if request.method.value not in WRITE_METHODS:
+                continue
+            user_agent = request.headers.get("User-Agent", "")
+            if agent is None or user_agent.startswith(agent):
+                found.append(request)
+        return found
+
+    @property
+    def request_count(self) -> int:
+        return len(list(self))
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class TestClient:
+    """The tests' own API client (plays kubectl, the MIG manager and the agents)."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self._session = aiohttp.ClientSession(headers={"User-Agent": TEST_AGENT})
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    async def request(self, method: str, path: str, body: Any = None, content_type: str | None = None) -> Any:
+        headers = {"Content-Type": content_type or "application/merge-patch+json"} if body is not None else {}
+        data = json.dumps(body) if body is not None else None
+        async with self._session.request(method, f"{self.server}{path}", data=data, headers=headers) as response:
+            text = await response.text()
+            if response.status >= 400:
+                raise AssertionError(f"{method} {path}: {response.status} {text[:300]}")
+            return json.loads(text) if text else None
+
+    async def create(self, path: str, body: Mapping[str, Any]) -> Any:
+        return await self.request("POST", path, dict(body), "application/json")
+
+    async def patch(self, path: str, body: Mapping[str, Any]) -> Any:
+        return await self.request("PATCH", path, dict(body))
+
+    async def delete(self, path: str) -> Any:
+        return await self.request("DELETE", path)
+
+
+@attrs.define
+class Cluster:
+    emulator: Emulator
+    server: str
+    client: TestClient
+
+    # ------------------------------------------------------------ reading the stored state
+
+    def _get(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        try:
+            obj = self.emulator.objects[resource, namespace, name]
+        except KeyError:
+            return None
+        return None if obj.deleted else copy.deepcopy(obj.raw)
+
+    def node(self, name: str) -> dict[str, Any]:
+        found = self._get("v1/nodes", None, name)
+        assert found is not None, f"node {name} does not exist"
+        return found
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return [
+            copy.deepcopy(obj.raw)
+            for (resource, _, _), obj in self.emulator.objects.items()
+            if resource == "v1/nodes" and not obj.deleted
+        ]
+
+    def labels(self, name: str) -> dict[str, str]:
+        return dict(self.node(name)["metadata"].get("labels") or {})
+
+    def taints(self, name: str) -> list[dict[str, Any]]:
+        return list((self.node(name).get("spec") or {}).get("taints") or [])
+
+    def members(self, pool: str) -> list[str]:
+        return sorted(
+            n["metadata"]["name"]
+            for n in self.nodes()
+            if (n["metadata"].get("labels") or {}).get(conventions.POOL_LABEL) == pool
+        )
+
+    def pool(self, name: str) -> dict[str, Any] | None:
+        return self._get(f"{api.GROUP}/{api.VERSION}/{api.PLURAL}", None, name)
+
+    def finalizers(self, name: str) -> list[str]:
+        return list(((self.pool(name) or {}).get("metadata") or {}).get("finalizers") or [])
+
+    def status(self, name: str) -> dict[str, Any]:
+        found = self.pool(name)
+        return dict((found or {}).get("status") or {})
+
+    def condition(self, pool: str, type_: str) -> dict[str, Any]:
+        return next((c for c in self.status(pool).get("conditions") or [] if c["type"] == type_), {})
+
+    def configmap(self, name: str) -> dict[str, Any] | None:
+        return self._get("v1/configmaps", NAMESPACE, name)
+
+    def daemonset(self, pool: str) -> dict[str, Any] | None:
+        return self._get("apps/v1/daemonsets", NAMESPACE, conventions.agent_name(pool))
+
+    def events(self) -> list[dict[str, Any]]:
+        return [
+            copy.deepcopy(obj.raw)
+            for (resource, _, _), obj in self.emulator.objects.items()
+            if resource == "v1/events" and not obj.deleted
+        ]
+
+    # ------------------------------------------------------------ waiting without sleeping
+
+    async def wait_for(self, predicate: Callable[[], Any], within: float = 20.0, what: str = "") -> Any:
+        """Until `predicate()` is truthy, re-checked after every request the emulator serves."""
+        try:
+            async with asyncio.timeout(within):
+                while True:
+                    self.emulator.changed.clear()
+                    result = predicate()
+                    if result:
+                        return result
+                    await self.emulator.changed.wait()
+        except TimeoutError:
+            raise AssertionError(f"timed out waiting for {what or predicate}") from None
+
+    # ------------------------------------------------------------ writing like the others do
+
+    async def apply_pool(self, name: str, spec: Mapping[str, Any]) -> None:
+        await self.client.create(
+            POOLS, {"apiVersion": api.API_VERSION, "kind": api.KIND, "metadata": {"name": name}, "spec": dict(spec)}
+        )
+
+    async def patch_pool(self, name: str, spec: Mapping[str, Any]) -> None:
+        await self.client.patch(f"{POOLS}/{name}", {"spec": dict(spec)})
+
+    async def delete_pool(self, name: str) -> None:
+        await self.client.delete(f"{POOLS}/{name}")
+
+    async def add_node(self, body: Mapping[str, Any]) -> None:
+        await self.client.create("/api/v1/nodes", body)
+
+    async def set_condition(self, node: str, type_: str, status: str, reason: str = "", message: str = "") -> None:
+        """What the agent (or kubelet) does: set one node condition, keeping the others."""
+        current = self.node(node)
+        conditions = [c for c in (current.get("status") or {}).get("conditions") or [] if c["type"] != type_]
+        conditions.append(
+            {"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": _now()}
+        )
+        await self.client.patch(f"/api/v1/nodes/{node}/status", {"status": {"conditions": conditions}})
+
+    async def report_health(
+        self,
+        node: str,
+        healthy: bool = True,
+        *,
+        reason: str = "",
+        message: str = "",
+        bad_gpus: tuple[int, ...] = (),
+        tflops: float | None = None,
+    ) -> None:
+        """The agent's report: the AcceleratorHealthy condition and the accelpool.io/health annotation."""
+        report: dict[str, Any] = {
+            "status": "Healthy" if healthy else "Unhealthy",
+            "reason": reason or ("AllChecksPassed" if healthy else "XidError79"),
+        }
+        if message:
+            report["message"] = message
+        if bad_gpus:
+            report["badGpus"] = list(bad_gpus)
+        if tflops is not None:
+            report["tflops"], report["dtype"] = tflops, "bf16"
+        await self.client.patch(
+            f"/api/v1/nodes/{node}",
+            {"metadata": {"annotations": {conventions.HEALTH_ANNOTATION: json.dumps(report)}}},
+        )
+        await self.set_condition(
+            node, conventions.HEALTH_CONDITION, "True" if healthy else "False", report["reason"], message
+        )
+
+    async def mig_manager(self, node: str, state: str = "success") -> None:
+        await self.client.patch(
+            f"/api/v1/nodes/{node}", {"metadata": {"labels": {conventions.MIG_CONFIG_STATE_LABEL: state}}}
+        )
+
+    async def settle_members(self, pool: str) -> None:
+        """Play the MIG manager and the agents for every member of a pool."""
+        for name in self.members(pool):
+            labels = self.labels(name)
+            if conventions.is_ours(labels.get(conventions.MIG_CONFIG_LABEL)) and (
+                labels.get(conventions.MIG_CONFIG_STATE_LABEL) != "success"
+            ):
+                await self.mig_manager(name)
+            if conventions.HEALTH_CONDITION not in {
+                c["type"] for c in (self.node(name).get("status") or {}).get("conditions") or []
+            }:
+                await self.report_health(name, tflops=650.0)
+
+
+def gpu_node(
+    name: str,
+    accelerator: str = "H100-80GB",
+    count: int = 8,
+    *,
+    labels: Mapping[str, str] | None = None,
+    ready: bool = True,
+    unschedulable: bool = False,
+    taints: list[dict[str, Any]] | None = None,
+    created: bool = False,
+) -> dict[str, Any]:
+    """A Node as GPU Feature Discovery labels it."""
+    entry = catalog.BY_NAME[accelerator]
+    node_labels = {
+        "kubernetes.io/hostname": name,
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": entry.detection.gfd_products[0],
+        "nvidia.com/gpu.count": str(count),
+        "nvidia.com/gpu.memory": str(entry.memory_gb * 1024),
+        **(labels or {}),
+    }
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": node_labels},
+        "spec": {"unschedulable": True} if unschedulable else {},
+        "status": {
+            "capacity": {entry.resource: str(count)},
+            "allocatable": {entry.resource: str(count)},
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True" if ready else "False",
+                    "reason": "KubeletReady" if ready else "KubeletNotReady",
+                    "lastTransitionTime": "2026-11-01T00:00:00Z",
+                }
+            ],
+        },
+    }
+    if taints:
+        body["spec"]["taints"] = taints
+    if not created:
+        body["metadata"].update(uid=str(uuid.uuid4()), resourceVersion="1", creationTimestamp="2026-11-01T00:00:00Z")
+    return body
+
+
+def seed(cluster: Cluster, *nodes: Mapping[str, Any]) -> None:
+    """Objects that exist before the operator starts (it lists them; no watch event needed)."""
+    for node in nodes:
+        cluster.emulator.objects["v1/nodes", None, node["metadata"]["name"]] = copy.deepcopy(dict(node))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[Cluster]:
+    emulator = Emulator()
+    async with emulator, kmock.Server(emulator) as server:
+        url = str(server.url).rstrip("/")
+        client = TestClient(url)
+        try:
+            yield Cluster(emulator, url, client)
+        finally:
+            await client.close()
+
+
+class Operator:
+    """Starts and stops the operator in KopfRunner's thread while the test's loop keeps serving."""
+
+    def __init__(self, cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.cluster = cluster
+        self.metrics_port = free_port()
+        self.liveness_port = free_port()
+        self.outputs: list[str] = []
+        self._runner: KopfRunner | None = None
+        env = {
+            "ACCELPOOL_SERVER": cluster.server,
+            "ACCELPOOL_NAMESPACE": NAMESPACE,
+            "ACCELPOOL_DEVICE_PLUGIN_CONFIGMAP": DP_CONFIGMAP,
+            "ACCELPOOL_MIG_CONFIGMAP": MIG_CONFIGMAP,
+            "ACCELPOOL_METRICS_ADDRESS": "127.0.0.1",
+            "ACCELPOOL_METRICS_PORT": str(self.metrics_port),
+            "ACCELPOOL_DEBOUNCE": "0.02",
+            "ACCELPOOL_STATUS_INTERVAL": "30",
+            "ACCELPOOL_NOT_READY_GRACE": "1",
+            "ACCELPOOL_AGENT_IMAGE": "registry.example/accelpool-agent:test",
+        }
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+
+    async def start(self) -> None:
+        assert self._runner is None
+        self._runner = KopfRunner(
+            [
+                "run",
+                "--standalone",
+                "--all-namespaces",
+                "--verbose",
+                f"--liveness=http://127.0.0.1:{self.liveness_port}/healthz",
+                "-m",
+                "accelpool.handlers",
+            ],
+            timeout=30,
+        )
+        self._runner.__enter__()
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is None:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(None, runner.__exit__, None, None, None)
+        finally:
+            with contextlib.suppress(Exception):
+                self.outputs.append(runner.output)
+
+    async def metrics(self) -> str:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{self.metrics_port}/metrics") as response,
+        ):
+            return await response.text()
+
+    async def metric(self, sample: str) -> float:
+        """The value of one sample, e.g. 'accelpool_reconcile_total{result="success"}' (0 when absent)."""
+        for line in (await self.metrics()).splitlines():
+            if line.startswith(sample + " "):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    async def passes(self) -> float:
+        return await self.metric('accelpool_reconcile_total{result="success"}') + await self.metric(
+            'accelpool_reconcile_total{result="error"}'
+        )
+
+    async def wait_passes(self, count: float, attempts: int = 1000) -> None:
+        """Until the operator has finished `count` reconcile passes.
+
+        The operator runs in another thread and a pass that changes nothing makes no request, so
+        nothing can wake the test: its /metrics counter is polled (at most `attempts` x 20 ms).
+        """
+        for _ in range(attempts):
+            if await self.passes() >= count:
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"the operator did not finish {count} reconcile passes")
+
+
+@pytest.fixture
+async def operator(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Operator]:
+    running = Operator(cluster, monkeypatch)
+    try:
+        yield running
+    finally:
+        await running.stop()
+        print("\n".join(output[-30000:] for output in running.outputs))  # shown by pytest when a test fails

@@ -1,0 +1,219 @@
+"""A pool's life with the real operator: apply, converge to Ready, scale, steady state, delete."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from accelpool import conventions
+
+from .conftest import DP_CONFIGMAP, MIG_CONFIGMAP, NAMESPACE, Cluster, Operator, gpu_node, seed
+
+OPERATOR_AGENTS = ("accelpool", "kopf")
+
+
+def operator_writes(cluster: Cluster, since: int = 0) -> list[str]:
+    return [
+        f"{r.method.value} {r.url.path}"
+        for r in cluster.emulator.writes(since=since)
+        if r.headers.get("User-Agent", "").startswith(OPERATOR_AGENTS)
+        and not r.headers.get("User-Agent", "").startswith("accelpool-test")
+    ]
+
+
+async def test_apply_converges_to_ready(cluster: Cluster, operator: Operator) -> None:
+    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 4)), *(gpu_node(f"a100-{i}", "A100-40GB") for i in (1, 2)))
+    await operator.start()
+    await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": 2})
+    await cluster.apply_pool("slices", {"accelerator": "A100-40GB", "nodes": 1, "mig": {"profile": "1g.5gb"}})
+
+    await cluster.wait_for(lambda: len(cluster.members("train")) == 2 and len(cluster.members("slices")) == 1)
+    assert cluster.members("train") == ["h100-1", "h100-2"]
+    labels = cluster.labels("a100-1")
+    assert labels[conventions.MIG_CONFIG_LABEL] == "accelpool-slices"
+    assert labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] == "accelpool-slices"
+    assert labels[conventions.MIG_CONFIG_STATE_LABEL] == "pending"
+    assert cluster.labels("h100-1")[conventions.DEVICE_PLUGIN_CONFIG_LABEL] == "accelpool-train"
+    assert {"key": "accelpool.io/pool", "value": "train", "effect": "NoSchedule"} in cluster.taints("h100-1")
+    assert conventions.POOL_LABEL not in cluster.labels("h100-3")
+
+    await cluster.wait_for(lambda: cluster.configmap(DP_CONFIGMAP) and cluster.configmap(MIG_CONFIGMAP))
+    dp = cluster.configmap(DP_CONFIGMAP)
+    assert dp is not None
+    assert set(dp["data"]) == {"default", "accelpool-train", "accelpool-slices"}
+    assert yaml.safe_load(dp["data"]["accelpool-slices"])["flags"]["migStrategy"] == "single"
+    assert yaml.safe_load(dp["data"]["accelpool-train"]) == {"version": "v1", "flags": {"migStrategy": "none"}}
+    mig = cluster.configmap(MIG_CONFIGMAP)
+    assert mig is not None
+    document = yaml.safe_load(mig["data"]["config.yaml"])
+    assert document["version"] == "v1"
+    assert document["mig-configs"]["accelpool-slices"] == [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}
+    ]
+    assert document["mig-configs"]["all-disabled"] == [{"devices": "all", "mig-enabled": False}]
+
+    await cluster.wait_for(lambda: cluster.daemonset("train") and cluster.daemonset("slices"))
+    daemonset = cluster.daemonset("train")
+    assert daemonset is not None
+    pool_uid = (cluster.pool("train") or {})["metadata"]["uid"]
+    assert daemonset["metadata"]["ownerReferences"][0] == {
+        "apiVersion": "accelpool.io/v1alpha1",
+        "kind": "ComputePool",
+        "name": "train",
+        "uid": pool_uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    pod = daemonset["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"accelpool.io/pool": "train"}
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert json.loads(env["ACCELPOOL_AGENT_CONFIG"]["value"])["expectedTflops"]["bf16"] == 989
+    assert pod["containers"][0]["image"] == "registry.example/accelpool-agent:test"
+
+    await cluster.wait_for(lambda: cluster.status("train").get("phase") == "Configuring", what="train Configuring")
+    assert cluster.condition("train", "AgentReady")["reason"] == "WaitingForAgents"
+    assert cluster.condition("slices", "MigConfigured")["reason"] == "Pending"
+    await cluster.settle_members("train")
+    await cluster.settle_members("slices")
+    await cluster.wait_for(lambda: cluster.status("train").get("phase") == "Ready", what="train Ready")
+    await cluster.wait_for(lambda: cluster.status("slices").get("phase") == "Ready", what="slices Ready")
+
+    train = cluster.status("train")
+    assert train["observedGeneration"] == 1
+    assert train["nodes"] == {"desired": 2, "members": 2, "ready": 2, "quarantined": 0, "summary": "2/2"}
+    assert train["capacity"]["gpus"] == 16
+    assert train["capacity"]["resources"] == {"nvidia.com/gpu": 16}
+    assert train["capacity"]["measuredTFLOPS"] == 1300.0
+    assert train["scheduling"]["nodeSelector"] == {"accelpool.io/pool": "train"}
+    assert [m["node"] for m in train["members"]] == ["h100-1", "h100-2"]
+    assert {c["type"]: c["status"] for c in train["conditions"]} == {
+        "Valid": "True",
+        "NodesSelected": "True",
+        "MigConfigured": "True",
+        "DevicePluginConfigured": "True",
+        "AgentReady": "True",
+        "Healthy": "True",
+        "Ready": "True",
+    }
+    assert cluster.status("slices")["capacity"]["resources"] == {"nvidia.com/gpu": 56}
+    reasons = {(e["involvedObject"]["name"], e["reason"]) for e in cluster.events()}
+    assert ("train", "NodesClaimed") in reasons
+
+
+async def test_steady_state_makes_no_writes(cluster: Cluster, operator: Operator, monkeypatch: object) -> None:
+    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 5)), gpu_node("a100-1", "A100-40GB"))
+    await operator.start()
+    await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": 3})
+    await cluster.apply_pool("slices", {"accelerator": "A100-40GB", "mig": {"profile": "3g.20gb"}})
+    await cluster.wait_for(lambda: cluster.status("slices").get("phase") == "Configuring")
+    await cluster.settle_members("train")
+    await cluster.settle_members("slices")
+    await cluster.wait_for(
+        lambda: cluster.status("train").get("phase") == "Ready" and cluster.status("slices").get("phase") == "Ready"
+    )
+    converged = cluster.emulator.request_count
+    passes = await operator.passes()
+    # Things that make the operator plan again but change nothing it cares about the result of.
+    await cluster.client.patch("/api/v1/nodes/h100-4", {"metadata": {"labels": {"example.com/rack": "r1"}}})
+    await operator.wait_passes(passes + 1)
+    await cluster.client.patch("/api/v1/nodes/h100-1", {"metadata": {"labels": {"example.com/rack": "r2"}}})
+    await operator.wait_passes(passes + 2)
+    await cluster.client.patch(
+        "/apis/accelpool.io/v1alpha1/computepools/train", {"metadata": {"labels": {"team": "ml"}}}
+    )
+    await cluster.client.patch("/api/v1/nodes/h100-2", {"metadata": {"labels": {"example.com/rack": "r3"}}})
+    await operator.wait_passes(passes + 3)
+    assert [w for w in operator_writes(cluster, converged) if "/computepools/" not in w] == []
+    # kopf records the pool's new essence once (a metadata label changed); the status is untouched.
+    assert [w for w in operator_writes(cluster, converged) if w.endswith("/status")] == []
+
+
+async def test_scale_up_then_down_releases_the_most_recent_members(cluster: Cluster, operator: Operator) -> None:
+    joined_long_ago = {conventions.JOINED_ANNOTATION: "2026-10-01T00:00:00Z"}
+    old = [gpu_node(f"n-{i}", labels={conventions.POOL_LABEL: "train"}) for i in (5, 6)]
+    for node in old:
+        node["metadata"]["annotations"] = dict(joined_long_ago)
+    seed(cluster, *old, *(gpu_node(f"n-{i}") for i in (1, 2, 3)))
+    await operator.start()
+    await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": 2})
+    await cluster.wait_for(lambda: cluster.daemonset("train"))
+    await cluster.wait_for(lambda: cluster.status("train").get("nodes", {}).get("members") == 2)
+    assert cluster.members("train") == ["n-5", "n-6"], "existing members are adopted, not replaced"
+
+    await cluster.patch_pool("train", {"nodes": 4})
+    await cluster.wait_for(lambda: len(cluster.members("train")) == 4, what="scale up")
+    assert cluster.members("train") == ["n-1", "n-2", "n-5", "n-6"]
+    await cluster.wait_for(lambda: cluster.status("train").get("observedGeneration") == 2)
+
+    await cluster.patch_pool("train", {"nodes": 2})
+    await cluster.wait_for(lambda: len(cluster.members("train")) == 2, what="scale down")
+    assert cluster.members("train") == ["n-5", "n-6"], "the most recently joined leave first"
+    for name in ("n-1", "n-2"):
+        assert not any(k.startswith("accelpool.io/") for k in cluster.labels(name))
+        assert cluster.taints(name) == []
+        annotations = cluster.node(name)["metadata"].get("annotations") or {}
+        assert not any(k.startswith("accelpool.io/") for k in annotations)
+    await cluster.wait_for(lambda: cluster.status("train").get("nodes", {}).get("summary") == "2/2")
+
+
+async def test_delete_leaves_nothing_behind(cluster: Cluster, operator: Operator) -> None:
+    foreign = {"example.com/team": "ml", conventions.DEVICE_PLUGIN_CONFIG_LABEL: "admin-config"}
+    seed(
+        cluster,
+        gpu_node(
+            "h100-1", labels=foreign, taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+        ),
+        gpu_node("a100-1", "A100-40GB", labels={conventions.MIG_CONFIG_LABEL: "all-disabled"}),
+    )
+    before = {n["metadata"]["name"]: n for n in cluster.nodes()}
+    await operator.start()
+    await cluster.apply_pool("train", {"accelerator": "H100:8"})
+    await cluster.apply_pool("slices", {"accelerator": "A100-40GB", "mig": {"profiles": ["4g.20gb", "3g.20gb"]}})
+    await cluster.wait_for(lambda: cluster.members("train") == ["h100-1"] and cluster.members("slices") == ["a100-1"])
+    await cluster.wait_for(lambda: cluster.daemonset("train") and cluster.daemonset("slices"))
+    assert cluster.labels("h100-1")[conventions.DEVICE_PLUGIN_CONFIG_LABEL] == "accelpool-train"
+    assert json.loads(cluster.node("h100-1")["metadata"]["annotations"][conventions.PRIOR_LABELS_ANNOTATION]) == {
+        conventions.DEVICE_PLUGIN_CONFIG_LABEL: "admin-config"
+    }
+    await cluster.wait_for(lambda: cluster.finalizers("train") == ["accelpool.io/finalizer"])
+
+    await cluster.delete_pool("train")
+    await cluster.delete_pool("slices")
+    await cluster.wait_for(lambda: cluster.pool("train") is None and cluster.pool("slices") is None, what="deleted")
+
+    h100 = cluster.node("h100-1")
+    assert h100["metadata"]["labels"] == before["h100-1"]["metadata"]["labels"], "labels restored exactly"
+    assert h100["spec"]["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    assert not any(k.startswith("accelpool.io/") for k in h100["metadata"].get("annotations") or {})
+    a100 = cluster.labels("a100-1")
+    assert a100[conventions.MIG_CONFIG_LABEL] == "all-disabled", "MIG nodes return to all-disabled"
+    assert conventions.POOL_LABEL not in a100 and conventions.DEVICE_PLUGIN_CONFIG_LABEL not in a100
+    dp, mig = cluster.configmap(DP_CONFIGMAP), cluster.configmap(MIG_CONFIGMAP)
+    assert dp is not None and mig is not None
+    assert set(dp["data"]) == {"default"}
+    assert set(yaml.safe_load(mig["data"]["config.yaml"])["mig-configs"]) == {"all-disabled"}
+    assert cluster.daemonset("train") is None and cluster.daemonset("slices") is None
+    daemonsets = [
+        name
+        for (resource, namespace, name), obj in cluster.emulator.objects.items()
+        if resource == "apps/v1/daemonsets" and namespace == NAMESPACE and not obj.deleted
+    ]
+    assert daemonsets == []
+
+
+async def test_an_invalid_pool_is_reported_and_nothing_is_touched(cluster: Cluster, operator: Operator) -> None:
+    seed(cluster, gpu_node("h100-1"), gpu_node("l4-1", "L4", 1))
+    await operator.start()
+    await cluster.apply_pool("bad", {"accelerator": "L4", "mig": {"profile": "1g.5gb"}})
+    await cluster.apply_pool("good", {"accelerator": "H100"})
+    await cluster.wait_for(lambda: cluster.status("bad").get("phase") == "Failed", what="bad Failed")
+    valid = cluster.condition("bad", "Valid")
+    assert valid["status"] == "False" and valid["reason"] == "InvalidSpec"
+    assert "does not support MIG" in valid["message"]
+    await cluster.wait_for(lambda: cluster.members("good") == ["h100-1"])
+    assert cluster.members("bad") == []
+    assert not any(k.startswith(("accelpool.io/", "nvidia.com/device-plugin")) for k in cluster.labels("l4-1"))
+    dp = cluster.configmap(DP_CONFIGMAP)
+    assert dp is not None and "accelpool-bad" not in dp["data"]
+    assert cluster.daemonset("bad") is None
