@@ -94,9 +94,33 @@ def _pools_rows() -> tuple[Row, ...]:
                     height=5,
                 ),
                 Panel(
+                    "Pools",
+                    "Every pool's current phase and accelerator.",
+                    _queries(
+                        (
+                            f"(accelpool_pool_phase{{{POOL}}} == 1) * on (pool) "
+                            "group_left (accelerator, provisioner, mig_strategy, sharing) "
+                            f"accelpool_pool_info{{{POOL}}}",
+                            "",
+                        ),
+                    ),
+                    kind="table",
+                    width=8,
+                    height=5,
+                ),
+                Panel(
                     "Quarantined nodes",
-                    "Member nodes the operator has tainted or cordoned because their agent reported a fault.",
-                    _queries((f"sum(accelpool_pool_quarantined_nodes{{{POOL}}})", "quarantined")),
+                    "Members the operator tainted or cordoned because their agent reported a fault.",
+                    _queries((f'sum(accelpool_pool_nodes{{{POOL}, state="quarantined"}})', "quarantined")),
+                    kind="stat",
+                    width=4,
+                    height=5,
+                    thresholds=((1, "red"),),
+                ),
+                Panel(
+                    "Circuit breakers open",
+                    "Pools where the operator refused a quarantine because health.maxUnavailable was reached.",
+                    _queries((f"sum(accelpool_pool_circuit_breaker_open{{{POOL}}})", "open")),
                     kind="stat",
                     width=4,
                     height=5,
@@ -104,10 +128,8 @@ def _pools_rows() -> tuple[Row, ...]:
                 ),
                 Panel(
                     "Unhealthy GPUs",
-                    "GPUs whose agent's worst check is failing (accelpool_check_status == 2).",
-                    _queries(
-                        (f"count(max by (node, gpu) (accelpool_check_status{{{POOL}}}) == 2) or vector(0)", "unhealthy")
-                    ),
+                    "GPUs failing at least one check, as their agents report them.",
+                    _queries((f"sum(accelpool_node_unhealthy_gpus{{{POOL}}})", "unhealthy")),
                     kind="stat",
                     width=4,
                     height=5,
@@ -115,18 +137,18 @@ def _pools_rows() -> tuple[Row, ...]:
                 ),
                 Panel(
                     "GPUs in pools",
-                    "Devices on member nodes, as the operator counts them.",
+                    "Devices on member nodes, as the operator counts them (status.capacity.gpus).",
                     _queries((f"sum(accelpool_pool_gpus{{{POOL}}})", "GPUs")),
                     kind="stat",
                     width=4,
                     height=5,
                 ),
                 Panel(
-                    "Nodes with a healthy agent",
-                    "Nodes whose agent says AcceleratorHealthy=True, out of the nodes with an agent.",
+                    "Healthy nodes",
+                    "Nodes whose agent reports AcceleratorHealthy=True, and nodes with a reporting agent.",
                     _queries(
                         (f"sum(accelpool_node_healthy{{{POOL}}})", "healthy"),
-                        (f"count(accelpool_node_healthy{{{POOL}}})", "with agent"),
+                        (f"count(accelpool_node_healthy{{{POOL}}})", "with an agent"),
                     ),
                     kind="stat",
                     width=4,
@@ -139,48 +161,39 @@ def _pools_rows() -> tuple[Row, ...]:
             (
                 Panel(
                     "Nodes per pool",
-                    "Desired (spec.nodes), members, ready and quarantined members of each pool.",
-                    _queries(
-                        (f"accelpool_pool_desired_nodes{{{POOL}}}", "{{pool}} desired"),
-                        (f"accelpool_pool_member_nodes{{{POOL}}}", "{{pool}} members"),
-                        (f"accelpool_pool_ready_nodes{{{POOL}}}", "{{pool}} ready"),
-                        (f"accelpool_pool_quarantined_nodes{{{POOL}}}", "{{pool}} quarantined"),
-                    ),
+                    "Desired (spec.nodes), member, ready and quarantined nodes of each pool.",
+                    _queries((f"accelpool_pool_nodes{{{POOL}}}", "{{pool}} {{state}}")),
                     min=0,
                 ),
                 Panel(
                     "GPUs per pool",
-                    "Devices on each pool's members (status.capacity.gpus).",
+                    "Devices on each pool's members.",
                     _queries((f"accelpool_pool_gpus{{{POOL}}}", "{{pool}}")),
                     min=0,
                 ),
                 Panel(
                     "Measured vs expected TFLOPS",
-                    "Sum of the latest matmul results of each pool (policy dtype) against the catalog's dense "
-                    "peak for the same GPUs: a gap means slow or throttled GPUs.",
+                    "The pool's measured matmul TFLOPS (status.capacity.measuredTFLOPS, the policy dtype) against "
+                    "the catalog's dense peak of the same GPUs: a gap means slow, throttled or missing GPUs.",
                     _queries(
                         (f"accelpool_pool_measured_tflops{{{POOL}}}", "{{pool}} measured"),
-                        (
-                            f"sum by (pool) (accelpool_check_expected_tflops{{{POOL}}})",
-                            "{{pool}} expected (catalog peak)",
-                        ),
+                        (f"accelpool_pool_expected_tflops{{{POOL}}}", "{{pool}} expected (catalog peak)"),
                     ),
                     unit="none",
                     min=0,
                 ),
                 Panel(
-                    "Matmul efficiency (worst GPU)",
-                    "Lowest measured / catalog-peak TFLOPS of any GPU in the pool; the pool's "
-                    "health.matmul.minEfficiency is the floor.",
+                    "Matmul efficiency, worst GPU",
+                    "Lowest measured / peak matmul throughput of any GPU in the pool, per dtype; the pool's "
+                    "health.matmul.minEfficiency is the floor below which the GPU fails.",
                     _queries(
                         (
-                            f"min by (pool) (accelpool_check_matmul_efficiency_ratio{{{POOL}}})",
-                            "{{pool}}",
+                            f"min by (pool, dtype) (accelpool_check_matmul_efficiency_ratio{{{POOL}}})",
+                            "{{pool}} {{dtype}}",
                         ),
                     ),
                     unit="percentunit",
                     min=0,
-                    max=1,
                 ),
             ),
         ),
@@ -196,8 +209,8 @@ def _pools_rows() -> tuple[Row, ...]:
                     max=1,
                 ),
                 Panel(
-                    "GPU memory used",
-                    "Framebuffer memory in use across the pool, against the total.",
+                    "GPU memory",
+                    "Device memory in use across each pool, against the total.",
                     _queries(
                         (f"sum by (pool) (accelpool_gpu_memory_used_bytes{{{POOL}}})", "{{pool}} used"),
                         (f"sum by (pool) (accelpool_gpu_memory_total_bytes{{{POOL}}})", "{{pool}} total"),
@@ -206,8 +219,8 @@ def _pools_rows() -> tuple[Row, ...]:
                     min=0,
                 ),
                 Panel(
-                    "Power draw",
-                    "Total board power of the pool's GPUs, against their power limits.",
+                    "Power",
+                    "Total power draw of each pool's GPUs, against the sum of their power limits.",
                     _queries(
                         (f"sum by (pool) (accelpool_gpu_power_watts{{{POOL}}})", "{{pool}} draw"),
                         (f"sum by (pool) (accelpool_gpu_power_limit_watts{{{POOL}}})", "{{pool}} limit"),
@@ -216,9 +229,15 @@ def _pools_rows() -> tuple[Row, ...]:
                     min=0,
                 ),
                 Panel(
-                    "Hottest GPU",
-                    "Highest GPU temperature in each pool; the agent warns at the GPU's slowdown temperature.",
-                    _queries((f"max by (pool) (accelpool_gpu_temperature_celsius{{{POOL}}})", "{{pool}}")),
+                    "Temperature",
+                    "Hottest GPU of each pool, and the lowest slowdown temperature among them (clocks drop there).",
+                    _queries(
+                        (f"max by (pool) (accelpool_gpu_temperature_celsius{{{POOL}}})", "{{pool}} hottest"),
+                        (
+                            f"min by (pool) (accelpool_gpu_slowdown_temperature_celsius{{{POOL}}})",
+                            "{{pool}} slowdown",
+                        ),
+                    ),
                     unit="celsius",
                 ),
             ),
@@ -228,8 +247,8 @@ def _pools_rows() -> tuple[Row, ...]:
             (
                 Panel(
                     "XID errors",
-                    "Critical XID errors the driver reported, per node and XID (79: fallen off the bus, "
-                    "48/94/95: ECC, 119/120: GSP).",
+                    "Critical XID errors the driver reported, per node and XID (79: fallen off the bus; "
+                    "48, 94, 95: ECC; 119, 120: GSP). The GPU Node dashboard shows which GPU.",
                     _queries(
                         (
                             "sum by (pool, node, xid) "
@@ -237,23 +256,23 @@ def _pools_rows() -> tuple[Row, ...]:
                             "{{node}} XID {{xid}}",
                         ),
                     ),
-                    unit="short",
                     min=0,
                     stacked=True,
                 ),
                 Panel(
-                    "ECC errors",
-                    "Uncorrectable (double-bit) and correctable ECC errors per node, since the driver loaded.",
+                    "ECC errors since the driver loaded",
+                    "Volatile ECC error counts per node: single_bit were corrected, double_bit were not.",
                     _queries(
                         (
-                            f"sum by (pool, node, type) (accelpool_gpu_ecc_errors_total{{{POOL}}})",
-                            "{{node}} {{type}}",
+                            "sum by (pool, node, error_type) "
+                            f'(accelpool_gpu_ecc_errors_total{{{POOL}, scope="volatile"}})',
+                            "{{node}} {{error_type}}",
                         ),
                     ),
                     min=0,
                 ),
                 Panel(
-                    "Failing checks",
+                    "Checks failing and warning",
                     "GPUs per check whose latest result fails (2) or warns (1).",
                     _queries(
                         (f"count by (pool, check) (accelpool_check_status{{{POOL}}} == 2)", "{{pool}} {{check}} fail"),
@@ -263,7 +282,7 @@ def _pools_rows() -> tuple[Row, ...]:
                 ),
                 Panel(
                     "Remediations",
-                    "Quarantines and releases the operator applied (taint or cordon).",
+                    "Quarantines and releases the operator applied, per pool.",
                     _queries(
                         (
                             "sum by (pool, action) "
@@ -276,17 +295,15 @@ def _pools_rows() -> tuple[Row, ...]:
             ),
         ),
         Row(
-            "Operator",
+            "Operator and agents",
             (
                 Panel(
-                    "Reconciles",
-                    "ComputePool reconciles per second, and those that raised an error.",
-                    _queries(
-                        ("sum(rate(accelpool_reconcile_total[$__rate_interval]))", "reconciles"),
-                        ("sum(rate(accelpool_reconcile_errors_total[$__rate_interval]))", "errors"),
-                    ),
+                    "Reconcile passes",
+                    "Reconcile passes per second by result (a pass plans every pool and writes the difference).",
+                    _queries(("sum by (result) (rate(accelpool_reconcile_total[$__rate_interval]))", "{{result}}")),
                     unit="ops",
                     min=0,
+                    stacked=True,
                 ),
                 Panel(
                     "Reconcile duration (p95)",
@@ -302,11 +319,33 @@ def _pools_rows() -> tuple[Row, ...]:
                     min=0,
                 ),
                 Panel(
-                    "Nodes per agent scrape health",
-                    "Agents Prometheus can scrape (up), per pool.",
+                    "Since the last successful pass",
+                    "Seconds since a reconcile pass last succeeded; it keeps growing while every pass fails.",
+                    _queries(("time() - max(accelpool_reconcile_last_success_timestamp_seconds)", "seconds")),
+                    unit="s",
+                    kind="stat",
+                    width=6,
+                    height=8,
+                    thresholds=((300, "orange"), (900, "red")),
+                ),
+                Panel(
+                    "API writes",
+                    "Kubernetes API writes of the reconciler per second, by verb and resource; zero at steady state.",
                     _queries(
-                        ('sum by (pool) (up{job="accelpool-agent", ' + POOL + "})", "{{pool}} up"),
-                        ('count by (pool) (up{job="accelpool-agent", ' + POOL + "})", "{{pool}} targets"),
+                        (
+                            "sum by (verb, resource) (rate(accelpool_api_writes_total[$__rate_interval]))",
+                            "{{verb}} {{resource}}",
+                        ),
+                    ),
+                    unit="wps",
+                    min=0,
+                ),
+                Panel(
+                    "Agents up",
+                    "Agent pods Prometheus scrapes successfully, of those it knows, per pool.",
+                    _queries(
+                        (f'sum by (pool) (up{{job="accelpool-agent", {POOL}}})', "{{pool}} up"),
+                        (f'count by (pool) (up{{job="accelpool-agent", {POOL}}})', "{{pool}} scraped"),
                     ),
                     min=0,
                 ),
@@ -325,7 +364,7 @@ def _node_rows() -> tuple[Row, ...]:
             (
                 Panel(
                     "Node health",
-                    "The agent's verdict (node condition AcceleratorHealthy): 1 healthy, 0 not.",
+                    "The agent's verdict (node condition AcceleratorHealthy): 1 healthy, 0 unhealthy or unknown.",
                     _queries((f"accelpool_node_healthy{{{NODE}}}", "{{node}}")),
                     kind="stat",
                     width=6,
@@ -334,13 +373,24 @@ def _node_rows() -> tuple[Row, ...]:
                 ),
                 Panel(
                     "Check results",
-                    "The latest result of every check on every GPU: 0 pass, 1 warn, 2 fail (skipped checks "
-                    "are absent).",
+                    "The latest result of every check on every GPU: 0 pass, 1 warn, 2 fail, with the reason "
+                    "(skipped checks are absent).",
                     _queries((f"accelpool_check_status{{{GPU}}}", "")),
                     kind="table",
                     width=18,
                     height=10,
                     thresholds=((1, "orange"), (2, "red")),
+                ),
+                Panel(
+                    "Check cycle",
+                    "Seconds since the agent's last full check cycle ended, and how long that cycle took.",
+                    _queries(
+                        (f"time() - accelpool_node_last_cycle_timestamp_seconds{{{NODE}}}", "{{node}} age"),
+                        (f"accelpool_node_cycle_duration_seconds{{{NODE}}}", "{{node}} duration"),
+                    ),
+                    unit="s",
+                    width=6,
+                    height=5,
                 ),
             ),
         ),
@@ -357,23 +407,23 @@ def _node_rows() -> tuple[Row, ...]:
                 ),
                 Panel(
                     "Memory used",
-                    "Framebuffer memory in use per GPU.",
+                    "Device memory in use per GPU.",
                     _queries((f"accelpool_gpu_memory_used_bytes{{{GPU}}}", "{{node}} GPU {{gpu}}")),
                     unit="bytes",
                     min=0,
                 ),
                 Panel(
                     "Temperature",
-                    "Per GPU, with the slowdown temperature where the driver starts to throttle.",
+                    "Per GPU, with the lowest slowdown temperature among them.",
                     _queries(
                         (f"accelpool_gpu_temperature_celsius{{{GPU}}}", "{{node}} GPU {{gpu}}"),
-                        (f"max(accelpool_gpu_slowdown_temperature_celsius{{{GPU}}})", "slowdown"),
+                        (f"min(accelpool_gpu_slowdown_temperature_celsius{{{GPU}}})", "slowdown"),
                     ),
                     unit="celsius",
                 ),
                 Panel(
                     "Power",
-                    "Board power per GPU, with the lowest power limit among them.",
+                    "Power draw per GPU, with the lowest power limit among them.",
                     _queries(
                         (f"accelpool_gpu_power_watts{{{GPU}}}", "{{node}} GPU {{gpu}}"),
                         (f"min(accelpool_gpu_power_limit_watts{{{GPU}}})", "limit"),
@@ -383,31 +433,38 @@ def _node_rows() -> tuple[Row, ...]:
                 ),
                 Panel(
                     "SM clock",
-                    "Streaming-multiprocessor clock per GPU; drops under throttling.",
-                    _queries((f"accelpool_gpu_sm_clock_hertz{{{GPU}}}", "{{node}} GPU {{gpu}}")),
+                    "Streaming-multiprocessor clock per GPU against its maximum; it drops under throttling.",
+                    _queries(
+                        (f"accelpool_gpu_sm_clock_hertz{{{GPU}}}", "{{node}} GPU {{gpu}}"),
+                        (f"max(accelpool_gpu_sm_clock_max_hertz{{{GPU}}})", "max"),
+                    ),
                     unit="hertz",
                     min=0,
                 ),
                 Panel(
-                    "Throttle reasons",
-                    "Active clock-event reasons per GPU (1 while active).",
-                    _queries((f"accelpool_gpu_throttle_reason{{{GPU}}} == 1", "{{node}} GPU {{gpu}} {{reason}}")),
+                    "Clock throttling",
+                    "GPUs whose clocks are held back, per NVML clock-event reason.",
+                    _queries((f"sum by (reason) (accelpool_gpu_clock_throttle{{{GPU}}})", "{{reason}}")),
                     min=0,
-                    max=1,
                 ),
             ),
         ),
         Row(
-            "Checks",
+            "Checks and memory health",
             (
                 Panel(
                     "Matmul TFLOPS",
-                    "Measured matmul throughput per GPU and dtype, with the catalog's dense peak.",
-                    _queries(
-                        (f"accelpool_check_matmul_tflops{{{GPU}}}", "{{node}} GPU {{gpu}} {{dtype}}"),
-                        (f"max by (dtype) (accelpool_check_expected_tflops{{{GPU}}})", "peak {{dtype}}"),
-                    ),
+                    "Measured dense matmul throughput per GPU and dtype.",
+                    _queries((f"accelpool_check_matmul_tflops{{{GPU}}}", "{{node}} GPU {{gpu}} {{dtype}}")),
                     unit="none",
+                    min=0,
+                ),
+                Panel(
+                    "Matmul efficiency",
+                    "Measured / the catalog's dense peak per GPU and dtype; below the pool's "
+                    "health.matmul.minEfficiency the GPU fails.",
+                    _queries((f"accelpool_check_matmul_efficiency_ratio{{{GPU}}}", "{{node}} GPU {{gpu}} {{dtype}}")),
+                    unit="percentunit",
                     min=0,
                 ),
                 Panel(
@@ -418,25 +475,43 @@ def _node_rows() -> tuple[Row, ...]:
                     min=0,
                 ),
                 Panel(
-                    "XID and ECC",
-                    "XID errors (by XID) and ECC errors (by type) per GPU.",
+                    "XID errors",
+                    "Critical XID errors per GPU since the agent started, by XID.",
+                    _queries((f"accelpool_gpu_xid_errors_total{{{GPU}}}", "{{node}} GPU {{gpu}} XID {{xid}}")),
+                    min=0,
+                ),
+                Panel(
+                    "ECC errors and remapped rows",
+                    "Volatile ECC errors by type, and memory rows remapped, per GPU.",
                     _queries(
-                        (f"accelpool_gpu_xid_errors_total{{{GPU}}}", "{{node}} GPU {{gpu}} XID {{xid}}"),
-                        (f"accelpool_gpu_ecc_errors_total{{{GPU}}}", "{{node}} GPU {{gpu}} ECC {{type}}"),
+                        (
+                            f'accelpool_gpu_ecc_errors_total{{{GPU}, scope="volatile"}}',
+                            "{{node}} GPU {{gpu}} ECC {{error_type}}",
+                        ),
+                        (f"accelpool_gpu_remapped_rows{{{GPU}}}", "{{node}} GPU {{gpu}} remapped {{error_type}}"),
+                    ),
+                    min=0,
+                ),
+                Panel(
+                    "PCIe link width",
+                    "Lanes the PCIe link trained at, per GPU; below the maximum means a degraded link.",
+                    _queries(
+                        (f"accelpool_gpu_pcie_link_width{{{GPU}}}", "{{node}} GPU {{gpu}}"),
+                        (f"max(accelpool_gpu_pcie_link_max_width{{{GPU}}})", "max"),
                     ),
                     min=0,
                 ),
                 Panel(
                     "Agent collectors",
-                    "Per-collector scrape duration of the agent; a failing collector (success 0) means no data.",
+                    "Per-collector scrape duration of the agent, and how many collectors failed (no data).",
                     _queries(
                         (
                             f"accelpool_agent_scrape_collector_duration_seconds{{{NODE}}}",
                             "{{node}} {{collector}}",
                         ),
                         (
-                            f"accelpool_agent_scrape_collector_success{{{NODE}}} == 0",
-                            "{{node}} {{collector}} failing",
+                            f"sum by (node) (1 - accelpool_agent_scrape_collector_success{{{NODE}}})",
+                            "{{node}} failing collectors",
                         ),
                     ),
                     unit="s",
@@ -529,7 +604,7 @@ def _query_variable(name: str, label: str, query: str) -> dashboard_builders.Que
 def _variables(*, with_gpu: bool) -> list[Any]:
     variables: list[Any] = [
         dashboard_builders.DatasourceVariable("datasource").label("Data source").type("prometheus"),
-        _query_variable("pool", "Pool", "label_values(accelpool_pool_desired_nodes, pool)"),
+        _query_variable("pool", "Pool", "label_values(accelpool_pool_info, pool)"),
         _query_variable("node", "Node", 'label_values(accelpool_node_healthy{pool=~"$pool"}, node)'),
     ]
     if with_gpu:

@@ -17,6 +17,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from accelpool import api, cli
+from accelpool import render as operator_render
+from accelpool.settings import OperatorConfig
 from tests.conftest import require_tool
 from tests.contract.chart import (
     CHART,
@@ -110,29 +113,21 @@ def test_crds_are_the_generated_copy(default_objects: Objects) -> None:
 # ---- RBAC: exactly these rules, nothing more.
 
 OPERATOR_CLUSTER_RULES = [
-    {"apiGroups": ["accelpool.io"], "resources": ["computepools"], "verbs": ["get", "list", "watch", "patch"]},
-    {"apiGroups": ["accelpool.io"], "resources": ["computepools/status"], "verbs": ["get", "patch"]},
+    {"apiGroups": ["accelpool.io"], "resources": ["computepools"], "verbs": ["list", "watch", "patch"]},
+    {"apiGroups": ["accelpool.io"], "resources": ["computepools/status"], "verbs": ["patch"]},
     {"apiGroups": ["accelpool.io"], "resources": ["computepools/finalizers"], "verbs": ["update"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
-    {
-        "apiGroups": ["apiextensions.k8s.io"],
-        "resources": ["customresourcedefinitions"],
-        "verbs": ["get", "list", "watch"],
-    },
-    {
-        "apiGroups": ["karpenter.sh"],
-        "resources": ["nodepools"],
-        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
-    },
+    {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["karpenter.sh"], "resources": ["nodepools"], "verbs": ["get", "list", "create", "update", "delete"]},
 ]
 AGENT_CLUSTER_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
     {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
 ]
 DAEMONSET_RULES = [
-    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]}
+    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get", "list", "create", "update", "delete"]}
 ]
+EVENT_RULES = [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
 
 
 def _config_rules(device_plugin: str, mig: str) -> list[dict[str, Any]]:
@@ -142,7 +137,7 @@ def _config_rules(device_plugin: str, mig: str) -> list[dict[str, Any]]:
             "apiGroups": [""],
             "resources": ["configmaps"],
             "resourceNames": [device_plugin, mig],
-            "verbs": ["get", "patch", "update"],
+            "verbs": ["get", "patch"],
         },
     ]
 
@@ -167,7 +162,8 @@ def _subject(objects: Objects, binding_kind: str, role: dict[str, Any]) -> list[
                 "prefix": "accelpool",
                 "agents": NAMESPACE,
                 "nvidia": NAMESPACE,
-                "configs": ("accelpool-device-plugin-configs", "accelpool-mig-parted-config"),
+                "events": "default",
+                "configs": ("accelpool-device-plugin-config", "accelpool-mig-parted-config"),
             },
         ),
         (
@@ -176,6 +172,7 @@ def _subject(objects: Objects, binding_kind: str, role: dict[str, Any]) -> list[
                 "prefix": "gpu-pools",
                 "agents": "accelpool-agents",
                 "nvidia": "gpu-operator",
+                "events": "accelpool-events",
                 "configs": ("device-plugin-configs", "custom-mig-parted-config"),
             },
         ),
@@ -194,7 +191,7 @@ def test_rbac_is_exactly_least_privilege(helm: str, values: list[Path], names: d
                 assert "*" not in rule.get(key, []), f"{role['metadata']['name']}: wildcard in {key}"
             assert not {"secrets", "pods/exec", "serviceaccounts/token"} & set(rule["resources"])
             assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"])
-    assert len(roles) == 4, [r["metadata"]["name"] for r in roles]
+    assert len(roles) == 5, [r["metadata"]["name"] for r in roles]
 
     operator_role = one(objects, "ClusterRole", operator_sa[1])
     assert operator_role["rules"] == OPERATOR_CLUSTER_RULES
@@ -208,6 +205,11 @@ def test_rbac_is_exactly_least_privilege(helm: str, values: list[Path], names: d
     assert daemonsets["metadata"]["namespace"] == names["agents"]
     assert daemonsets["rules"] == DAEMONSET_RULES
     assert _subject(objects, "RoleBinding", daemonsets) == [operator_sa]
+
+    events = one(objects, "Role", f"{operator_sa[1]}-events")
+    assert events["metadata"]["namespace"] == names["events"]
+    assert events["rules"] == EVENT_RULES
+    assert _subject(objects, "RoleBinding", events) == [operator_sa]
 
     configs = one(objects, "Role", f"{operator_sa[1]}-nvidia-configs")
     assert configs["metadata"]["namespace"] == names["nvidia"]
@@ -262,7 +264,7 @@ def test_operator_probes_and_ports(helm: str, values: list[Path], metrics: int, 
     assert ports == {"metrics": metrics, "health": health}
     for probe in ("livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
-    assert f"--liveness=http://0.0.0.0:{health}/healthz" in container["args"]
+    assert f"--liveness-port={health}" in container["args"] and f"--metrics-port={metrics}" in container["args"]
     service = one(objects, "Service")
     assert service["spec"]["ports"] == [
         {"name": "metrics", "port": metrics, "targetPort": "metrics", "protocol": "TCP"}
@@ -272,26 +274,72 @@ def test_operator_probes_and_ports(helm: str, values: list[Path], metrics: int, 
     assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
 
 
-def test_operator_is_told_the_configmaps_agent_image_and_namespaces(full_objects: Objects) -> None:
+def _operator_config(objects: Objects) -> OperatorConfig:
+    """The operator's settings as `accelpool run` itself parses the rendered container args."""
+    _, container = _operator(objects)
+    args = cli.build_parser().parse_args(["run", *container["args"]])
+    return OperatorConfig.from_args(args)
+
+
+def test_operator_flags_parse_and_carry_the_full_values(full_objects: Objects) -> None:
+    config = _operator_config(full_objects)
+    assert (config.namespace, config.device_plugin_configmap, config.mig_configmap) == (
+        "gpu-operator",
+        "device-plugin-configs",
+        "custom-mig-parted-config",
+    )
+    assert (config.metrics_port, config.liveness_port, config.log_level) == (9090, 9091, "verbose")
+    assert config.events_namespace == "accelpool-events"
+    assert config.resync_seconds == 120
+    agent = config.agent
+    assert agent.namespace == "accelpool-agents"
+    assert agent.image == "registry.example.com/platform/accelpool-agent:0.1.0-rc.1"
+    assert agent.image_pull_policy == "Always"
+    assert agent.service_account == "gpu-pools-agent"
+    assert (agent.backend, agent.runtime_class, agent.privileged, agent.priority_class) == (
+        "fake",
+        None,
+        True,
+        "system-node-critical",
+    )
+    assert (agent.cpu_request, agent.memory_request, agent.cpu_limit, agent.memory_limit) == (
+        "100m",
+        "256Mi",
+        "2",
+        "2Gi",
+    )
     _, container = _operator(full_objects)
-    args = container["args"]
-    for expected in (
-        "--agent-namespace=accelpool-agents",
-        "--agent-image=registry.example.com/platform/accelpool-agent:0.1.0-rc.1",
-        "--agent-service-account=gpu-pools-agent",
-        "--config-namespace=gpu-operator",
-        "--device-plugin-configmap=device-plugin-configs",
-        "--mig-configmap=custom-mig-parted-config",
-        "--extra-flag=1",
-    ):
-        assert expected in args
     assert container["image"] == "registry.example.com/platform/accelpool-operator:0.1.0-rc.1"
 
 
-def test_image_tags_default_to_app_version(default_objects: Objects) -> None:
+def test_operator_flags_parse_with_the_defaults(default_objects: Objects) -> None:
+    config = _operator_config(default_objects)
+    assert (config.namespace, config.device_plugin_configmap, config.mig_configmap) == (
+        NAMESPACE,
+        "accelpool-device-plugin-config",
+        "accelpool-mig-parted-config",
+    )
+    assert config.events_namespace == "default"
+    agent = config.agent
+    assert (agent.namespace, agent.service_account, agent.image) == (
+        NAMESPACE,
+        "accelpool-agent",
+        "ghcr.io/accelpool/accelpool-agent:0.1.0",
+    )
+    assert (agent.backend, agent.runtime_class, agent.privileged, agent.priority_class) == (
+        "nvml",
+        "nvidia",
+        False,
+        None,
+    )
+    assert (agent.cpu_request, agent.memory_request, agent.cpu_limit, agent.memory_limit) == (
+        "50m",
+        "128Mi",
+        None,
+        "1Gi",
+    )
     _, container = _operator(default_objects)
     assert container["image"] == "ghcr.io/accelpool/accelpool-operator:0.1.0"
-    assert "--agent-image=ghcr.io/accelpool/accelpool-agent:0.1.0" in container["args"]
 
 
 # ---- Monitoring objects behind their flags.
@@ -311,10 +359,31 @@ def test_service_monitor_selects_the_metrics_service(full_objects: Objects) -> N
 def test_pod_monitor_scrapes_the_agent_namespace(full_objects: Objects) -> None:
     monitor = one(full_objects, "PodMonitor")
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["accelpool-agents"]}
+    assert monitor["spec"]["selector"] == {"matchLabels": {"app.kubernetes.io/name": "accelpool-agent"}}
     endpoint = monitor["spec"]["podMetricsEndpoints"][0]
-    assert endpoint["port"] == "metrics"
+    assert endpoint["port"] == "metrics" and endpoint["honorLabels"] is True
     targets = {r["targetLabel"] for r in endpoint["relabelings"]}
     assert targets == {"job", "node", "pool"}
+
+
+def test_agent_daemonsets_the_operator_renders_fit_the_chart(full_objects: Objects) -> None:
+    """Render a pool's agent DaemonSet with the settings the chart gives the operator: it runs as the
+    chart's agent ServiceAccount, in the namespace the RBAC and the PodMonitor cover, and the
+    PodMonitor selects its pods and finds their metrics port and pool label."""
+    config = _operator_config(full_objects)
+    spec = api.ComputePoolSpec.model_validate({"accelerator": "H100:8", "nodes": 2})
+    daemonset = operator_render.daemonset("llm-training", "0000-uid", spec, config.agent)
+    pod = daemonset["spec"]["template"]
+    account = one(full_objects, "ServiceAccount", pod["spec"]["serviceAccountName"])
+    assert account["metadata"]["namespace"] == daemonset["metadata"]["namespace"] == "accelpool-agents"
+    assert one(full_objects, "Role", "gpu-pools-operator-agents")["metadata"]["namespace"] == "accelpool-agents"
+    monitor = one(full_objects, "PodMonitor")
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [daemonset["metadata"]["namespace"]]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert pod["metadata"]["labels"]["accelpool.io/pool"] == "llm-training"
+    ports = {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+    assert monitor["spec"]["podMetricsEndpoints"][0]["port"] in ports
+    assert "runtimeClassName" not in pod["spec"]  # agent.runtimeClassName: "" in values-full
 
 
 def test_prometheus_rule_carries_every_alert_with_extra_labels(full_objects: Objects) -> None:
@@ -366,6 +435,13 @@ def test_dashboard_label_is_configurable(helm: str) -> None:
         ("nvidia.namespace=Bad_Namespace", "/nvidia/namespace"),
         ("nvidia.configMap=x", "additional properties 'configMap'"),
         ("agent.namespace=UPPER", "/agent/namespace"),
+        ("agent.backend=rocm", "/agent/backend"),
+        ("agent.privileged=maybe", "/agent/privileged"),
+        ("agent.resources.requests.memory=lots", "/agent/resources/requests/memory"),
+        ("agent.resources.requests.cpu=", "/agent/resources/requests/cpu"),
+        ("agent.resources.limits.gpu=1", "additional properties 'gpu'"),
+        ("agent.metricsPort=9500", "additional properties 'metricsPort'"),
+        ("operator.eventsNamespace=", "/operator/eventsNamespace"),
         ("metrics.serviceMonitor.enabled=yes", "/metrics/serviceMonitor/enabled"),
         ("metrics.podMonitor.interval=often", "/metrics/podMonitor/interval"),
         ("prometheusRule.enabled=1", "/prometheusRule/enabled"),
