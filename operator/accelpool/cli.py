@@ -9,9 +9,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from accelpool.commands import catalog, crd, dashboards, plan, run, validate
+from accelpool.commands import catalog, crd, dashboards, demo, plan, run, validate
 
-COMMANDS = (validate, catalog, crd, dashboards, plan, run)
+COMMANDS = (validate, catalog, crd, plan, run, demo, dashboards)
 
 
 def build_parser() -> argparse.ArgumentParser:

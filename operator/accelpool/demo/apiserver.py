@@ -81,7 +81,23 @@ class DemoApiServer(kmock.KubernetesEmulator):
         register_resources(self)
 
     async def _handle(self, request: rendering.Request) -> Any:
-        """Stamp what a real API server sets on creation: uid, creationTimestamp, generation."""
+        """Stamp what a real API server sets on creation (uid, creationTimestamp, generation), and
+        merge `status.conditions` by type on strategic-merge patches, as the API server does for
+        nodes (kmock replaces lists whole, which would drop the kubelet's Ready condition)."""
+        if (
+            request.action == kmock.action.UPDATE
+            and "strategic-merge-patch" in request.headers.get("Content-Type", "")
+            and isinstance(request.data, dict)
+            and isinstance(request.data.get("status"), dict)
+            and "conditions" in request.data["status"]
+        ):
+            assert request.resource is not None and request.name is not None
+            key = (request.resource, request.namespace, request.name)
+            current = self.objects[key].raw if key in self.objects else {}
+            merged = {c.get("type"): c for c in (current.get("status") or {}).get("conditions") or []}
+            for condition in request.data["status"]["conditions"] or []:
+                merged[condition.get("type")] = {**merged.get(condition.get("type"), {}), **condition}
+            request.data["status"]["conditions"] = list(merged.values())
         if request.action == kmock.action.CREATE and isinstance(request.data, dict):
             metadata = request.data.setdefault("metadata", {})
             metadata.setdefault("uid", str(uuid.uuid4()))
@@ -110,6 +126,14 @@ class DemoApiServer(kmock.KubernetesEmulator):
         payload["metadata"] = {"resourceVersion": "1"}
         if resource.plural == api.PLURAL and "as=Table" in request.headers.get("Accept", ""):
             return self._pool_table(payload["items"])
+        return payload
+
+    async def _serve_fetch(self, request: rendering.Request) -> rendering.Payload:
+        payload = await super()._serve_fetch(request)
+        resource = request.resource
+        if resource is not None and resource.plural == api.PLURAL and "as=Table" in request.headers.get("Accept", ""):
+            assert isinstance(payload, dict)
+            return self._pool_table([payload])
         return payload
 
     def _pool_table(self, items: list[dict[str, Any]]) -> dict[str, Any]:

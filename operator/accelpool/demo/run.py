@@ -27,7 +27,7 @@ from accelpool.demo.simulators import FAULT_ANNOTATION, Kubelet, MigManager, fre
 from accelpool.kube import Credentials, KubeClient
 
 NAMESPACE = "accelpool-system"
-MIG_CONFIG_MAP = "accelpool-mig-config"
+MIG_CONFIG_MAP = "accelpool-mig-parted-config"
 POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 
 
@@ -91,9 +91,6 @@ def example_pools(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
 
 
 async def _seed(client: KubeClient, fleet: list[dict[str, Any]]) -> None:
-    await client.create(
-        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-    )
     await client.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd.custom_resource_definition())
     for node in fleet:
         await client.create("/api/v1/nodes", node)
@@ -123,7 +120,7 @@ def _banner(server: str, options: DemoOptions, log_dir: Path, out: TextIO) -> No
         f"""accelpool demo — a simulated GPU cluster on this machine
   API server   {server}   (kubectl --server {server} get cpool; kubectl --server {server} get nodes --show-labels)
   operator     metrics http://127.0.0.1:{options.operator_metrics_port}/metrics
-  agents       one per member node; `accelpool demo agents` lists their /metrics addresses
+  agents       one per member node; their /metrics addresses: {log_dir}/agents.txt
   logs         {log_dir}
   inject       accelpool demo inject NODE xid=79     (or ecc-dbe, slow-matmul=3, wrong-results, hang, lost; 'clear')
 """,
@@ -153,6 +150,12 @@ async def simulated_cluster(
     async with emulator, kmock.Server(emulator, port=port or None) as http:
         server = str(http.url).rstrip("/")
         client = KubeClient(Credentials(server=server))
+        for namespace in (NAMESPACE, "default"):  # stored directly: kmock cannot POST namespaces
+            emulator.objects["v1/namespaces", None, namespace] = {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": namespace},
+            }
         await _seed(client, fleet)
         operator = await _start_operator(server, operator_metrics_port or free_port(), log_dir)
         mig = MigManager(client, f"/api/v1/namespaces/{NAMESPACE}/configmaps/{MIG_CONFIG_MAP}")

@@ -176,9 +176,14 @@ class Kubelet:
                 or agent.process.returncode is not None
             ):
                 await self._stop(name)
+        started = False
         for name, (config, fault) in wanted.items():
             if name not in self.agents:
                 self.agents[name] = await self._start(name, nodes[name], config, fault)
+                started = True
+        if started or len(self.agents) != len(wanted):
+            listing = "".join(f"{a.node}  http://127.0.0.1:{a.port}/metrics\n" for a in self.agents.values())
+            (self.log_dir / "agents.txt").write_text(listing)
 
     async def _start(self, node_name: str, node: dict[str, Any], config: str, fault: str | None) -> AgentProcess:
         port = free_port()
