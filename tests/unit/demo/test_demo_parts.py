@@ -1,0 +1,61 @@
+"""The demo's pure parts: the fleet description and the pool table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from accelpool.demo import cluster
+from accelpool.demo.run import format_table, pool_rows
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_demo_fleet_is_labelled_like_real_nodes() -> None:
+    nodes = {
+        n["metadata"]["name"]: n
+        for n in cluster.nodes(cluster.parse((ROOT / "examples/demo-cluster.yaml").read_text()))
+    }
+    assert nodes["h100-1"]["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    assert nodes["h100-1"]["status"]["capacity"]["nvidia.com/gpu"] == "8"
+    assert nodes["l4-1"]["spec"]["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    assert nodes["mi300x-1"]["metadata"]["labels"]["amd.com/gpu.product-name"] == "Instinct_MI300X"
+    assert nodes["trn2-1"]["metadata"]["labels"]["karpenter.k8s.aws/instance-accelerator-name"] == "trainium2"
+    assert nodes["tpu-v5p-1"]["status"]["capacity"]["google.com/tpu"] == "4"
+    assert "nvidia.com/gpu" not in nodes["cpu-1"]["status"]["capacity"]
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("kind: Other\n", "expected kind DemoCluster"),
+        ("kind: DemoCluster\ngroups: [{prefix: x, labels: gpu-operator}]\n", "groups[0].labels: 'gpu-operator' is not"),
+        (
+            "kind: DemoCluster\ngroups: [{prefix: x, accelerator: H1000}]\n",
+            "groups[0].accelerator: unknown accelerator",
+        ),
+    ],
+)
+def test_bad_descriptions_name_the_field(text: str, error: str) -> None:
+    with pytest.raises(ValueError, match=error.replace("[", r"\[").replace("]", r"\]")):
+        cluster.parse(text)
+
+
+def test_pool_table() -> None:
+    pools = [
+        {
+            "metadata": {"name": "b"},
+            "status": {
+                "accelerator": "L4",
+                "phase": "Ready",
+                "nodes": {"members": 2, "desired": 2, "ready": 2, "quarantined": 0},
+                "capacity": {"gpus": 2, "measuredTFLOPS": 195.0},
+            },
+        },
+        {"metadata": {"name": "a"}},
+    ]
+    lines = format_table(pool_rows(pools)).splitlines()
+    assert lines[0].split() == ["POOL", "ACCELERATOR", "MEMBERS", "READY", "QUARANTINED", "GPUS", "TFLOPS", "PHASE"]
+    assert lines[1].split() == ["a", "-", "0/?", "0", "0", "0", "-", "Pending"]
+    assert lines[2].split() == ["b", "L4", "2/2", "2", "0", "2", "195", "Ready"]
