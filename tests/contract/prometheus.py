@@ -57,9 +57,12 @@ def http_get(url: str, *, timeout: float = 5.0) -> str | None:
 
 @dataclass(frozen=True)
 class ScrapeTarget:
+    """One scrape job of one target; `labels` and `honor_labels` play the chart's monitors' part."""
+
     job: str
     address: str
     labels: dict[str, str] = field(default_factory=dict)
+    honor_labels: bool = False
 
 
 class Prometheus:
@@ -78,10 +81,11 @@ class Prometheus:
             "global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"},
             "scrape_configs": [
                 {
-                    "job_name": target.job,
-                    "static_configs": [{"targets": [target.address], "labels": target.labels}],
+                    "job_name": f"{target.job}-{index}",
+                    "honor_labels": target.honor_labels,
+                    "static_configs": [{"targets": [target.address], "labels": {"job": target.job, **target.labels}}],
                 }
-                for target in targets
+                for index, target in enumerate(targets)
             ],
         }
         config_path = workdir / "prometheus.yml"
@@ -142,10 +146,10 @@ class Prometheus:
             return [{"metric": {}, "value": data["result"]}]
         raise PromQLError(f"{expr}: unexpected result type {data['resultType']}")
 
-    def targets_up(self) -> dict[str, str]:
-        """job → health of its (single) target."""
-        active = self.api("targets", state="active")["activeTargets"]
-        return {t["labels"]["job"]: t["health"] for t in active}
+    def label_values(self, selector: str, label: str) -> set[str]:
+        """What Grafana's `label_values(selector, label)` offers: the label's values on matching series."""
+        series = self.api("series", **{"match[]": selector, "start": str(time.time() - 300)})
+        return {s[label] for s in series if label in s}
 
 
 class PromQLError(Exception):

@@ -1,0 +1,333 @@
+"""A small live accelpool installation for the Prometheus contract test, with real faults in it.
+
+On a background thread's event loop: kmock's Kubernetes emulator served over HTTP (the demo's
+`DemoApiServer`), three simulated 8-GPU H100 nodes, the real operator (`accelpool run --server
+...`, a subprocess) and the demo's simulated kubelet, which runs one real `accelpool-agent`
+process (fake backend) per node an agent DaemonSet selects, restarted with `--fault` when the node
+carries the demo's fault annotation. `running()` yields once this is in place:
+
+- pool `llm-training` (2 nodes, maxUnavailable 1): node A's agent has `0:xid=79` (GPU 0 fell off
+  the bus; A is quarantined), node B's has `1:slow-matmul=4,hot` (GPU 1 is slow and at its
+  slowdown temperature; the circuit breaker refuses to quarantine B too);
+- pool `inference` (1 node, C) is healthy.
+
+Faults a test injects while Prometheus watches: `break_the_api()` (ConfigMap writes fail with
+HTTP 500 while pool `batch` is created, so a reconcile pass really fails), `kill_agent(node)`,
+`stop_operator()`. Everything listens on 127.0.0.1 and is stopped on exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+import kmock
+
+from accelpool import api, crd
+from accelpool.demo import cluster
+from accelpool.demo.apiserver import DemoApiServer
+from accelpool.demo.simulators import FAULT_ANNOTATION, Kubelet
+from accelpool.kube import ApiError, Credentials, KubeClient
+from tests.contract.prometheus import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+NAMESPACE = "accelpool-system"
+POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
+TRAINING, INFERENCE, BATCH = "llm-training", "inference", "batch"
+XID_FAULT = "0:xid=79"
+SLOW_HOT_FAULT = "1:slow-matmul=4,hot"
+T = TypeVar("T")
+
+
+@attrs.define(kw_only=True)
+class FaultyApiServer(DemoApiServer):
+    """The demo's emulator with a switch that makes ConfigMap writes fail with HTTP 500, and the
+    API server's strategic merge of a node's `status.conditions` (by `type`), so the agents'
+    AcceleratorHealthy condition joins the kubelet's Ready condition instead of replacing it."""
+
+    fail_configmap_writes: bool = attrs.field(default=False, init=False)
+
+    async def _handle(self, request: Any) -> Any:
+        resource = getattr(request, "resource", None)
+        plural = getattr(resource, "plural", "")
+        if request.action in (kmock.action.CREATE, kmock.action.UPDATE):
+            if self.fail_configmap_writes and plural == "configmaps":
+                raise kmock.KubernetesError(500, "InternalError", "injected: etcd is unavailable")
+            if plural == "nodes" and request.subresource == "status" and isinstance(request.data, dict):
+                self._merge_conditions(request)
+        return await super()._handle(request)
+
+    def _merge_conditions(self, request: Any) -> None:
+        sent = (request.data.get("status") or {}).get("conditions")
+        if not isinstance(sent, list):
+            return
+        try:
+            stored = self.objects[request.resource, request.namespace, request.name]
+        except KeyError:
+            return
+        merged = {c["type"]: c for c in (stored.get("status") or {}).get("conditions") or []}
+        merged.update({c["type"]: {**merged.get(c["type"], {}), **c} for c in sent})
+        request.data["status"]["conditions"] = list(merged.values())
+
+
+async def _terminate(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is None:
+        process.terminate()
+        try:
+            await asyncio.wait_for(process.wait(), timeout=10)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+
+def _pool(name: str, nodes: int, health: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": api.API_VERSION,
+        "kind": api.KIND,
+        "metadata": {"name": name},
+        "spec": {"accelerator": "H100:8", "nodes": nodes, "health": health},
+    }
+
+
+@dataclass
+class Topology:
+    """What the scenario built: where to scrape, and which node got which fault."""
+
+    operator: str
+    """host:port of the operator's /metrics."""
+    agents: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """node → (host:port of its agent's /metrics, its pool)."""
+    faulty_xid: str = ""
+    faulty_slow_hot: str = ""
+    healthy_inference: str = ""
+
+
+class LiveCluster:
+    """The scenario on a background event loop. `running()` yields once the pools and the agents'
+    faults are in place; `break_the_api()`, `kill_agent()` and `stop_operator()` inject the faults
+    that must happen while Prometheus watches."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="live-cluster", daemon=True)
+        self._stop = asyncio.Event()
+        self.topology = Topology(operator="")
+        self.emulator = FaultyApiServer()
+        self.client: KubeClient | None = None
+        self.kubelet: Kubelet | None = None
+        self.operator: asyncio.subprocess.Process | None = None
+
+    @classmethod
+    @contextlib.contextmanager
+    def running(cls, *, timeout: float = 150.0) -> Iterator[LiveCluster]:
+        workdir = Path(tempfile.mkdtemp(prefix="accelpool-live-"))
+        live = cls(workdir)
+        live.thread.start()
+        ready: Future[None] = Future()
+        done = asyncio.run_coroutine_threadsafe(live._main(ready), live.loop)
+        try:
+            ready.result(timeout)
+            yield live
+        finally:
+            live.loop.call_soon_threadsafe(live._stop.set)
+            with contextlib.suppress(Exception):
+                done.result(60)
+            live.loop.call_soon_threadsafe(live.loop.stop)
+            live.thread.join(10)
+            live.loop.close()
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def _call(self, factory: Callable[[], Coroutine[Any, Any, T]], timeout: float) -> T:
+        return asyncio.run_coroutine_threadsafe(factory(), self.loop).result(timeout)
+
+    async def _main(self, ready: Future[None]) -> None:
+        try:
+            async with self.emulator, kmock.Server(self.emulator) as http:
+                server = str(http.url).rstrip("/")
+                async with KubeClient(Credentials(server=server)) as client:
+                    self.client = client
+                    self.kubelet = Kubelet(client, server=server, namespace=NAMESPACE, log_dir=self.workdir)
+                    operator_port = free_port()
+                    self.topology.operator = f"127.0.0.1:{operator_port}"
+                    self.operator = await self._seed_and_start(client, server, operator_port)
+                    kubelet_task = asyncio.create_task(self.kubelet.run())
+                    try:
+                        await self._scenario()
+                        ready.set_result(None)
+                        await self._stop.wait()
+                    finally:
+                        kubelet_task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await kubelet_task
+                        await _terminate(self.operator)
+        except BaseException as error:
+            if not ready.done():
+                ready.set_exception(RuntimeError(f"{error}\n{self.logs()}"))
+            raise
+
+    def logs(self) -> str:
+        parts = []
+        for path in sorted(self.workdir.glob("*.log")):
+            parts.append(f"--- {path.name}\n{path.read_text(errors='replace')[-3000:]}")
+        return "\n".join(parts)
+
+    async def _seed_and_start(self, client: KubeClient, server: str, metrics_port: int) -> asyncio.subprocess.Process:
+        await client.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd.custom_resource_definition())
+        fleet = cluster.nodes(cluster.parse((ROOT / "examples" / "demo-cluster.yaml").read_text()))
+        for node in [n for n in fleet if n["metadata"]["name"].startswith("h100-")][:3]:
+            await client.create("/api/v1/nodes", node)
+        command = [
+            str(Path(sys.executable).parent / "accelpool"),
+            "run",
+            f"--server={server}",
+            f"--namespace={NAMESPACE}",
+            f"--metrics-port={metrics_port}",
+            "--metrics-address=127.0.0.1",
+            f"--liveness-port={free_port()}",
+            "--agent-backend=fake",
+        ]
+        log = (self.workdir / "operator.log").open("ab")
+        try:
+            return await asyncio.create_subprocess_exec(*command, stdout=log, stderr=subprocess.STDOUT)
+        finally:
+            log.close()
+
+    # ------------------------------------------------------------ helpers on the loop
+
+    async def _until(self, what: str, check: Callable[[], Awaitable[bool]], within: float = 60.0) -> None:
+        assert self.client is not None and self.operator is not None
+        deadline = time.monotonic() + within
+        last: object = None
+        while time.monotonic() < deadline:
+            if self.operator.returncode is not None:
+                raise RuntimeError(f"the operator exited with {self.operator.returncode}")
+            try:
+                if await check():
+                    return
+            except (ApiError, OSError, KeyError, ValueError) as error:
+                last = error
+            await asyncio.sleep(0.25)
+        pools = {p["metadata"]["name"]: p.get("status") for p in await self.client.list(POOLS)}
+        raise TimeoutError(f"not within {within:.0f}s: {what} (last error: {last!r}); pools: {pools}")
+
+    async def _status(self, pool: str) -> dict[str, Any]:
+        assert self.client is not None
+        found: dict[str, Any] = (await self.client.get(f"{POOLS}/{pool}")).get("status") or {}
+        return found
+
+    async def _operator_metrics(self) -> str:
+        def read() -> str:
+            with urllib.request.urlopen(f"http://{self.topology.operator}/metrics", timeout=5) as response:
+                text: str = response.read().decode()
+                return text
+
+        return await asyncio.to_thread(read)
+
+    # ------------------------------------------------------------ the scenario
+
+    async def _scenario(self) -> None:
+        client, kubelet = self.client, self.kubelet
+        assert client is not None and kubelet is not None
+
+        async def ready() -> bool:
+            phases = [(await self._status(pool)).get("phase") for pool in (TRAINING, INFERENCE)]
+            return phases == ["Ready", "Ready"]
+
+        await client.create(POOLS, _pool(TRAINING, 2, {"maxUnavailable": 1, "holdDown": "1h"}))
+        await client.create(POOLS, _pool(INFERENCE, 1, {}))
+        await self._until("both pools Ready", ready, within=90)
+
+        node_a, node_b = sorted(m["node"] for m in (await self._status(TRAINING))["members"])
+        node_c = (await self._status(INFERENCE))["members"][0]["node"]
+
+        async def inject(node: str, fault: str) -> None:
+            await client.patch(f"/api/v1/nodes/{node}", {"metadata": {"annotations": {FAULT_ANNOTATION: fault}}})
+
+        async def quarantined() -> bool:
+            return bool((await self._status(TRAINING))["nodes"]["quarantined"] == 1)
+
+        async def breaker_open() -> bool:
+            return f'accelpool_pool_circuit_breaker_open{{pool="{TRAINING}"}} 1.0' in await self._operator_metrics()
+
+        async def agents_settled() -> bool:
+            wanted = {node_a: XID_FAULT, node_b: SLOW_HOT_FAULT, node_c: None}
+            running = kubelet.agents
+            return all(
+                n in running and running[n].fault == f and running[n].process.returncode is None
+                for n, f in wanted.items()
+            )
+
+        await inject(node_a, XID_FAULT)
+        await self._until(f"{node_a} quarantined", quarantined)
+        await inject(node_b, SLOW_HOT_FAULT)
+        await self._until("the circuit breaker of llm-training open", breaker_open)
+        await self._until("the agents running with their faults", agents_settled)
+        pools = {node_a: TRAINING, node_b: TRAINING, node_c: INFERENCE}
+        self.topology.agents = {n: (f"127.0.0.1:{kubelet.agents[n].port}", pool) for n, pool in pools.items()}
+        self.topology.faulty_xid, self.topology.faulty_slow_hot, self.topology.healthy_inference = (
+            node_a,
+            node_b,
+            node_c,
+        )
+
+    # ------------------------------------------------------------ faults injected while Prometheus watches
+
+    def break_the_api(self, timeout: float = 60.0) -> None:
+        """ConfigMap writes fail (HTTP 500) while pool `batch` is created, until a reconcile pass
+        fails; then the API recovers."""
+
+        async def run() -> None:
+            assert self.client is not None
+            before = _counter(await self._operator_metrics(), "accelpool_reconcile_errors_total")
+            self.emulator.fail_configmap_writes = True
+            try:
+                await self.client.create(POOLS, _pool(BATCH, 1, {}))
+
+                async def failed() -> bool:
+                    errors = _counter(await self._operator_metrics(), "accelpool_reconcile_errors_total")
+                    return errors > before
+
+                await self._until("a failed reconcile pass", failed)
+            finally:
+                self.emulator.fail_configmap_writes = False
+
+        self._call(run, timeout)
+
+    def kill_agent(self, node: str, timeout: float = 30.0) -> None:
+        """SIGKILL the node's agent (the simulated kubelet restarts it, on another port)."""
+
+        async def run() -> None:
+            assert self.kubelet is not None
+            process = self.kubelet.agents[node].process
+            process.kill()
+            await process.wait()
+
+        self._call(run, timeout)
+
+    def stop_operator(self, timeout: float = 30.0) -> None:
+        async def run() -> None:
+            assert self.operator is not None
+            await _terminate(self.operator)
+
+        self._call(run, timeout)
+
+
+def _counter(exposition: str, name: str) -> float:
+    for line in exposition.splitlines():
+        if line.startswith(f"{name} "):
+            return float(line.split()[1])
+    raise KeyError(name)
