@@ -274,6 +274,20 @@ def test_operator_probes_and_ports(helm: str, values: list[Path], metrics: int, 
     assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
 
 
+def test_the_operator_image_runs_as_the_chart_expects(default_objects: Objects) -> None:
+    """operator/Dockerfile: the numeric non-root USER the pod's securityContext names, and
+    `accelpool run` as the entrypoint the chart's args are appended to."""
+    dockerfile = (CHART.parents[1] / "operator" / "Dockerfile").read_text()
+    final_stage = dockerfile.split("\nFROM ")[-1]
+    user = re.search(r"^USER (\d+):(\d+)$", final_stage, re.MULTILINE)
+    assert user, "the final stage needs a numeric USER uid:gid"
+    deployment, _ = _operator(default_objects)
+    pod_context = deployment["spec"]["template"]["spec"]["securityContext"]
+    assert (pod_context["runAsUser"], pod_context["runAsGroup"]) == (int(user[1]), int(user[2]))
+    assert 'ENTRYPOINT ["accelpool", "run"]' in final_stage
+    assert cli.build_parser().parse_args(["run"]).command == "run"
+
+
 def _operator_config(objects: Objects) -> OperatorConfig:
     """The operator's settings as `accelpool run` itself parses the rendered container args."""
     _, container = _operator(objects)
