@@ -1,0 +1,1 @@
+"""Unit tests of the observability the chart ships: the dashboards generator."""
