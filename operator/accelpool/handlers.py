@@ -204,11 +204,15 @@ async def reconcile_pool(name: str, memo: Any, **_: Any) -> None:
 
 
 @kopf.timer(*RESOURCE, interval=STATUS_TICK_SECONDS)
-async def publish_status(name: str, body: kopf.Body, patch: kopf.Patch, memo: Any, **_: Any) -> None:
+async def publish_status(name: str, body: kopf.Body, patch: kopf.Patch, memo: Any, **kwargs: Any) -> None:
+    stopped: kopf.DaemonStopped = kwargs["stopped"]
     reconciler = _reconciler(memo)
     reconciler.indexed()
     desired = await reconciler.next_status(
-        name, lambda: dict(body.get("status") or {}), wait_seconds=reconciler.config.status_resync_seconds
+        name,
+        lambda: dict(body.get("status") or {}),
+        wait_seconds=reconciler.config.status_resync_seconds,
+        stop=stopped.wait(),
     )
     if desired is None:
         return

@@ -23,6 +23,7 @@ previous status while a condition's status does not change. Pure.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -130,7 +131,7 @@ def describe_health(view: NodeView) -> str:
     reason = (report.reason if report else "") or (health.reason if health else "")
     text = text or reason or "AcceleratorHealthy is False"
     bad = list(report.bad_gpus) if report else []
-    if bad and "GPU" not in text:
+    if bad and not re.search(r"\bGPUs? \d", text):
         text += f" on GPU {bad[0]}" if len(bad) == 1 else f" on GPUs {', '.join(str(b) for b in bad)}"
     return text
 
@@ -363,16 +364,14 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
             "AgentReady", True, "Reporting", f"{len(reported)} of {len(members)} members report health{note}"
         )
 
-    if quarantined:
-        conditions.add(
-            "Healthy",
-            False,
-            "NodeQuarantined",
-            "; ".join(f"{m.name}: {describe_health(m.view)}" for m in quarantined[:MESSAGE_NODES])
-            + (f"; and {len(quarantined) - MESSAGE_NODES} more" if len(quarantined) > MESSAGE_NODES else ""),
-        )
-    elif facts.breaker.open:
-        conditions.add("Healthy", False, "CircuitBreakerOpen", facts.breaker.message)
+    quarantine_details = "; ".join(f"{m.name}: {describe_health(m.view)}" for m in quarantined[:MESSAGE_NODES])
+    if len(quarantined) > MESSAGE_NODES:
+        quarantine_details += f"; and {len(quarantined) - MESSAGE_NODES} more"
+    if facts.breaker.open:
+        detail = f"; quarantined: {quarantine_details}" if quarantined else ""
+        conditions.add("Healthy", False, "CircuitBreakerOpen", facts.breaker.message + detail)
+    elif quarantined:
+        conditions.add("Healthy", False, "NodeQuarantined", quarantine_details)
     elif unhealthy:
         conditions.add(
             "Healthy",
@@ -386,12 +385,6 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
             conditions.add("Healthy", None, "NotReported", f"none of {len(members)} members has reported health yet")
         else:
             conditions.add("Healthy", True, "AllHealthy", f"{healthy} of {len(members)} members healthy")
-    if facts.breaker.open and quarantined:
-        # Both matter to on-call: keep the quarantine message, say the breaker is open too.
-        healthy_condition = conditions.items[-1]
-        conditions.items[-1] = healthy_condition.model_copy(
-            update={"message": f"{healthy_condition.message}; {facts.breaker.message}"}
-        )
 
     # ---------------------------------------------------------------- phase
     degraded: list[str] = []

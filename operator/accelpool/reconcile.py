@@ -30,7 +30,7 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -223,16 +223,31 @@ class Reconciler:
         return published.status if published else None
 
     async def next_status(
-        self, pool: str, current: Callable[[], Mapping[str, Any]], wait_seconds: float
+        self,
+        pool: str,
+        current: Callable[[], Mapping[str, Any]],
+        wait_seconds: float,
+        stop: Awaitable[Any] | None = None,
     ) -> dict[str, Any] | None:
-        """The status the pool should have, once it differs from `current()` (or None after `wait_seconds`)."""
+        """The status the pool should have, once it differs from `current()`.
+
+        None after `wait_seconds` without a change, or as soon as `stop` completes.
+        """
         published = self._published.get(pool)
         if published is None:
             published = self._published[pool] = _Published(status={})
         if not self._status_pending(published, current()):
             published.changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(published.changed.wait(), wait_seconds)
+            waiters = [asyncio.ensure_future(published.changed.wait())]
+            if stop is not None:
+                waiters.append(asyncio.ensure_future(stop))
+            try:
+                done, _ = await asyncio.wait(waiters, timeout=wait_seconds, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
+            if len(waiters) > 1 and waiters[1] in done:
+                return None
             published = self._published.get(pool) or published
         if not published.status or not self._status_pending(published, current()):
             return None

@@ -61,6 +61,8 @@ class Emulator(kmock.KubernetesEmulator):
     """kmock's emulator, stamping metadata on creation and waking waiters on every request."""
 
     changed: asyncio.Event = attrs.field(factory=asyncio.Event, init=False)
+    before_update: list[Callable[[Any], None]] = attrs.field(factory=list, init=False)
+    """One-shot hooks run before an update is checked and stored (a concurrent writer, say)."""
     _versions: Iterator[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -77,6 +79,9 @@ class Emulator(kmock.KubernetesEmulator):
                 metadata.setdefault("generation", 1)
                 metadata["resourceVersion"] = str(next(self._versions))
             elif request.action == kmock.action.UPDATE and request.resource is not None and request.name:
+                hooks, self.before_update = self.before_update, []
+                for hook in hooks:
+                    hook(request)
                 self._version_update(request)
             return await super()._handle(request)
         finally:

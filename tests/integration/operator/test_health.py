@@ -1,0 +1,89 @@
+"""Remediation: AcceleratorHealthy=False quarantines a member, hold-down lifts it, the circuit breaker holds."""
+
+from __future__ import annotations
+
+from accelpool import conventions
+
+from .conftest import Cluster, Operator, gpu_node, seed
+
+QUARANTINE = conventions.QUARANTINE_TAINT_KEY
+
+
+def quarantine_taints(cluster: Cluster, node: str) -> list[dict[str, str]]:
+    return [t for t in cluster.taints(node) if t["key"] == QUARANTINE]
+
+
+async def ready_pool(
+    cluster: Cluster, operator: Operator, nodes: int, health: dict[str, object], spares: int = 1
+) -> None:
+    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, nodes + spares + 1)))
+    await operator.start()
+    await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": nodes, "health": health})
+    await cluster.wait_for(lambda: len(cluster.members("train")) == nodes)
+    await cluster.settle_members("train")
+    await cluster.wait_for(lambda: cluster.status("train").get("phase") == "Ready", what="Ready")
+
+
+async def test_quarantine_then_release_after_hold_down(cluster: Cluster, operator: Operator) -> None:
+    await ready_pool(cluster, operator, 2, {"remediation": "taint", "holdDown": "300ms"})
+    await cluster.report_health(
+        "h100-1", healthy=False, reason="XidError79", message="XID 79 (GPU fallen off the bus)", bad_gpus=(3,)
+    )
+    await cluster.wait_for(lambda: quarantine_taints(cluster, "h100-1"), what="quarantine taint")
+    assert quarantine_taints(cluster, "h100-1") == [{"key": QUARANTINE, "value": "XidError79", "effect": "NoSchedule"}]
+    await cluster.wait_for(lambda: cluster.condition("train", "Healthy").get("reason") == "NodeQuarantined")
+    healthy = cluster.condition("train", "Healthy")
+    assert healthy["status"] == "False"
+    assert healthy["message"] == "h100-1: XID 79 (GPU fallen off the bus) on GPU 3"
+    assert cluster.status("train")["nodes"]["quarantined"] == 1
+    # The spare replaces it, so two nodes serve again; the quarantined node stays a member.
+    await cluster.wait_for(lambda: cluster.members("train") == ["h100-1", "h100-2", "h100-3"], what="spare")
+
+    def events() -> set[tuple[str, str, str]]:
+        return {(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"]) for e in cluster.events()}
+
+    await cluster.wait_for(
+        lambda: {("Node", "h100-1", "NodeQuarantined"), ("ComputePool", "train", "NodeQuarantined")} <= events()
+    )
+    assert await operator.metric('accelpool_remediations_total{action="taint",pool="train"}') == 1
+
+    await cluster.report_health("h100-1", healthy=True)
+    await cluster.wait_for(lambda: not quarantine_taints(cluster, "h100-1"), what="lifted after hold-down")
+    await cluster.wait_for(lambda: cluster.members("train") == ["h100-1", "h100-2"], what="spare released")
+    await cluster.wait_for(
+        lambda: ("h100-1", "QuarantineLifted") in {(e["involvedObject"]["name"], e["reason"]) for e in cluster.events()}
+    )
+
+
+async def test_the_circuit_breaker_stops_quarantining(cluster: Cluster, operator: Operator) -> None:
+    await ready_pool(cluster, operator, 3, {"remediation": "taint", "maxUnavailable": 1}, spares=0)
+    await cluster.report_health("h100-1", healthy=False, reason="XidError48", message="double-bit ECC error")
+    await cluster.wait_for(lambda: quarantine_taints(cluster, "h100-1"))
+    await cluster.report_health("h100-2", healthy=False, reason="XidError79", message="GPU fallen off the bus")
+    await cluster.wait_for(lambda: cluster.condition("train", "Healthy").get("reason") == "CircuitBreakerOpen")
+    assert "not quarantining h100-2" in cluster.condition("train", "Healthy")["message"]
+    assert quarantine_taints(cluster, "h100-2") == [], "maxUnavailable 1: the second node is not quarantined"
+    assert await operator.metric('accelpool_pool_circuit_breaker_open{pool="train"}') == 1
+    events = {(e["involvedObject"]["name"], e["reason"]) for e in cluster.events()}
+    assert ("train", "CircuitBreakerOpen") in events
+
+
+async def test_cordon_remediation_uncordons_only_what_it_cordoned(cluster: Cluster, operator: Operator) -> None:
+    await ready_pool(cluster, operator, 1, {"remediation": "cordon", "holdDown": "200ms"}, spares=0)
+    await cluster.report_health("h100-1", healthy=False, reason="SlowMatmul", message="bf16 matmul at 41% of peak")
+    await cluster.wait_for(lambda: cluster.node("h100-1").get("spec", {}).get("unschedulable") is True)
+    annotations = cluster.node("h100-1")["metadata"]["annotations"]
+    assert annotations[conventions.CORDONED_ANNOTATION] == "true"
+    assert quarantine_taints(cluster, "h100-1") == []
+    await cluster.report_health("h100-1", healthy=True)
+    await cluster.wait_for(lambda: not cluster.node("h100-1").get("spec", {}).get("unschedulable"), what="uncordon")
+    assert conventions.CORDONED_ANNOTATION not in cluster.node("h100-1")["metadata"]["annotations"]
+
+
+async def test_remediation_none_only_reports(cluster: Cluster, operator: Operator) -> None:
+    await ready_pool(cluster, operator, 1, {"remediation": "none"}, spares=0)
+    await cluster.report_health("h100-1", healthy=False, reason="XidError79", message="GPU fallen off the bus")
+    await cluster.wait_for(lambda: cluster.condition("train", "Healthy").get("reason") == "NodeUnhealthy")
+    assert quarantine_taints(cluster, "h100-1") == []
+    assert not cluster.node("h100-1").get("spec", {}).get("unschedulable")
+    assert cluster.status("train")["phase"] == "Degraded"
