@@ -1,0 +1,109 @@
+"""The operator's /metrics and liveness endpoint, and Karpenter pools (NodePool rendered, owned, removed)."""
+
+from __future__ import annotations
+
+import aiohttp
+import kmock
+
+from accelpool import conventions
+
+from .conftest import VERBS, Cluster, Operator, gpu_node, seed
+
+NODEPOOLS = "karpenter.sh/v1/nodepools"
+
+
+async def test_metrics_and_liveness(cluster: Cluster, operator: Operator) -> None:
+    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 3)))
+    await operator.start()
+    await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": 3})
+    await cluster.wait_for(lambda: cluster.status("train").get("phase") == "Degraded")
+    await cluster.settle_members("train")
+    await cluster.wait_for(lambda: cluster.status("train").get("nodes", {}).get("ready") == 2)
+    text = await operator.metrics()
+    for family, kind in (
+        ("accelpool_pools", "gauge"),
+        ("accelpool_pool_phase", "gauge"),
+        ("accelpool_pool_nodes", "gauge"),
+        ("accelpool_pool_gpus", "gauge"),
+        ("accelpool_pool_measured_tflops", "gauge"),
+        ("accelpool_pool_expected_tflops", "gauge"),
+        ("accelpool_pool_circuit_breaker_open", "gauge"),
+        ("accelpool_reconcile_total", "counter"),
+        ("accelpool_reconcile_errors_total", "counter"),
+        ("accelpool_reconcile_duration_seconds", "histogram"),
+        ("accelpool_reconcile_last_success_timestamp_seconds", "gauge"),
+        ("accelpool_remediations_total", "counter"),
+        ("accelpool_api_writes_total", "counter"),
+    ):
+        assert f"# TYPE {family} {kind}" in text, family
+    assert await operator.metric('accelpool_pools{phase="Degraded"}') == 1
+    assert await operator.metric('accelpool_pool_phase{phase="Degraded",pool="train"}') == 1
+    assert await operator.metric('accelpool_pool_nodes{pool="train",state="desired"}') == 3
+    assert await operator.metric('accelpool_pool_nodes{pool="train",state="members"}') == 2
+    assert await operator.metric('accelpool_pool_nodes{pool="train",state="ready"}') == 2
+    assert await operator.metric('accelpool_pool_gpus{pool="train"}') == 16
+    assert await operator.metric('accelpool_pool_expected_tflops{pool="train"}') == 989 * 16
+    assert await operator.metric('accelpool_pool_measured_tflops{pool="train"}') == 1300
+    assert await operator.metric('accelpool_api_writes_total{resource="nodes",verb="patch"}') == 2
+    assert await operator.metric("accelpool_reconcile_duration_seconds_count") >= 1
+
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{operator.liveness_port}/healthz") as response,
+    ):
+        assert response.status == 200
+        assert "reconciler" in await response.text()
+
+
+async def test_karpenter_pool_gets_an_owned_nodepool(cluster: Cluster, operator: Operator) -> None:
+    cluster.emulator.resources[NODEPOOLS] = kmock.ResourceInfo(kind="NodePool", namespaced=False, verbs=VERBS)
+    seed(cluster, gpu_node("static-h200", "H200-141GB"))
+    await operator.start()
+    await cluster.apply_pool(
+        "burst",
+        {
+            "accelerator": "H200:8",
+            "nodes": {"min": 1, "max": 4},
+            "provisioner": {"type": "karpenter", "nodeClass": "gpu"},
+        },
+    )
+    await cluster.wait_for(lambda: cluster._get(NODEPOOLS, None, "accelpool-burst"), what="NodePool")
+    nodepool = cluster._get(NODEPOOLS, None, "accelpool-burst")
+    assert nodepool is not None
+    uid = (cluster.pool("burst") or {})["metadata"]["uid"]
+    assert nodepool["metadata"]["ownerReferences"][0]["uid"] == uid
+    template = nodepool["spec"]["template"]
+    assert template["metadata"]["labels"] == {
+        conventions.POOL_LABEL: "burst",
+        conventions.DEVICE_PLUGIN_CONFIG_LABEL: "accelpool-burst",
+    }
+    assert template["spec"]["nodeClassRef"] == {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "gpu"}
+    assert template["spec"]["taints"] == [{"key": "accelpool.io/pool", "value": "burst", "effect": "NoSchedule"}]
+    assert nodepool["spec"]["limits"] == {"nvidia.com/gpu": "32"}
+    await cluster.wait_for(lambda: cluster.status("burst").get("phase") == "Provisioning")
+    assert cluster.members("burst") == [], "a karpenter pool does not claim static nodes"
+
+    # Karpenter launches a node from the NodePool's template.
+    launched = gpu_node(
+        "ip-10-0-0-1",
+        "H200-141GB",
+        labels={**template["metadata"]["labels"], "karpenter.sh/nodepool": "accelpool-burst"},
+    )
+    launched["spec"]["taints"] = template["spec"]["taints"]
+    await cluster.add_node(launched)
+    await cluster.wait_for(lambda: cluster.status("burst").get("nodes", {}).get("members") == 1)
+    await cluster.settle_members("burst")
+    await cluster.wait_for(lambda: cluster.status("burst").get("phase") == "Ready")
+
+    await cluster.delete_pool("burst")
+    await cluster.wait_for(lambda: cluster.pool("burst") is None)
+    assert cluster._get(NODEPOOLS, None, "accelpool-burst") is None
+    assert conventions.POOL_LABEL not in cluster.labels("ip-10-0-0-1")
+
+
+async def test_karpenter_pool_without_karpenter_says_so(cluster: Cluster, operator: Operator) -> None:
+    await operator.start()
+    await cluster.apply_pool(
+        "burst", {"accelerator": "H200:8", "nodes": {"min": 1, "max": 2}, "provisioner": {"type": "karpenter"}}
+    )
+    await cluster.wait_for(lambda: cluster.condition("burst", "NodesSelected").get("reason") == "KarpenterNotInstalled")
