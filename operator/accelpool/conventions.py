@@ -63,8 +63,8 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "accelpool"
 
 DEFAULT_NAMESPACE = "accelpool-system"
-DEFAULT_DEVICE_PLUGIN_CONFIGMAP = "accelpool-device-plugin-config"
-DEFAULT_MIG_CONFIGMAP = "accelpool-mig-parted-config"
+DEFAULT_DEVICE_PLUGIN_CONFIGMAP = "accelpool-device-plugin-configs"
+DEFAULT_MIG_CONFIGMAP = "accelpool-mig-config"
 
 LABEL_VALUE_MAX = 63
 _CONFIG_PREFIX = "accelpool-"

@@ -128,13 +128,13 @@ class Reconciler:
         client: KubeClient,
         metrics: OperatorMetrics,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.config = config
         self.client = client
         self.metrics = metrics
-        self._clock = clock
+        self._clock = clock or _loop_time
         self._now = wall_clock
         self._node_source: Callable[[], Iterable[NodeView]] = lambda: ()
         self._pool_source: Callable[[], Iterable[PoolRecord]] = lambda: ()
@@ -498,6 +498,11 @@ class Reconciler:
             cutoff = now - EVENT_REPEAT_SECONDS
             self._events_posted = {k: t for k, t in self._events_posted.items() if t >= cutoff}
         return True
+
+
+def _loop_time() -> float:
+    """The event loop's clock: timers, backoff and hold-down all run on it (and on a fake one in tests)."""
+    return asyncio.get_running_loop().time()
 
 
 def _managed(obj: Mapping[str, Any]) -> bool:

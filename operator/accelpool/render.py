@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,8 @@ KARPENTER_GPU_MEMORY = "karpenter.k8s.aws/instance-gpu-memory"
 KARPENTER_ACCELERATOR_NAME = "karpenter.k8s.aws/instance-accelerator-name"
 KARPENTER_ACCELERATOR_COUNT = "karpenter.k8s.aws/instance-accelerator-count"
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+_AWS_INSTANCE_TYPE = re.compile(r"^[a-z0-9-]+\.[a-z0-9]+$")
+"""EC2 names (p5.48xlarge, p6-b200.48xlarge); the catalog also lists GCP and Azure machine types."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,7 @@ def agent_config(pool: str, spec: api.ComputePoolSpec) -> AgentConfig:
         expected_bandwidth_gbps=entry.bandwidth_gbps,
         interval_seconds=spec.health.interval_seconds,
         matmul=MatmulPolicy(dtype=spec.health.matmul.dtype, min_efficiency=spec.health.matmul.min_efficiency),
+        expected_gpus=spec.resolve().count,
     )
 
 
@@ -115,7 +119,11 @@ def agent_tolerations(
     ]
     for toleration in member_tolerations:
         rendered = toleration.model_dump(mode="json", exclude_none=True)
-        if rendered not in tolerations and toleration.key != conventions.POOL_TAINT_KEY:
+        covered = any(
+            t["key"] == toleration.key and t["operator"] == "Exists" and t.get("effect") == toleration.effect
+            for t in tolerations
+        )
+        if not covered and rendered not in tolerations and toleration.key != conventions.POOL_TAINT_KEY:
             tolerations.append(rendered)
     return tolerations
 
@@ -134,7 +142,7 @@ def daemonset(
     selector = {"app.kubernetes.io/name": labels["app.kubernetes.io/name"], conventions.POOL_LABEL: pool}
     env: list[dict[str, Any]] = [
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-        {"name": CONFIG_ENV, "value": agent_config(pool, spec).model_dump_json(by_alias=True)},
+        {"name": CONFIG_ENV, "value": agent_config(pool, spec).model_dump_json(by_alias=True, exclude_none=True)},
     ]
     if nvidia:
         env += [
@@ -206,7 +214,7 @@ def daemonset(
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%"}},
             "template": {
                 "metadata": {
-                    "labels": labels,
+                    "labels": dict(labels),
                     "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(settings.port)},
                 },
                 "spec": pod_spec,
@@ -225,7 +233,7 @@ def _karpenter_requirements(spec: api.ComputePoolSpec) -> list[dict[str, Any]]:
             name
             for entry in resolved.matches
             for name, per_node in entry.detection.instance_types.items()
-            if count is None or per_node >= count
+            if (count is None or per_node >= count) and _AWS_INSTANCE_TYPE.match(name)
         }
     )
     names = sorted({n for entry in resolved.matches for n in entry.detection.karpenter_names})
@@ -249,11 +257,16 @@ def _karpenter_requirements(spec: api.ComputePoolSpec) -> list[dict[str, Any]]:
 
 
 def devices_per_node(spec: api.ComputePoolSpec) -> int:
-    """Devices a pool's node has: the requested count, else the largest instance type's, else the usual."""
+    """Devices a pool's node has: the requested count, else the largest AWS instance type's, else the usual."""
     resolved = spec.resolve()
     if resolved.count is not None:
         return resolved.count
-    counts = [n for entry in resolved.matches for n in entry.detection.instance_types.values()]
+    counts = [
+        n
+        for entry in resolved.matches
+        for name, n in entry.detection.instance_types.items()
+        if _AWS_INSTANCE_TYPE.match(name)
+    ]
     return max(counts) if counts else resolved.entry.default_count
 
 

@@ -1,0 +1,179 @@
+"""Node labels → catalog entry, device count and memory variant, from every labeller the field uses."""
+
+from __future__ import annotations
+
+import pytest
+
+from accelpool import catalog
+from accelpool.detection import detect
+
+from .conftest import fixture_nodes
+
+# What each node of the shared fixture carries (name → catalog entry, devices, the labeller that said so).
+EXPECTED = {
+    "h100-1": ("H100-80GB", 8, "gfd"),
+    "h100-8": ("H100-80GB", 8, "gfd"),
+    "a100-40-1": ("A100-40GB", 8, "gfd"),
+    "h200-1": ("H200-141GB", 8, "gfd"),
+    "gke-l4-1": ("L4", 1, "gke"),
+    "gke-a100-1": ("A100-80GB", 1, "gke"),
+    "ip-10-0-1-11.ec2.internal": ("T4", 1, "karpenter"),
+    "mi300x-1": ("MI300X", 8, "amd"),
+    "trn1-1": ("Trainium", 16, "karpenter"),
+    "gke-tpu-v5p-1": ("TPU-v5p", 4, "gke-tpu"),
+}
+
+
+@pytest.mark.parametrize(("name", "expected"), sorted(EXPECTED.items()))
+def test_every_labeller_of_the_shared_fixture(name: str, expected: tuple[str, int, str]) -> None:
+    view = next(n for n in fixture_nodes() if n.name == name)
+    assert view.detected is not None
+    assert (view.detected.accelerator.name, view.detected.count, view.detected.source) == expected
+
+
+def test_nodes_without_accelerators_detect_nothing() -> None:
+    cpu = [n for n in fixture_nodes() if n.name.startswith("cpu-")]
+    assert cpu and all(n.detected is None for n in cpu)
+
+
+def gfd(product: str, count: str = "8", memory: str | None = None, **extra: str) -> dict[str, str]:
+    labels = {"nvidia.com/gpu.product": product, "nvidia.com/gpu.count": count, **extra}
+    if memory is not None:
+        labels["nvidia.com/gpu.memory"] = memory
+    return labels
+
+
+def test_gfd_memory_variant_from_gpu_memory() -> None:
+    forty = detect(gfd("NVIDIA-A100-SXM4-40GB", memory="40960"))
+    eighty = detect(gfd("NVIDIA-A100-SXM4-80GB", memory="81920"))
+    assert forty is not None and forty.accelerator.name == "A100-40GB" and forty.memory_mib == 40960
+    assert eighty is not None and eighty.accelerator.name == "A100-80GB"
+
+
+def test_gfd_product_not_in_the_catalog_is_matched_by_model_form_factor_and_memory() -> None:
+    found = detect(gfd("NVIDIA-A100-PCIe-80GB-Custom", memory="81920"))
+    assert found is not None and found.accelerator.name == "A100-80GB-PCIE"
+    found = detect(gfd("NVIDIA-H100-Whatever", memory="97871"))
+    assert found is not None and found.accelerator.name == "H100-94GB-NVL", "memory picks the 94 GB variant"
+
+
+def test_gfd_shared_suffix() -> None:
+    found = detect(gfd("NVIDIA-L4-SHARED", count="1", memory="23034"))
+    assert found is not None
+    assert (found.accelerator.name, found.shared, found.count) == ("L4", True, 1)
+
+
+def test_gfd_single_mig_strategy_suffix_recovers_physical_gpus() -> None:
+    # 8 GPUs x 7 MIG devices of 1g.5gb, as GFD reports them under the single strategy.
+    found = detect(gfd("NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", count="56", memory="4864"))
+    assert found is not None
+    assert (found.accelerator.name, found.mig_profile, found.count, found.memory_mib) == (
+        "A100-40GB",
+        "1g.5gb",
+        8,
+        None,
+    )
+    with_instance = detect(
+        gfd("NVIDIA-H100-80GB-HBM3-MIG-3g.40gb", count="16", **{"node.kubernetes.io/instance-type": "p5.48xlarge"})
+    )
+    assert with_instance is not None and with_instance.count == 8 and with_instance.accelerator.name == "H100-80GB"
+
+
+def test_gke_gpu_and_partition_size() -> None:
+    found = detect(
+        {
+            "cloud.google.com/gke-accelerator": "nvidia-tesla-a100",
+            "cloud.google.com/gke-accelerator-count": "2",
+            "cloud.google.com/gke-gpu-partition-size": "1g.5gb",
+        }
+    )
+    assert found is not None
+    assert (found.accelerator.name, found.count, found.mig_profile) == ("A100-40GB", 2, "1g.5gb")
+    h200 = detect(
+        {"cloud.google.com/gke-accelerator": "nvidia-h200-141gb", "cloud.google.com/gke-accelerator-count": "8"}
+    )
+    assert h200 is not None and (h200.accelerator.name, h200.count) == ("H200-141GB", 8)
+
+
+def test_gke_tpu_chips_from_capacity_or_machine_type() -> None:
+    labels = {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice"}
+    from_capacity = detect(labels, {"google.com/tpu": "8"})
+    assert from_capacity is not None and (from_capacity.accelerator.name, from_capacity.count) == ("TPU-v5e", 8)
+    from_machine = detect({**labels, "node.kubernetes.io/instance-type": "ct5lp-hightpu-4t"})
+    assert from_machine is not None and from_machine.count == 4
+
+
+@pytest.mark.parametrize(("memory", "expected"), [("40960", "A100-40GB"), ("81920", "A100-80GB")])
+def test_karpenter_gpu_memory_picks_the_variant(memory: str, expected: str) -> None:
+    found = detect(
+        {
+            "karpenter.k8s.aws/instance-gpu-name": "a100",
+            "karpenter.k8s.aws/instance-gpu-count": "8",
+            "karpenter.k8s.aws/instance-gpu-memory": memory,
+        }
+    )
+    assert found is not None and (found.accelerator.name, found.count, found.source) == (expected, 8, "karpenter")
+
+
+def test_karpenter_names_refined_by_the_instance_type() -> None:
+    found = detect(
+        {
+            "karpenter.k8s.aws/instance-accelerator-name": "trainium",
+            "karpenter.k8s.aws/instance-accelerator-count": "16",
+            "node.kubernetes.io/instance-type": "trn2.48xlarge",
+        }
+    )
+    assert found is not None and found.accelerator.name == "Trainium2"
+    inferentia = detect(
+        {"karpenter.k8s.aws/instance-accelerator-name": "inferentia", "node.kubernetes.io/instance-type": "inf2.xlarge"}
+    )
+    assert inferentia is not None and (inferentia.accelerator.name, inferentia.source) == (
+        "Inferentia2",
+        "instance-type",
+    )
+
+
+def test_amd_beta_labels_and_count_from_capacity() -> None:
+    found = detect({"beta.amd.com/gpu.product-name": "Instinct_MI300X"}, {"amd.com/gpu": "8"})
+    assert found is not None and (found.accelerator.name, found.count, found.source) == ("MI300X", 8, "amd")
+
+
+def test_instance_type_alone() -> None:
+    found = detect({"node.kubernetes.io/instance-type": "p4de.24xlarge"})
+    assert found is not None and (found.accelerator.name, found.count, found.source) == (
+        "A100-80GB",
+        8,
+        "instance-type",
+    )
+    legacy = detect({"beta.kubernetes.io/instance-type": "g6.xlarge"})
+    assert legacy is not None and legacy.accelerator.name == "L4"
+
+
+def test_gfd_wins_over_the_instance_type_and_keeps_its_count() -> None:
+    found = detect({**gfd("NVIDIA-H100-80GB-HBM3", count="4"), "node.kubernetes.io/instance-type": "p5.48xlarge"})
+    assert found is not None and (found.source, found.count) == ("gfd", 4)
+
+
+def test_count_falls_back_to_capacity() -> None:
+    found = detect({"cloud.google.com/gke-accelerator": "nvidia-l4"}, {"nvidia.com/gpu": "2"})
+    assert found is not None and found.count == 2
+
+
+def test_unknown_products_are_not_guessed() -> None:
+    assert detect({"nvidia.com/gpu.product": "NVIDIA-RTX-9999"}) is None
+    assert detect({"amd.com/gpu.product-name": "Instinct_MI999"}) is None
+    assert detect({}) is None
+
+
+def test_every_catalog_gfd_product_detects_its_own_entry() -> None:
+    for entry in catalog.ACCELERATORS:
+        for product in entry.detection.gfd_products:
+            found = detect(gfd(product, memory=str(entry.memory_gb * 1024)))
+            assert found is not None and found.accelerator.name == entry.name, product
+
+
+def test_every_catalog_instance_type_detects_its_own_entry() -> None:
+    for entry in catalog.ACCELERATORS:
+        for instance_type, count in entry.detection.instance_types.items():
+            found = detect({"node.kubernetes.io/instance-type": instance_type})
+            assert found is not None and (found.accelerator.name, found.count) == (entry.name, count), instance_type

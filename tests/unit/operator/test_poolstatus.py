@@ -1,0 +1,142 @@
+"""Pool status: phases, conditions and their transition times, capacity, members, scheduling."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from accelpool import api, conventions
+from accelpool.nodes import NodeView
+
+from .conftest import NOW, conditions, member, pool, run
+
+HEALTHY = ("True", "AllChecksPassed", "", "2026-11-02T00:00:00Z")
+REPORT = '{"status":"Healthy","reason":"AllChecksPassed","tflops":6000.5,"dtype":"bf16"}'
+
+
+def mig_member(name: str, state: str | None, **kwargs: object) -> NodeView:
+    labels = {conventions.MIG_CONFIG_LABEL: "accelpool-p"}
+    if state is not None:
+        labels[conventions.MIG_CONFIG_STATE_LABEL] = state
+    return member(name, "p", "A100-40GB", labels=labels, **kwargs)  # type: ignore[arg-type]
+
+
+MIG = {"accelerator": "A100-40GB", "nodes": 2, "mig": {"profile": "3g.20gb"}}
+
+
+@pytest.mark.parametrize(
+    ("states", "reason", "phase"),
+    [
+        (("success", "success"), "Configured", "Ready"),
+        (("success", "pending"), "Pending", "Configuring"),
+        (("success", None), "Pending", "Configuring"),
+        (("failed", "success"), "Failed", "Degraded"),
+    ],
+)
+def test_mig_configured_follows_the_mig_manager(states: tuple[str | None, ...], reason: str, phase: str) -> None:
+    nodes = [mig_member(f"m{i}", s, health=HEALTHY) for i, s in enumerate(states)]
+    result = run([pool("p", MIG)], nodes)
+    assert conditions(result, "p")["MigConfigured"][1] == reason
+    found = result.pool("p")
+    assert found is not None and found.phase == phase
+
+
+def test_phases_from_empty_to_ready() -> None:
+    assert run([pool("p", {"accelerator": "H100"})], []).pool("p").phase == "Pending"  # type: ignore[union-attr]
+    karpenter = {"accelerator": "H200", "nodes": {"min": 1, "max": 2}, "provisioner": {"type": "karpenter"}}
+    assert run([pool("k", karpenter)], []).pool("k").phase == "Provisioning"  # type: ignore[union-attr]
+    silent = run([pool("p", {"accelerator": "H100"})], [member("m1", "p")])
+    assert silent.pool("p").phase == "Configuring"  # type: ignore[union-attr]
+    assert conditions(silent, "p")["AgentReady"] == ("False", "WaitingForAgents")
+    assert conditions(silent, "p")["Healthy"] == ("Unknown", "NotReported")
+    ready = run([pool("p", {"accelerator": "H100"})], [member("m1", "p", health=HEALTHY)])
+    assert ready.pool("p").phase == "Ready"  # type: ignore[union-attr]
+    assert conditions(ready, "p")["Ready"] == ("True", "Ready")
+    zero = run([pool("p", {"accelerator": "H100", "nodes": 0})], [])
+    assert zero.pool("p").phase == "Ready"  # type: ignore[union-attr]
+
+
+def test_an_agent_that_cannot_verify_a_vendor_does_not_block_readiness() -> None:
+    unknown = ("Unknown", "NVMLUnavailable", "no NVIDIA driver", "2026-11-02T00:00:00Z")
+    amd = run([pool("amd", {"accelerator": "MI300X"})], [member("m1", "amd", "MI300X", health=unknown)])
+    assert amd.pool("amd").phase == "Ready"  # type: ignore[union-attr]
+    nvidia = run([pool("p", {"accelerator": "H100"})], [member("m1", "p", health=unknown)])
+    assert nvidia.pool("p").phase == "Configuring"  # type: ignore[union-attr]
+    fake = run(
+        [pool("amd", {"accelerator": "MI300X"})], [member("m1", "amd", "MI300X", health=unknown)], agent_backend="fake"
+    )
+    assert fake.pool("amd").phase == "Configuring"  # type: ignore[union-attr]
+
+
+def test_transition_times_are_kept_while_a_condition_holds() -> None:
+    first = run([pool("p", {"accelerator": "H100"})], [member("m1", "p", health=HEALTHY)])
+    status = first.pool("p").status  # type: ignore[union-attr]
+    assert status is not None
+    later = NOW + timedelta(hours=1)
+    previous = pool("p", {"accelerator": "H100"})
+    previous = api_replace(previous, status)
+    unhealthy = ("False", "XidError48", "double-bit ECC", "2026-11-02T12:30:00Z")
+    second = run([previous], [member("m1", "p", health=unhealthy)], now=later)
+    second_status = second.pool("p").status  # type: ignore[union-attr]
+    assert second_status is not None
+    times = {c.type: c.last_transition_time for c in second_status.conditions}
+    assert times["Valid"] == "2026-11-02T12:00:00Z", "unchanged condition keeps its time"
+    assert times["Healthy"] == "2026-11-02T13:00:00Z", "changed condition gets the new time"
+    assert all(c.observed_generation == 1 for c in second_status.conditions)
+
+
+def api_replace(pool_input: object, status: api.ComputePoolStatus) -> object:
+    from dataclasses import replace
+
+    return replace(pool_input, previous=status)  # type: ignore[type-var]
+
+
+def test_capacity_members_and_measured_tflops() -> None:
+    nodes = [
+        member("m1", "p", health=HEALTHY, annotations={conventions.HEALTH_ANNOTATION: REPORT}),
+        member("m2", "p", health=HEALTHY),
+    ]
+    result = run([pool("p", {"accelerator": "H100:8", "nodes": 2})], nodes)
+    status = result.pool("p").status  # type: ignore[union-attr]
+    assert status is not None
+    assert status.capacity.gpus == 16
+    assert status.capacity.memory_gib == 1280
+    assert status.capacity.measured_tflops == 6000.5
+    assert status.nodes == api.NodeCounts(desired=2, members=2, ready=2, quarantined=0, summary="2/2")
+    assert status.selector == "accelpool.io/pool=p"
+    assert status.accelerator == "H100-80GB x8"
+    assert [m.model_dump(exclude_none=True) for m in status.members] == [
+        {"node": "m1", "gpus": 8, "health": "Healthy", "since": "2026-11-02T00:00:00Z", "tflops": 6000.5},
+        {"node": "m2", "gpus": 8, "health": "Healthy", "since": "2026-11-02T00:00:00Z"},
+    ]
+    expected = result.pool("p").expected_tflops  # type: ignore[union-attr]
+    assert expected == 989 * 16
+
+
+def test_status_members_are_bounded_and_counted_in_full() -> None:
+    nodes = [member(f"m{i:03d}", "p", health=HEALTHY) for i in range(150)]
+    result = run([pool("p", {"accelerator": "H100", "nodes": 150})], nodes)
+    status = result.pool("p").status  # type: ignore[union-attr]
+    assert status is not None
+    assert len(status.members) == api.MAX_STATUS_MEMBERS
+    assert status.nodes.members == 150
+
+
+def test_scheduling_tolerates_lasting_foreign_taints_only() -> None:
+    taints = [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+        {"key": "dedicated", "effect": "NoExecute"},
+        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+        {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu-xid-error", "value": "true", "effect": "NoSchedule"},
+        {"key": "soft", "effect": "PreferNoSchedule"},
+    ]
+    result = run([pool("p", {"accelerator": "H100"})], [member("m1", "p", taints=taints)])
+    status = result.pool("p").status  # type: ignore[union-attr]
+    assert status is not None
+    assert [t.model_dump(exclude_none=True) for t in status.scheduling.tolerations] == [
+        {"key": "accelpool.io/pool", "operator": "Equal", "value": "p", "effect": "NoSchedule"},
+        {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"},
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+    ]

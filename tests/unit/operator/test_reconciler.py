@@ -1,0 +1,302 @@
+"""The reconcile loop against an in-memory API (no network): writes, overlays, conflicts, backoff, timers.
+
+Time-based behaviour runs on looptime's fake clock: a 10-minute hold-down or a backoff ladder
+passes in milliseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from accelpool import api, conventions
+from accelpool.kube import ApiError, ConflictError, NotFoundError
+from accelpool.metrics import OperatorMetrics
+from accelpool.nodes import NodeView
+from accelpool.reconcile import PoolRecord, Reconciler
+from accelpool.settings import OperatorConfig
+
+from .conftest import member, node_body
+
+START = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)
+POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
+
+
+class FakeApi:
+    """Enough of the API server for the reconciler: objects by path, resourceVersions, injected failures."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.writes: list[tuple[str, str]] = []
+        self.reads: list[str] = []
+        self.fail: dict[str, list[Exception]] = {}
+        self._version = 100
+
+    def _bump(self, obj: dict[str, Any]) -> None:
+        self._version += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self._version)
+
+    def _maybe_fail(self, verb: str, path: str) -> None:
+        for prefix, errors in self.fail.items():
+            if f"{verb} {path}".startswith(prefix) and errors:
+                raise errors.pop(0)
+
+    async def get(self, path: str) -> dict[str, Any]:
+        self.reads.append(path)
+        if path not in self.objects:
+            raise NotFoundError(404, "NotFound", path)
+        return copy.deepcopy(self.objects[path])
+
+    async def get_or_none(self, path: str) -> dict[str, Any] | None:
+        try:
+            return await self.get(path)
+        except NotFoundError:
+            return None
+
+    async def list(self, path: str, *, label_selector: str | None = None) -> list[dict[str, Any]]:
+        if path.startswith("/apis/karpenter.sh"):
+            raise NotFoundError(404, "NotFound", path)
+        return [copy.deepcopy(o) for p, o in self.objects.items() if p.startswith(path + "/")]
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self._maybe_fail("POST", path)
+        self.writes.append(("POST", path))
+        target = f"{path}/{body['metadata']['name']}"
+        if target in self.objects:
+            raise ConflictError(409, "AlreadyExists", target)
+        obj = copy.deepcopy(body)
+        self._bump(obj)
+        self.objects[target] = obj
+        return copy.deepcopy(obj)
+
+    async def patch(self, path: str, body: Any, *, patch_type: str = "merge") -> dict[str, Any]:
+        self._maybe_fail("PATCH", path)
+        self.writes.append(("PATCH", path))
+        obj = self.objects[path]
+        sent = (body.get("metadata") or {}).get("resourceVersion")
+        if sent is not None and sent != obj["metadata"].get("resourceVersion"):
+            raise ConflictError(409, "Conflict", path)
+        merge(obj, body)
+        self._bump(obj)
+        return copy.deepcopy(obj)
+
+    async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.writes.append(("PUT", path))
+        obj = copy.deepcopy(body)
+        self._bump(obj)
+        self.objects[path] = obj
+        return copy.deepcopy(obj)
+
+    async def delete(self, path: str) -> None:
+        self.writes.append(("DELETE", path))
+        self.objects.pop(path, None)
+
+    async def close(self) -> None:
+        pass
+
+    # ------------------------------------------------------------ what the kopf indexes would hold
+
+    def node_views(self) -> list[NodeView]:
+        return [NodeView.from_body(o) for p, o in self.objects.items() if p.startswith("/api/v1/nodes/")]
+
+    def add_node(self, body: dict[str, Any]) -> None:
+        self.objects[f"/api/v1/nodes/{body['metadata']['name']}"] = copy.deepcopy(body)
+
+    def node(self, name: str) -> dict[str, Any]:
+        return self.objects[f"/api/v1/nodes/{name}"]
+
+
+def merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+def record(name: str, spec: dict[str, Any], *, deleting: bool = False) -> PoolRecord:
+    body: dict[str, Any] = {"metadata": {"name": name, "uid": f"uid-{name}", "generation": 1}, "spec": spec}
+    if deleting:
+        body["metadata"]["deletionTimestamp"] = "2026-11-02T12:00:00Z"
+    return PoolRecord.from_body(body)
+
+
+class Harness:
+    def __init__(self, fake: FakeApi, pools: Iterable[PoolRecord], **config: Any) -> None:
+        self.fake = fake
+        self.pools = list(pools)
+        self.index: list[NodeView] = fake.node_views()
+        defaults: dict[str, Any] = {"debounce_seconds": 0.0, "resync_seconds": 3600.0}
+        self.reconciler = Reconciler(
+            OperatorConfig(**{**defaults, **config}),
+            fake,  # type: ignore[arg-type]
+            OperatorMetrics(),
+            wall_clock=lambda: START + timedelta(seconds=asyncio.get_running_loop().time()),
+        )
+        self.reconciler.bind(nodes=lambda: self.index, pools=lambda: self.pools)
+
+    def catch_up(self) -> None:
+        """The watch delivers what was written: the index sees the API's current state."""
+        self.index = self.fake.node_views()
+
+    def node_writes(self) -> list[str]:
+        return [path for verb, path in self.fake.writes if verb == "PATCH" and path.startswith("/api/v1/nodes/")]
+
+
+def cluster(*bodies: dict[str, Any]) -> FakeApi:
+    fake = FakeApi()
+    for body in bodies:
+        fake.add_node(body)
+    return fake
+
+
+async def test_a_pass_writes_once_and_a_stale_index_does_not_cause_a_second_write() -> None:
+    fake = cluster(node_body("n1"), node_body("n2"), node_body("n3"))
+    harness = Harness(fake, [record("p", {"accelerator": "H100", "nodes": 2})])
+    first = await harness.reconciler.reconcile_once()
+    assert first.ok
+    assert harness.node_writes() == ["/api/v1/nodes/n1", "/api/v1/nodes/n2"]
+    assert {w[1] for w in fake.writes if w[0] == "POST"} >= {
+        "/api/v1/namespaces/accelpool-system/configmaps",
+        "/apis/apps/v1/namespaces/accelpool-system/daemonsets",
+    }
+    writes = len(fake.writes)
+    again = await harness.reconciler.reconcile_once()  # the index has not seen the writes yet
+    assert again.ok and len(fake.writes) == writes
+    harness.catch_up()
+    caught_up = await harness.reconciler.reconcile_once()
+    assert caught_up.ok and len(fake.writes) == writes
+    status = harness.reconciler.status("p")
+    assert status is not None and status["nodes"]["members"] == 2
+
+
+async def test_a_conflict_re_reads_the_node_and_the_next_pass_succeeds() -> None:
+    fake = cluster(node_body("n1"))
+    harness = Harness(fake, [record("p", {"accelerator": "H100"})])
+    fake.node("n1")["metadata"]["labels"]["example.com/other"] = "writer"
+    fake.node("n1")["metadata"]["resourceVersion"] = "changed-by-someone-else"
+    result = await harness.reconciler.reconcile_once()
+    assert not result.ok and result.error == "conflict"
+    assert "/api/v1/nodes/n1" in fake.reads
+    retried = await harness.reconciler.reconcile_once()
+    assert retried.ok
+    labels = fake.node("n1")["metadata"]["labels"]
+    assert labels[conventions.POOL_LABEL] == "p" and labels["example.com/other"] == "writer"
+
+
+async def test_failed_writes_mark_only_their_pool_and_statuses_of_others_are_published() -> None:
+    fake = cluster(node_body("n1"), node_body("l1", "L4", 1))
+    fake.fail["PATCH /api/v1/nodes/n1"] = [ApiError(500, "InternalError", "boom")]
+    harness = Harness(fake, [record("h100", {"accelerator": "H100"}), record("l4", {"accelerator": "L4"})])
+    result = await harness.reconciler.reconcile_once()
+    assert not result.ok
+    assert result.failed_pools == {"h100"}
+    assert harness.reconciler.status("h100") is None
+    assert harness.reconciler.status("l4") is not None
+
+
+@pytest.mark.looptime
+async def test_the_loop_backs_off_between_failing_passes(looptime: float) -> None:
+    fake = cluster(node_body("n1"))
+    # Three passes fail: each tries to create the two ConfigMaps.
+    fake.fail["POST /api/v1/namespaces"] = [ApiError(503, "Unavailable", "etcd") for _ in range(6)]
+    harness = Harness(fake, [record("p", {"accelerator": "H100"})])
+    harness.reconciler.indexed()
+    task = asyncio.create_task(harness.reconciler.run())
+    started = asyncio.get_running_loop().time()
+    result = await harness.reconciler.request_pass()
+    while result is not None and not result.ok:
+        result = await harness.reconciler.request_pass()
+    elapsed = asyncio.get_running_loop().time() - started
+    task.cancel()
+    assert result is not None and result.ok
+    assert elapsed == pytest.approx(0.5 + 1 + 2, abs=0.01), "exponential backoff: 0.5 s, doubling"
+    assert harness.reconciler.metrics.reconciles == {"error": 3, "success": 1}
+
+
+@pytest.mark.looptime
+async def test_a_quarantine_is_lifted_when_the_hold_down_ends_without_any_event(looptime: float) -> None:
+    since = START.isoformat()
+    quarantined = member(
+        "m1",
+        "p",
+        taints=[{"key": conventions.QUARANTINE_TAINT_KEY, "value": "XidError79", "effect": "NoSchedule"}],
+        health=("True", "AllChecksPassed", "", since),
+    )
+    fake = FakeApi()
+    body = node_body(
+        "m1",
+        labels=quarantined.labels,
+        annotations=quarantined.annotations,
+        taints=[t.to_dict() for t in quarantined.taints],
+        health=("True", "AllChecksPassed", "", since),
+    )
+    fake.add_node(body)
+    harness = Harness(fake, [record("p", {"accelerator": "H100", "health": {"holdDown": "10m"}})])
+    harness.reconciler.indexed()
+    task = asyncio.create_task(harness.reconciler.run())
+    lifted_at = None
+    try:
+        for _ in range(20):
+            await asyncio.sleep(60)
+            harness.catch_up()
+            taints = fake.node("m1").get("spec", {}).get("taints") or []
+            if not any(t["key"] == conventions.QUARANTINE_TAINT_KEY for t in taints):
+                lifted_at = asyncio.get_running_loop().time()
+                break
+    finally:
+        task.cancel()
+    assert lifted_at is not None, "never lifted"
+    assert 600 <= lifted_at <= 660, "lifted by the requeue timer when the 10-minute hold-down ends"
+    assert harness.reconciler.metrics.remediations[("p", "untaint")] == 1, harness.reconciler.metrics.remediations
+
+
+async def test_events_are_posted_once() -> None:
+    fake = cluster(node_body("n1", health=("False", "XidError79", "fallen off the bus", "2026-11-02T11:00:00Z")))
+    fake.node("n1")["metadata"]["labels"][conventions.POOL_LABEL] = "p"
+    harness = Harness(fake, [record("p", {"accelerator": "H100", "health": {"remediation": "none"}})])
+    await harness.reconciler.reconcile_once()
+    harness.catch_up()
+    await harness.reconciler.reconcile_once()
+    events = [path for verb, path in fake.writes if verb == "POST" and path.endswith("/events")]
+    reasons = [o["reason"] for p, o in fake.objects.items() if "/events/" in p]
+    assert reasons.count("NodeUnhealthy") == 1
+    assert len(events) == len(reasons)
+
+
+async def test_status_is_handed_to_the_writer_only_when_it_differs() -> None:
+    fake = cluster(node_body("n1"))
+    harness = Harness(fake, [record("p", {"accelerator": "H100"})])
+    await harness.reconciler.reconcile_once()
+    status = harness.reconciler.status("p")
+    assert status is not None
+    assert await harness.reconciler.next_status("p", lambda: {}, wait_seconds=0) == status
+    harness.reconciler.status_written("p", status)
+    assert await harness.reconciler.next_status("p", lambda: {}, wait_seconds=0) is None, "the write is in flight"
+    assert await harness.reconciler.next_status("p", lambda: dict(status), wait_seconds=0) is None
+
+
+async def test_a_deleted_pool_is_released_and_its_objects_removed() -> None:
+    fake = cluster(node_body("n1"))
+    harness = Harness(fake, [record("p", {"accelerator": "H100"})])
+    await harness.reconciler.reconcile_once()
+    harness.catch_up()
+    assert "/apis/apps/v1/namespaces/accelpool-system/daemonsets/accelpool-agent-p" in fake.objects
+    harness.pools = [record("p", {"accelerator": "H100"}, deleting=True)]
+    waiter = asyncio.create_task(harness.reconciler.wait_released("p", wait_seconds=5))
+    await asyncio.sleep(0)
+    result = await harness.reconciler.reconcile_once()
+    assert result.released_pools == {"p"}
+    assert await waiter
+    assert "/apis/apps/v1/namespaces/accelpool-system/daemonsets/accelpool-agent-p" not in fake.objects
+    labels = fake.node("n1")["metadata"]["labels"]
+    assert conventions.POOL_LABEL not in labels
+    data = fake.objects["/api/v1/namespaces/accelpool-system/configmaps/accelpool-device-plugin-configs"]["data"]
+    assert set(data) == {"default"}
