@@ -263,6 +263,8 @@ class NodeChange:
 
 def merge_taints(current: tuple[Taint, ...], add: tuple[Taint, ...], remove: tuple[Taint, ...]) -> tuple[Taint, ...]:
     """Current taints minus `remove` (matched by key and effect) with `add` replacing or appended, order kept."""
+    if not remove and all(taint in current for taint in add):
+        return current
     kept = [t for t in current if not any(t.same_slot(r) for r in remove)]
     for taint in add:
         slot = next((i for i, t in enumerate(kept) if t.same_slot(taint)), None)

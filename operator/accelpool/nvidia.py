@@ -14,6 +14,8 @@ Formats are in the shared reference `nvidia.md`. Pure; used by the planner and t
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,11 +28,11 @@ DEFAULT_DEVICE_PLUGIN_CONFIG: dict[str, Any] = {"version": CONFIG_VERSION, "flag
 MIG_DISABLED_ENTRY: list[dict[str, Any]] = [{"devices": "all", "mig-enabled": False}]
 
 
-def device_plugin_config(spec: api.ComputePoolSpec) -> dict[str, Any]:
-    """The device plugin's config for one pool."""
+def device_plugin_config(spec: api.ComputePoolSpec, resolved: api.ResolvedAccelerator | None = None) -> dict[str, Any]:
+    """The device plugin's config for one pool (`resolved`: the spec's accelerator, when already known)."""
     document: dict[str, Any] = {"version": CONFIG_VERSION, "flags": {"migStrategy": spec.mig_strategy()}}
     if spec.sharing is not None:
-        resource = spec.resolve().entry.resource
+        resource = (resolved or spec.resolve()).entry.resource
         document["sharing"] = {
             spec.sharing.mode: {
                 "renameByDefault": False,
@@ -64,9 +66,9 @@ def mig_parted_document(entries: Mapping[str, Any]) -> dict[str, Any]:
     return {"version": CONFIG_VERSION, "mig-configs": configs}
 
 
-def resources_per_gpu(spec: api.ComputePoolSpec) -> dict[str, int]:
+def resources_per_gpu(spec: api.ComputePoolSpec, resolved: api.ResolvedAccelerator | None = None) -> dict[str, int]:
     """What one physical GPU of a member advertises to pods under this pool's config."""
-    entry = spec.resolve().entry
+    entry = (resolved or spec.resolve()).entry
     strategy = spec.mig_strategy()
     if strategy == "mixed":
         return {f"nvidia.com/mig-{profile}": count for profile, count in mig_devices(spec.mig_layout()).items()}
@@ -77,7 +79,13 @@ def resources_per_gpu(spec: api.ComputePoolSpec) -> dict[str, int]:
 
 def dump(document: Any) -> str:
     """The YAML text stored in a ConfigMap: block style, keys in the order built."""
-    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
+    return _dump(json.dumps(document))
+
+
+@functools.lru_cache(maxsize=1024)
+def _dump(canonical: str) -> str:
+    """Most pools share a handful of documents: render each shape once."""
+    return yaml.safe_dump(json.loads(canonical), sort_keys=False, default_flow_style=False)
 
 
 def load(text: str | None) -> Any:

@@ -372,11 +372,14 @@ class _Planner:
     # ------------------------------------------------------------ 1. membership
 
     def start(self) -> None:
+        resolutions: dict[api.AcceleratorRequest, api.ResolvedAccelerator] = {}
         for pool in self.pools:
             if not pool.valid or pool.deleting:
                 continue
             assert pool.spec is not None
-            resolved = pool.spec.resolve()
+            resolved = resolutions.get(pool.spec.accelerator)
+            if resolved is None:  # resolving depends on the accelerator request only; pools share a few
+                resolved = resolutions[pool.spec.accelerator] = pool.spec.resolve()
             self.works[pool.name] = _PoolWork(
                 input=pool,
                 spec=pool.spec,
@@ -659,7 +662,7 @@ class _Planner:
             work = self.works.get(pool.name)
             if work is not None:
                 if work.resolved.entry.vendor == catalog.Vendor.NVIDIA:
-                    documents[key] = nvidia.device_plugin_config(work.spec)
+                    documents[key] = nvidia.device_plugin_config(work.spec, work.resolved)
             elif key in current and key in owned_before:
                 documents[key] = nvidia.load(current[key])  # invalid pool: touch nothing
                 data[key] = current[key]
@@ -771,6 +774,7 @@ class _Planner:
                 karpenter_available=self.options.karpenter_available,
             ),
             breaker=work.breaker,
+            resolved=work.resolved,
             agent_verifies=entry.vendor == catalog.Vendor.NVIDIA or self.options.agent_backend in ("fake", "cpu"),
         )
         status = compute_status(facts)

@@ -27,6 +27,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 
 from accelpool import api, catalog, conventions, nvidia
 from accelpool.nodes import NodeChange, NodeView, Taint, format_time
@@ -58,7 +59,7 @@ _TRANSIENT_TAINT_KEYS = frozenset({"ToBeDeletedByClusterAutoscaler", "DeletionCa
 
 @dataclass(frozen=True)
 class Member:
-    """A member node as it will be after the plan's writes."""
+    """A member node as it will be after the plan's writes (derived facts computed once)."""
 
     view: NodeView
     change: NodeChange | None = None
@@ -67,20 +68,23 @@ class Member:
     def name(self) -> str:
         return self.view.name
 
-    @property
+    @cached_property
+    def taints(self) -> tuple[Taint, ...]:
+        return self.view.taints_after(self.change)
+
+    @cached_property
     def quarantined(self) -> bool:
-        taints = self.view.taints_after(self.change)
-        tainted = any(t.key == conventions.QUARANTINE_TAINT_KEY for t in taints)
+        tainted = any(t.key == conventions.QUARANTINE_TAINT_KEY for t in self.taints)
         cordon_note = self.view.annotations.get(conventions.CORDONED_ANNOTATION)
         if self.change is not None and conventions.CORDONED_ANNOTATION in self.change.annotations:
             cordon_note = self.change.annotations[conventions.CORDONED_ANNOTATION]
         return tainted or (cordon_note == "true" and self.unschedulable)
 
-    @property
+    @cached_property
     def unschedulable(self) -> bool:
         return self.view.unschedulable_after(self.change)
 
-    @property
+    @cached_property
     def mig_state(self) -> str | None:
         return self.label(conventions.MIG_CONFIG_STATE_LABEL)
 
@@ -121,6 +125,8 @@ class PoolFacts:
     agent_verifies: bool = True
     """Whether the agent's backend can check this vendor's devices (health True required to be ready)."""
     device_plugin_written: bool = True
+    resolved: api.ResolvedAccelerator | None = None
+    """The spec's accelerator, when the caller has resolved it already."""
 
 
 def describe_health(view: NodeView) -> str:
@@ -151,7 +157,7 @@ def scheduling_tolerations(pool: str, dedicated: bool, members: Sequence[Member]
     """Tolerations a pod needs on every member: the pool taint plus other controllers' lasting taints."""
     found: dict[tuple[str, str | None, str], Taint] = {}
     for member in members:
-        for taint in member.view.taints_after(member.change):
+        for taint in member.taints:
             if taint.effect not in ("NoSchedule", "NoExecute") or taint.key in _TRANSIENT_TAINT_KEYS:
                 continue
             if taint.key.startswith(_TRANSIENT_TAINT_PREFIXES):
@@ -184,7 +190,7 @@ class _Conditions:
         before = self._previous.get(type_)
         since = before.last_transition_time if before and before.status == status else None
         self.items.append(
-            api.Condition(
+            api.Condition.model_construct(
                 type=type_,
                 status=status,
                 reason=reason,
@@ -227,7 +233,7 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
     spec = facts.spec
     if spec is None or facts.problems:
         return invalid_status(facts)
-    resolved = spec.resolve()
+    resolved = facts.resolved or spec.resolve()
     entry = resolved.entry
     members = sorted(facts.members, key=lambda m: m.name)
     mig_pool = spec.mig is not None
@@ -270,7 +276,7 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
             continue
         per_device = detected.memory_mib / 1024 if detected.memory_mib else entry.memory_gb
         memory_gib += detected.count * per_device
-    per_gpu = nvidia.resources_per_gpu(spec)
+    per_gpu = nvidia.resources_per_gpu(spec, resolved)
     serving_gpus = sum(m.view.gpus for m in serving)
     resources = {name: count * serving_gpus for name, count in per_gpu.items()}
     dtype = spec.health.matmul.dtype
@@ -431,7 +437,7 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
         health, reason, since = _member_health(m)
         report = m.view.report
         status_members.append(
-            api.Member(
+            api.Member.model_construct(
                 node=m.name,
                 gpus=m.view.gpus,
                 health=health,

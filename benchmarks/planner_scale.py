@@ -1,0 +1,181 @@
+"""The pure planner at scale: 1,000 and 10,000 nodes x 500 pools, fresh and steady.
+
+Synthetic cluster: nodes of eight accelerator models (GFD, GKE, Karpenter and AMD labels, as
+`accelpool.io/detection` reads them) in four zones, 2% cordoned and 2% NotReady. 500 pools of
+those models ask for 80% of the nodes between them: plain, zonal (nodeSelector), MIG (single
+and mixed), time-sliced; half are older than the rest. "fresh" plans an unclaimed cluster
+(every member is a new claim); "steady" plans the cluster as the fresh plan left it (what
+every later reconcile pass does). Node views are built before timing (the operator builds them
+in its kopf index as events arrive, not per pass).
+
+Target (DESIGN.md): 10,000 nodes x 500 pools <= 0.3 s; time(10k) / time(1k) <= 12.
+
+    .venv/bin/python benchmarks/planner_scale.py [--json] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from accelpool import validation
+from accelpool.nodes import NodeView
+from accelpool.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
+
+NOW = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)
+MODELS: list[tuple[str, dict[str, str], int]] = [
+    ("H100", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.memory": "81559"}, 8),
+    ("A100-40GB", {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB", "nvidia.com/gpu.memory": "40960"}, 8),
+    ("A100-80GB", {"karpenter.k8s.aws/instance-gpu-name": "a100", "karpenter.k8s.aws/instance-gpu-memory": "81920"}, 8),
+    ("H200", {"nvidia.com/gpu.product": "NVIDIA-H200", "nvidia.com/gpu.memory": "143771"}, 8),
+    ("L4", {"cloud.google.com/gke-accelerator": "nvidia-l4"}, 1),
+    ("L40S", {"nvidia.com/gpu.product": "NVIDIA-L40S", "nvidia.com/gpu.memory": "46068"}, 4),
+    ("T4", {"karpenter.k8s.aws/instance-gpu-name": "t4", "karpenter.k8s.aws/instance-gpu-memory": "16384"}, 1),
+    ("MI300X", {"amd.com/gpu.product-name": "Instinct_MI300X"}, 8),
+]
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d")
+
+
+def synthetic_nodes(count: int, seed: int = 1) -> list[NodeView]:
+    rng = random.Random(seed)
+    views = []
+    for index in range(count):
+        model, labels, gpus = MODELS[index % len(MODELS)]
+        count_label = {
+            "cloud.google.com/gke-accelerator": "cloud.google.com/gke-accelerator-count",
+            "karpenter.k8s.aws/instance-gpu-name": "karpenter.k8s.aws/instance-gpu-count",
+        }
+        node_labels = {
+            "kubernetes.io/hostname": f"node-{index:05d}",
+            "topology.kubernetes.io/zone": ZONES[(index // len(MODELS)) % len(ZONES)],
+            **labels,
+        }
+        for key, counter in count_label.items():
+            if key in labels:
+                node_labels[counter] = str(gpus)
+        if "nvidia.com/gpu.product" in labels:
+            node_labels["nvidia.com/gpu.count"] = str(gpus)
+        roll = rng.random()
+        body = {
+            "metadata": {
+                "name": f"node-{index:05d}",
+                "uid": f"u{index}",
+                "resourceVersion": "1",
+                "labels": node_labels,
+            },
+            "spec": {"unschedulable": True} if roll < 0.02 else {},
+            "status": {
+                "capacity": {"amd.com/gpu": str(gpus)} if model == "MI300X" else {},
+                "conditions": [{"type": "Ready", "status": "False" if 0.02 <= roll < 0.04 else "True"}],
+            },
+        }
+        views.append(NodeView.from_body(body))
+    return views
+
+
+def synthetic_pools(count: int, nodes: int, seed: int = 2) -> list[PoolInput]:
+    rng = random.Random(seed)
+    per_model = nodes // len(MODELS)
+    per_pool = max(1, int(per_model * 0.8 * len(MODELS) / count))
+    pools = []
+    for index in range(count):
+        model = MODELS[index % len(MODELS)][0]
+        spec: dict[str, Any] = {"accelerator": model, "nodes": max(1, per_pool + rng.randint(-1, 1))}
+        kind = index % 10
+        if kind in (1, 2):
+            spec["nodeSelector"] = {"topology.kubernetes.io/zone": ZONES[index % len(ZONES)]}
+        elif kind == 3 and model in ("H100", "A100-40GB", "A100-80GB", "H200"):
+            spec["mig"] = {
+                "profile": {"H100": "3g.40gb", "A100-40GB": "1g.5gb", "A100-80GB": "2g.20gb", "H200": "3g.71gb"}[model]
+            }
+        elif kind == 4 and model == "H100":
+            spec["mig"] = {"profiles": ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]}
+        elif kind == 5 and model in ("L4", "T4", "L40S"):
+            spec["sharing"] = {"timeSlicing": {"replicas": 4}}
+        checked, problems = validation.validate_spec(spec)
+        assert checked is not None, problems
+        pools.append(
+            PoolInput(
+                name=f"pool-{index:03d}",
+                spec=checked,
+                uid=f"uid-{index}",
+                generation=1,
+                created=f"2026-10-{1 + index % 2:02d}T00:00:00Z",
+            )
+        )
+    return pools
+
+
+def timed(pools: list[PoolInput], nodes: list[NodeView], repeat: int) -> tuple[float, Plan]:
+    options = PlannerOptions(now=NOW)
+    times = []
+    result = plan(pools, nodes, ConfigState(), options)  # warm-up
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = plan(pools, nodes, ConfigState(), options)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), result
+
+
+def measure(node_count: int, pool_count: int, repeat: int) -> dict[str, Any]:
+    nodes = synthetic_nodes(node_count)
+    pools = synthetic_pools(pool_count, node_count)
+    fresh, result = timed(pools, nodes, repeat)
+    settled = [n.apply(result.changes[n.name]) if n.name in result.changes else n for n in nodes]
+    steady, steady_result = timed(pools, settled, repeat)
+    members = sum(len(p.members) for p in result.pools)
+    assert [p.members for p in steady_result.pools] == [p.members for p in result.pools], "unstable plan"
+    return {"nodes": node_count, "pools": pool_count, "members": members, "fresh": fresh, "steady": steady}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true", help="one JSON object for benchmarks/run.py")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--pools", type=int, default=500)
+    args = parser.parse_args()
+    small = measure(1_000, args.pools, args.repeat)
+    large = measure(10_000, args.pools, args.repeat)
+    ratio = large["fresh"] / small["fresh"]
+    results = [
+        {
+            "what": f"plan 10,000 nodes x {args.pools} pools, fresh cluster ({large['members']:,} claims)",
+            "value": round(large["fresh"], 4),
+            "unit": "s",
+            "target": "<= 0.3 s",
+            "met": large["fresh"] <= 0.3,
+            "note": f"median of {args.repeat}; 1,000 nodes: {small['fresh']:.4f} s",
+        },
+        {
+            "what": f"plan 10,000 nodes x {args.pools} pools, steady state",
+            "value": round(large["steady"], 4),
+            "unit": "s",
+            "target": "<= 0.3 s",
+            "met": large["steady"] <= 0.3,
+            "note": f"1,000 nodes: {small['steady']:.4f} s",
+        },
+        {
+            "what": "time(10k) / time(1k), fresh",
+            "value": round(ratio, 2),
+            "unit": "x",
+            "target": "<= 12",
+            "met": ratio <= 12,
+            "note": f"steady: {large['steady'] / small['steady']:.2f}x",
+        },
+    ]
+    if args.json:
+        print(json.dumps({"title": "Planner (pure) at scale", "results": results}))
+    else:
+        for result in results:
+            print(f"{result['what']}: {result['value']} {result['unit']} (target {result['target']}; {result['note']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
