@@ -28,10 +28,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
+from typing import Literal
 
 from accelpool import api, catalog, conventions, nvidia
 from accelpool.nodes import NodeChange, NodeView, Taint, format_time
 
+ConditionStatus = Literal["True", "False", "Unknown"]
+MemberHealth = Literal["Healthy", "Unhealthy", "Unknown", "Quarantined"]
 CONDITION_TYPES = (
     "Valid",
     "NodesSelected",
@@ -186,7 +189,7 @@ class _Conditions:
         self.items: list[api.Condition] = []
 
     def add(self, type_: str, ok: bool | None, reason: str, message: str) -> None:
-        status = "Unknown" if ok is None else "True" if ok else "False"
+        status: ConditionStatus = "Unknown" if ok is None else "True" if ok else "False"
         before = self._previous.get(type_)
         since = before.last_transition_time if before and before.status == status else None
         self.items.append(
@@ -216,7 +219,7 @@ def invalid_status(facts: PoolFacts) -> api.ComputePoolStatus:
     )
 
 
-def _member_health(member: Member) -> tuple[str, str | None, str | None]:
+def _member_health(member: Member) -> tuple[MemberHealth, str | None, str | None]:
     view = member.view
     since = format_time(view.health.since) if view.health and view.health.since else None
     if member.quarantined:
