@@ -413,6 +413,12 @@ def test_prometheus_rule_carries_every_alert_with_extra_labels(full_objects: Obj
         assert rendered[name]["labels"] == {**alert["labels"], "team": "ml-infra"}, name
 
 
+def test_alert_labels_never_override_an_alerts_own_severity(helm: str) -> None:
+    objects = render(helm, set_values=["prometheusRule.enabled=true", "prometheusRule.alertLabels.severity=none"])
+    rules = [r for g in one(objects, "PrometheusRule")["spec"]["groups"] for r in g["rules"]]
+    assert rules and all(r["labels"]["severity"] in ("critical", "warning") for r in rules)
+
+
 def test_dashboards_configmaps_for_the_grafana_sidecar(full_objects: Objects) -> None:
     maps = [o for o in find(full_objects, "ConfigMap") if o["metadata"]["labels"].get("grafana_dashboard") == "1"]
     files = sorted((CHART / "dashboards").glob("*.json"))
