@@ -398,6 +398,7 @@ def test_agent_daemonsets_the_operator_renders_fit_the_chart(full_objects: Objec
     ports = {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
     assert monitor["spec"]["podMetricsEndpoints"][0]["port"] in ports
     assert "runtimeClassName" not in pod["spec"]  # agent.runtimeClassName: "" in values-full
+    assert account["imagePullSecrets"] == [{"name": "registry-example-com"}]  # pods of the DaemonSet get them
 
 
 def test_prometheus_rule_carries_every_alert_with_extra_labels(full_objects: Objects) -> None:
