@@ -39,9 +39,8 @@ import kmock
 from accelpool import api, crd
 from accelpool.demo import cluster
 from accelpool.demo.apiserver import DemoApiServer
-from accelpool.demo.simulators import FAULT_ANNOTATION, Kubelet
+from accelpool.demo.simulators import FAULT_ANNOTATION, Kubelet, free_port
 from accelpool.kube import ApiError, Credentials, KubeClient
-from tests.contract.prometheus import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "accelpool-system"

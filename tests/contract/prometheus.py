@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import subprocess
 import time
 import urllib.error
@@ -23,14 +22,9 @@ from typing import Any, TypeVar
 
 import yaml
 
+from accelpool.demo.simulators import free_port
+
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_for(what: str, probe: Callable[[], T | None], *, timeout: float, interval: float = 0.2) -> T:

@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any, TypeVar
 import pytest
 
 from tests.conftest import ROOT, TOOLS_BIN
+from tests.contract.prometheus import wait_for
 
 KIND_CONFIG = Path(__file__).resolve().parent / "kind-config.yaml"
 NAMESPACE = "accelpool-system"
@@ -63,16 +63,12 @@ class Cluster:
         return self.run("helm", *args, timeout=timeout)
 
     def until(self, what: str, probe: Callable[[], T | None], *, timeout: float, interval: float = 2.0) -> T:
-        """Poll `probe` until it returns something truthy; fail saying `what` after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        last: T | None = None
-        while time.monotonic() < deadline:
-            last = probe()
-            if last:
-                return last
-            time.sleep(interval)
-        pools = self.kubectl("get", "computepools", "-o", "wide", check=False)
-        raise AssertionError(f"not within {timeout:.0f}s: {what} (last: {last!r})\n{pools}")
+        """Poll `probe` until it returns something truthy; fail saying `what` (and the pools) after `timeout`."""
+        try:
+            return wait_for(what, probe, timeout=timeout, interval=interval)
+        except TimeoutError as error:
+            pools = self.kubectl("get", "computepools", "-o", "wide", check=False)
+            raise AssertionError(f"{error}\n{pools}") from error
 
 
 @pytest.fixture(scope="session")
