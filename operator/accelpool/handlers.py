@@ -74,13 +74,65 @@ def _first(index: kopf.Index[str, _V], key: str) -> _V | None:
     return next(iter(index.get(key, ())), None)
 
 
+class MemoryDiffBaseStorage(kopf.DiffBaseStorage):
+    """Keeps each pool's last handled spec in memory instead of writing it into an annotation.
+
+    The pool handlers only nudge the reconciler, which compares specs itself, so kopf needs its
+    diff base only to tell creations from updates while it runs. After a restart every pool
+    counts as new once, which costs one nudge per pool instead of one API write per pool and
+    spec change.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._essences: dict[str, kopf.BodyEssence] = {}
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return self._essences.get(body.metadata.uid or body.metadata.name or "")
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        self._essences[body.metadata.uid or body.metadata.name or ""] = essence
+
+
+class MemoryProgressStorage(kopf.ProgressStorage):
+    """Keeps handler progress (retries, delays) in memory; only the wake-up "touch" is written.
+
+    kopf's annotation storage marks every object it handles (one write per pool). The pool
+    handlers are short and idempotent, so losing their retry counts on a restart costs
+    nothing; when a handler asks to be retried later, kopf still touches the object (an
+    annotation under accelpool.io/) to get the event that retries it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._records: dict[tuple[str, str], kopf.ProgressRecord] = {}
+        self._toucher = kopf.AnnotationsProgressStorage(prefix=api.GROUP)
+
+    @staticmethod
+    def _id(body: kopf.Body) -> str:
+        return body.metadata.uid or body.metadata.name or ""
+
+    def fetch(self, *, key: kopf.HandlerId, body: kopf.Body) -> kopf.ProgressRecord | None:
+        return self._records.get((self._id(body), key))
+
+    def store(self, *, key: kopf.HandlerId, record: kopf.ProgressRecord, body: kopf.Body, patch: kopf.Patch) -> None:
+        self._records[(self._id(body), key)] = record
+
+    def purge(self, *, key: kopf.HandlerId, body: kopf.Body, patch: kopf.Patch) -> None:
+        self._records.pop((self._id(body), key), None)
+
+    def touch(self, *, body: kopf.Body, patch: kopf.Patch, value: str | None) -> None:
+        self._toucher.touch(body=body, patch=patch, value=value)
+
+    def clear(self, *, essence: kopf.BodyEssence) -> kopf.BodyEssence:
+        return self._toucher.clear(essence=essence)
+
+
 def configure(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
     """kopf tuned for a cluster with thousands of nodes and a few hundred pools."""
     settings.persistence.finalizer = FINALIZER
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=api.GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=api.GROUP, key="last-handled-configuration"
-    )
+    settings.persistence.progress_storage = MemoryProgressStorage()
+    settings.persistence.diffbase_storage = MemoryDiffBaseStorage()
     settings.posting.level = logging.WARNING
     settings.posting.reporting_component = "accelpool"
     settings.execution.max_workers = max(1, config.max_workers)

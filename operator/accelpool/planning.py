@@ -747,7 +747,8 @@ class _Planner:
             )
             status = compute_status(facts)
             return PoolPlan(pool.name, pool.uid, False, False, pool.spec, tuple(v.name for v in held), status)
-        if work.new_members:
+        established = pool.previous is not None and pool.previous.nodes.members > 0
+        if work.new_members and established:  # the first fill is in the status; changes later are Events
             self.event(
                 "ComputePool",
                 work.name,

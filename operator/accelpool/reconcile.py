@@ -231,27 +231,56 @@ class Reconciler:
     ) -> dict[str, Any] | None:
         """The status the pool should have, once it differs from `current()`.
 
+        A change is held for `--status-settle` seconds so that changes in quick succession (a
+        pool going Configuring → Ready as the MIG manager and agents report) become one write.
         None after `wait_seconds` without a change, or as soon as `stop` completes.
         """
         published = self._published.get(pool)
         if published is None:
             published = self._published[pool] = _Published(status={})
-        if not self._status_pending(published, current()):
-            published.changed.clear()
-            waiters = [asyncio.ensure_future(published.changed.wait())]
-            if stop is not None:
-                waiters.append(asyncio.ensure_future(stop))
-            try:
-                done, _ = await asyncio.wait(waiters, timeout=wait_seconds, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for waiter in waiters:
-                    waiter.cancel()
-            if len(waiters) > 1 and waiters[1] in done:
+        stopper = asyncio.ensure_future(stop) if stop is not None else None
+        try:
+            if not self._status_pending(published, current()):
+                published.changed.clear()
+                if not await self._wait_either(published.changed.wait(), stopper, wait_seconds):
+                    return None
+                published = self._published.get(pool) or published
+            if not published.status or not self._status_pending(published, current()):
                 return None
-            published = self._published.get(pool) or published
-        if not published.status or not self._status_pending(published, current()):
+            settle = self.config.status_settle_seconds
+            if settle > 0:
+                if await self._wait_either(None, stopper, settle) is None:
+                    return None
+                published = self._published.get(pool) or published
+                if not published.status or not self._status_pending(published, current()):
+                    return None
+            return published.status
+        finally:
+            if stopper is not None:
+                stopper.cancel()
+
+    @staticmethod
+    async def _wait_either(
+        change: Awaitable[Any] | None, stopper: asyncio.Future[Any] | None, seconds: float
+    ) -> bool | None:
+        """True when `change` completed, None when `stopper` did, False on timeout."""
+        waiters: list[asyncio.Future[Any]] = []
+        changed = asyncio.ensure_future(change) if change is not None else None
+        if changed is not None:
+            waiters.append(changed)
+        if stopper is not None:
+            waiters.append(stopper)
+        if not waiters:
+            await asyncio.sleep(seconds)
+            return False
+        try:
+            done, _ = await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if changed is not None:
+                changed.cancel()
+        if stopper is not None and stopper in done:
             return None
-        return published.status
+        return changed is not None and changed in done
 
     def status_written(self, pool: str, status: Mapping[str, Any]) -> None:
         published = self._published.get(pool)

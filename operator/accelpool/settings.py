@@ -140,6 +140,13 @@ OPTIONS: tuple[_Option, ...] = (
         "re-check each pool's status against the plan at least this often",
         parse=seconds,
     ),
+    _Option(
+        "--status-settle",
+        "status_settle_seconds",
+        1.0,
+        "hold a pool's status change this long so quick successive changes make one write",
+        parse=seconds,
+    ),
     _Option("--debounce", "debounce_seconds", 0.1, "gather changes this long before a reconcile pass", parse=seconds),
     _Option(
         "--not-ready-grace",
@@ -173,6 +180,7 @@ class OperatorConfig:
     events_namespace: str = "default"
     resync_seconds: float = 300.0
     status_resync_seconds: float = 60.0
+    status_settle_seconds: float = 1.0
     debounce_seconds: float = 0.1
     not_ready_grace_seconds: float = 300.0
     write_concurrency: int = 16

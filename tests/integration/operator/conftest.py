@@ -403,6 +403,7 @@ class Operator:
             "ACCELPOOL_METRICS_PORT": str(self.metrics_port),
             "ACCELPOOL_DEBOUNCE": "0.02",
             "ACCELPOOL_STATUS_INTERVAL": "30",
+            "ACCELPOOL_STATUS_SETTLE": "0.2",
             "ACCELPOOL_NOT_READY_GRACE": "1",
             "ACCELPOOL_AGENT_IMAGE": "registry.example/accelpool-agent:test",
         }

@@ -1,0 +1,439 @@
+"""The real operator converging a simulated cluster: time to all pools Ready, API writes, idle writes.
+
+The kmock Kubernetes emulator serves HTTP on a local port (stamping uid, generation and a new
+resourceVersion on every write, as an API server does); N GPU nodes of mixed models are seeded
+(GFD, GKE, Karpenter and AMD labels); `accelpool run` is started as a subprocess against it; P
+ComputePools are applied at once (plain, MIG single and mixed, time-sliced). A simulator in
+this process plays NVIDIA's MIG manager (`nvidia.com/mig.config.state=success` for nodes that
+select an accelpool MIG config) and the agents (`AcceleratorHealthy=True` and the health
+annotation on every member), through the API, as soon as the operator's writes show up.
+
+Reported: seconds from applying the pools until every pool's status says Ready; the operator's
+API writes by verb and resource (its own client and kopf's, told apart from the simulator by
+User-Agent) against the minimum necessary (one patch per member node, the two ConfigMaps, one
+agent DaemonSet per pool, one finalizer and one status write per pool); writes during an idle
+period afterwards, first untouched, then with unrelated node changes that make the operator
+plan again (steady state: 0).
+
+    .venv/bin/python benchmarks/operator_convergence.py --nodes 500 --pools 50 [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime
+import itertools
+import json
+import os
+import socket
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import attrs
+import kmock
+
+from accelpool import api, catalog, conventions, crd
+
+BIN = Path(sys.executable).parent
+POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
+VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
+RESOURCES = {
+    "v1/namespaces": kmock.ResourceInfo(kind="Namespace", namespaced=False, verbs=VERBS),
+    "v1/events": kmock.ResourceInfo(kind="Event", namespaced=True, verbs=VERBS),
+    "v1/nodes": kmock.ResourceInfo(kind="Node", namespaced=False, verbs=VERBS, subresources={"status"}),
+    "v1/configmaps": kmock.ResourceInfo(kind="ConfigMap", namespaced=True, verbs=VERBS),
+    "apps/v1/daemonsets": kmock.ResourceInfo(kind="DaemonSet", namespaced=True, verbs=VERBS),
+    "apiextensions.k8s.io/v1/customresourcedefinitions": kmock.ResourceInfo(
+        kind="CustomResourceDefinition", namespaced=False, verbs=VERBS
+    ),
+    f"{api.GROUP}/{api.VERSION}/{api.PLURAL}": kmock.ResourceInfo(
+        kind=api.KIND, namespaced=False, verbs=VERBS, subresources={"status"}
+    ),
+}
+SIMULATOR = "simulator"
+OPERATOR_AGENTS = ("accelpool", "kopf/")
+# (catalog entry, labeller, devices): the fleet cycles through these.
+FLEET = [
+    ("H100-80GB", "gfd", 8),
+    ("A100-40GB", "gfd", 8),
+    ("H200-141GB", "gfd", 8),
+    ("L4", "gke", 1),
+    ("MI300X", "amd", 8),
+    ("T4", "karpenter", 1),
+    ("L40S", "gfd", 4),
+    ("A100-80GB", "gke", 8),
+]
+
+
+@attrs.define(kw_only=True)
+class Emulator(kmock.KubernetesEmulator):
+    """kmock's emulator plus what an API server stamps: uid, creationTimestamp, generation, resourceVersion."""
+
+    _versions: Iterator[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
+    log: list[tuple[str, str, str, bool]] = attrs.field(factory=list, init=False)
+    """Every write: (method, User-Agent, resource[/subresource], JSON patch?)."""
+    _in_flight: list[Any] = attrs.field(factory=list, init=False)
+
+    def __iter__(self) -> Iterator[Any]:
+        """kmock finds the reaction for a request by scanning every request it has seen, which makes a
+        long run quadratic: here it sees only those in flight, and writes are counted in `log`."""
+        yield from list(self._in_flight)
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        for key, info in RESOURCES.items():
+            self.resources[key] = info
+
+    async def _handle(self, request: Any) -> Any:
+        method = request.method.value
+        if method in ("POST", "PUT", "PATCH", "DELETE"):
+            plural = request.resource.plural if request.resource is not None else "?"
+            resource = f"{plural}/{request.subresource}" if request.subresource else plural
+            agent = request.headers.get("User-Agent", "")
+            self.log.append((method, agent, resource, isinstance(request.data, list)))
+        self._requests.clear()
+        self._in_flight.append(request)
+        try:
+            return await self._serve(request)
+        finally:
+            self._in_flight.remove(request)
+
+    async def _serve(self, request: Any) -> Any:
+        if request.action == kmock.action.CREATE and isinstance(request.data, dict):
+            metadata = request.data.setdefault("metadata", {})
+            metadata.setdefault("uid", str(uuid.uuid4()))
+            metadata.setdefault("creationTimestamp", _now())
+            metadata.setdefault("generation", 1)
+            metadata["resourceVersion"] = str(next(self._versions))
+        elif request.action == kmock.action.UPDATE and request.resource is not None and request.name:
+            try:
+                stored = self.objects[request.resource, request.namespace, request.name]
+            except KeyError:
+                stored = None
+            if stored is not None and not stored.deleted:
+                current = (stored.get("metadata") or {}).get("resourceVersion")
+                version = str(next(self._versions))
+                if isinstance(request.data, dict):
+                    sent = (request.data.get("metadata") or {}).get("resourceVersion")
+                    if sent is not None and sent != current:
+                        raise kmock.KubernetesError(409, "Conflict", "the object has been modified")
+                    request.data.setdefault("metadata", {})["resourceVersion"] = version
+                elif isinstance(request.data, list):
+                    for op in request.data:
+                        tests_version = op.get("op") == "test" and op.get("path") == "/metadata/resourceVersion"
+                        if tests_version and op.get("value") != current:
+                            raise kmock.KubernetesError(422, "Invalid", "test failed")
+                    request.data.append({"op": "replace", "path": "/metadata/resourceVersion", "value": version})
+        return await super()._handle(request)
+
+    def live(self, resource: str) -> list[dict[str, Any]]:
+        return [o.raw for (r, _, _), o in list(self.objects.items()) if r == resource and not o.deleted]
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def node(index: int) -> dict[str, Any]:
+    name, labeller, count = FLEET[index % len(FLEET)]
+    entry = catalog.BY_NAME[name]
+    node_name = f"{name.lower()}-{index:05d}"
+    labels = {"kubernetes.io/hostname": node_name, "topology.kubernetes.io/zone": f"zone-{index % 3}"}
+    if labeller == "gfd":
+        labels |= {
+            "nvidia.com/gpu.product": entry.detection.gfd_products[0],
+            "nvidia.com/gpu.count": str(count),
+            "nvidia.com/gpu.memory": str(entry.memory_gb * 1024),
+        }
+    elif labeller == "gke":
+        labels |= {
+            "cloud.google.com/gke-accelerator": entry.detection.gke_accelerators[0],
+            "cloud.google.com/gke-accelerator-count": str(count),
+        }
+    elif labeller == "karpenter":
+        labels |= {
+            "karpenter.k8s.aws/instance-gpu-name": entry.detection.karpenter_names[0],
+            "karpenter.k8s.aws/instance-gpu-count": str(count),
+        }
+    else:
+        labels["amd.com/gpu.product-name"] = entry.detection.amd_products[0]
+    spec = (
+        {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]} if labeller == "gke" else {}
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": node_name,
+            "uid": str(uuid.uuid4()),
+            "resourceVersion": "1",
+            "creationTimestamp": "2026-11-01T00:00:00Z",
+            "labels": labels,
+        },
+        "spec": spec,
+        "status": {
+            "capacity": {entry.resource: str(count)},
+            "allocatable": {entry.resource: str(count)},
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"}],
+        },
+    }
+
+
+def pools(node_count: int, pool_count: int) -> list[dict[str, Any]]:
+    """P pools over the fleet's models, asking for 80% of each model's nodes between them."""
+    per_model_nodes = Counter(FLEET[i % len(FLEET)][0] for i in range(node_count))
+    per_model_pools = Counter(FLEET[i % len(FLEET)][0] for i in range(pool_count))
+    result = []
+    for index in range(pool_count):
+        model, _, _ = FLEET[index % len(FLEET)]
+        wanted = max(1, int(per_model_nodes[model] * 0.8) // per_model_pools[model])
+        spec: dict[str, Any] = {"accelerator": model, "nodes": wanted, "health": {"holdDown": "1m"}}
+        if model == "A100-40GB":
+            spec["mig"] = {"profile": "1g.5gb"} if index % 2 else {"profiles": ["4g.20gb", "3g.20gb"]}
+        elif model == "H200-141GB" and index % 2:
+            spec["mig"] = {"profile": "3g.71gb"}
+        elif model in ("L4", "T4"):
+            spec["sharing"] = {"timeSlicing": {"replicas": 4}}
+        result.append(
+            {"apiVersion": api.API_VERSION, "kind": api.KIND, "metadata": {"name": f"pool-{index:03d}"}, "spec": spec}
+        )
+    return result
+
+
+class Simulator:
+    """Plays the MIG manager and the agents for every member, through the API."""
+
+    def __init__(self, emulator: Emulator, server: str) -> None:
+        self.emulator = emulator
+        self.server = server
+        self.writes = 0
+        self.limit = asyncio.Semaphore(16)
+
+    async def run(self) -> None:
+        async with aiohttp.ClientSession(headers={"User-Agent": SIMULATOR}) as session:
+            while True:
+                jobs = [self._settle(session, n) for n in self.emulator.live("v1/nodes")]
+                await asyncio.gather(*[j for j in jobs if j is not None])
+                await asyncio.sleep(0.05)
+
+    def _settle(self, session: aiohttp.ClientSession, body: dict[str, Any]) -> Any:
+        labels = body["metadata"].get("labels") or {}
+        if conventions.POOL_LABEL not in labels:
+            return None
+        name = body["metadata"]["name"]
+        patches: list[tuple[str, dict[str, Any]]] = []
+        if conventions.is_ours(labels.get(conventions.MIG_CONFIG_LABEL)) and (
+            labels.get(conventions.MIG_CONFIG_STATE_LABEL) != "success"
+        ):
+            patches.append(
+                (f"/api/v1/nodes/{name}", {"metadata": {"labels": {conventions.MIG_CONFIG_STATE_LABEL: "success"}}})
+            )
+        conditions = (body.get("status") or {}).get("conditions") or []
+        if not any(c.get("type") == conventions.HEALTH_CONDITION for c in conditions):
+            report = {"status": "Healthy", "reason": "AllChecksPassed", "tflops": 700.0, "dtype": "bf16"}
+            patches.append(
+                (
+                    f"/api/v1/nodes/{name}",
+                    {"metadata": {"annotations": {conventions.HEALTH_ANNOTATION: json.dumps(report)}}},
+                )
+            )
+            healthy = {"type": conventions.HEALTH_CONDITION, "status": "True", "reason": "AllChecksPassed",
+                       "lastTransitionTime": _now()}  # fmt: skip
+            patches.append((f"/api/v1/nodes/{name}/status", {"status": {"conditions": [*conditions, healthy]}}))
+        if not patches:
+            return None
+        return self._send(session, patches)
+
+    async def _send(self, session: aiohttp.ClientSession, patches: list[tuple[str, dict[str, Any]]]) -> None:
+        async with self.limit:
+            await self._send_all(session, patches)
+
+    async def _send_all(self, session: aiohttp.ClientSession, patches: list[tuple[str, dict[str, Any]]]) -> None:
+        for path, body in patches:
+            headers = {"Content-Type": "application/merge-patch+json"}
+            async with session.patch(f"{self.server}{path}", data=json.dumps(body), headers=headers) as response:
+                await response.read()
+                self.writes += 1
+
+
+def operator_writes(emulator: Emulator, since: int = 0) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for method, agent, resource, json_patch in emulator.log[since:]:
+        if agent.startswith(OPERATOR_AGENTS) and not agent.startswith(SIMULATOR):
+            counts[f"{method} {resource}{' (kopf finalizer)' if json_patch else ''}"] += 1
+    return counts
+
+
+async def measure(node_count: int, pool_count: int, idle: float, log: Path) -> dict[str, Any]:
+    emulator = Emulator()
+    async with emulator, kmock.Server(emulator) as http:
+        server = str(http.url).rstrip("/")
+        emulator.objects["apiextensions.k8s.io/v1/customresourcedefinitions", None, "computepools.accelpool.io"] = (
+            crd.custom_resource_definition()
+        )
+        for index in range(node_count):
+            body = node(index)
+            emulator.objects["v1/nodes", None, body["metadata"]["name"]] = body
+        metrics_port = free_port()
+        with log.open("wb") as log_file:
+            operator = await asyncio.create_subprocess_exec(
+                str(BIN / "accelpool"),
+                "run",
+                "--server",
+                server,
+                "--metrics-port",
+                str(metrics_port),
+                "--metrics-address",
+                "127.0.0.1",
+                "--liveness-port",
+                str(free_port()),
+                "--log-level",
+                "quiet",
+                stdout=log_file,
+                stderr=log_file,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        simulator = Simulator(emulator, server)
+        simulation = asyncio.create_task(simulator.run())
+        try:
+            async with aiohttp.ClientSession(headers={"User-Agent": "benchmark"}) as session:
+                await _wait_for_operator(session, metrics_port)
+                specs = pools(node_count, pool_count)
+                started = time.monotonic()
+                for body in specs:
+                    async with session.post(f"{server}{POOLS_PATH}", json=body) as response:
+                        assert response.status < 300, await response.text()
+                ready_after = await _until_ready(emulator, pool_count, started)
+                converged_at = len(emulator.log)
+                writes = operator_writes(emulator)
+                await asyncio.sleep(idle / 2)
+                idle_writes = sum(operator_writes(emulator, converged_at).values())
+                nudged_at = len(emulator.log)
+                unrelated = [n["metadata"]["name"] for n in emulator.live("v1/nodes")][:20]
+                for name in unrelated:  # changes the operator sees but has nothing to do about
+                    async with session.patch(
+                        f"{server}/api/v1/nodes/{name}",
+                        data=json.dumps({"metadata": {"labels": {"example.com/rack": "r7"}}}),
+                        headers={"Content-Type": "application/merge-patch+json"},
+                    ) as response:
+                        await response.read()
+                await asyncio.sleep(idle / 2)
+                nudged_writes = sum(operator_writes(emulator, nudged_at).values())
+                passes = await _metric(session, metrics_port, 'accelpool_reconcile_total{result="success"}')
+        finally:
+            simulation.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await simulation
+            operator.terminate()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(operator.wait(), 15)
+            if operator.returncode is None:
+                operator.kill()
+        members = sum(
+            (p.get("status") or {}).get("nodes", {}).get("members", 0)
+            for p in emulator.live(f"{api.GROUP}/{api.VERSION}/{api.PLURAL}")
+        )
+    minimum = members + 2 + 3 * pool_count  # node patches, 2 ConfigMaps, per pool: DaemonSet, finalizer, status
+    return {
+        "seconds": ready_after,
+        "members": members,
+        "writes": dict(sorted(writes.items())),
+        "total": sum(writes.values()),
+        "minimum": minimum,
+        "idle_writes": idle_writes,
+        "nudged_writes": nudged_writes,
+        "passes": passes,
+        "simulator_writes": simulator.writes,
+    }
+
+
+async def _metric(session: aiohttp.ClientSession, port: int, sample: str) -> float:
+    async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+        for line in (await response.text()).splitlines():
+            if line.startswith(sample + " "):
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+async def _wait_for_operator(session: aiohttp.ClientSession, port: int) -> None:
+    for _ in range(600):
+        with contextlib.suppress(aiohttp.ClientError):
+            await _metric(session, port, "accelpool_pools")
+            return
+        await asyncio.sleep(0.1)
+    raise RuntimeError("the operator did not start (see its log)")
+
+
+async def _until_ready(emulator: Emulator, count: int, started: float, within: float = 600) -> float:
+    while time.monotonic() - started < within:
+        found = emulator.live(f"{api.GROUP}/{api.VERSION}/{api.PLURAL}")
+        if len(found) == count and all((p.get("status") or {}).get("phase") == "Ready" for p in found):
+            return time.monotonic() - started
+        await asyncio.sleep(0.05)
+    raise TimeoutError("not every pool became Ready")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--pools", type=int, default=50)
+    parser.add_argument("--idle", type=float, default=10.0, help="seconds of steady state to watch for writes")
+    parser.add_argument("--json", action="store_true", help="one JSON object for benchmarks/run.py")
+    args = parser.parse_args()
+    log = Path(tempfile.mkdtemp(prefix="accelpool-bench-")) / "operator.log"
+    report = asyncio.run(measure(args.nodes, args.pools, args.idle, log))
+    ratio = report["total"] / report["minimum"]
+    breakdown = ", ".join(f"{k}: {v}" for k, v in report["writes"].items())
+    results = [
+        {
+            "what": f"operator, {args.nodes} nodes x {args.pools} pools: all pools Ready",
+            "value": round(report["seconds"], 2),
+            "unit": "s",
+            "target": "<= 60 s (at 2,000 x 100)",
+            "met": report["seconds"] <= 60,
+            "note": f"{report['members']} member nodes; {report['passes']:.0f} reconcile passes; operator log {log}",
+        },
+        {
+            "what": "API writes until Ready / minimum necessary",
+            "value": round(ratio, 3),
+            "unit": "x",
+            "target": "<= 1.1 x",
+            "met": ratio <= 1.1,
+            "note": f"{report['total']} writes vs minimum {report['minimum']} "
+            f"(members + 2 ConfigMaps + DaemonSet, finalizer and status per pool); {breakdown}",
+        },
+        {
+            "what": f"writes in {args.idle:g} s of steady state (half idle, half with unrelated node changes)",
+            "value": report["idle_writes"] + report["nudged_writes"],
+            "unit": "",
+            "target": "0",
+            "met": report["idle_writes"] + report["nudged_writes"] == 0,
+            "note": f"idle: {report['idle_writes']}, after 20 unrelated node changes: {report['nudged_writes']}",
+        },
+    ]
+    if args.json:
+        print(json.dumps({"title": "Operator convergence on the emulator", "results": results}))
+    else:
+        for result in results:
+            print(f"{result['what']}: {result['value']} {result['unit']} (target {result['target']}; {result['note']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
