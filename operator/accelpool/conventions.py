@@ -64,7 +64,7 @@ MANAGED_BY = "accelpool"
 
 DEFAULT_NAMESPACE = "accelpool-system"
 DEFAULT_DEVICE_PLUGIN_CONFIGMAP = "accelpool-device-plugin-configs"
-DEFAULT_MIG_CONFIGMAP = "accelpool-mig-config"
+DEFAULT_MIG_CONFIGMAP = "accelpool-mig-parted-config"
 
 LABEL_VALUE_MAX = 63
 _CONFIG_PREFIX = "accelpool-"

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.integration
 POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 NAMESPACE = "accelpool-system"
 DP_CONFIGMAP = "accelpool-device-plugin-configs"
-MIG_CONFIGMAP = "accelpool-mig-config"
+MIG_CONFIGMAP = "accelpool-mig-parted-config"
 VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
 RESOURCES = {
     "v1/namespaces": kmock.ResourceInfo(kind="Namespace", namespaced=False, verbs=VERBS),

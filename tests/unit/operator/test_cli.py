@@ -200,7 +200,7 @@ def test_run_settings_flags_over_environment_over_defaults() -> None:
     assert (defaults.namespace, defaults.device_plugin_configmap, defaults.mig_configmap) == (
         "accelpool-system",
         "accelpool-device-plugin-configs",
-        "accelpool-mig-config",
+        "accelpool-mig-parted-config",
     )
     from_env = OperatorConfig.from_env(
         {"ACCELPOOL_AGENT_NAMESPACE": "agents", "ACCELPOOL_DEBOUNCE": "250ms", "ACCELPOOL_AGENT_PRIVILEGED": "true"}
