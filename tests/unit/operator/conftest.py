@@ -15,7 +15,6 @@ from accelpool.nodes import NodeView
 from accelpool.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
 
 ROOT = Path(__file__).resolve().parents[3]
-SHARED_FIXTURE = Path("/work/shared/fixtures/cluster-nodes.yaml")
 LOCAL_FIXTURE = ROOT / "tests" / "fixtures" / "operator" / "cluster-nodes.yaml"
 NOW = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)
 
