@@ -96,12 +96,16 @@ class PoolRecord:
 
 @dataclass(frozen=True)
 class PassResult:
+    """How a pass went. `ok` is False only for errors; conflicts (409) are re-read and planned again at once."""
+
     number: int
     ok: bool
     failed_pools: frozenset[str] = frozenset()
+    """Pools whose writes failed with an error (their statuses were not published)."""
     released_pools: frozenset[str] = frozenset()
     error: str | None = None
     writes: int = 0
+    conflicts: int = 0
 
 
 @dataclass
@@ -325,6 +329,8 @@ class Reconciler:
             if result.ok:
                 self._backoff = BACKOFF_START
                 self._retry_at = None
+                if result.conflicts:
+                    self._dirty.set()  # re-read already: plan again with the fresh objects, no backoff
             else:
                 self._retry_at = self._clock() + self._backoff
                 self._backoff = min(self._backoff * 2, BACKOFF_MAX)
@@ -454,34 +460,32 @@ class Reconciler:
 
         by_name = {v.name: v for v in views}
         await writer.configmaps(result, final=False)
-        if not writer.global_failure:
+        if not writer.blocked:
             await writer.owned_objects(result, records)
             await writer.nodes(result, by_name)
-            if not writer.failed_nodes:
+            if not writer.unwritten_nodes:
                 await writer.configmaps(result, final=True)
             await writer.delete_orphaned_objects(result, records)
         await writer.events(result.events)
 
-        failed = writer.failed_pools
-        if writer.global_failure:
-            failed = failed | {p.name for p in result.pools}
+        complete = not writer.blocked and not writer.unwritten_nodes
+        unpublished = set(writer.failed_pools) | writer.conflicted_pools
+        if writer.blocked:
+            unpublished |= {p.name for p in result.pools}
         self._record_remediations(result)
-        self._publish(result, failed)
-        released = frozenset(
-            p.name
-            for p in result.pools
-            if p.deleting and p.name not in failed and not writer.failed_nodes and not writer.global_failure
-        )
+        self._publish(result, unpublished)
+        released = frozenset(p.name for p in result.pools if p.deleting and p.name not in unpublished and complete)
         self._released = (self._released | released) & set(records)
         self._planned_nodes = {v.name: v for v in views}
         self._planned_pools = records
+        self._overlay = {name: o for name, o in self._overlay.items() if name in by_name}
+        live_specs = {(r.uid or r.name, r.spec_json) for r in records.values()}
+        self._validated = {k: v for k, v in self._validated.items() if k in live_specs}
         self._requeue_at = self._clock() + result.requeue_after if result.requeue_after is not None else None
         self.metrics.plan = result
-        ok = not failed and not writer.failed_nodes and not writer.global_failure and not writer.conflicts
-        error = writer.first_error or ("conflict" if writer.conflicts else None)
-        if writer.conflicts:
-            self._dirty.set()
-        return PassResult(number, ok, frozenset(failed), released, error, writer.count)
+        ok = writer.first_error is None
+        failed = frozenset(writer.failed_pools | ({p.name for p in result.pools} if writer.errored_globally else set()))
+        return PassResult(number, ok, failed, released, writer.first_error, writer.count, writer.conflicts)
 
     def _publish(self, result: Plan, failed: Iterable[str]) -> None:
         failed = set(failed)
@@ -547,8 +551,13 @@ class _Writes:
         self.client = reconciler.client
         self.config = reconciler.config
         self.failed_pools: set[str] = set()
-        self.failed_nodes: set[str] = set()
-        self.global_failure = False
+        """Pools whose writes failed with an error."""
+        self.conflicted_pools: set[str] = set()
+        """Pools with a write rejected for a stale resourceVersion (re-read; the next pass retries)."""
+        self.unwritten_nodes: set[str] = set()
+        self.blocked = False
+        """A ConfigMap could not be written: nothing that depends on it is written this pass."""
+        self.errored_globally = False
         self.conflicts = 0
         self.count = 0
         self.first_error: str | None = None
@@ -616,7 +625,7 @@ class _Writes:
                     except ConflictError:
                         self.r._configmaps[name] = await self.client.get_or_none(self.r._configmap_path(name))
                         self.conflicts += 1
-                        self.global_failure = True
+                        self.blocked = True
                         continue
                 else:
                     response = await self.client.patch(self.r._configmap_path(name), body)
@@ -625,10 +634,11 @@ class _Writes:
             except ConflictError:
                 self.r._configmaps[name] = await self.client.get_or_none(self.r._configmap_path(name))
                 self.conflicts += 1
-                self.global_failure = True
+                self.blocked = True
             except TRANSIENT as error:
                 self._fail(error, f"ConfigMap {config.namespace}/{name}")
-                self.global_failure = True
+                self.blocked = True
+                self.errored_globally = True
                 with contextlib.suppress(*TRANSIENT):
                     self.r._configmaps[name] = await self.client.get_or_none(self.r._configmap_path(name))
 
@@ -666,6 +676,7 @@ class _Writes:
                     response = await self.client.get(f"{collection}/{name}")
                     if _hash(response) != wanted_hash:
                         self.conflicts += 1
+                        self.conflicted_pools.add(pool)
                         cache[name] = response
                         return
                 cache[name] = response
@@ -680,6 +691,7 @@ class _Writes:
         except ConflictError:
             cache[name] = await self.client.get(f"{collection}/{name}")
             self.conflicts += 1
+            self.conflicted_pools.add(pool)
         except NotFoundError as error:
             cache.pop(name, None)
             self._fail(error, f"{resource} {name}", [pool])
@@ -736,14 +748,15 @@ class _Writes:
                     self.r.remember_node(index_views.get(name), response)
                 except ConflictError:
                     self.conflicts += 1
-                    self.failed_nodes.add(name)
+                    self.unwritten_nodes.add(name)
+                    self.conflicted_pools.update(p for p in (change.pool, view.pool) if p)
                     with contextlib.suppress(*TRANSIENT):
                         fresh = await self.client.get(f"/api/v1/nodes/{name}")
                         self.r.remember_node(index_views.get(name), fresh)
                 except NotFoundError:
                     pass  # the node is gone; the next pass plans without it
                 except TRANSIENT as error:
-                    self.failed_nodes.add(name)
+                    self.unwritten_nodes.add(name)
                     self._fail(error, f"node {name}", [change.pool, view.pool])
                     with contextlib.suppress(*TRANSIENT):
                         fresh = await self.client.get(f"/api/v1/nodes/{name}")

@@ -183,10 +183,12 @@ async def test_a_conflict_re_reads_the_node_and_the_next_pass_succeeds() -> None
     fake.node("n1")["metadata"]["labels"]["example.com/other"] = "writer"
     fake.node("n1")["metadata"]["resourceVersion"] = "changed-by-someone-else"
     result = await harness.reconciler.reconcile_once()
-    assert not result.ok and result.error == "conflict"
+    assert result.ok and result.conflicts == 1, "a conflict is not an error: no backoff"
+    assert harness.reconciler.status("p") is None, "nothing is published about a write that did not happen"
     assert "/api/v1/nodes/n1" in fake.reads
     retried = await harness.reconciler.reconcile_once()
-    assert retried.ok
+    assert retried.ok and retried.conflicts == 0
+    assert harness.reconciler.status("p") is not None
     labels = fake.node("n1")["metadata"]["labels"]
     assert labels[conventions.POOL_LABEL] == "p" and labels["example.com/other"] == "writer"
 
