@@ -452,9 +452,13 @@ class Operator:
         return 0.0
 
     async def passes(self) -> float:
-        return await self.metric('accelpool_reconcile_total{result="success"}') + await self.metric(
-            'accelpool_reconcile_total{result="error"}'
-        )
+        """Reconcile passes of the running operator (0 while its /metrics is not up yet)."""
+        try:
+            return await self.metric('accelpool_reconcile_total{result="success"}') + await self.metric(
+                'accelpool_reconcile_total{result="error"}'
+            )
+        except aiohttp.ClientConnectionError:
+            return 0.0
 
     async def wait_passes(self, count: float, attempts: int = 1000) -> None:
         """Until the operator has finished `count` reconcile passes.
