@@ -145,6 +145,7 @@ class Reconciler:
         self._ready = asyncio.Event()
         self._dirty = asyncio.Event()
         self._pass_done = asyncio.Condition()
+        self._exclusive = asyncio.Lock()
         self._started = 0
         self._last: PassResult | None = None
         self._overlay: dict[str, _Overlay] = {}
@@ -346,7 +347,15 @@ class Reconciler:
         return max(0.0, min(deadlines) - now)
 
     async def reconcile_once(self) -> PassResult:
-        """One pass: load what is not cached, plan, write, publish. Never raises (errors are results)."""
+        """One pass: load what is not cached, plan, write, publish. Never raises (errors are results).
+
+        Passes never overlap (`_exclusive`): every write to nodes and to the shared ConfigMaps comes
+        from one plan of the whole cluster at a time.
+        """
+        async with self._exclusive:
+            return await self._reconcile_once()
+
+    async def _reconcile_once(self) -> PassResult:
         self._started += 1
         number = self._started
         started = time.perf_counter()

@@ -302,3 +302,16 @@ async def test_a_deleted_pool_is_released_and_its_objects_removed() -> None:
     assert conventions.POOL_LABEL not in labels
     data = fake.objects["/api/v1/namespaces/accelpool-system/configmaps/accelpool-device-plugin-configs"]["data"]
     assert set(data) == {"default"}
+
+
+async def test_passes_never_overlap() -> None:
+    fake = cluster(node_body("n1"), node_body("n2"), node_body("n3"))
+    harness = Harness(
+        fake, [record("a", {"accelerator": "H100", "nodes": 1}), record("b", {"accelerator": "H100", "nodes": 1})]
+    )
+    results = await asyncio.gather(*(harness.reconciler.reconcile_once() for _ in range(3)))
+    assert all(r.ok for r in results)
+    assert sorted(r.number for r in results) == [1, 2, 3]
+    assert harness.node_writes() == ["/api/v1/nodes/n1", "/api/v1/nodes/n2"], "one claim per node, no double claims"
+    labels = {n: fake.node(n)["metadata"]["labels"].get(conventions.POOL_LABEL) for n in ("n1", "n2", "n3")}
+    assert labels == {"n1": "a", "n2": "b", "n3": None}
