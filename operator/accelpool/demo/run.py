@@ -115,18 +115,13 @@ async def _start_operator(server: str, metrics_port: int, log_dir: Path) -> asyn
     return process
 
 
-def _banner(server: str, options: DemoOptions, log_dir: Path, out: TextIO) -> None:
-    print(
-        f"""accelpool demo — a simulated GPU cluster on this machine
-  API server   {server}   (kubectl --server {server} get cpool; kubectl --server {server} get nodes --show-labels)
-  operator     metrics http://127.0.0.1:{options.operator_metrics_port}/metrics
-  agents       one per member node; their /metrics addresses: {log_dir}/agents.txt
+def banner(server: str, metrics_port: int, log_dir: Path) -> str:
+    return f"""accelpool demo: a simulated GPU cluster on this machine
+  kubectl      kubectl --server {server} get cpool        (get nodes --show-labels, get cpool NAME -o yaml)
+  metrics      operator http://127.0.0.1:{metrics_port}/metrics; agents: {log_dir}/agents.txt
+  faults       accelpool demo inject NODE xid=79   (ecc-dbe, slow-matmul=3, wrong-results, hang, lost; N:FAULT; clear)
   logs         {log_dir}
-  inject       accelpool demo inject NODE xid=79     (or ecc-dbe, slow-matmul=3, wrong-results, hang, lost; 'clear')
-""",
-        file=out,
-        flush=True,
-    )
+"""
 
 
 @dataclass
@@ -188,7 +183,8 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> bool:
     ) as demo:
         for pool in options.pools:
             await demo.client.create(POOLS_PATH, pool)
-        _banner(demo.server, options, demo.log_dir, out)
+        about = banner(demo.server, options.operator_metrics_port, demo.log_dir)
+        print(about, file=out, flush=True)
         started = time.monotonic()
         with contextlib.suppress(asyncio.CancelledError):
             while options.duration is None or time.monotonic() - started < options.duration:
@@ -201,7 +197,8 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> bool:
                 pools = await demo.client.list(POOLS_PATH)
                 if options.tui:
                     elapsed = time.monotonic() - started
-                    out.write(f"\x1b[2J\x1b[H{format_table(pool_rows(pools))}\n\n{elapsed:5.0f}s  Ctrl-C to stop\n")
+                    table = format_table(pool_rows(pools))
+                    out.write(f"\x1b[2J\x1b[H{table}\n\n{about}\n{elapsed:5.0f}s  Ctrl-C to stop\n")
                     out.flush()
         pools = await demo.client.list(POOLS_PATH)
     print(format_table(pool_rows(pools)), file=out, flush=True)
