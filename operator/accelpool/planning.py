@@ -303,8 +303,8 @@ class _Planner:
     def __init__(
         self, pools: Sequence[PoolInput], nodes: Sequence[NodeView], config: ConfigState, options: PlannerOptions
     ) -> None:
-        self.pools = sorted(pools, key=_priority)
-        self.by_name = {p.name: p for p in self.pools}
+        self.by_name = {p.name: p for p in pools}  # a name given twice: the last one counts, as with kubectl apply
+        self.pools = sorted(self.by_name.values(), key=_priority)
         self.nodes = sorted(nodes, key=lambda n: n.name)
         self.config = config
         self.options = options

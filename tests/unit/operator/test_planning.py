@@ -359,3 +359,10 @@ def test_dedicated_false_removes_the_pool_taint_it_set() -> None:
     result = run([pool("p", {"accelerator": "H100", "dedicated": False})], [member("n1", "p")])
     assert [t.key for t in result.changes["n1"].remove_taints] == [POOL_TAINT]
     assert result.changes["n1"].add_taints == ()
+
+
+def test_a_pool_given_twice_counts_once_the_last_way() -> None:
+    nodes = [node("n1"), node("n2")]
+    result = run([pool("p", {"accelerator": "H100", "nodes": 1}), pool("p", {"accelerator": "H100", "nodes": 2})], nodes)
+    assert [p.name for p in result.pools] == ["p"]
+    assert members(result, "p") == ["n1", "n2"]
