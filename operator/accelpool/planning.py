@@ -45,7 +45,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from accelpool import api, catalog, conventions, nvidia
-from accelpool.nodes import NodeChange, NodeView, Taint, format_time
+from accelpool.nodes import NodeChange, NodeView, Taint, format_time, parse_time
 from accelpool.poolstatus import Breaker, Member, PoolFacts, Selection, compute_status, describe_health, health_reason
 
 # ---------------------------------------------------------------- inputs
@@ -509,14 +509,18 @@ class _Planner:
         self.requeue.at(self.options.not_ready_grace_seconds - waited)
         return True
 
+    def _joined(self, view: NodeView) -> tuple[datetime, str]:
+        """When a member joined: its joined-at annotation, else (written by hand, older versions) the node's age."""
+        oldest = datetime.min.replace(tzinfo=self.now.tzinfo)
+        return (view.joined_at or parse_time(view.created) or oldest, view.name)
+
     def size(self, work: _PoolWork) -> None:
         serving = [v for v in work.members if self._serving_for_sizing(work, v)]
         if work.karpenter:
             return
         surplus = len(serving) - work.desired
         if surplus > 0:
-            oldest = datetime.min.replace(tzinfo=self.now.tzinfo)
-            newest_first = sorted(serving, key=lambda v: (v.joined_at or oldest, v.name), reverse=True)
+            newest_first = sorted(serving, key=self._joined, reverse=True)
             for view in newest_first[:surplus]:
                 work.members.remove(view)
                 work.released.append(view.name)

@@ -11,7 +11,7 @@ from accelpool import conventions
 from accelpool.nodes import NodeView, Taint
 from accelpool.planning import ConfigState
 
-from .conftest import NOW, applied, conditions, fixture_nodes, member, members, node, pool, run
+from .conftest import NOW, applied, conditions, fixture_nodes, member, members, node, node_body, pool, run
 
 POOL_TAINT = conventions.POOL_TAINT_KEY
 
@@ -363,6 +363,24 @@ def test_dedicated_false_removes_the_pool_taint_it_set() -> None:
 
 def test_a_pool_given_twice_counts_once_the_last_way() -> None:
     nodes = [node("n1"), node("n2")]
-    result = run([pool("p", {"accelerator": "H100", "nodes": 1}), pool("p", {"accelerator": "H100", "nodes": 2})], nodes)
+    result = run(
+        [pool("p", {"accelerator": "H100", "nodes": 1}), pool("p", {"accelerator": "H100", "nodes": 2})], nodes
+    )
     assert [p.name for p in result.pools] == ["p"]
     assert members(result, "p") == ["n1", "n2"]
+
+
+def test_without_joined_at_the_newest_nodes_leave_first() -> None:
+    def labelled(name: str, created: str) -> NodeView:
+        body = node_body(name)
+        body["metadata"]["labels"][conventions.POOL_LABEL] = "p"
+        body["metadata"]["creationTimestamp"] = created
+        return NodeView.from_body(body)
+
+    nodes = [
+        labelled("a", "2026-10-05T00:00:00Z"),
+        labelled("b", "2026-10-01T00:00:00Z"),
+        labelled("c", "2026-10-03T00:00:00Z"),
+    ]
+    result = run([pool("p", {"accelerator": "H100", "nodes": 1})], nodes)
+    assert members(result, "p") == ["b"]
