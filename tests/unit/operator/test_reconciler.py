@@ -315,3 +315,22 @@ async def test_passes_never_overlap() -> None:
     assert harness.node_writes() == ["/api/v1/nodes/n1", "/api/v1/nodes/n2"], "one claim per node, no double claims"
     labels = {n: fake.node(n)["metadata"]["labels"].get(conventions.POOL_LABEL) for n in ("n1", "n2", "n3")}
     assert labels == {"n1": "a", "n2": "b", "n3": None}
+
+
+async def test_an_agent_daemonset_is_replaced_only_when_what_is_rendered_changes() -> None:
+    fake = cluster(node_body("n1"))
+    pools = [record("p", {"accelerator": "H100"})]
+    first = Harness(fake, pools)
+    await first.reconciler.reconcile_once()
+    path = "/apis/apps/v1/namespaces/accelpool-system/daemonsets/accelpool-agent-p"
+    assert fake.objects[path]["spec"]["template"]["spec"]["containers"][0]["image"].startswith("ghcr.io/")
+    # Restarted with the same settings: nothing to write. With another image: one replace.
+    same = Harness(fake, pools)
+    await same.reconciler.reconcile_once()
+    assert [w for w in fake.writes if w[1] == path] == []
+    from accelpool.render import AgentSettings
+
+    upgraded = Harness(fake, pools, agent=AgentSettings(image="registry.example/agent:2"))
+    await upgraded.reconciler.reconcile_once()
+    assert [w for w in fake.writes if w[1] == path] == [("PUT", path)]
+    assert fake.objects[path]["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example/agent:2"
