@@ -15,6 +15,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from pydantic import ValidationError
@@ -163,7 +164,7 @@ class NodeView:
     def pool(self) -> str | None:
         return self.labels.get(conventions.POOL_LABEL) or None
 
-    @property
+    @cached_property
     def quarantine_taint(self) -> Taint | None:
         return next((t for t in self.taints if t.key == conventions.QUARANTINE_TAINT_KEY), None)
 
@@ -171,7 +172,7 @@ class NodeView:
     def cordoned_by_us(self) -> bool:
         return self.annotations.get(conventions.CORDONED_ANNOTATION) == "true"
 
-    @property
+    @cached_property
     def quarantined(self) -> bool:
         """Quarantined by accelpool: its quarantine taint, or a cordon it made."""
         return self.quarantine_taint is not None or (self.cordoned_by_us and self.unschedulable)

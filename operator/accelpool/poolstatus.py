@@ -193,7 +193,7 @@ class _Conditions:
         before = self._previous.get(type_)
         since = before.last_transition_time if before and before.status == status else None
         self.items.append(
-            api.Condition.model_construct(
+            api.Condition(
                 type=type_,
                 status=status,
                 reason=reason,
@@ -440,7 +440,7 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
         health, reason, since = _member_health(m)
         report = m.view.report
         status_members.append(
-            api.Member.model_construct(
+            api.Member(
                 node=m.name,
                 gpus=m.view.gpus,
                 health=health,
