@@ -125,6 +125,7 @@ OPTIONS: tuple[_Option, ...] = (
         parse=_optional,
     ),
     _Option("--agent-priority-class", "agent_priority_class", None, "agents' priorityClassName", parse=_optional),
+    _Option("--agent-port", "agent_port", _AGENT_DEFAULTS.port, "the agents' /metrics and /healthz port", parse=int),
     _Option("--events-namespace", "events_namespace", "default", "namespace of Events about nodes and pools"),
     _Option(
         "--resync-interval",
@@ -210,6 +211,7 @@ class OperatorConfig:
             cpu_limit=values.get("agent_cpu_limit"),
             memory_limit=values.get("agent_memory_limit", _AGENT_DEFAULTS.memory_limit),
             priority_class=values.get("agent_priority_class"),
+            port=int(values.get("agent_port") or _AGENT_DEFAULTS.port),
         )
         plain = {
             f: values[f]
