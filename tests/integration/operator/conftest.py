@@ -19,6 +19,7 @@ import copy
 import datetime
 import itertools
 import json
+import pathlib
 import socket
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -31,8 +32,6 @@ import pytest
 from kopf.testing import KopfRunner
 
 from accelpool import api, catalog, conventions
-
-pytestmark = pytest.mark.integration
 
 POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 NAMESPACE = "accelpool-system"
@@ -364,6 +363,14 @@ def seed(cluster: Cluster, *nodes: Mapping[str, Any]) -> None:
     """Objects that exist before the operator starts (it lists them; no watch event needed)."""
     for node in nodes:
         cluster.emulator.objects["v1/nodes", None, node["metadata"]["name"]] = copy.deepcopy(dict(node))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test here runs the real operator: mark them `integration` (`-m "not integration"` skips them)."""
+    here = pathlib.Path(__file__).parent
+    for item in items:
+        if here in pathlib.Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.integration)
 
 
 def free_port() -> int:
