@@ -15,6 +15,11 @@
 - `@kopf.on.startup/login/probe/cleanup`: settings from `memo.config` (set by `accelpool run`)
   or the ACCELPOOL_* variables (under `kopf run`), the API credentials, the reconciler task, the
   /metrics server, the liveness probe.
+
+kopf's persistence: the finalizer is `accelpool.io/finalizer`; handler progress and the diff
+base are kept in memory (`MemoryProgressStorage`, `MemoryDiffBaseStorage`), because the pool
+handlers are idempotent nudges and kopf's annotations would cost writes on every pool; only a
+delayed retry "touches" the pool (an `accelpool.io/` annotation) to be woken up.
 """
 
 from __future__ import annotations
