@@ -44,6 +44,8 @@ DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
 PERCENT_PATTERN = r"^(100|[1-9]?[0-9])%$"
 MEMORY_PATTERN = r"^[0-9]+ ?(GB|GiB|G|gb|gib|g)$"
 MAX_NODES = 10_000
+MAX_POOL_NAME = 63
+"""A pool's name is the value of the `accelpool.io/pool` label on its nodes: at most 63 characters."""
 
 
 @dataclass(frozen=True)
@@ -626,7 +628,7 @@ class ComputePoolStatus(Model):
 
 class ObjectMeta(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
-    name: str = Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    name: str = Field(min_length=1, max_length=MAX_POOL_NAME, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
     generation: int | None = None
 
 

@@ -63,7 +63,7 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "accelpool"
 
 DEFAULT_NAMESPACE = "accelpool-system"
-DEFAULT_DEVICE_PLUGIN_CONFIGMAP = "accelpool-device-plugin-configs"
+DEFAULT_DEVICE_PLUGIN_CONFIGMAP = "accelpool-device-plugin-config"
 DEFAULT_MIG_CONFIGMAP = "accelpool-mig-parted-config"
 
 LABEL_VALUE_MAX = 63

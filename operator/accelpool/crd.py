@@ -153,6 +153,12 @@ def openapi_schema() -> JsonSchema:
         "type": "object",
         "description": "A pool of accelerator nodes: selected, labelled, configured, health-checked.",
         "required": ["spec"],
+        "x-kubernetes-validations": [
+            {
+                "rule": f"size(self.metadata.name) <= {api.MAX_POOL_NAME}",
+                "message": f"a pool's name is a node label value: at most {api.MAX_POOL_NAME} characters",
+            }
+        ],
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},

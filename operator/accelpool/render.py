@@ -186,15 +186,20 @@ def daemonset(
         "tolerations": agent_tolerations(pool, spec, member_tolerations),
         "containers": [container],
     }
+    # The root filesystem is read-only; /tmp (CuPy's kernel cache, CUPY_CACHE_DIR) is an emptyDir.
+    container["volumeMounts"] = [{"name": "tmp", "mountPath": "/tmp"}]
+    pod_spec["volumes"] = [{"name": "tmp", "emptyDir": {}}]
     if settings.privileged:
-        container["securityContext"] = {"privileged": True}
-        container["volumeMounts"] = [{"name": "dev", "mountPath": "/dev"}]
-        pod_spec["volumes"] = [{"name": "dev", "hostPath": {"path": "/dev"}}]
+        container["securityContext"] = {"privileged": True, "readOnlyRootFilesystem": True}
+        container["volumeMounts"].append({"name": "dev", "mountPath": "/dev"})
+        pod_spec["volumes"].append({"name": "dev", "hostPath": {"path": "/dev"}})
     else:
         container["securityContext"] = {
+            "runAsNonRoot": True,
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,
             "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
         }
     if nvidia and settings.runtime_class:
         pod_spec["runtimeClassName"] = settings.runtime_class

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from accelpool import crd
+from accelpool.validation import validate_object
 from tests.cases import CASES, Case, pool
 from tests.crd_admission import admission_errors, version_schema
 
@@ -120,3 +121,12 @@ def test_api_server_agrees_with_the_models(definition: dict[str, Any], case: Cas
         assert errors, f"the CRD admits {case.spec}, which the models reject"
     else:
         assert errors == [], f"the CRD rejects a case the models {'accept' if case.layer == 'valid' else 'own'}"
+
+
+def test_pool_names_fit_a_label_value(definition: dict[str, Any]) -> None:
+    """Names become `accelpool.io/pool` label values: the API server and the models stop at 63."""
+    long_name = pool({"accelerator": "H100"}, name="x" * 64)
+    assert admission_errors(definition, long_name) == [": a pool's name is a node label value: at most 63 characters"]
+    assert admission_errors(definition, pool({"accelerator": "H100"}, name="x" * 63)) == []
+    verdict = validate_object(long_name)
+    assert [p.path for p in verdict.problems] == ["metadata.name"]

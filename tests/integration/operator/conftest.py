@@ -35,7 +35,7 @@ from accelpool import api, catalog, conventions
 
 POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 NAMESPACE = "accelpool-system"
-DP_CONFIGMAP = "accelpool-device-plugin-configs"
+DP_CONFIGMAP = "accelpool-device-plugin-config"
 MIG_CONFIGMAP = "accelpool-mig-parted-config"
 VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
 RESOURCES = {

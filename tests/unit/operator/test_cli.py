@@ -199,7 +199,7 @@ def test_run_settings_flags_over_environment_over_defaults() -> None:
     defaults = OperatorConfig.from_env({})
     assert (defaults.namespace, defaults.device_plugin_configmap, defaults.mig_configmap) == (
         "accelpool-system",
-        "accelpool-device-plugin-configs",
+        "accelpool-device-plugin-config",
         "accelpool-mig-parted-config",
     )
     from_env = OperatorConfig.from_env(

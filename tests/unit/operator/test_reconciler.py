@@ -300,7 +300,7 @@ async def test_a_deleted_pool_is_released_and_its_objects_removed() -> None:
     assert "/apis/apps/v1/namespaces/accelpool-system/daemonsets/accelpool-agent-p" not in fake.objects
     labels = fake.node("n1")["metadata"]["labels"]
     assert conventions.POOL_LABEL not in labels
-    data = fake.objects["/api/v1/namespaces/accelpool-system/configmaps/accelpool-device-plugin-configs"]["data"]
+    data = fake.objects["/api/v1/namespaces/accelpool-system/configmaps/accelpool-device-plugin-config"]["data"]
     assert set(data) == {"default"}
 
 

@@ -90,8 +90,8 @@ def test_daemonset_settings() -> None:
     )
     pod = privileged["spec"]["template"]["spec"]
     assert "runtimeClassName" not in pod, "the NVIDIA runtime is only for NVIDIA pools"
-    assert pod["containers"][0]["securityContext"] == {"privileged": True}
-    assert pod["volumes"] == [{"name": "dev", "hostPath": {"path": "/dev"}}]
+    assert pod["containers"][0]["securityContext"] == {"privileged": True, "readOnlyRootFilesystem": True}
+    assert pod["volumes"] == [{"name": "tmp", "emptyDir": {}}, {"name": "dev", "hostPath": {"path": "/dev"}}]
     assert pod["priorityClassName"] == "system-node-critical"
     assert pod["containers"][0]["args"][-1] == "fake"
     assert {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
