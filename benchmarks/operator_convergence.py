@@ -42,23 +42,10 @@ import attrs
 import kmock
 
 from accelpool import api, catalog, conventions, crd
+from accelpool.demo.apiserver import RESOURCES
 
 BIN = Path(sys.executable).parent
 POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
-VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
-RESOURCES = {
-    "v1/namespaces": kmock.ResourceInfo(kind="Namespace", namespaced=False, verbs=VERBS),
-    "v1/events": kmock.ResourceInfo(kind="Event", namespaced=True, verbs=VERBS),
-    "v1/nodes": kmock.ResourceInfo(kind="Node", namespaced=False, verbs=VERBS, subresources={"status"}),
-    "v1/configmaps": kmock.ResourceInfo(kind="ConfigMap", namespaced=True, verbs=VERBS),
-    "apps/v1/daemonsets": kmock.ResourceInfo(kind="DaemonSet", namespaced=True, verbs=VERBS),
-    "apiextensions.k8s.io/v1/customresourcedefinitions": kmock.ResourceInfo(
-        kind="CustomResourceDefinition", namespaced=False, verbs=VERBS
-    ),
-    f"{api.GROUP}/{api.VERSION}/{api.PLURAL}": kmock.ResourceInfo(
-        kind=api.KIND, namespaced=False, verbs=VERBS, subresources={"status"}
-    ),
-}
 SIMULATOR = "simulator"
 OPERATOR_AGENTS = ("accelpool", "kopf/")
 # (catalog entry, labeller, devices): the fleet cycles through these.

@@ -19,6 +19,7 @@ from kmock._internal import rendering  # the request type kmock hands to its ser
 
 from accelpool import api, crd
 
+VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})
 RESOURCES: dict[str, kmock.ResourceInfo] = {
     "v1/namespaces": kmock.ResourceInfo(kind="Namespace", singular="namespace", namespaced=False, shortnames={"ns"}),
     "v1/nodes": kmock.ResourceInfo(
@@ -27,7 +28,7 @@ RESOURCES: dict[str, kmock.ResourceInfo] = {
     "v1/events": kmock.ResourceInfo(kind="Event", singular="event", namespaced=True, shortnames={"ev"}),
     "v1/configmaps": kmock.ResourceInfo(kind="ConfigMap", singular="configmap", namespaced=True, shortnames={"cm"}),
     "apps/v1/daemonsets": kmock.ResourceInfo(
-        kind="DaemonSet", singular="daemonset", namespaced=True, shortnames={"ds"}, subresources={"status"}
+        kind="DaemonSet", singular="daemonset", namespaced=True, shortnames={"ds"}
     ),
     "apiextensions.k8s.io/v1/customresourcedefinitions": kmock.ResourceInfo(
         kind="CustomResourceDefinition", singular="customresourcedefinition", namespaced=False, shortnames={"crd"}
@@ -41,13 +42,15 @@ RESOURCES: dict[str, kmock.ResourceInfo] = {
         subresources={"status"},
     ),
 }
-VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
+"""Every resource accelpool reads or writes, as the emulator must declare them for discovery and
+watches (the demo, the operator's integration tests and the convergence benchmark share it)."""
+for _info in RESOURCES.values():
+    _info.verbs.update(VERBS)
 
 
 def register_resources(emulator: kmock.KubernetesEmulator) -> None:
     """Declare every resource accelpool reads or writes, so discovery and watches work."""
     for key, info in RESOURCES.items():
-        info.verbs.update(VERBS)
         emulator.resources[key] = info
 
 

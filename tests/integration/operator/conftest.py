@@ -32,25 +32,12 @@ import pytest
 from kopf.testing import KopfRunner
 
 from accelpool import api, catalog, conventions
+from accelpool.demo.apiserver import RESOURCES
 
 POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 NAMESPACE = "accelpool-system"
 DP_CONFIGMAP = "accelpool-device-plugin-config"
 MIG_CONFIGMAP = "accelpool-mig-parted-config"
-VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
-RESOURCES = {
-    "v1/namespaces": kmock.ResourceInfo(kind="Namespace", namespaced=False, verbs=VERBS),
-    "v1/events": kmock.ResourceInfo(kind="Event", namespaced=True, verbs=VERBS),
-    "v1/nodes": kmock.ResourceInfo(kind="Node", namespaced=False, verbs=VERBS, subresources={"status"}),
-    "v1/configmaps": kmock.ResourceInfo(kind="ConfigMap", namespaced=True, verbs=VERBS),
-    "apps/v1/daemonsets": kmock.ResourceInfo(kind="DaemonSet", namespaced=True, verbs=VERBS),
-    "apiextensions.k8s.io/v1/customresourcedefinitions": kmock.ResourceInfo(
-        kind="CustomResourceDefinition", namespaced=False, verbs=VERBS
-    ),
-    f"{api.GROUP}/{api.VERSION}/{api.PLURAL}": kmock.ResourceInfo(
-        kind=api.KIND, namespaced=False, verbs=VERBS, subresources={"status"}
-    ),
-}
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 TEST_AGENT = "accelpool-test"
 

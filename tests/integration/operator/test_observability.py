@@ -6,8 +6,9 @@ import aiohttp
 import kmock
 
 from accelpool import conventions
+from accelpool.demo.apiserver import VERBS
 
-from .conftest import VERBS, Cluster, Operator, gpu_node, seed
+from .conftest import Cluster, Operator, gpu_node, seed
 
 NODEPOOLS = "karpenter.sh/v1/nodepools"
 
