@@ -389,8 +389,7 @@ def results_for(node_count: int, pool_count: int, idle: float) -> list[dict[str,
             "unit": "s",
             "target": "<= 60 s (at 2,000 x 100)",
             "met": report["seconds"] <= 60,
-            "note": f"{size}: {report['members']} member nodes; {report['passes']:.0f} reconcile passes; "
-            f"operator log {log}",
+            "note": f"{size}: {report['members']} member nodes; {report['passes']:.0f} reconcile passes",
         },
         {
             "what": f"{size}: API writes until Ready / minimum necessary",
