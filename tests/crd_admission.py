@@ -9,7 +9,8 @@ import copy
 from typing import Any
 
 import celpy
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
+from celpy.adapter import json_to_cel
 
 _CEL = celpy.Environment()
 
@@ -49,8 +50,8 @@ def _cel_errors(node: dict[str, Any], value: Any, path: str) -> list[str]:
     errors: list[str] = []
     for rule in node.get("x-kubernetes-validations") or []:
         program = _CEL.program(_CEL.compile(rule["rule"]))
-        result = program.evaluate({"self": celpy.json_to_cel(value)})
-        if result is not True and not (isinstance(result, celpy.celtypes.BoolType) and bool(result)):
+        result = program.evaluate({"self": json_to_cel(value)})
+        if not (isinstance(result, celpy.celtypes.BoolType) and bool(result)):
             errors.append(f"{path}: {rule['message']}")
     if isinstance(value, dict):
         for name, prop in (node.get("properties") or {}).items():

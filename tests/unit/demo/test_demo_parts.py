@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,7 +44,7 @@ def test_bad_descriptions_name_the_field(text: str, error: str) -> None:
 
 
 def test_pool_table() -> None:
-    pools = [
+    pools: list[dict[str, Any]] = [
         {
             "metadata": {"name": "b"},
             "status": {

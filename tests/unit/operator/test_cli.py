@@ -53,7 +53,7 @@ def plan_json(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -
 def test_plan_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     document = plan_json(tmp_path, capsys)
     assert list(document) == ["pools", "nodePatches", "devicePluginConfig", "migConfig"]
-    pools = {p["name"]: p for p in document["pools"]}  # type: ignore[attr-defined, index]
+    pools = {p["name"]: p for p in document["pools"]}  # type: ignore[attr-defined]
     assert set(pools) == {"llm-training", "slices", "broken"}
     for entry in pools.values():
         assert list(entry) == ["name", "members", "phase", "conditions"]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from accelpool import api, conventions
 from accelpool.nodes import NodeView
+from accelpool.planning import PoolInput
 
 from .conftest import NOW, conditions, member, pool, run
 
@@ -86,10 +88,8 @@ def test_transition_times_are_kept_while_a_condition_holds() -> None:
     assert all(c.observed_generation == 1 for c in second_status.conditions)
 
 
-def api_replace(pool_input: object, status: api.ComputePoolStatus) -> object:
-    from dataclasses import replace
-
-    return replace(pool_input, previous=status)  # type: ignore[type-var]
+def api_replace(pool_input: PoolInput, status: api.ComputePoolStatus) -> PoolInput:
+    return replace(pool_input, previous=status)
 
 
 def test_capacity_members_and_measured_tflops() -> None:

@@ -7,6 +7,7 @@ passes in milliseconds.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import copy
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
@@ -101,7 +102,7 @@ class FakeApi:
 
     # ------------------------------------------------------------ what the kopf indexes would hold
 
-    def node_views(self) -> list[NodeView]:
+    def node_views(self) -> builtins.list[NodeView]:
         return [NodeView.from_body(o) for p, o in self.objects.items() if p.startswith("/api/v1/nodes/")]
 
     def add_node(self, body: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ from accelpool.render import AgentSettings
 from .conftest import fixture_nodes, pool, run
 
 GOLDEN = Path(__file__).parent / "golden"
-POOLS = {
+POOLS: dict[str, dict[str, Any]] = {
     "llm-training": {
         "accelerator": "H100:8",
         "nodes": 4,
