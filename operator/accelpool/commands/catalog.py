@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from accelpool import api, catalog
+from accelpool.textio import format_table
 
 
 def register(subparsers: Any) -> None:
@@ -73,8 +74,7 @@ def _table(entries: list[catalog.Accelerator]) -> str:
                 f"{len(e.mig_profiles)} profiles" if e.mig_capable else "-",
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    return format_table(rows)
 
 
 def _detail(entry: catalog.Accelerator) -> str:

@@ -30,7 +30,6 @@ import asyncio
 import json
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from accelpool import api, conventions, inputs
@@ -38,6 +37,7 @@ from accelpool.kube import ApiError, Credentials, KubeClient, NotFoundError
 from accelpool.nodes import NodeView, parse_time
 from accelpool.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
 from accelpool.settings import AGENT_BACKENDS, seconds
+from accelpool.textio import format_table, read_sources
 
 POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 HIDDEN_LABELS = frozenset({conventions.MIG_CONFIG_STATE_LABEL})
@@ -72,14 +72,6 @@ def register(subparsers: Any) -> None:
         "--now", metavar="RFC3339", help="plan as of this time (hold-down and grace decisions); default: now"
     )
     parser.set_defaults(func=run)
-
-
-def _read(name: str) -> list[tuple[str, str]]:
-    if name == "-":
-        return [("<stdin>", sys.stdin.read())]
-    path = Path(name)
-    files = sorted([*path.glob("*.yaml"), *path.glob("*.yml")]) if path.is_dir() else [path]
-    return [(str(f), f.read_text()) for f in files]
 
 
 async def _from_cluster(
@@ -145,11 +137,6 @@ def _taint(key: str, value: str | None, effect: str) -> dict[str, str]:
     return out
 
 
-def _table(rows: list[tuple[str, ...]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
-
-
 def render_table(result: Plan, views: dict[str, NodeView]) -> str:
     pool_rows: list[tuple[str, ...]] = [("POOL", "ACCELERATOR", "NODES", "PHASE", "MEMBERS")]
     for pool in result.pools:
@@ -164,7 +151,7 @@ def render_table(result: Plan, views: dict[str, NodeView]) -> str:
                 members or "-",
             )
         )
-    lines = [_table(pool_rows), ""]
+    lines = [format_table(pool_rows), ""]
     problems = [
         f"  {p.name}: {c.type}={c.status} {c.reason}: {c.message}"
         for p in result.pools
@@ -189,7 +176,7 @@ def render_table(result: Plan, views: dict[str, NodeView]) -> str:
             edits.append("cordon" if change.unschedulable else "uncordon")
         if edits:
             node_rows.append((name, change.pool or "(released)", ", ".join(edits)))
-    lines.append(_table(node_rows) if len(node_rows) > 1 else "No node changes.")
+    lines.append(format_table(node_rows) if len(node_rows) > 1 else "No node changes.")
     keys = ", ".join(sorted(result.device_plugin_documents))
     entries = ", ".join(sorted(result.mig_document.get("mig-configs") or {}))
     lines += ["", f"device-plugin config keys: {keys}", f"mig-parted entries: {entries}"]
@@ -198,8 +185,8 @@ def render_table(result: Plan, views: dict[str, NodeView]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        sources = [source for name in args.filename for source in _read(name)]
-        node_text = None if args.nodes is None else _read(args.nodes)[0][1]
+        sources = [source for name in args.filename for source in read_sources(name)]
+        node_text = None if args.nodes is None else read_sources(args.nodes)[0][1]
     except OSError as error:
         print(f"error: cannot read {error.filename}: {error.strerror}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from accelpool import validation
+from accelpool.textio import read_sources
 
 
 def register(subparsers: Any) -> None:
@@ -48,7 +49,7 @@ def _sources(names: list[str]) -> list[tuple[str, str]]:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        sources = _sources(args.filename)
+        sources = [source for name in args.filename for source in read_sources(name)]
     except OSError as error:
         print(f"error: cannot read {error.filename}: {error.strerror}", file=sys.stderr)
         return 2

@@ -25,6 +25,7 @@ from accelpool.demo import cluster
 from accelpool.demo.apiserver import DemoApiServer
 from accelpool.demo.simulators import FAULT_ANNOTATION, Kubelet, MigManager, free_port
 from accelpool.kube import Credentials, KubeClient
+from accelpool.textio import format_table
 
 NAMESPACE = "accelpool-system"
 MIG_CONFIG_MAP = "accelpool-mig-parted-config"
@@ -64,11 +65,6 @@ def pool_rows(pools: list[dict[str, Any]]) -> list[tuple[str, ...]]:
             )
         )
     return rows
-
-
-def format_table(rows: list[tuple[str, ...]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
 
 
 def all_ready(pools: list[dict[str, Any]]) -> bool:

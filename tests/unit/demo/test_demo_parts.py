@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from accelpool.demo import cluster
-from accelpool.demo.run import format_table, pool_rows
+from accelpool.demo.run import pool_rows
+from accelpool.textio import format_table
 
 ROOT = Path(__file__).resolve().parents[3]
 
