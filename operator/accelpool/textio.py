@@ -3,9 +3,23 @@ and column-aligned tables. Used by `accelpool validate`, `plan`, `catalog` and `
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+
+def add_filename_argument(parser: argparse.ArgumentParser) -> None:
+    """`-f/--filename FILE`, repeatable, read by `read_sources`."""
+    parser.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="ComputePool YAML (one or many documents): a file, a directory of *.yaml, or '-' for standard "
+        "input; repeatable",
+    )
 
 
 def read_sources(name: str) -> list[tuple[str, str]]:

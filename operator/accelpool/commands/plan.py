@@ -37,7 +37,7 @@ from accelpool.kube import ApiError, Credentials, KubeClient, NotFoundError
 from accelpool.nodes import NodeView, parse_time
 from accelpool.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
 from accelpool.settings import AGENT_BACKENDS, seconds
-from accelpool.textio import format_table, read_sources
+from accelpool.textio import add_filename_argument, format_table, read_sources
 
 POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 HIDDEN_LABELS = frozenset({conventions.MIG_CONFIG_STATE_LABEL})
@@ -51,14 +51,7 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "-f",
-        "--filename",
-        action="append",
-        required=True,
-        metavar="FILE",
-        help="ComputePool YAML: a file, a directory of *.yaml, or '-' for standard input; repeatable",
-    )
+    add_filename_argument(parser)
     parser.add_argument("--nodes", metavar="FILE", help="`kubectl get nodes -o yaml` output ('-': standard input)")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
     parser.add_argument("--kubeconfig", help="without --nodes: the cluster to read (default: in-cluster, $KUBECONFIG)")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from accelpool import validation
-from accelpool.textio import read_sources
+from accelpool.textio import add_filename_argument, read_sources
 
 
 def register(subparsers: Any) -> None:
@@ -23,14 +23,7 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "-f",
-        "--filename",
-        action="append",
-        required=True,
-        metavar="FILE",
-        help="a YAML file or directory of *.yaml (one or many documents); '-' reads standard input; repeatable",
-    )
+    add_filename_argument(parser)
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
     parser.set_defaults(func=run)
 
