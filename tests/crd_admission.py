@@ -50,7 +50,10 @@ def _cel_errors(node: dict[str, Any], value: Any, path: str) -> list[str]:
     errors: list[str] = []
     for rule in node.get("x-kubernetes-validations") or []:
         program = _CEL.program(_CEL.compile(rule["rule"]))
-        result = program.evaluate({"self": json_to_cel(value)})
+        try:
+            result = program.evaluate({"self": json_to_cel(value)})
+        except celpy.evaluation.CELEvalError:  # as on a real API server, a rule that cannot be evaluated rejects
+            result = None
         if not (isinstance(result, celpy.celtypes.BoolType) and bool(result)):
             errors.append(f"{path}: {rule['message']}")
     if isinstance(value, dict):

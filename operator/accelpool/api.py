@@ -11,6 +11,7 @@ Pure: no I/O. Callers: `accelpool.crd`, `accelpool.validation`, the planner and 
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -43,6 +44,11 @@ MIG_PROFILE_PATTERN = r"^[1-7]g\.[0-9]+gb(\+me)?$"
 DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
 PERCENT_PATTERN = r"^(100|[1-9]?[0-9])%$"
 MEMORY_PATTERN = r"^[0-9]+ ?(GB|GiB|G|gb|gib|g)$"
+MAX_DURATION_LENGTH = 32
+"""Durations are short strings; the bound also keeps the API server's CEL cost estimate small."""
+MIN_INTERVAL = "1m"
+MAX_INTERVAL = "168h"
+MAX_HOLD_DOWN = "168h"
 MAX_NODES = 10_000
 MAX_POOL_NAME = 63
 """A pool's name is the value of the `accelpool.io/pool` label on its nodes: at most 63 characters."""
@@ -72,6 +78,7 @@ class Model(BaseModel):
         extra="forbid",
         frozen=True,
         use_enum_values=True,
+        strict=True,
     )
     rules: ClassVar[tuple[Rule, ...]] = ()
 
@@ -98,7 +105,9 @@ class AcceleratorRequest(Model):
         None, description="Memory per device, e.g. 80GB; picks the memory variant of the model."
     )
     form_factor: catalog.FormFactor | None = Field(
-        None, description="SXM, PCIe, NVL, ...: only nodes with this form factor are members."
+        None,
+        strict=False,  # a string on the wire names the enum member; strictness is about numbers and booleans
+        description="SXM, PCIe, NVL, ...: only nodes with this form factor are members.",
     )
     count: int | None = Field(None, ge=1, le=64, description="Devices per node; members have at least this many.")
 
@@ -222,8 +231,12 @@ class MatmulPolicy(Model):
 class HealthSpec(Model):
     """How members are checked and what happens to a node that fails."""
 
-    interval: Annotated[str, Field(pattern=DURATION_PATTERN)] = Field(
-        "15m", description="Time between full check cycles on a node (telemetry is continuous)."
+    interval: Annotated[str, Field(pattern=DURATION_PATTERN, max_length=MAX_DURATION_LENGTH)] = Field(
+        "15m",
+        description=(
+            f"Time between full check cycles on a node (telemetry is continuous), "
+            f"from {MIN_INTERVAL} to {MAX_INTERVAL}."
+        ),
     )
     matmul: MatmulPolicy = Field(default_factory=MatmulPolicy)
     remediation: Literal["taint", "cordon", "none"] = Field(
@@ -234,8 +247,11 @@ class HealthSpec(Model):
         description="Circuit breaker: never quarantine more than this many (or this % of) member nodes.",
         json_schema_extra={"x-kubernetes-int-or-string": True},
     )
-    hold_down: Annotated[str, Field(pattern=DURATION_PATTERN)] = Field(
-        "10m", description="How long a quarantined node must be healthy again before it is released."
+    hold_down: Annotated[str, Field(pattern=DURATION_PATTERN, max_length=MAX_DURATION_LENGTH)] = Field(
+        "10m",
+        description=(
+            f"How long a quarantined node must be healthy again before it is released, at most {MAX_HOLD_DOWN}."
+        ),
     )
 
     rules = (
@@ -249,6 +265,20 @@ class HealthSpec(Model):
             ),
             "maxUnavailable must be a number >= 0 or a percentage like '50%'",
             field="maxUnavailable",
+        ),
+        Rule(
+            f"duration(self.interval) >= duration('{MIN_INTERVAL}')"
+            f" && duration(self.interval) <= duration('{MAX_INTERVAL}')",
+            lambda h: _duration_within(h.interval, parse_duration(MIN_INTERVAL), parse_duration(MAX_INTERVAL)),
+            f"interval must be between {MIN_INTERVAL} and {MAX_INTERVAL} (a full check cycle runs compute checks "
+            "on every GPU; telemetry and XIDs are watched continuously in between)",
+            field="interval",
+        ),
+        Rule(
+            f"duration(self.holdDown) <= duration('{MAX_HOLD_DOWN}')",
+            lambda h: _duration_within(h.hold_down, 0.0, parse_duration(MAX_HOLD_DOWN)),
+            f"holdDown must be at most {MAX_HOLD_DOWN}",
+            field="holdDown",
         ),
     )
 
@@ -647,6 +677,14 @@ class ComputePool(BaseModel):
 
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _duration_within(text: str, low: float, high: float) -> bool:
+    try:
+        seconds = parse_duration(text)
+    except ValueError:
+        return False
+    return math.isfinite(seconds) and low <= seconds <= high
 
 
 def parse_duration(text: str) -> float:

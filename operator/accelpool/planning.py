@@ -40,13 +40,22 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from accelpool import api, catalog, conventions, nvidia
 from accelpool.nodes import NodeChange, NodeView, Taint, format_time, parse_time
-from accelpool.poolstatus import Breaker, Member, PoolFacts, Selection, compute_status, describe_health, health_reason
+from accelpool.poolstatus import (
+    Breaker,
+    Member,
+    PoolFacts,
+    Selection,
+    compute_status,
+    describe_health,
+    health_reason,
+    invalid_status,
+)
 
 # ---------------------------------------------------------------- inputs
 
@@ -63,10 +72,16 @@ class PoolInput:
     created: str | None = None
     deleting: bool = False
     previous: api.ComputePoolStatus | None = None
+    unplannable: bool = False
+    """True when the pool was set aside because planning or rendering it failed (`problems` says why)."""
 
     @property
     def valid(self) -> bool:
         return self.spec is not None and not self.problems
+
+    def set_aside(self, why: str) -> PoolInput:
+        """This pool as one the operator cannot plan: Valid=False naming `why`, its nodes left as they are."""
+        return replace(self, spec=None, problems=(why,), unplannable=True)
 
 
 @dataclass(frozen=True)
@@ -162,6 +177,8 @@ class Plan:
     remediations: tuple[Remediation, ...] = ()
     requeue_after: float | None = None
     """Seconds until a time-based decision (hold-down, NotReady grace) needs another pass."""
+    unplannable: Mapping[str, str] = field(default_factory=dict)
+    """Pools whose planning failed this pass (name → why); every other pool was planned without them."""
 
     def pool(self, name: str) -> PoolPlan | None:
         return next((p for p in self.pools if p.name == name), None)
@@ -744,12 +761,13 @@ class _Planner:
                 name=pool.name,
                 spec=pool.spec,
                 problems=pool.problems or ("invalid spec",),
+                unplannable=pool.unplannable,
                 generation=pool.generation,
                 previous=pool.previous,
                 now=self.now,
                 members=tuple(Member(v) for v in held),
             )
-            status = compute_status(facts)
+            status = invalid_status(facts)
             return PoolPlan(pool.name, pool.uid, False, False, pool.spec, tuple(v.name for v in held), status)
         established = pool.previous is not None and pool.previous.nodes.members > 0
         if work.new_members and established:  # the first fill is in the status; changes later are Events
@@ -807,6 +825,47 @@ def _listing(verb: str, names: Sequence[str]) -> str:
     return f"{verb} {len(names)} node(s): {shown}{more}"
 
 
-def plan(pools: Sequence[PoolInput], nodes: Sequence[NodeView], config: ConfigState, options: PlannerOptions) -> Plan:
-    """The desired state of the whole cluster (see the module docstring). Deterministic for equal inputs."""
-    return _Planner(pools, nodes, config, options).run()
+def plan(
+    pools: Sequence[PoolInput],
+    nodes: Sequence[NodeView],
+    config: ConfigState,
+    options: PlannerOptions,
+    unplannable: Mapping[str, str] | None = None,
+) -> Plan:
+    """The desired state of the whole cluster (see the module docstring). Deterministic for equal inputs.
+
+    One pool can never stop the others: when planning raises, the pools that raise on their own are
+    found by bisection, set aside (`PoolInput.set_aside`: Valid=False naming the error, nothing
+    written for them, their nodes held as they are) and the rest are planned again. `unplannable`
+    names pools the caller already knows cannot be planned (e.g. their agent DaemonSet could not be
+    rendered). Raises only when the failure needs several pools together to happen.
+    """
+    failed = dict(unplannable or {})
+    while True:
+        inputs = [p.set_aside(failed[p.name]) if p.name in failed else p for p in pools]
+        try:
+            result = _Planner(inputs, nodes, config, options).run()
+        except Exception:
+            culprits = _failing_pools([p for p in inputs if not p.unplannable], nodes, config, options)
+            if not culprits:
+                raise
+            failed.update(culprits)
+            continue
+        planned = {p.name for p in result.pools}
+        return replace(result, unplannable={name: why for name, why in failed.items() if name in planned})
+
+
+def _failing_pools(
+    pools: Sequence[PoolInput], nodes: Sequence[NodeView], config: ConfigState, options: PlannerOptions
+) -> dict[str, str]:
+    """The pools whose planning raises on its own (bisection: O(log pools) plans per culprit)."""
+    offline = replace(options, release_orphans=False)
+    try:
+        _Planner(pools, nodes, config, offline).run()
+    except Exception as error:
+        if len(pools) == 1:
+            return {pools[0].name: f"accelpool could not plan this pool: {type(error).__name__}: {error}"[:1000]}
+    else:
+        return {}
+    half = len(pools) // 2
+    return _failing_pools(pools[:half], nodes, config, options) | _failing_pools(pools[half:], nodes, config, options)

@@ -4,7 +4,8 @@ Called by the planner once per pool and pass. Everything the status says is deri
 facts (labels, taints, conditions, the agent's report) and the plan's own decisions, so it is
 true as soon as the reconciler's writes land. Conditions, in order:
 
-- Valid: the spec passes `accelpool validate` (False: InvalidSpec, the operator touches nothing).
+- Valid: the spec passes `accelpool validate` (False: InvalidSpec, the operator touches nothing;
+  PlanningFailed when an admitted spec could not be planned or rendered, with the error).
 - NodesSelected: members/desired (False: InsufficientNodes, with why other nodes do not qualify;
   karpenter pools: Provisioning or KarpenterNotInstalled).
 - MigConfigured: every member's `nvidia.com/mig.config.state` is success for the pool's config
@@ -35,6 +36,7 @@ from accelpool.nodes import NodeChange, NodeView, Taint, format_time
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 MemberHealth = Literal["Healthy", "Unhealthy", "Unknown", "Quarantined"]
+Phase = Literal["Pending", "Provisioning", "Configuring", "Ready", "Degraded", "Failed"]
 CONDITION_TYPES = (
     "Valid",
     "NodesSelected",
@@ -130,6 +132,8 @@ class PoolFacts:
     device_plugin_written: bool = True
     resolved: api.ResolvedAccelerator | None = None
     """The spec's accelerator, when the caller has resolved it already."""
+    unplannable: bool = False
+    """The spec passed validation but planning or rendering the pool failed (`problems` says how)."""
 
 
 def describe_health(view: NodeView) -> str:
@@ -206,8 +210,12 @@ class _Conditions:
 
 def invalid_status(facts: PoolFacts) -> api.ComputePoolStatus:
     conditions = _Conditions(facts.previous, facts.now, facts.generation)
-    conditions.add("Valid", False, "InvalidSpec", "; ".join(facts.problems))
-    conditions.add("Ready", False, "Failed", "the spec is invalid; the operator changes nothing for this pool")
+    if facts.unplannable:
+        conditions.add("Valid", False, "PlanningFailed", "; ".join(facts.problems))
+        conditions.add("Ready", False, "Failed", "the pool cannot be planned; the operator changes nothing for it")
+    else:
+        conditions.add("Valid", False, "InvalidSpec", "; ".join(facts.problems))
+        conditions.add("Ready", False, "Failed", "the spec is invalid; the operator changes nothing for this pool")
     members = [api.Member(node=m.name, gpus=m.view.gpus) for m in facts.members[: api.MAX_STATUS_MEMBERS]]
     return api.ComputePoolStatus(
         observed_generation=facts.generation,
@@ -419,7 +427,7 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
     if waiting_health:
         configuring.append(f"{len(waiting_health)} health Unknown")
 
-    phase: str
+    phase: Phase
     if desired > 0 and not members:
         phase = "Provisioning" if selection.provisioner == "karpenter" else "Pending"
         why = conditions.items[1].message

@@ -152,6 +152,8 @@ class Reconciler:
         self._planned_nodes: dict[str, NodeView] = {}
         self._planned_pools: dict[str, PoolRecord] = {}
         self._validated: dict[tuple[str, str], tuple[api.ComputePoolSpec | None, tuple[str, ...]]] = {}
+        self._unplannable: dict[tuple[str, str], str] = {}
+        """Pools (by uid and spec) that planning or rendering could not handle, and why; retried on a spec change."""
         self._configmaps: dict[str, dict[str, Any] | None] = {}
         self._daemonsets: dict[str, dict[str, Any]] = {}
         self._nodepools: dict[str, dict[str, Any]] = {}
@@ -394,6 +396,7 @@ class Reconciler:
         else:
             self._karpenter = True
             self._nodepools = {n["metadata"]["name"]: n for n in nodepools if _managed(n)}
+        self._unplannable.clear()  # set-aside pools are tried again at every resync
         self._loaded_at = self._clock()
 
     def _configmap_path(self, name: str, *, collection: bool = False) -> str:
@@ -403,7 +406,7 @@ class Reconciler:
     # ------------------------------------------------------------ inputs
 
     def _pool_input(self, record: PoolRecord) -> PoolInput:
-        key = (record.uid or record.name, record.spec_json)
+        key = _spec_key(record)
         checked = self._validated.get(key)
         if checked is None:
             checked = self._validated[key] = inputs.validate(json.loads(record.spec_json))
@@ -463,14 +466,26 @@ class Reconciler:
             agent_backend=self.config.agent.backend,
             healthy_since=self._healthy_since(views),
         )
-        result = plan(pools, views, self._config_state(), options)
+        live_specs = {(r.uid or r.name, r.spec_json) for r in records.values()}
+        self._unplannable = {k: v for k, v in self._unplannable.items() if k in live_specs}
+        known = {r.name: self._unplannable[key] for r in records.values() if (key := _spec_key(r)) in self._unplannable}
+        config_state = self._config_state()
+        result = plan(pools, views, config_state, options, known)
+        owned, failures = render_owned(result, self.config.agent, karpenter=self._karpenter)
+        if failures:
+            result = plan(pools, views, config_state, options, {**result.unplannable, **failures})
+            owned, _ = render_owned(result, self.config.agent, karpenter=self._karpenter)
+        for name, why in result.unplannable.items():
+            if name in records and _spec_key(records[name]) not in self._unplannable:
+                log.error("pool %s set aside: %s", name, why)
+                self._unplannable[_spec_key(records[name])] = why
         self.plan = result
         writer = _Writes(self)
 
         by_name = {v.name: v for v in views}
         await writer.configmaps(result, final=False)
         if not writer.blocked:
-            await writer.owned_objects(result, records)
+            await writer.owned_objects(owned)
             await writer.nodes(result, by_name)
             if not writer.unwritten_nodes:
                 await writer.configmaps(result, final=True)
@@ -488,7 +503,6 @@ class Reconciler:
         self._planned_nodes = {v.name: v for v in views}
         self._planned_pools = records
         self._overlay = {name: o for name, o in self._overlay.items() if name in by_name}
-        live_specs = {(r.uid or r.name, r.spec_json) for r in records.values()}
         self._validated = {k: v for k, v in self._validated.items() if k in live_specs}
         self._requeue_at = self._clock() + result.requeue_after if result.requeue_after is not None else None
         self.metrics.plan = result
@@ -540,6 +554,39 @@ class Reconciler:
             cutoff = now - EVENT_REPEAT_SECONDS
             self._events_posted = {k: t for k, t in self._events_posted.items() if t >= cutoff}
         return True
+
+
+@dataclass(frozen=True)
+class OwnedObjects:
+    """What one pool owns besides node labels: its agent DaemonSet and, for Karpenter pools, a NodePool."""
+
+    daemonset: dict[str, Any]
+    nodepool: dict[str, Any] | None = None
+
+
+def render_owned(
+    result: Plan, agent: render.AgentSettings, *, karpenter: bool
+) -> tuple[dict[str, OwnedObjects], dict[str, str]]:
+    """Renders every planned pool's objects; a pool whose rendering raises is returned apart (name → why)."""
+    owned: dict[str, OwnedObjects] = {}
+    failures: dict[str, str] = {}
+    for pool in result.pools:
+        if not pool.valid or pool.deleting or pool.spec is None:
+            continue
+        try:
+            daemonset = render.daemonset(pool.name, pool.uid, pool.spec, agent, pool.tolerations)
+            nodepool = None
+            if pool.spec.provisioner.type == "karpenter" and karpenter:
+                nodepool = render.nodepool(pool.name, pool.uid, pool.spec, pool.member_labels)
+        except Exception as error:  # one pool's bug must not stop the others
+            failures[pool.name] = f"accelpool could not render this pool's objects: {type(error).__name__}: {error}"
+            continue
+        owned[pool.name] = OwnedObjects(daemonset, nodepool)
+    return owned, failures
+
+
+def _spec_key(record: PoolRecord) -> tuple[str, str]:
+    return (record.uid or record.name, record.spec_json)
 
 
 def _loop_time() -> float:
@@ -653,22 +700,12 @@ class _Writes:
 
     # ------------------------------------------------------------ DaemonSets and NodePools
 
-    async def owned_objects(self, result: Plan, records: Mapping[str, PoolRecord]) -> None:
-        agent = self.config.agent
-        for pool in result.pools:
-            if not pool.valid or pool.deleting or pool.spec is None:
-                continue
-            desired = render.daemonset(pool.name, pool.uid, pool.spec, agent, pool.tolerations)
-            await self._ensure(
-                pool.name,
-                desired,
-                self.r._daemonsets,
-                f"/apis/apps/v1/namespaces/{agent.namespace}/daemonsets",
-                "daemonsets",
-            )
-            if pool.spec.provisioner.type == "karpenter" and self.r._karpenter:
-                nodepool = render.nodepool(pool.name, pool.uid, pool.spec, pool.member_labels)
-                await self._ensure(pool.name, nodepool, self.r._nodepools, NODEPOOLS, "nodepools")
+    async def owned_objects(self, owned: Mapping[str, OwnedObjects]) -> None:
+        daemonsets = f"/apis/apps/v1/namespaces/{self.config.agent.namespace}/daemonsets"
+        for pool, objects in owned.items():
+            await self._ensure(pool, objects.daemonset, self.r._daemonsets, daemonsets, "daemonsets")
+            if objects.nodepool is not None:
+                await self._ensure(pool, objects.nodepool, self.r._nodepools, NODEPOOLS, "nodepools")
 
     async def _ensure(
         self, pool: str, desired: dict[str, Any], cache: dict[str, dict[str, Any]], collection: str, resource: str
