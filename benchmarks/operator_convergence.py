@@ -225,7 +225,7 @@ class Simulator:
             return None
         name = body["metadata"]["name"]
         patches: list[tuple[str, dict[str, Any]]] = []
-        if conventions.is_ours(labels.get(conventions.MIG_CONFIG_LABEL)) and (
+        if labels.get(conventions.MIG_CONFIG_LABEL) is not None and (
             labels.get(conventions.MIG_CONFIG_STATE_LABEL) != "success"
         ):
             patches.append(

@@ -36,6 +36,21 @@ read as success of the new one; otherwise it only reads it."""
 MIG_DISABLED_CONFIG = "all-disabled"
 """The mig-parted entry a MIG node returns to when it leaves its pool."""
 
+# ---------------------------------------------------------------- other controllers' taints and roles
+
+ACCELERATOR_TAINTS = ("nvidia.com/gpu", "amd.com/gpu", "aws.amazon.com/neuron", "google.com/tpu", "sku=gpu")
+"""Taints (`key` or `key=value`) that only mark a node as an accelerator node, tolerated when claiming.
+
+GKE taints GPU nodes `nvidia.com/gpu=present:NoSchedule` and TPU nodes `google.com/tpu=present`;
+EKS GPU and Neuron node groups are commonly tainted `nvidia.com/gpu` / `aws.amazon.com/neuron`;
+AKS documents `sku=gpu:NoSchedule`; AMD's device plugin guide uses `amd.com/gpu`. Any other
+NoSchedule or NoExecute taint (`dedicated=team-a`, `node-role.kubernetes.io/control-plane`)
+reserves the node for someone else, and accelpool does not claim it. Operators extend the list
+with `--tolerated-taints`.
+"""
+CONTROL_PLANE_ROLES = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
+"""Nodes with either role label or taint are never claimed, whatever the tolerated taints say."""
+
 # ---------------------------------------------------------------- node annotations we set
 
 JOINED_ANNOTATION = f"{DOMAIN}/joined-at"
@@ -68,17 +83,25 @@ DEFAULT_MIG_CONFIGMAP = "accelpool-mig-parted-config"
 
 LABEL_VALUE_MAX = 63
 _CONFIG_PREFIX = "accelpool-"
+_DIGEST_LENGTH = 12
 _AGENT_PREFIX = "accelpool-agent-"
 _LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
 def _bounded(prefix: str, name: str) -> str:
-    """`prefix + name`, or a truncated form with a stable hash suffix when longer than 63 characters."""
+    """`prefix + name` when it has at most 62 characters, else a 63-character form ending in a hash of the name.
+
+    Unique by construction: a full form is never longer than 62 characters and a hashed form is
+    always 63, so no pool's hashed name can equal another pool's full name, and two hashed forms
+    differ by their 12-hex-digit (48-bit) SHA-256 of the whole name.
+    """
     full = prefix + name
-    if len(full) <= LABEL_VALUE_MAX:
+    if len(full) < LABEL_VALUE_MAX:
         return full
-    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    head = full[: LABEL_VALUE_MAX - len(digest) - 1].rstrip("-.")
+    digest = hashlib.sha256(name.encode()).hexdigest()[:_DIGEST_LENGTH]
+    head = full[: LABEL_VALUE_MAX - _DIGEST_LENGTH - 1]
+    if not head[-1].isalnum():  # keep the length; "x-" stays a valid DNS name where ".-" would not
+        head = head[:-1] + "x"
     return f"{head}-{digest}"
 
 
@@ -95,11 +118,6 @@ def agent_name(pool: str) -> str:
 def nodepool_name(pool: str) -> str:
     """The pool's Karpenter NodePool: `accelpool-<pool>` (also a label value on its nodes)."""
     return _bounded(_CONFIG_PREFIX, pool)
-
-
-def is_ours(config_value: str | None) -> bool:
-    """Whether an NVIDIA config label value names one of accelpool's configs."""
-    return bool(config_value) and str(config_value).startswith(_CONFIG_PREFIX)
 
 
 def is_label_value(text: str) -> bool:

@@ -96,11 +96,56 @@ _FORM_FACTOR_TOKENS = {
 }
 
 
+MAX_DEVICES_PER_NODE = 64
+"""More devices than any node the catalog knows (16 Trainium2 on trn2.48xlarge, 8 GPUs on the rest)."""
+MAX_MIG_DEVICES_PER_NODE = MAX_DEVICES_PER_NODE * 7
+"""Under the single MIG strategy `nvidia.com/gpu.count` counts MIG devices: up to 7 per GPU."""
+MAX_SHARED_DEVICES_PER_NODE = 65536
+"""Advertised devices with time-slicing or MPS replicas (64 devices x 256 replicas is 16384)."""
+MAX_MEMORY_MIB = 4 * 1024 * 1024
+"""4 TiB per device: far above any accelerator's memory."""
+_BOUNDED_LABELS: dict[str, int] = {
+    GFD_COUNT: MAX_MIG_DEVICES_PER_NODE,
+    GFD_MEMORY: MAX_MEMORY_MIB,
+    GKE_ACCELERATOR_COUNT: MAX_DEVICES_PER_NODE,
+    KARPENTER_GPU_COUNT: MAX_DEVICES_PER_NODE,
+    KARPENTER_GPU_MEMORY: MAX_MEMORY_MIB,
+    KARPENTER_ACCELERATOR_COUNT: MAX_DEVICES_PER_NODE,
+    **dict.fromkeys(AMD_COUNT_LABELS, MAX_DEVICES_PER_NODE),
+}
+_RESOURCES = frozenset(a.resource for a in catalog.ACCELERATORS)
+
+
 def _int(value: str | None) -> int | None:
     if value is None:
         return None
-    match = re.match(r"\s*(\d+)", str(value))
+    match = re.fullmatch(r"\s*(\d{1,12})\s*", str(value))
     return int(match.group(1)) if match else None
+
+
+def label_problems(labels: Mapping[str, str], capacity: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Numeric labels (and device capacities) that no real node carries: such a node is not recognised.
+
+    A 20-digit `nvidia.com/gpu.count` would otherwise become a pool capacity beyond int64.
+    """
+    problems = []
+    for key, bound in _BOUNDED_LABELS.items():
+        value = labels.get(key)
+        if value is None:
+            continue
+        number = _int(value)
+        if number is None or number > bound:
+            problems.append(f"label {key}={_shown(value)} is not a whole number from 0 to {bound}")
+    for resource, value in (capacity or {}).items():
+        if resource in _RESOURCES:
+            number = _int(value)
+            if number is None or number > MAX_SHARED_DEVICES_PER_NODE:
+                problems.append(f"capacity {resource}={_shown(value)} is not a whole number from 0 to 65536")
+    return tuple(problems)
+
+
+def _shown(value: str) -> str:
+    return repr(value if len(value) <= 40 else value[:40] + "...")
 
 
 def _by_memory(entries: tuple[catalog.Accelerator, ...], memory_mib: int | None) -> catalog.Accelerator:
@@ -251,7 +296,13 @@ def _same_family(candidate: catalog.Accelerator, entries: tuple[catalog.Accelera
 
 
 def detect(labels: Mapping[str, str], capacity: Mapping[str, str] | None = None) -> Detected | None:
-    """The accelerator a node advertises through its labels (and, for counts only, its capacity)."""
+    """The accelerator a node advertises through its labels (and, for counts only, its capacity).
+
+    None for a node without accelerators, and for one whose numeric labels are out of any real
+    range (`label_problems` says which).
+    """
+    if label_problems(labels, capacity):
+        return None
     instance = _instance(labels)
     found = _gfd(labels, instance) or _amd(labels, capacity) or _gke(labels, capacity) or _karpenter(labels, instance)
     if found is None and instance is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from accelpool import conventions
-from accelpool.detection import Detected, detect
+from accelpool.detection import Detected, detect, label_problems
 from accelpool_agent.protocol import HealthReport
 
 _KEPT_ANNOTATIONS = (conventions.HEALTH_ANNOTATION,)
@@ -76,6 +76,17 @@ class Taint:
         return self.key == other.key and self.effect == other.effect
 
 
+def tolerated(taint: Taint, patterns: Iterable[str]) -> bool:
+    """Whether a taint is covered by `key` or `key=value` patterns; PreferNoSchedule never keeps pods away."""
+    if taint.effect == "PreferNoSchedule":
+        return True
+    for pattern in patterns:
+        key, has_value, value = pattern.partition("=")
+        if taint.key == key and (not has_value or (taint.value or "") == value):
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class HealthCondition:
     """The agent's `AcceleratorHealthy` node condition."""
@@ -109,6 +120,8 @@ class NodeView:
     health: HealthCondition | None = None
     report: HealthReport | None = None
     detected: Detected | None = None
+    label_problems: tuple[str, ...] = ()
+    """Accelerator labels out of any real range (the node is then not recognised as an accelerator node)."""
     uid: str = ""
     resource_version: str | None = None
     created: str | None = None
@@ -141,7 +154,9 @@ class NodeView:
                 report = HealthReport.from_annotation(annotations[conventions.HEALTH_ANNOTATION])
             except (ValidationError, ValueError):
                 report = None
-        capacity = {**(status.get("allocatable") or {}), **(status.get("capacity") or {})}
+        capacity = {
+            str(k): str(v) for k, v in {**(status.get("allocatable") or {}), **(status.get("capacity") or {})}.items()
+        }
         return cls(
             name=str(metadata.get("name", "")),
             labels=labels,
@@ -152,7 +167,8 @@ class NodeView:
             ready_since=parse_time(ready.get("lastTransitionTime")),
             health=health,
             report=report,
-            detected=detect(labels, {str(k): str(v) for k, v in capacity.items()}),
+            detected=detect(labels, capacity),
+            label_problems=label_problems(labels, capacity),
             uid=str(metadata.get("uid") or ""),
             resource_version=metadata.get("resourceVersion"),
             created=metadata.get("creationTimestamp"),

@@ -45,7 +45,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from accelpool import api, catalog, conventions, nvidia
-from accelpool.nodes import NodeChange, NodeView, Taint, format_time, parse_time
+from accelpool.nodes import NodeChange, NodeView, Taint, format_time, parse_time, tolerated
 from accelpool.poolstatus import (
     Breaker,
     Member,
@@ -105,6 +105,9 @@ class PlannerOptions:
     """A NotReady member is replaced by a spare only after this long."""
     karpenter_available: bool = True
     agent_backend: str = "nvml"
+    tolerated_taints: tuple[str, ...] = conventions.ACCELERATOR_TAINTS
+    """Taints (`key` or `key=value`) that do not keep a free node from being claimed; any other
+    NoSchedule/NoExecute taint reserves the node for someone else."""
     healthy_since: Mapping[str, datetime] = field(default_factory=dict)
     """When the operator first saw AcceleratorHealthy True, for conditions without lastTransitionTime."""
 
@@ -299,8 +302,12 @@ def _matches(work: _PoolWork, view: NodeView, *, current: bool) -> bool:
     return all(view.labels.get(key) == value for key, value in work.spec.node_selector.items())
 
 
-def _not_claimable(view: NodeView) -> str | None:
+def _not_claimable(view: NodeView, tolerated_taints: Sequence[str]) -> str | None:
     """Why a free node cannot be claimed, or None."""
+    if any(role in view.labels for role in conventions.CONTROL_PLANE_ROLES) or any(
+        t.key in conventions.CONTROL_PLANE_ROLES for t in view.taints
+    ):
+        return "control-plane"
     if not view.ready:
         return "not Ready"
     if view.unschedulable:
@@ -309,6 +316,9 @@ def _not_claimable(view: NodeView) -> str | None:
         return "quarantined"
     if view.health is not None and view.health.unhealthy:
         return "unhealthy"
+    reserved = next((t for t in view.taints if not tolerated(t, tolerated_taints)), None)
+    if reserved is not None:
+        return f"tainted {reserved.key}"
     return None
 
 
@@ -335,8 +345,22 @@ class _Planner:
         self.free: dict[str, NodeView] = {}
         self.released_by: dict[str, list[str]] = defaultdict(list)
         self.held_by_entry: Counter[str] = Counter()
+        shared = {conventions.DEFAULT_DEVICE_PLUGIN_KEY, conventions.MIG_DISABLED_CONFIG}
+        self.owned_config_names = (
+            frozenset(conventions.config_name(p.name) for p in pools)
+            | config.device_plugin_managed
+            | config.mig_managed
+        ) - shared
 
     # ------------------------------------------------------------ helpers
+
+    def ours(self, config_label: str | None) -> bool:
+        """Whether an NVIDIA config label value names one of accelpool's own configs.
+
+        Ownership comes from accelpool's records only: a key of a live pool, or one listed in the
+        ConfigMaps' managed-keys annotations. A name that merely starts with `accelpool-` is not ours.
+        """
+        return config_label is not None and config_label in self.owned_config_names
 
     def edit(self, view: NodeView) -> _NodeEdit:
         found = self.edits.get(view.name)
@@ -355,7 +379,7 @@ class _Planner:
         prior = view.prior_labels
         for key in (conventions.DEVICE_PLUGIN_CONFIG_LABEL, conventions.MIG_CONFIG_LABEL):
             current = edit.label(key)
-            if not conventions.is_ours(current):
+            if not self.ours(current):
                 continue
             restored = prior.get(key)
             if key == conventions.MIG_CONFIG_LABEL:
@@ -408,6 +432,15 @@ class _Planner:
 
     def membership(self) -> None:
         for view in self.nodes:
+            if view.label_problems:
+                self.event(
+                    "Node",
+                    view.name,
+                    view.uid,
+                    "Warning",
+                    "AcceleratorLabelsInvalid",
+                    "not recognised as an accelerator node: " + "; ".join(view.label_problems),
+                )
             owner = view.pool
             if owner is None:
                 self.free[view.name] = view
@@ -572,7 +605,7 @@ class _Planner:
                 if view.name in taken:
                     cursor.skipped["taken by other pools"] += 1
                     continue
-                why = _not_claimable(view)
+                why = _not_claimable(view, self.options.tolerated_taints)
                 if why is None and not _matches(work, view, current=False):
                     why = "smaller or not selected"
                 if why is not None:
@@ -613,12 +646,12 @@ class _Planner:
             if new:
                 for label in (conventions.DEVICE_PLUGIN_CONFIG_LABEL, conventions.MIG_CONFIG_LABEL):
                     current = edit.label(label)
-                    if current is not None and not conventions.is_ours(current) and label in member_labels:
+                    if current is not None and not self.ours(current) and label in member_labels:
                         prior[label] = current
             edit.labels[conventions.POOL_LABEL] = pool
             if nvidia_pool:
                 edit.labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] = key
-            elif conventions.is_ours(edit.label(conventions.DEVICE_PLUGIN_CONFIG_LABEL)):
+            elif self.ours(edit.label(conventions.DEVICE_PLUGIN_CONFIG_LABEL)):
                 edit.labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] = prior.pop(
                     conventions.DEVICE_PLUGIN_CONFIG_LABEL, None
                 )
@@ -626,7 +659,7 @@ class _Planner:
             mig_want = mig_now
             if mig_pool:
                 mig_want = key
-            elif conventions.is_ours(mig_now):
+            elif self.ours(mig_now):
                 mig_want = prior.pop(conventions.MIG_CONFIG_LABEL, None) or conventions.MIG_DISABLED_CONFIG
             if mig_want != mig_now or mig_pool:
                 edit.labels[conventions.MIG_CONFIG_LABEL] = mig_want
@@ -670,7 +703,7 @@ class _Planner:
 
     def device_plugin(self) -> tuple[dict[str, str], frozenset[str], dict[str, Any]]:
         current = dict(self.config.device_plugin or {})
-        owned_before = self.config.device_plugin_managed | {k for k in current if conventions.is_ours(k)}
+        owned_before = self.config.device_plugin_managed
         documents: dict[str, Any] = {}
         data = {k: v for k, v in current.items() if k not in owned_before}
         managed: set[str] = set()
@@ -697,7 +730,7 @@ class _Planner:
     def mig(self) -> tuple[dict[str, Any], frozenset[str]]:
         current_doc = self.config.mig if isinstance(self.config.mig, Mapping) else {}
         current = dict(current_doc.get("mig-configs") or {})
-        owned_before = self.config.mig_managed | {k for k in current if conventions.is_ours(k)}
+        owned_before = self.config.mig_managed
         entries = {k: v for k, v in current.items() if k not in owned_before}
         managed: set[str] = set()
         if conventions.MIG_DISABLED_CONFIG not in entries:
@@ -840,7 +873,7 @@ def plan(
     names pools the caller already knows cannot be planned (e.g. their agent DaemonSet could not be
     rendered). Raises only when the failure needs several pools together to happen.
     """
-    failed = dict(unplannable or {})
+    failed = _foreign_config_keys(pools, config) | dict(unplannable or {})
     while True:
         inputs = [p.set_aside(failed[p.name]) if p.name in failed else p for p in pools]
         try:
@@ -853,6 +886,38 @@ def plan(
             continue
         planned = {p.name for p in result.pools}
         return replace(result, unplannable={name: why for name, why in failed.items() if name in planned})
+
+
+def _foreign_config_keys(pools: Sequence[PoolInput], config: ConfigState) -> dict[str, str]:
+    """Pools whose config key already exists in a ConfigMap and is not accelpool's: they are not planned.
+
+    accelpool never overwrites what it did not write, so such a pool cannot be configured until
+    the key is renamed or removed (or the pool is).
+    """
+    mig_entries = config.mig.get("mig-configs") if isinstance(config.mig, Mapping) else None
+    places = (
+        ("device-plugin ConfigMap", config.device_plugin or {}, config.device_plugin_managed, "managed-keys"),
+        (
+            "MIG ConfigMap's mig-configs",
+            mig_entries if isinstance(mig_entries, Mapping) else {},
+            config.mig_managed,
+            "managed-entries",
+        ),
+    )
+    found: dict[str, str] = {}
+    for pool in pools:
+        if not pool.valid or pool.deleting or pool.spec is None:
+            continue
+        key = conventions.config_name(pool.name)
+        for what, present, managed, annotation in places:
+            if key in present and key not in managed and (pool.spec.mig is not None or "device" in what):
+                found[pool.name] = (
+                    f"the {what} already holds {key!r}, which accelpool did not write (it is not in the "
+                    f"ConfigMap's {conventions.DOMAIN}/{annotation} annotation); accelpool will not overwrite it: "
+                    "rename or remove that key, or rename the pool"
+                )
+                break
+    return found
 
 
 def _failing_pools(

@@ -464,6 +464,7 @@ class Reconciler:
             not_ready_grace_seconds=self.config.not_ready_grace_seconds,
             karpenter_available=self._karpenter,
             agent_backend=self.config.agent.backend,
+            tolerated_taints=self.config.tolerated_taints,
             healthy_since=self._healthy_since(views),
         )
         live_specs = {(r.uid or r.name, r.spec_json) for r in records.values()}
@@ -746,13 +747,18 @@ class _Writes:
 
     async def delete_orphaned_objects(self, result: Plan, records: Mapping[str, PoolRecord]) -> None:
         keep = {p.name for p in result.pools if not p.deleting}
-        for cache, path, resource in (
-            (self.r._daemonsets, f"/apis/apps/v1/namespaces/{self.config.agent.namespace}/daemonsets", "daemonsets"),
-            (self.r._nodepools, NODEPOOLS, "nodepools"),
+        for cache, path, resource, named in (
+            (
+                self.r._daemonsets,
+                f"/apis/apps/v1/namespaces/{self.config.agent.namespace}/daemonsets",
+                "daemonsets",
+                conventions.agent_name,
+            ),
+            (self.r._nodepools, NODEPOOLS, "nodepools", conventions.nodepool_name),
         ):
             for name, obj in list(cache.items()):
                 pool = ((obj.get("metadata") or {}).get("labels") or {}).get(conventions.POOL_LABEL)
-                still_wanted = pool in keep and self._wants(result, pool, resource)
+                still_wanted = pool in keep and self._wants(result, pool, resource, name == named(pool or ""))
                 if still_wanted:
                     continue
                 try:
@@ -763,12 +769,14 @@ class _Writes:
                     self._fail(error, f"deleting {resource} {name}", [pool])
 
     @staticmethod
-    def _wants(result: Plan, pool: str | None, resource: str) -> bool:
+    def _wants(result: Plan, pool: str | None, resource: str, current_name: bool) -> bool:
         found = result.pool(pool) if pool else None
         if found is None:
             return False
         if not found.valid:
             return True  # an invalid pool's objects are left as they are
+        if not current_name:
+            return False  # named by an older naming scheme: the pool's object under its current name replaces it
         if resource == "nodepools":
             return found.spec is not None and found.spec.provisioner.type == "karpenter"
         return True

@@ -156,6 +156,14 @@ OPTIONS: tuple[_Option, ...] = (
         "a NotReady member is replaced by a spare after this long",
         parse=seconds,
     ),
+    _Option(
+        "--tolerated-taints",
+        "tolerated_taints",
+        ",".join(conventions.ACCELERATOR_TAINTS),
+        "comma-separated taints (key or key=value) that do not stop a node from being claimed; "
+        "any other NoSchedule/NoExecute taint reserves the node for someone else",
+        parse=lambda text: tuple(p.strip() for p in str(text).split(",") if p.strip()),
+    ),
     _Option("--write-concurrency", "write_concurrency", 16, "node patches in flight at once", parse=int),
     _Option("--max-workers", "max_workers", 4, "kopf's executor threads (handlers are async)", parse=int),
     _Option("--peering", "peering", None, "kopf peering name for a hot standby (default: standalone)", parse=_optional),
@@ -184,6 +192,7 @@ class OperatorConfig:
     status_settle_seconds: float = 1.0
     debounce_seconds: float = 0.1
     not_ready_grace_seconds: float = 300.0
+    tolerated_taints: tuple[str, ...] = conventions.ACCELERATOR_TAINTS
     write_concurrency: int = 16
     max_workers: int = 4
     peering: str | None = None

@@ -290,7 +290,7 @@ class Cluster:
         """Play the MIG manager and the agents for every member of a pool."""
         for name in self.members(pool):
             labels = self.labels(name)
-            if conventions.is_ours(labels.get(conventions.MIG_CONFIG_LABEL)) and (
+            if labels.get(conventions.MIG_CONFIG_LABEL) == conventions.config_name(pool) and (
                 labels.get(conventions.MIG_CONFIG_STATE_LABEL) != "success"
             ):
                 await self.mig_manager(name)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from accelpool import catalog
+from accelpool import catalog, conventions
 from accelpool.detection import detect
+from accelpool.nodes import NodeView
 
-from .conftest import fixture_nodes
+from .conftest import fixture_nodes, members, node_body, pool, run
 
 # What each node of the shared fixture carries (name → catalog entry, devices, the labeller that said so).
 EXPECTED = {
@@ -177,3 +178,38 @@ def test_every_catalog_instance_type_detects_its_own_entry() -> None:
         for instance_type, count in entry.detection.instance_types.items():
             found = detect({"node.kubernetes.io/instance-type": instance_type})
             assert found is not None and (found.accelerator.name, found.count) == (entry.name, count), instance_type
+
+
+@pytest.mark.parametrize(
+    ("labels", "capacity"),
+    [
+        ({"nvidia.com/gpu.count": "100000000000000000023"}, {}),
+        ({"nvidia.com/gpu.count": "8; rm -rf"}, {}),
+        ({"nvidia.com/gpu.memory": "9" * 30}, {}),
+        ({}, {"nvidia.com/gpu": "9" * 25}),
+    ],
+    ids=["20-digit-count", "not-a-number", "huge-memory", "huge-capacity"],
+)
+def test_numeric_labels_out_of_any_real_range_make_a_node_unrecognised(
+    labels: dict[str, str], capacity: dict[str, str]
+) -> None:
+    body = node_body("n1")
+    body["metadata"]["labels"].update(labels)
+    body["status"]["capacity"].update(capacity)
+    view = NodeView.from_body(body)
+    assert view.detected is None and view.gpus == 0
+    assert view.label_problems and ("not a whole number" in view.label_problems[0])
+    result = run([pool("p", {"accelerator": "H100"})], [view])
+    assert members(result, "p") == []
+    warned = [e for e in result.events if e.kind == "Node" and e.reason == "AcceleratorLabelsInvalid"]
+    assert warned and warned[0].name == "n1"
+
+
+def test_a_member_with_a_huge_count_label_never_inflates_the_pool_capacity() -> None:
+    body = node_body("n1", labels={conventions.POOL_LABEL: "p"})
+    body["metadata"]["labels"]["nvidia.com/gpu.count"] = "100000000000000000023"
+    result = run([pool("p", {"accelerator": "H100"})], [NodeView.from_body(body)])
+    found = result.pool("p")
+    assert found is not None and found.status is not None
+    assert found.status.capacity.gpus < 2**63
+    assert found.status.capacity.gpus == 0
