@@ -42,6 +42,8 @@ MONITORING_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 Objects = list[dict[str, Any]]
+FULL_OPERATOR_DIGEST = "sha256:" + "0123456789abcdef" * 4  # values-full.yaml
+FULL_AGENT_DIGEST = "sha256:" + "fedcba9876543210" * 4
 
 
 @pytest.fixture(scope="module")
@@ -307,7 +309,7 @@ def test_operator_flags_parse_and_carry_the_full_values(full_objects: Objects) -
     assert config.resync_seconds == 120
     agent = config.agent
     assert agent.namespace == "accelpool-agents"
-    assert agent.image == "registry.example.com/platform/accelpool-agent:0.1.0-rc.1"
+    assert agent.image == f"registry.example.com/platform/accelpool-agent@{FULL_AGENT_DIGEST}"
     assert agent.image_pull_policy == "Always"
     assert agent.service_account == "gpu-pools-agent"
     assert (agent.backend, agent.runtime_class, agent.privileged, agent.priority_class) == (
@@ -323,7 +325,7 @@ def test_operator_flags_parse_and_carry_the_full_values(full_objects: Objects) -
         "2Gi",
     )
     _, container = _operator(full_objects)
-    assert container["image"] == "registry.example.com/platform/accelpool-operator:0.1.0-rc.1"
+    assert container["image"] == f"registry.example.com/platform/accelpool-operator@{FULL_OPERATOR_DIGEST}"
 
 
 def test_operator_flags_parse_with_the_defaults(default_objects: Objects) -> None:
@@ -354,6 +356,44 @@ def test_operator_flags_parse_with_the_defaults(default_objects: Objects) -> Non
     )
     _, container = _operator(default_objects)
     assert container["image"] == "ghcr.io/accelpool/accelpool-operator:0.1.0"
+
+
+# ---- Images: by tag (the chart's appVersion) unless a digest pins them.
+
+
+def _images(objects: Objects) -> dict[str, str]:
+    """Every image the release runs: the operator, `helm test`'s pod, and the agents (--agent-image)."""
+    images = {name: c["image"] for name, spec in _pod_specs(objects) for c in spec["containers"]}
+    images["agents"] = _operator_config(objects).agent.image
+    return images
+
+
+def test_images_default_to_the_chart_app_version(default_objects: Objects) -> None:
+    images = _images(default_objects)
+    assert images == {
+        "Deployment/accelpool-operator": "ghcr.io/accelpool/accelpool-operator:0.1.0",
+        "Pod/accelpool-operator-test-metrics": "ghcr.io/accelpool/accelpool-operator:0.1.0",
+        "agents": "ghcr.io/accelpool/accelpool-agent:0.1.0",
+    }
+
+
+def test_a_digest_pins_every_image(full_objects: Objects, helm: str) -> None:
+    """With `digest` set the reference is <repository>@<digest> (a tag beside it would be ignored by
+    the runtime and mislead a reader); the operator passes the agent's on to every DaemonSet."""
+    images = _images(full_objects)
+    operator = f"registry.example.com/platform/accelpool-operator@{FULL_OPERATOR_DIGEST}"
+    assert images == {
+        "Deployment/gpu-pools-operator": operator,
+        "Pod/gpu-pools-operator-test-metrics": operator,
+        "agents": f"registry.example.com/platform/accelpool-agent@{FULL_AGENT_DIGEST}",
+    }
+    config = _operator_config(full_objects)
+    spec = api.ComputePoolSpec.model_validate({"accelerator": "H100:8", "nodes": 2})
+    daemonset = operator_render.daemonset("llm-training", "0000-uid", spec, config.agent)
+    assert daemonset["spec"]["template"]["spec"]["containers"][0]["image"] == images["agents"]
+    only_agent = _images(render(helm, set_values=[f"agent.image.digest={FULL_AGENT_DIGEST}"]))
+    assert only_agent["agents"] == f"ghcr.io/accelpool/accelpool-agent@{FULL_AGENT_DIGEST}"
+    assert only_agent["Deployment/accelpool-operator"] == "ghcr.io/accelpool/accelpool-operator:0.1.0"
 
 
 # ---- Monitoring objects behind their flags.
@@ -399,6 +439,81 @@ def test_agent_daemonsets_the_operator_renders_fit_the_chart(full_objects: Objec
     assert monitor["spec"]["podMetricsEndpoints"][0]["port"] in ports
     assert "runtimeClassName" not in pod["spec"]  # agent.runtimeClassName: "" in values-full
     assert account["imagePullSecrets"] == [{"name": "registry-example-com"}]  # pods of the DaemonSet get them
+
+
+# ---- NetworkPolicies: the agents' and the operator's metrics only for the scrapers named in values.
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    assert set(selector) <= {"matchLabels"}, "these policies select by labels only"
+    return bool(selector["matchLabels"].items() <= labels.items())
+
+
+def _namespace_of(objects: Objects, kind: str) -> str:
+    return str(one(objects, kind)["metadata"]["namespace"])
+
+
+def test_no_network_policy_unless_enabled(default_objects: Objects) -> None:
+    assert not find(default_objects, "NetworkPolicy")
+
+
+def test_agent_network_policy_admits_only_the_scrapers(full_objects: Objects) -> None:
+    """The policy sits in the namespace the operator runs the agents in, selects the pods of the
+    DaemonSet it renders, and opens their metrics port to `networkPolicy.metricsFrom` alone."""
+    values = yaml.safe_load(FULL_VALUES.read_text())["networkPolicy"]
+    config = _operator_config(full_objects)
+    spec = api.ComputePoolSpec.model_validate({"accelerator": "H100:8", "nodes": 2})
+    daemonset = operator_render.daemonset("llm-training", "0000-uid", spec, config.agent)
+    pod = daemonset["spec"]["template"]
+    policy = one(full_objects, "NetworkPolicy", "gpu-pools-agent")
+    assert policy["metadata"]["namespace"] == daemonset["metadata"]["namespace"] == "accelpool-agents"
+    assert _selects(policy["spec"]["podSelector"], pod["metadata"]["labels"])
+    assert not _selects(
+        policy["spec"]["podSelector"], one(full_objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    )
+    [rule] = policy["spec"]["ingress"]
+    metrics_port = next(p for p in pod["spec"]["containers"][0]["ports"] if p["name"] == "metrics")
+    assert rule["ports"] == [{"port": metrics_port["containerPort"], "protocol": "TCP"}]
+    assert rule["from"] == values["metricsFrom"]
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["spec"]["egress"] == values["egress"]
+
+
+def test_operator_network_policy_admits_the_scrapers_and_helm_test(full_objects: Objects) -> None:
+    values = yaml.safe_load(FULL_VALUES.read_text())["networkPolicy"]
+    deployment, _ = _operator(full_objects)
+    policy = one(full_objects, "NetworkPolicy", "gpu-pools-operator")
+    assert policy["metadata"]["namespace"] == deployment["metadata"]["namespace"] == NAMESPACE
+    assert _selects(policy["spec"]["podSelector"], deployment["spec"]["template"]["metadata"]["labels"])
+    [rule] = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": 9090, "protocol": "TCP"}]  # metrics only: the kubelet probes the health port
+    assert rule["from"][: len(values["metricsFrom"])] == values["metricsFrom"]
+    [test_peer] = rule["from"][len(values["metricsFrom"]) :]
+    test_pod = one(full_objects, "Pod")
+    assert set(test_peer) == {"podSelector"} and _selects(test_peer["podSelector"], test_pod["metadata"]["labels"])
+    assert not _selects(policy["spec"]["podSelector"], test_pod["metadata"]["labels"])
+    assert policy["spec"]["egress"] == values["egress"]
+
+
+def test_network_policies_by_default_leave_egress_open_and_admit_the_monitoring_namespace(helm: str) -> None:
+    objects = render(helm, set_values=["networkPolicy.enabled=true"])
+    monitoring = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    policies = {p["metadata"]["name"]: p for p in find(objects, "NetworkPolicy")}
+    assert set(policies) == {"accelpool-agent", "accelpool-operator"}
+    for policy in policies.values():
+        assert policy["metadata"]["namespace"] == NAMESPACE
+        assert policy["spec"]["policyTypes"] == ["Ingress"] and "egress" not in policy["spec"]
+        assert policy["spec"]["ingress"][0]["from"][:1] == monitoring
+        kubernetes_validate.validate(policy, KUBERNETES_VERSION, strict=True)
+    assert policies["accelpool-agent"]["spec"]["ingress"][0]["ports"] == [{"port": 9402, "protocol": "TCP"}]
+
+
+def test_no_scrapers_means_no_one_reaches_the_agents(helm: str) -> None:
+    """An empty `metricsFrom` must not turn into a rule without `from` (which admits everyone)."""
+    objects = render(helm, set_values=["networkPolicy.enabled=true", "networkPolicy.metricsFrom=null"])
+    assert one(objects, "NetworkPolicy", "accelpool-agent")["spec"]["ingress"] == []
+    [rule] = one(objects, "NetworkPolicy", "accelpool-operator")["spec"]["ingress"]
+    assert [set(peer) for peer in rule["from"]] == [{"podSelector"}]
 
 
 def test_prometheus_rule_carries_every_alert_with_extra_labels(full_objects: Objects) -> None:
@@ -468,6 +583,14 @@ def test_dashboard_label_is_configurable(helm: str) -> None:
         ("prometheusRule.enabled=1", "/prometheusRule/enabled"),
         ("dashboards.label=", "/dashboards/label"),
         ("operator.extraArgs[0]=positional", "/operator/extraArgs/0"),
+        ("image.digest=sha256:abc", "/image/digest"),
+        ("image.digest=latest", "/image/digest"),
+        ("agent.image.digest=sha256:" + "A" * 64, "/agent/image/digest"),
+        ("networkPolicy.enabled=yes", "/networkPolicy/enabled"),
+        ("networkPolicy.metricsFrom[0].namespace=monitoring", "additional properties 'namespace'"),
+        ("networkPolicy.metricsFrom[0].podSelector.app=prometheus", "additional properties 'app'"),
+        ("networkPolicy.egress[0].ports[0].protocol=ICMP", "/networkPolicy/egress/0/ports/0/protocol"),
+        ("networkPolicy.ingress=x", "additional properties 'ingress'"),
         ("replicaCount=2", "additional properties 'replicaCount'"),
         ("operator.replicas=2", "additional properties 'replicas'"),
     ],
@@ -499,9 +622,11 @@ def test_notes_tell_the_user_what_to_do_next(helm: str) -> None:
         "svc/gpu-pools-operator-metrics 9090",
         "namespace accelpool-agents, port 9402",
         'job="accelpool-agent"',
+        "NetworkPolicies gpu-pools-agent (namespace accelpool-agents) and gpu-pools-operator",
     ):
         assert expected in notes, expected
     assert "Off in this release" not in notes
     default_notes = run_helm(helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client")
     assert "nvidia.namespace is unset" in default_notes
+    assert "NetworkPolicies" not in default_notes
     assert "--set metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true" in default_notes
