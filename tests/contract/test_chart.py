@@ -10,12 +10,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
 import yaml
+from packaging.markers import Marker
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from accelpool import api, cli
 from accelpool import render as operator_render
@@ -42,6 +47,8 @@ MONITORING_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 Objects = list[dict[str, Any]]
+FULL_OPERATOR_DIGEST = "sha256:" + "0123456789abcdef" * 4  # values-full.yaml
+FULL_AGENT_DIGEST = "sha256:" + "fedcba9876543210" * 4
 
 
 @pytest.fixture(scope="module")
@@ -307,7 +314,7 @@ def test_operator_flags_parse_and_carry_the_full_values(full_objects: Objects) -
     assert config.resync_seconds == 120
     agent = config.agent
     assert agent.namespace == "accelpool-agents"
-    assert agent.image == "registry.example.com/platform/accelpool-agent:0.1.0-rc.1"
+    assert agent.image == f"registry.example.com/platform/accelpool-agent@{FULL_AGENT_DIGEST}"
     assert agent.image_pull_policy == "Always"
     assert agent.service_account == "gpu-pools-agent"
     assert (agent.backend, agent.runtime_class, agent.privileged, agent.priority_class) == (
@@ -323,7 +330,7 @@ def test_operator_flags_parse_and_carry_the_full_values(full_objects: Objects) -
         "2Gi",
     )
     _, container = _operator(full_objects)
-    assert container["image"] == "registry.example.com/platform/accelpool-operator:0.1.0-rc.1"
+    assert container["image"] == f"registry.example.com/platform/accelpool-operator@{FULL_OPERATOR_DIGEST}"
 
 
 def test_operator_flags_parse_with_the_defaults(default_objects: Objects) -> None:
@@ -354,6 +361,44 @@ def test_operator_flags_parse_with_the_defaults(default_objects: Objects) -> Non
     )
     _, container = _operator(default_objects)
     assert container["image"] == "ghcr.io/accelpool/accelpool-operator:0.1.0"
+
+
+# ---- Images: by tag (the chart's appVersion) unless a digest pins them.
+
+
+def _images(objects: Objects) -> dict[str, str]:
+    """Every image the release runs: the operator, `helm test`'s pod, and the agents (--agent-image)."""
+    images = {name: c["image"] for name, spec in _pod_specs(objects) for c in spec["containers"]}
+    images["agents"] = _operator_config(objects).agent.image
+    return images
+
+
+def test_images_default_to_the_chart_app_version(default_objects: Objects) -> None:
+    images = _images(default_objects)
+    assert images == {
+        "Deployment/accelpool-operator": "ghcr.io/accelpool/accelpool-operator:0.1.0",
+        "Pod/accelpool-operator-test-metrics": "ghcr.io/accelpool/accelpool-operator:0.1.0",
+        "agents": "ghcr.io/accelpool/accelpool-agent:0.1.0",
+    }
+
+
+def test_a_digest_pins_every_image(full_objects: Objects, helm: str) -> None:
+    """With `digest` set the reference is <repository>@<digest> (a tag beside it would be ignored by
+    the runtime and mislead a reader); the operator passes the agent's on to every DaemonSet."""
+    images = _images(full_objects)
+    operator = f"registry.example.com/platform/accelpool-operator@{FULL_OPERATOR_DIGEST}"
+    assert images == {
+        "Deployment/gpu-pools-operator": operator,
+        "Pod/gpu-pools-operator-test-metrics": operator,
+        "agents": f"registry.example.com/platform/accelpool-agent@{FULL_AGENT_DIGEST}",
+    }
+    config = _operator_config(full_objects)
+    spec = api.ComputePoolSpec.model_validate({"accelerator": "H100:8", "nodes": 2})
+    daemonset = operator_render.daemonset("llm-training", "0000-uid", spec, config.agent)
+    assert daemonset["spec"]["template"]["spec"]["containers"][0]["image"] == images["agents"]
+    only_agent = _images(render(helm, set_values=[f"agent.image.digest={FULL_AGENT_DIGEST}"]))
+    assert only_agent["agents"] == f"ghcr.io/accelpool/accelpool-agent@{FULL_AGENT_DIGEST}"
+    assert only_agent["Deployment/accelpool-operator"] == "ghcr.io/accelpool/accelpool-operator:0.1.0"
 
 
 # ---- Monitoring objects behind their flags.
@@ -399,6 +444,81 @@ def test_agent_daemonsets_the_operator_renders_fit_the_chart(full_objects: Objec
     assert monitor["spec"]["podMetricsEndpoints"][0]["port"] in ports
     assert "runtimeClassName" not in pod["spec"]  # agent.runtimeClassName: "" in values-full
     assert account["imagePullSecrets"] == [{"name": "registry-example-com"}]  # pods of the DaemonSet get them
+
+
+# ---- NetworkPolicies: the agents' and the operator's metrics only for the scrapers named in values.
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    assert set(selector) <= {"matchLabels"}, "these policies select by labels only"
+    return bool(selector["matchLabels"].items() <= labels.items())
+
+
+def _namespace_of(objects: Objects, kind: str) -> str:
+    return str(one(objects, kind)["metadata"]["namespace"])
+
+
+def test_no_network_policy_unless_enabled(default_objects: Objects) -> None:
+    assert not find(default_objects, "NetworkPolicy")
+
+
+def test_agent_network_policy_admits_only_the_scrapers(full_objects: Objects) -> None:
+    """The policy sits in the namespace the operator runs the agents in, selects the pods of the
+    DaemonSet it renders, and opens their metrics port to `networkPolicy.metricsFrom` alone."""
+    values = yaml.safe_load(FULL_VALUES.read_text())["networkPolicy"]
+    config = _operator_config(full_objects)
+    spec = api.ComputePoolSpec.model_validate({"accelerator": "H100:8", "nodes": 2})
+    daemonset = operator_render.daemonset("llm-training", "0000-uid", spec, config.agent)
+    pod = daemonset["spec"]["template"]
+    policy = one(full_objects, "NetworkPolicy", "gpu-pools-agent")
+    assert policy["metadata"]["namespace"] == daemonset["metadata"]["namespace"] == "accelpool-agents"
+    assert _selects(policy["spec"]["podSelector"], pod["metadata"]["labels"])
+    assert not _selects(
+        policy["spec"]["podSelector"], one(full_objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    )
+    [rule] = policy["spec"]["ingress"]
+    metrics_port = next(p for p in pod["spec"]["containers"][0]["ports"] if p["name"] == "metrics")
+    assert rule["ports"] == [{"port": metrics_port["containerPort"], "protocol": "TCP"}]
+    assert rule["from"] == values["metricsFrom"]
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["spec"]["egress"] == values["egress"]
+
+
+def test_operator_network_policy_admits_the_scrapers_and_helm_test(full_objects: Objects) -> None:
+    values = yaml.safe_load(FULL_VALUES.read_text())["networkPolicy"]
+    deployment, _ = _operator(full_objects)
+    policy = one(full_objects, "NetworkPolicy", "gpu-pools-operator")
+    assert policy["metadata"]["namespace"] == deployment["metadata"]["namespace"] == NAMESPACE
+    assert _selects(policy["spec"]["podSelector"], deployment["spec"]["template"]["metadata"]["labels"])
+    [rule] = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": 9090, "protocol": "TCP"}]  # metrics only: the kubelet probes the health port
+    assert rule["from"][: len(values["metricsFrom"])] == values["metricsFrom"]
+    [test_peer] = rule["from"][len(values["metricsFrom"]) :]
+    test_pod = one(full_objects, "Pod")
+    assert set(test_peer) == {"podSelector"} and _selects(test_peer["podSelector"], test_pod["metadata"]["labels"])
+    assert not _selects(policy["spec"]["podSelector"], test_pod["metadata"]["labels"])
+    assert policy["spec"]["egress"] == values["egress"]
+
+
+def test_network_policies_by_default_leave_egress_open_and_admit_the_monitoring_namespace(helm: str) -> None:
+    objects = render(helm, set_values=["networkPolicy.enabled=true"])
+    monitoring = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    policies = {p["metadata"]["name"]: p for p in find(objects, "NetworkPolicy")}
+    assert set(policies) == {"accelpool-agent", "accelpool-operator"}
+    for policy in policies.values():
+        assert policy["metadata"]["namespace"] == NAMESPACE
+        assert policy["spec"]["policyTypes"] == ["Ingress"] and "egress" not in policy["spec"]
+        assert policy["spec"]["ingress"][0]["from"][:1] == monitoring
+        kubernetes_validate.validate(policy, KUBERNETES_VERSION, strict=True)
+    assert policies["accelpool-agent"]["spec"]["ingress"][0]["ports"] == [{"port": 9402, "protocol": "TCP"}]
+
+
+def test_no_scrapers_means_no_one_reaches_the_agents(helm: str) -> None:
+    """An empty `metricsFrom` must not turn into a rule without `from` (which admits everyone)."""
+    objects = render(helm, set_values=["networkPolicy.enabled=true", "networkPolicy.metricsFrom=null"])
+    assert one(objects, "NetworkPolicy", "accelpool-agent")["spec"]["ingress"] == []
+    [rule] = one(objects, "NetworkPolicy", "accelpool-operator")["spec"]["ingress"]
+    assert [set(peer) for peer in rule["from"]] == [{"podSelector"}]
 
 
 def test_prometheus_rule_carries_every_alert_with_extra_labels(full_objects: Objects) -> None:
@@ -468,6 +588,14 @@ def test_dashboard_label_is_configurable(helm: str) -> None:
         ("prometheusRule.enabled=1", "/prometheusRule/enabled"),
         ("dashboards.label=", "/dashboards/label"),
         ("operator.extraArgs[0]=positional", "/operator/extraArgs/0"),
+        ("image.digest=sha256:abc", "/image/digest"),
+        ("image.digest=latest", "/image/digest"),
+        ("agent.image.digest=sha256:" + "A" * 64, "/agent/image/digest"),
+        ("networkPolicy.enabled=yes", "/networkPolicy/enabled"),
+        ("networkPolicy.metricsFrom[0].namespace=monitoring", "additional properties 'namespace'"),
+        ("networkPolicy.metricsFrom[0].podSelector.app=prometheus", "additional properties 'app'"),
+        ("networkPolicy.egress[0].ports[0].protocol=ICMP", "/networkPolicy/egress/0/ports/0/protocol"),
+        ("networkPolicy.ingress=x", "additional properties 'ingress'"),
         ("replicaCount=2", "additional properties 'replicaCount'"),
         ("operator.replicas=2", "additional properties 'replicas'"),
     ],
@@ -499,9 +627,170 @@ def test_notes_tell_the_user_what_to_do_next(helm: str) -> None:
         "svc/gpu-pools-operator-metrics 9090",
         "namespace accelpool-agents, port 9402",
         'job="accelpool-agent"',
+        "NetworkPolicies gpu-pools-agent (namespace accelpool-agents) and gpu-pools-operator",
     ):
         assert expected in notes, expected
     assert "Off in this release" not in notes
     default_notes = run_helm(helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client")
     assert "nvidia.namespace is unset" in default_notes
+    assert "NetworkPolicies" not in default_notes
     assert "--set metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true" in default_notes
+
+
+# ---- Supply chain: the images' base by digest, every Python package from a lock with hashes.
+# (No Docker engine runs these tests: the Dockerfiles are read, not built.)
+
+ROOT = CHART.parents[1]
+DOCKERFILES = {"operator": ROOT / "operator" / "Dockerfile", "agent": ROOT / "device-agent" / "Dockerfile"}
+IMAGE_LOCKS = {"operator": "requirements-operator.lock", "agent": "requirements-agent.lock"}
+PINNED_IMAGE = re.compile(r"^[a-z0-9][a-z0-9./_-]*:[A-Za-z0-9._-]+@sha256:[0-9a-f]{64}$")
+LOCK_ENTRY = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+?)(?: ; (.+?))? \\$")
+
+
+def _instructions(path: Path) -> list[tuple[str, str]]:
+    """A Dockerfile's (INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    lines = [line for line in path.read_text().splitlines() if not line.lstrip().startswith("#")]
+    text = re.sub(r"\\\n", " ", "\n".join(lines))
+    found = [line.strip().split(None, 1) for line in text.splitlines() if line.strip()]
+    return [(words[0].upper(), words[1] if len(words) > 1 else "") for words in found]
+
+
+def _base_images(path: Path) -> list[str]:
+    """Each FROM's image with the ARG defaults substituted; a FROM naming an earlier stage is skipped."""
+    args: dict[str, str] = {}
+    stages: set[str] = set()
+    images: list[str] = []
+    for instruction, rest in _instructions(path):
+        if instruction == "ARG" and "=" in rest and not stages and not images:
+            name, value = rest.split("=", 1)
+            args[name.strip()] = value.strip().strip('"')
+        elif instruction == "FROM":
+            words = [w for w in rest.split() if not w.startswith("--platform")]
+            image = re.sub(r"\$\{?(\w+)\}?", lambda m: args.get(m[1], m[0]), words[0])
+            if words[0] not in stages:
+                images.append(image)
+            if len(words) == 3 and words[1].upper() == "AS":
+                stages.add(words[2])
+    return images
+
+
+def _makefile_value(name: str) -> str:
+    match = re.search(rf"^{name} \?= (\S+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert match, f"Makefile: {name} ?= ... is missing"
+    return match[1]
+
+
+@pytest.mark.parametrize(("image", "make_variable"), [("operator", "PYTHON_BASE_IMAGE"), ("agent", "CUDA_BASE_IMAGE")])
+def test_base_images_are_pinned_by_digest(image: str, make_variable: str) -> None:
+    """Every FROM resolves to image:tag@sha256:<64 hex>, through a BASE_IMAGE build argument whose
+    default is the Makefile's value, which `make images` passes on."""
+    path = DOCKERFILES[image]
+    bases = _base_images(path)
+    assert bases, path
+    for base in bases:
+        assert PINNED_IMAGE.match(base), f"{path}: FROM {base} is not pinned as image:tag@sha256:<digest>"
+    assert set(bases) == {_makefile_value(make_variable)}, f"{path} and the Makefile's {make_variable} differ"
+    assert f"-f {path.relative_to(ROOT)} --build-arg BASE_IMAGE=$({make_variable})" in (ROOT / "Makefile").read_text()
+
+
+def test_base_image_check_refuses_a_tag_alone(tmp_path: Path) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text("ARG BASE_IMAGE=python:3.11-slim\nFROM ${BASE_IMAGE} AS build\nFROM build\nFROM debian:12\n")
+    assert [bool(PINNED_IMAGE.match(b)) for b in _base_images(dockerfile)] == [False, False]
+
+
+@pytest.mark.parametrize("image", sorted(DOCKERFILES))
+def test_images_install_python_packages_only_from_hashed_locks(image: str) -> None:
+    """Each `pip install` either takes a lock with --require-hashes, or installs accelpool's own wheel
+    with --no-deps (nothing resolved, nothing fetched); the wheel is built without fetching a backend.
+    The locks it names are in the build context (its .dockerignore lets them through)."""
+    path = DOCKERFILES[image]
+    runs = " ; ".join(rest for instruction, rest in _instructions(path) if instruction == "RUN")
+    commands = [c.strip() for c in re.split(r"&&|;", runs) if re.search(r"\bpip (install|wheel)\b", c)]
+    used_locks: set[str] = set()
+    for command in commands:
+        where = f"{path}: {command}"
+        words = command.split()
+        if " wheel " in f" {command} ":
+            assert {"--no-build-isolation", "--no-deps"} <= set(words), where
+        elif "--require-hashes" in words:
+            locks = [words[i + 1] for i, w in enumerate(words) if w == "-r"]
+            assert len(locks) == 1 and locks[0].endswith(".lock") and "--no-deps" in words, where
+            used_locks.add(Path(locks[0]).name)
+        else:
+            assert "--no-deps" in words and words[-1] == "/wheels/*.whl", where
+    assert used_locks == {IMAGE_LOCKS[image], "requirements-build.lock"}, path
+    ignore = (path.parent / "Dockerfile.dockerignore").read_text().splitlines()
+    for lock in used_locks:
+        assert (ROOT / lock).is_file() and f"!{lock}" in ignore, lock
+
+
+def _lock(name: str) -> dict[str, list[tuple[str, str | None]]]:
+    """A lock file's pins: normalized name → [(version, environment marker)], each checked for hashes."""
+    lines = (ROOT / name).read_text().splitlines()
+    pins: dict[str, list[tuple[str, str | None]]] = {}
+    for number, line in enumerate(lines):
+        if not line or line.startswith((" ", "#")):
+            continue
+        entry = LOCK_ENTRY.match(line)
+        assert entry, f"{name}:{number + 1}: not `name==version \\`: {line}"
+        assert lines[number + 1].strip().startswith("--hash=sha256:"), f"{name}:{number + 1}: {line} has no hash"
+        pins.setdefault(canonicalize_name(entry[1]), []).append((entry[2], entry[3]))
+    return pins
+
+
+def _declared(*extras: str) -> list[Requirement]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = [Requirement(r) for r in project["dependencies"]]
+    return declared + [Requirement(r) for extra in extras for r in project["optional-dependencies"][extra]]
+
+
+@pytest.mark.parametrize(
+    ("lock", "extras"),
+    [
+        ("requirements-dev.lock", ("dev",)),
+        ("requirements-operator.lock", ()),
+        ("requirements-agent.lock", ("gpu",)),
+    ],
+)
+def test_locks_pin_every_declared_dependency(lock: str, extras: tuple[str, ...]) -> None:
+    """Every dependency pyproject.toml declares (for that install) is pinned == with hashes, at a
+    version its specifier accepts, for CPython 3.11 and 3.12; `make lock` rewrites them after a change."""
+    pins = _lock(lock)
+    for requirement in _declared(*extras):
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{lock}: {requirement} is not pinned: run `make lock`"
+        for python in ("3.11", "3.12"):
+            environment = {"python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux"}
+            versions = [v for v, marker in pins[name] if marker is None or Marker(marker).evaluate(environment)]
+            assert len(versions) == 1, f"{lock}: {name} for Python {python}: {versions}"
+            assert requirement.specifier.contains(versions[0], prereleases=True), f"{lock}: {name}=={versions[0]}"
+
+
+def test_build_lock_pins_the_build_backend() -> None:
+    pins = _lock("requirements-build.lock")
+    for text in tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]:
+        requirement = Requirement(text)
+        [(version, _)] = pins[canonicalize_name(requirement.name)]
+        assert requirement.specifier.contains(version), f"requirements-build.lock: {requirement.name}=={version}"
+
+
+def test_lock_check_refuses_an_unhashed_or_loose_pin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (tmp_path / "loose.lock").write_text("kopf>=1.45 \\\n    --hash=sha256:" + "0" * 64 + "\n")
+    (tmp_path / "unhashed.lock").write_text("kopf==1.45.2 \\\n    # via accelpool\n")
+    for name in ("loose.lock", "unhashed.lock"):
+        with pytest.raises(AssertionError):
+            _lock(name)
+
+
+def test_make_install_takes_the_dev_lock_with_hashes() -> None:
+    """CI (.ci/run → make lint/test → make install) gets exactly the locked versions; accelpool itself
+    goes on top without resolving anything."""
+    recipe = (ROOT / "Makefile").read_text().split("$(VENV)/.installed:", 1)[1].split("\n\n", 1)[0]
+    assert "requirements-dev.lock" in recipe.splitlines()[0], "the venv must be rebuilt when the lock changes"
+    installs = [line.strip() for line in recipe.splitlines() if "pip install" in line]
+    assert installs == [
+        "$(BIN)/pip install -q --require-hashes -r requirements-dev.lock",
+        "$(BIN)/pip install -q --no-deps -e .",
+    ]

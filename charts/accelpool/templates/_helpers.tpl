@@ -60,12 +60,35 @@ app.kubernetes.io/component: agent
 {{- .Values.nvidia.namespace | default .Release.Namespace }}
 {{- end }}
 
+{{/* An image reference from an image block and the chart: "<repository>@<digest>" when a digest is
+set (the tag is then ignored: a digest names exactly one image), else "<repository>:<tag or appVersion>". */}}
+{{- define "accelpool.imageRef" -}}
+{{- $image := index . 0 }}{{- $chart := index . 1 }}
+{{- if $image.digest }}
+{{- printf "%s@%s" $image.repository $image.digest }}
+{{- else }}
+{{- printf "%s:%s" $image.repository ($image.tag | default $chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
 {{- define "accelpool.operatorImage" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- include "accelpool.imageRef" (list .Values.image .Chart) }}
 {{- end }}
 
 {{- define "accelpool.agentImage" -}}
-{{- printf "%s:%s" .Values.agent.image.repository (.Values.agent.image.tag | default .Chart.AppVersion) }}
+{{- include "accelpool.imageRef" (list .Values.agent.image .Chart) }}
+{{- end }}
+
+{{/* The labels the operator gives every agent pod it renders (accelpool.render._labels): the agents'
+NetworkPolicy and the PodMonitor select on them. */}}
+{{- define "accelpool.agentPodSelectorLabels" -}}
+app.kubernetes.io/name: accelpool-agent
+app.kubernetes.io/component: agent
+{{- end }}
+
+{{- define "accelpool.testLabels" -}}
+{{ include "accelpool.labels" . }}
+app.kubernetes.io/component: helm-test
 {{- end }}
 
 {{/* The hardened container security context shared by every container the chart runs. */}}

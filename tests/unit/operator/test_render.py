@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 
 from accelpool import api, conventions, nvidia, render
 from accelpool.render import AgentSettings
+from accelpool_agent import server
 
 from .conftest import fixture_nodes, pool, run
 
@@ -79,6 +81,25 @@ def test_daemonset_golden() -> None:
     assert config["expectedTflops"] == {"fp32": 67, "tf32": 494.5, "fp16": 989, "bf16": 989, "fp8": 1979}
     assert config["matmul"] == {"dtype": "bf16", "minEfficiency": 0.7}
     assert config["intervalSeconds"] == 900
+
+
+def test_agent_is_probed_for_readiness_and_liveness() -> None:
+    """A pod whose agent does not answer is taken out of scrapes (readiness) before it is restarted
+    (liveness): both ask the agent's own port, readiness every 10s with a 5s timeout, 3 failures."""
+    for settings in (AgentSettings(), AgentSettings(privileged=True, port=9500)):
+        pod = render.daemonset("llm-training", "uid", spec("llm-training"), settings)["spec"]["template"]
+        container = pod["spec"]["containers"][0]
+        assert [p["name"] for p in container["ports"]] == ["metrics"]
+        assert container["readinessProbe"] == {
+            "httpGet": {"path": render.AGENT_READINESS_PATH, "port": "metrics"},
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        }
+        assert container["livenessProbe"]["httpGet"] == {"path": render.AGENT_LIVENESS_PATH, "port": "metrics"}
+    app = server.make_app(CollectorRegistry(), lambda: (True, ""))
+    served = {r.resource.canonical for r in app.router.routes() if r.resource is not None}
+    assert {render.AGENT_READINESS_PATH, render.AGENT_LIVENESS_PATH} <= served, "probes must ask what the agent serves"
 
 
 def test_daemonset_settings() -> None:
