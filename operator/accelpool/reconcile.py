@@ -56,6 +56,10 @@ BACKOFF_START, BACKOFF_MAX = 0.5, 30.0
 TRANSIENT = (ApiError, OSError, asyncio.TimeoutError, aiohttp.ClientError)
 """Errors a later pass may not see again: API errors, connection trouble, timeouts."""
 NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
+POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
+POOL_CHECK_SECONDS = 10.0
+"""A pass that would write lists the pools first when it has not done so for this long (or after a 409):
+a pool deleted while the operator was paused or its watch was down is never written for."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,12 @@ class Reconciler:
         self._planned_nodes: dict[str, NodeView] = {}
         self._planned_pools: dict[str, PoolRecord] = {}
         self._validated: dict[tuple[str, str], tuple[api.ComputePoolSpec | None, tuple[str, ...]]] = {}
+        self._pools_listed_at: float | None = None
+        self._pools_suspect = False
+        """A write met a 409: what the index says about pools may be stale too."""
+        self._pool_overlay: dict[str, PoolRecord | None] = {}
+        """Pools as the last list returned them (None: gone), standing in for the index until it agrees."""
+        self._pool_overlay_at = 0.0
         self._unplannable: dict[tuple[str, str], str] = {}
         """Pools (by uid and spec) that planning or rendering could not handle, and why; retried on a spec change."""
         self._configmaps: dict[str, dict[str, Any] | None] = {}
@@ -454,8 +464,53 @@ class Reconciler:
 
     # ------------------------------------------------------------ a pass
 
-    async def _pass(self, number: int) -> PassResult:
+    def _pool_records(self) -> dict[str, PoolRecord]:
+        """The index's pools, overlaid with a fresher list until the index agrees (or the overlay expires)."""
         records = {r.name: r for r in self._pool_source()}
+        if self._pool_overlay and self._clock() - self._pool_overlay_at > OVERLAY_TTL_SECONDS:
+            self._pool_overlay = {}
+        for name, listed in list(self._pool_overlay.items()):
+            indexed = records.get(name)
+            if _same_pool(indexed, listed):
+                del self._pool_overlay[name]
+            elif listed is None:
+                records.pop(name, None)
+            else:
+                records[name] = listed
+        return records
+
+    def _pool_check_due(self) -> bool:
+        listed = self._pools_listed_at
+        return self._pools_suspect or listed is None or self._clock() - listed >= POOL_CHECK_SECONDS
+
+    async def _index_was_stale(self, records: Mapping[str, PoolRecord]) -> bool:
+        """Lists the pools; True (and an overlay of the listed pools) when the index disagrees with the API."""
+        listed = {r.name: r for r in map(PoolRecord.from_body, await self.client.list(POOLS))}
+        self._pools_listed_at = self._clock()
+        self._pools_suspect = False
+        stale = {n for n in set(records) | set(listed) if not _same_pool(records.get(n), listed.get(n))}
+        if not stale:
+            return False
+        log.warning("the pool index is stale (%s); planning with the listed pools", ", ".join(sorted(stale)[:10]))
+        self._pool_overlay = {name: listed.get(name) for name in stale}
+        self._pool_overlay_at = self._clock()
+        return True
+
+    def _would_write(self, result: Plan, owned: Mapping[str, OwnedObjects], views: Mapping[str, NodeView]) -> bool:
+        for name, change in result.changes.items():
+            view = views.get(name)
+            if view is not None and patches.node_patch(view, change) is not None:
+                return True
+        for objects in owned.values():
+            for obj, cache in ((objects.daemonset, self._daemonsets), (objects.nodepool, self._nodepools)):
+                if obj is not None:
+                    current = cache.get(obj["metadata"]["name"])
+                    if current is None or _hash(current) != _hash(obj):
+                        return True
+        return False
+
+    async def _pass(self, number: int) -> PassResult:
+        records = self._pool_records()
         pools = [self._pool_input(r) for r in records.values()]
         views = self._node_views()
         options = PlannerOptions(
@@ -480,10 +535,16 @@ class Reconciler:
             if name in records and _spec_key(records[name]) not in self._unplannable:
                 log.error("pool %s set aside: %s", name, why)
                 self._unplannable[_spec_key(records[name])] = why
+        by_name = {v.name: v for v in views}
+        if (
+            self._pool_check_due()
+            and self._would_write(result, owned, by_name)
+            and await self._index_was_stale(records)
+        ):
+            return await self._pass(number)  # once: the pools were just listed
         self.plan = result
         writer = _Writes(self)
 
-        by_name = {v.name: v for v in views}
         await writer.configmaps(result, final=False)
         if not writer.blocked:
             await writer.owned_objects(owned)
@@ -507,6 +568,7 @@ class Reconciler:
         self._validated = {k: v for k, v in self._validated.items() if k in live_specs}
         self._requeue_at = self._clock() + result.requeue_after if result.requeue_after is not None else None
         self.metrics.plan = result
+        self._pools_suspect = self._pools_suspect or writer.conflicts > 0
         ok = writer.first_error is None
         failed = frozenset(writer.failed_pools | ({p.name for p in result.pools} if writer.errored_globally else set()))
         return PassResult(number, ok, failed, released, writer.first_error, writer.count, writer.conflicts)
@@ -584,6 +646,12 @@ def render_owned(
             continue
         owned[pool.name] = OwnedObjects(daemonset, nodepool)
     return owned, failures
+
+
+def _same_pool(a: PoolRecord | None, b: PoolRecord | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return (a.uid, a.spec_json, a.deleting, a.generation) == (b.uid, b.spec_json, b.deleting, b.generation)
 
 
 def _spec_key(record: PoolRecord) -> tuple[str, str]:

@@ -60,6 +60,7 @@ class FakeApi:
             return None
 
     async def list(self, path: str, *, label_selector: str | None = None) -> list[dict[str, Any]]:
+        self.reads.append(path)
         if path.startswith("/apis/karpenter.sh"):
             raise NotFoundError(404, "NotFound", path)
         return [copy.deepcopy(o) for p, o in self.objects.items() if p.startswith(path + "/")]
@@ -130,8 +131,11 @@ def record(name: str, spec: dict[str, Any], *, deleting: bool = False) -> PoolRe
 
 
 class Harness:
+    """The reconciler bound to indexes of a FakeApi; `pools` sets the API's pools and the index's alike."""
+
     def __init__(self, fake: FakeApi, pools: Iterable[PoolRecord], **config: Any) -> None:
         self.fake = fake
+        self.indexed_pools: list[PoolRecord] = []
         self.pools = list(pools)
         self.index: list[NodeView] = fake.node_views()
         defaults: dict[str, Any] = {"debounce_seconds": 0.0, "resync_seconds": 3600.0}
@@ -141,7 +145,19 @@ class Harness:
             OperatorMetrics(),
             wall_clock=lambda: START + timedelta(seconds=asyncio.get_running_loop().time()),
         )
-        self.reconciler.bind(nodes=lambda: self.index, pools=lambda: self.pools)
+        self.reconciler.bind(nodes=lambda: self.index, pools=lambda: self.indexed_pools)
+
+    @property
+    def pools(self) -> list[PoolRecord]:
+        return self.indexed_pools
+
+    @pools.setter
+    def pools(self, records: Iterable[PoolRecord]) -> None:
+        self.indexed_pools = list(records)
+        for path in [p for p in self.fake.objects if p.startswith(POOLS + "/")]:
+            del self.fake.objects[path]
+        for pool in self.indexed_pools:
+            self.fake.objects[f"{POOLS}/{pool.name}"] = pool.body()
 
     def catch_up(self) -> None:
         """The watch delivers what was written: the index sees the API's current state."""
