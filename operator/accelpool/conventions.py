@@ -63,6 +63,10 @@ HEALTH_ANNOTATION = protocol.HEALTH_ANNOTATION
 """Written by the device agent: the compact `HealthReport`."""
 HEALTH_CONDITION = protocol.CONDITION_TYPE
 """Node condition written by the device agent."""
+HEALTH_STALE_SECONDS = 3 * protocol.AgentConfig().heartbeat_seconds
+"""A condition whose heartbeat is older than three heartbeat periods was left by an agent that stopped."""
+SILENT_AGENT_REASON = "AgentSilent"
+"""The reason the operator reads a stale or foreign health condition as (status Unknown)."""
 
 # ---------------------------------------------------------------- ConfigMaps and owned objects
 

@@ -95,6 +95,13 @@ class HealthCondition:
     reason: str = ""
     message: str = ""
     since: datetime | None = None
+    heartbeat: datetime | None = None
+    """`lastHeartbeatTime`: the agent rewrites the condition at least every heartbeat period."""
+
+    @property
+    def silent(self) -> bool:
+        """Set by the planner for a condition whose writer stopped (or is not this pool's agent)."""
+        return self.reason == conventions.SILENT_AGENT_REASON
 
     @property
     def healthy(self) -> bool:
@@ -147,6 +154,7 @@ class NodeView:
                 reason=str(health_raw.get("reason") or ""),
                 message=str(health_raw.get("message") or ""),
                 since=parse_time(health_raw.get("lastTransitionTime")),
+                heartbeat=parse_time(health_raw.get("lastHeartbeatTime")),
             )
         report = None
         if conventions.HEALTH_ANNOTATION in annotations:

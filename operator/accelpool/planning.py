@@ -45,7 +45,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from accelpool import api, catalog, conventions, nvidia
-from accelpool.nodes import NodeChange, NodeView, Taint, format_time, parse_time, tolerated
+from accelpool.nodes import HealthCondition, NodeChange, NodeView, Taint, format_time, parse_time, tolerated
 from accelpool.poolstatus import (
     Breaker,
     Member,
@@ -108,6 +108,8 @@ class PlannerOptions:
     tolerated_taints: tuple[str, ...] = conventions.ACCELERATOR_TAINTS
     """Taints (`key` or `key=value`) that do not keep a free node from being claimed; any other
     NoSchedule/NoExecute taint reserves the node for someone else."""
+    health_stale_seconds: float = conventions.HEALTH_STALE_SECONDS
+    """A health condition not rewritten for this long is read as Unknown (its agent stopped)."""
     healthy_since: Mapping[str, datetime] = field(default_factory=dict)
     """When the operator first saw AcceleratorHealthy True, for conditions without lastTransitionTime."""
 
@@ -322,6 +324,29 @@ def _not_claimable(view: NodeView, tolerated_taints: Sequence[str]) -> str | Non
     return None
 
 
+def _judge_health(view: NodeView, options: PlannerOptions) -> NodeView:
+    """A health condition that its agent stopped rewriting is read as Unknown/AgentSilent.
+
+    A crash-looping or removed agent leaves its last verdict behind: a stale True must not count
+    as healthy, and a stale False must not keep a repaired node out of every pool forever.
+    """
+    health = view.health
+    if health is None:
+        return view
+    last = health.heartbeat  # the agent always writes it; a condition without one has no known age
+    if last is None or _seconds(options.now - last) <= options.health_stale_seconds:
+        return view
+    silent = HealthCondition(
+        status="Unknown",
+        reason=conventions.SILENT_AGENT_REASON,
+        message=f"{conventions.HEALTH_CONDITION} was last written {format_time(last)} "
+        f"({health.status}: {health.reason}); its agent has stopped reporting",
+        since=health.since,
+        heartbeat=health.heartbeat,
+    )
+    return replace(view, health=silent)
+
+
 def _seconds(delta: timedelta) -> float:
     return delta.total_seconds()
 
@@ -332,7 +357,7 @@ class _Planner:
     ) -> None:
         self.by_name = {p.name: p for p in pools}  # a name given twice: the last one counts, as with kubectl apply
         self.pools = sorted(self.by_name.values(), key=_priority)
-        self.nodes = sorted(nodes, key=lambda n: n.name)
+        self.nodes = sorted((_judge_health(n, options) for n in nodes), key=lambda n: n.name)
         self.config = config
         self.options = options
         self.now = options.now
@@ -390,6 +415,7 @@ class _Planner:
             conventions.JOINED_ANNOTATION,
             conventions.PRIOR_LABELS_ANNOTATION,
             conventions.CORDONED_ANNOTATION,
+            conventions.HEALTH_ANNOTATION,  # the pool's agent wrote it; it says nothing once the node is free
         ):
             if annotation in view.annotations:
                 edit.annotations[annotation] = None

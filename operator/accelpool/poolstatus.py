@@ -258,8 +258,8 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
     unhealthy = [m for m in members if not m.quarantined and m.view.health is not None and m.view.health.unhealthy]
     not_ready = [m for m in members if not m.view.ready]
     cordoned = [m for m in members if m.unschedulable and not m.quarantined]
-    reported = [m for m in members if m.view.health is not None]
-    silent = [m for m in members if m.view.health is None]
+    reported = [m for m in members if m.view.health is not None and not m.view.health.silent]
+    silent = [m for m in members if m.view.health is None or m.view.health.silent]
     mig_failed = [m for m in members if mig_pool and m.mig_state == "failed"]
     mig_pending = [m for m in members if mig_pool and not _mig_done(m, key)]
     mig_pending = [m for m in mig_pending if m not in mig_failed]
@@ -372,7 +372,7 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
             "AgentReady",
             False,
             "WaitingForAgents",
-            f"{len(silent)} of {len(members)} members have not reported {conventions.HEALTH_CONDITION}: "
+            f"{len(silent)} of {len(members)} members have no live {conventions.HEALTH_CONDITION} report: "
             f"{_names(silent)}",
         )
     else:

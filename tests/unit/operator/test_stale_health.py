@@ -1,0 +1,75 @@
+"""Health left behind by an agent that stopped is not believed: it reads as Unknown/AgentSilent.
+
+The agent rewrites `AcceleratorHealthy` at least every heartbeat period (`lastHeartbeatTime`).
+A condition older than `HEALTH_STALE_SECONDS` says nothing about the node now: a stale True does
+not make a pool Ready, a stale False does not keep a repaired node out of every pool, and a
+released node loses the agent's health annotation.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from accelpool import conventions
+from accelpool.nodes import NodeView, format_time
+
+from .conftest import NOW, conditions, member, members, node_body, pool, run
+
+
+def _with_heartbeat(body: dict[str, Any], status: str, reason: str, age: timedelta) -> NodeView:
+    beat = format_time(NOW - age)
+    body["status"]["conditions"].append(
+        {
+            "type": conventions.HEALTH_CONDITION,
+            "status": status,
+            "reason": reason,
+            "message": reason,
+            "lastTransitionTime": format_time(NOW - age - timedelta(hours=1)),
+            "lastHeartbeatTime": beat,
+        }
+    )
+    return NodeView.from_body(body)
+
+
+def _member_body(name: str, pool_name: str) -> dict[str, Any]:
+    view = member(name, pool_name)
+    raw = node_body(name, labels=dict(view.labels), annotations=dict(view.annotations))
+    raw["spec"]["taints"] = [t.to_dict() for t in view.taints]
+    return raw
+
+
+def test_a_stale_false_on_a_free_node_does_not_keep_it_out_of_pools_forever() -> None:
+    old = _with_heartbeat(node_body("repaired"), "False", "XidError79", timedelta(hours=2))
+    result = run([pool("p", {"accelerator": "H100"})], [old])
+    assert members(result, "p") == ["repaired"]
+
+
+def test_a_fresh_false_on_a_free_node_still_keeps_it_out() -> None:
+    fresh = _with_heartbeat(node_body("broken"), "False", "XidError79", timedelta(minutes=1))
+    result = run([pool("p", {"accelerator": "H100"})], [fresh])
+    assert members(result, "p") == []
+
+
+def test_a_stale_true_from_a_dead_agent_does_not_make_the_pool_ready() -> None:
+    stale = _with_heartbeat(_member_body("m1", "p"), "True", "AllChecksPassed", timedelta(hours=1))
+    result = run([pool("p", {"accelerator": "H100"})], [stale])
+    found = result.pool("p")
+    assert found is not None and found.status is not None
+    assert conditions(result, "p")["AgentReady"] == ("False", "WaitingForAgents")
+    assert found.status.phase != "Ready"
+    assert found.status.members[0].health == "Unknown"
+    assert found.status.members[0].reason == conventions.SILENT_AGENT_REASON
+
+
+def test_a_fresh_true_makes_the_member_ready() -> None:
+    fresh = _with_heartbeat(_member_body("m1", "p"), "True", "AllChecksPassed", timedelta(minutes=4))
+    result = run([pool("p", {"accelerator": "H100"})], [fresh])
+    assert conditions(result, "p")["AgentReady"] == ("True", "Reporting")
+
+
+def test_a_released_node_loses_the_agents_health_annotation() -> None:
+    report = '{"reason":"XidError79","status":"Unhealthy"}'
+    gone = member("m1", "deleted", annotations={conventions.HEALTH_ANNOTATION: report})
+    result = run([], [gone])
+    assert result.changes["m1"].annotations[conventions.HEALTH_ANNOTATION] is None
