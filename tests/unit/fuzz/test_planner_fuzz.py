@@ -130,7 +130,7 @@ conditions = st.lists(
     ),
     max_size=3,
 )
-annotations = st.dictionaries(
+node_annotations = st.dictionaries(
     st.sampled_from(
         [conventions.HEALTH_ANNOTATION, conventions.JOINED_ANNOTATION, conventions.PRIOR_LABELS_ANNOTATION]
     ),
@@ -181,7 +181,7 @@ def node_bodies(draw: st.DrawFn, index: int = 0) -> dict[str, Any]:
             "uid": f"uid-{index}",
             "resourceVersion": "1",
             "labels": labels,
-            "annotations": draw(annotations),
+            "annotations": draw(node_annotations),
             "creationTimestamp": draw(times),
         },
         "spec": {"taints": draw(taints), "unschedulable": draw(st.booleans())},
