@@ -6,12 +6,17 @@ A pass (`reconcile_once`):
 
 1. snapshots pools and nodes (index views, overlaid with the results of its own recent writes
    until the watch catches up, so a pass never re-sends a write the index has not seen yet);
-2. calls the pure planner (`accelpool.planning.plan`);
-3. writes, in an order that never leaves a node pointing at a missing config: ConfigMap keys
+2. calls the pure planner (`accelpool.planning.plan`) and renders each pool's DaemonSet and
+   NodePool; a pool whose planning or rendering raises is set aside (`Valid=False/PlanningFailed`)
+   and the rest are planned without it, so one pool can never stop the others;
+3. if it would write and has not listed the ComputePools for `POOL_CHECK_SECONDS` (or a write
+   met a 409 since), lists them and plans again with what the API server says when the index
+   disagrees (a watch that lagged, an operator resumed after a pause);
+4. writes, in an order that never leaves a node pointing at a missing config: ConfigMap keys
    added → agent DaemonSets and Karpenter NodePools → node patches (merge patches carrying
    `metadata.resourceVersion`; a 409 re-reads the node and plans again) → ConfigMap keys
    removed → objects of deleted pools removed → Events (deduplicated);
-4. publishes each pool's status for the status writer and records metrics.
+5. publishes each pool's status for the status writer and records metrics.
 
 One reconciler per operator, one pass at a time: cross-pool decisions are made on one view of
 the cluster, so no two pools can claim a node, and writes to the shared ConfigMaps are
