@@ -1,7 +1,8 @@
 """Runs the demo: API server, fleet, simulators, the real operator, agents, and a live pool table.
 
 Called by `accelpool demo`. Everything listens on 127.0.0.1 only; every process it starts is
-stopped when it ends (Ctrl-C, or after `--for SECONDS`).
+stopped when it ends (Ctrl-C, SIGTERM, or after `--for SECONDS`): the simulators first, then the
+operator and the agents at once, each given a few seconds before it is killed.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@
   capacity, the way the device plugin would.
 - `Kubelet` plays the kubelet for the operator's agent DaemonSets: one real `accelpool-agent`
   process (fake backend) per node the DaemonSet selects, configured from the DaemonSet's own
-  env, restarted with `--fault` when the node carries the demo's fault annotation.
+  env; restarted with the new config when the operator replaces the DaemonSet (all of the
+  pool's agents at once, where a real rollout would honour maxUnavailable), and with `--fault`
+  when the node carries the demo's fault annotation.
 """
 
 from __future__ import annotations

@@ -83,7 +83,8 @@ async def test_a_signal_stops_the_demo_and_every_process_it_started(stop: signal
         demo.send_signal(stop)
         code = await demo.wait()
     finally:
-        if demo.returncode is None:
+        if demo.returncode is None:  # a failure above: take its processes down with it
+            started.update(_children(demo.pid))
             demo.kill()
             await demo.wait()
         left = {pid: command for pid, command in started.items() if _alive(pid)}
