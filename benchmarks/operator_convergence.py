@@ -42,7 +42,7 @@ import attrs
 import kmock
 
 from accelpool import api, catalog, conventions, crd
-from accelpool.demo.apiserver import RESOURCES
+from accelpool.demo.apiserver import RESOURCES, serve_replace
 
 BIN = Path(sys.executable).parent
 POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
@@ -95,6 +95,8 @@ class Emulator(kmock.KubernetesEmulator):
             self._in_flight.remove(request)
 
     async def _serve(self, request: Any) -> Any:
+        if request.method == kmock.method.PUT and request.resource is not None and request.name:
+            return await serve_replace(self, request, str(next(self._versions)))
         if request.action == kmock.action.CREATE and isinstance(request.data, dict):
             metadata = request.data.setdefault("metadata", {})
             metadata.setdefault("uid", str(uuid.uuid4()))

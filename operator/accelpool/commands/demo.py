@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
+import signal
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +55,30 @@ def run(args: argparse.Namespace) -> int:
         tui=args.tui,
         operator_metrics_port=args.metrics_port,
     )
-    ready = False
-    with contextlib.suppress(KeyboardInterrupt):
-        ready = asyncio.run(run_demo(options))
+    ready = asyncio.run(_until_signalled(run_demo(options)))
     return 0 if ready or args.duration is None else 1
+
+
+async def _until_signalled(main: Coroutine[Any, Any, bool]) -> bool:
+    """Run MAIN until it ends, or until SIGINT (Ctrl-C) or SIGTERM cancels it; cancelled, it stops
+    everything it started, with bounded waits. Only the first signal cancels: a second Ctrl-C
+    must not cut that cleanup short and leave agent processes behind."""
+    task = asyncio.ensure_future(main)
+    loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        if not task.cancelling():
+            task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        return False
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
 
 
 def run_inject(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """Runs the demo: API server, fleet, simulators, the real operator, agents, and a live pool table.
 
 Called by `accelpool demo`. Everything listens on 127.0.0.1 only; every process it starts is
-stopped when it ends (Ctrl-C, or after `--for SECONDS`).
+stopped when it ends (Ctrl-C, SIGTERM, or after `--for SECONDS`): the simulators first, then the
+operator and the agents at once, each given a few seconds before it is killed.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import yaml
 from accelpool import api, crd
 from accelpool.demo import cluster
 from accelpool.demo.apiserver import DemoApiServer
-from accelpool.demo.simulators import FAULT_ANNOTATION, Kubelet, MigManager, free_port
-from accelpool.kube import Credentials, KubeClient
+from accelpool.demo.simulators import FAULT_ANNOTATION, Kubelet, MigManager, free_port, stop_process
+from accelpool.kube import ApiError, Credentials, KubeClient
 from accelpool.textio import format_table
 
 NAMESPACE = "accelpool-system"
@@ -147,27 +148,22 @@ async def simulated_cluster(
                 "kind": "Namespace",
                 "metadata": {"name": namespace},
             }
-        await _seed(client, fleet)
-        operator = await _start_operator(server, operator_metrics_port or free_port(), log_dir)
         mig = MigManager(client, f"/api/v1/namespaces/{NAMESPACE}/configmaps/{MIG_CONFIG_MAP}")
         kubelet = Kubelet(client, server=server, namespace=NAMESPACE, log_dir=log_dir)
-        tasks = [asyncio.create_task(mig.run()), asyncio.create_task(kubelet.run())]
+        operator: asyncio.subprocess.Process | None = None
+        tasks: list[asyncio.Task[None]] = []
         try:
+            await _seed(client, fleet)
+            operator = await _start_operator(server, operator_metrics_port or free_port(), log_dir)
+            tasks = [asyncio.create_task(mig.run()), asyncio.create_task(kubelet.run())]
             yield SimulatedCluster(server, client, log_dir, operator, kubelet)
         finally:
+            # Stop the simulators first (no agent is restarted meanwhile), then every process at
+            # once, each with a bounded grace: the API server stops only when nothing calls it.
             for task in tasks:
                 task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            await kubelet.stop_all()
-            if operator.returncode is None:
-                operator.terminate()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(operator.wait(), timeout=10)
-                if operator.returncode is None:
-                    operator.kill()
-                    await operator.wait()
+            stopping = [*tasks, kubelet.stop_all(), *([stop_process(operator)] if operator is not None else [])]
+            await asyncio.gather(*stopping, return_exceptions=True)
             await client.close()
 
 
@@ -196,7 +192,8 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> bool:
                     table = format_table(pool_rows(pools))
                     out.write(f"\x1b[2J\x1b[H{table}\n\n{about}\n{elapsed:5.0f}s  Ctrl-C to stop\n")
                     out.flush()
-        pools = await demo.client.list(POOLS_PATH)
+        with contextlib.suppress(OSError, ApiError, TimeoutError):
+            pools = await asyncio.wait_for(demo.client.list(POOLS_PATH), timeout=5)
     print(format_table(pool_rows(pools)), file=out, flush=True)
     return all_ready(pools)
 

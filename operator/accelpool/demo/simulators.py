@@ -6,7 +6,9 @@
   capacity, the way the device plugin would.
 - `Kubelet` plays the kubelet for the operator's agent DaemonSets: one real `accelpool-agent`
   process (fake backend) per node the DaemonSet selects, configured from the DaemonSet's own
-  env, restarted with `--fault` when the node carries the demo's fault annotation.
+  env; restarted with the new config when the operator replaces the DaemonSet (all of the
+  pool's agents at once, where a real rollout would honour maxUnavailable), and with `--fault`
+  when the node carries the demo's fault annotation.
 """
 
 from __future__ import annotations
@@ -118,6 +120,23 @@ class MigManager:
         await self.client.patch(f"/api/v1/nodes/{node['metadata']['name']}", {"metadata": {"labels": labels}})
 
 
+STOP_GRACE_SECONDS = 5.0
+"""How long a stopped process may take to exit on SIGTERM before it is killed."""
+
+
+async def stop_process(process: asyncio.subprocess.Process, grace: float = STOP_GRACE_SECONDS) -> None:
+    """SIGTERM, up to `grace` seconds to exit, then SIGKILL: bounded however the process behaves."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), timeout=grace)
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -211,18 +230,12 @@ class Kubelet:
         return AgentProcess(node=node_name, port=port, fault=fault, config=config, process=process)
 
     async def _stop(self, node_name: str) -> None:
-        agent = self.agents.pop(node_name)
-        if agent.process.returncode is None:
-            agent.process.terminate()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(agent.process.wait(), timeout=5)
-            if agent.process.returncode is None:
-                agent.process.kill()
-                await agent.process.wait()
+        await stop_process(self.agents.pop(node_name).process)
 
     async def stop_all(self) -> None:
-        for name in list(self.agents):
-            await self._stop(name)
+        """Stop every agent at once; each gets the same bounded grace."""
+        agents, self.agents = list(self.agents.values()), {}
+        await asyncio.gather(*(stop_process(agent.process) for agent in agents))
 
 
 def _agent_config(pod_spec: dict[str, Any]) -> str:

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from accelpool.demo.run import POOLS_PATH, all_ready, example_pools, inject, load_fleet, simulated_cluster
+from accelpool import conventions
+from accelpool.demo.run import NAMESPACE, POOLS_PATH, all_ready, example_pools, inject, load_fleet, simulated_cluster
 from tests.conftest import require_tool
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -73,3 +74,37 @@ async def test_examples_become_ready_kubectl_sees_them_and_a_fault_quarantines()
             )
 
         await eventually(quarantined_and_replaced, 30, f"{victim} quarantined and replaced by a spare")
+
+        # A health policy edit: the operator replaces the pool's agent DaemonSet (PUT, with the
+        # resourceVersion it read), and the kubelet restarts the pool's agents with its new config.
+        daemonset_path = f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/{conventions.agent_name('llm-training')}"
+        old_config = _agent_config(await demo.client.get(daemonset_path))
+        members = {n for n, a in demo.kubelet.agents.items() if a.config == old_config}
+        old_pids = {demo.kubelet.agents[n].process.pid for n in members}
+        assert members, "the pool's agents run with its DaemonSet's config"
+        await demo.client.patch(f"{POOLS_PATH}/llm-training", {"spec": {"health": {"interval": "7m"}}})
+
+        async def rolled_out() -> bool:
+            config = _agent_config(await demo.client.get(daemonset_path))
+            agents = [demo.kubelet.agents.get(name) for name in members]
+            return config != old_config and all(
+                agent is not None
+                and agent.process.returncode is None
+                and _environment(agent.process.pid).get("ACCELPOOL_AGENT_CONFIG") == config
+                for agent in agents
+            )
+
+        await eventually(rolled_out, 60, "the pool's agents restarted with the edited health policy")
+        assert not old_pids & {demo.kubelet.agents[n].process.pid for n in members}
+        operator_log = (demo.log_dir / "operator.log").read_text()
+        assert not [line for line in operator_log.splitlines() if "daemonsets" in line and " 404 " in line]
+
+
+def _agent_config(daemonset: dict[str, Any]) -> str:
+    (container,) = daemonset["spec"]["template"]["spec"]["containers"]
+    return str(next(e["value"] for e in container["env"] if e["name"] == "ACCELPOOL_AGENT_CONFIG"))
+
+
+def _environment(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(entry.decode().split("=", 1) for entry in raw if b"=" in entry)

@@ -2,8 +2,9 @@
 
 `Emulator` is kmock's `KubernetesEmulator` with what a real API server stamps on creation (uid,
 creationTimestamp, generation, resourceVersion — kopf's own patches test the latter) and a
-`generation` bump on spec changes, nothing more: no resourceVersion checks, no selectors, no
-garbage collection. Every request it serves wakes `Cluster.wait_for`, so tests wait for
+`generation` bump on spec changes, and PUT as the API server does it (the demo's `serve_replace`:
+404 when missing, 409 for a stale resourceVersion), nothing more: no selectors, no garbage
+collection. Every request it serves wakes `Cluster.wait_for`, so tests wait for
 conditions on the stored objects without sleeping. Writes are attributed by User-Agent: the
 operator's own client says `accelpool`, kopf says `kopf/…`, the tests say `accelpool-test`.
 
@@ -32,7 +33,7 @@ import pytest
 from kopf.testing import KopfRunner
 
 from accelpool import api, catalog, conventions
-from accelpool.demo.apiserver import RESOURCES
+from accelpool.demo.apiserver import RESOURCES, serve_replace
 
 POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 NAMESPACE = "accelpool-system"
@@ -58,6 +59,8 @@ class Emulator(kmock.KubernetesEmulator):
 
     async def _handle(self, request: Any) -> Any:
         try:
+            if request.method == kmock.method.PUT and request.resource is not None and request.name:
+                return await serve_replace(self, request, str(next(self._versions)))
             if request.action == kmock.action.CREATE and isinstance(request.data, dict):
                 metadata = request.data.setdefault("metadata", {})
                 metadata.setdefault("uid", str(uuid.uuid4()))

@@ -1,0 +1,155 @@
+"""The demo's API server as the operator and its agents meet it over HTTP: writes with the API
+server's resourceVersion semantics (PUT included), a simulated kubelet that rolls a replaced agent
+DaemonSet onto its agents, and a footprint that stays bounded however many requests it serves."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import kmock
+import pytest
+
+from accelpool.demo.apiserver import DemoApiServer
+from accelpool.demo.simulators import Kubelet
+from accelpool.kube import ApiError, ConflictError, Credentials, KubeClient, NotFoundError
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+NAMESPACE = "accelpool-system"
+DAEMONSETS = f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets"
+CONFIG = "ACCELPOOL_AGENT_CONFIG"
+
+
+def daemonset(config: str) -> dict[str, Any]:
+    """An agent DaemonSet as the operator renders it, reduced to what the kubelet reads."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "accelpool-agent-training", "namespace": NAMESPACE},
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeSelector": {"accelpool.io/pool": "training"},
+                    "containers": [{"name": "agent", "env": [{"name": CONFIG, "value": config}]}],
+                }
+            }
+        },
+    }
+
+
+def node(name: str) -> dict[str, Any]:
+    labels = {"accelpool.io/pool": "training", "nvidia.com/gpu.product": "NVIDIA-L4", "nvidia.com/gpu.count": "1"}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "status": {}}
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[tuple[DemoApiServer, KubeClient]]:
+    emulator = DemoApiServer()
+    async with emulator, kmock.Server(emulator) as http:
+        emulator.objects["v1/namespaces", None, NAMESPACE] = {"metadata": {"name": NAMESPACE}}
+        async with KubeClient(Credentials(server=str(http.url).rstrip("/"))) as client:
+            yield emulator, client
+
+
+async def test_put_replaces_like_the_api_server(api: tuple[DemoApiServer, KubeClient]) -> None:
+    _, client = api
+    created = await client.create(DAEMONSETS, daemonset('{"a": 1}'))
+    path = f"{DAEMONSETS}/accelpool-agent-training"
+
+    body = daemonset('{"a": 2}')
+    body["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"]
+    replaced = await client.replace(path, body)
+    assert replaced["spec"] == body["spec"]
+    assert int(replaced["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
+    assert replaced["metadata"]["uid"] == created["metadata"]["uid"]
+    assert replaced["metadata"]["creationTimestamp"] == created["metadata"]["creationTimestamp"]
+    assert replaced["metadata"]["generation"] == created["metadata"]["generation"] + 1
+    assert await client.get(path) == replaced
+
+    stale = daemonset('{"a": 3}')
+    stale["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"]
+    with pytest.raises(ConflictError) as conflict:
+        await client.replace(path, stale)
+    assert conflict.value.reason == "Conflict"
+    assert await client.get(path) == replaced
+
+    unconditional = await client.replace(path, daemonset('{"a": 4}'))
+    assert unconditional["spec"] == daemonset('{"a": 4}')["spec"]
+    assert unconditional["metadata"]["resourceVersion"] != replaced["metadata"]["resourceVersion"]
+
+    other = daemonset("{}")
+    with pytest.raises(ApiError) as renamed:
+        await client.replace(f"{DAEMONSETS}/accelpool-agent-other", other)
+    assert renamed.value.status == 400
+    other["metadata"]["name"] = "accelpool-agent-other"
+    with pytest.raises(NotFoundError) as missing:
+        await client.replace(f"{DAEMONSETS}/accelpool-agent-other", other)
+    assert missing.value.reason == "NotFound"
+
+
+async def test_patches_get_new_versions_and_stale_ones_conflict(api: tuple[DemoApiServer, KubeClient]) -> None:
+    _, client = api
+    created = await client.create("/api/v1/nodes", node("l4-1"))
+    patched = await client.patch("/api/v1/nodes/l4-1", {"metadata": {"labels": {"a": "b"}}})
+    assert int(patched["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
+    stale = {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"], "labels": {"a": "c"}}}
+    with pytest.raises(ConflictError):
+        await client.patch("/api/v1/nodes/l4-1", stale)
+    assert (await client.get("/api/v1/nodes/l4-1"))["metadata"]["labels"]["a"] == "b"
+
+
+def _environment(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(entry.decode().split("=", 1) for entry in raw if b"=" in entry)
+
+
+async def test_kubelet_restarts_agents_with_a_replaced_daemonsets_config(
+    api: tuple[DemoApiServer, KubeClient], tmp_path: Path
+) -> None:
+    """The operator replaces its agent DaemonSet (PUT with the resourceVersion it read) when a
+    pool's health policy changes; the kubelet must run the pool's agents with the new config."""
+    _, client = api
+    await client.create("/api/v1/nodes", node("l4-1"))
+    created = await client.create(DAEMONSETS, daemonset('{"interval": 900}'))
+    kubelet = Kubelet(client, server=client.credentials.server, namespace=NAMESPACE, log_dir=tmp_path)
+    try:
+        await kubelet.step()
+        before = kubelet.agents["l4-1"].process
+        assert _environment(before.pid)[CONFIG] == '{"interval": 900}'
+
+        body = copy.deepcopy(daemonset('{"interval": 600}'))
+        body["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"]
+        await client.replace(f"{DAEMONSETS}/accelpool-agent-training", body)
+        await kubelet.step()
+
+        after = kubelet.agents["l4-1"].process
+        assert before.returncode is not None, "the agent with the old config still runs"
+        assert after.pid != before.pid
+        assert _environment(after.pid)[CONFIG] == '{"interval": 600}'
+    finally:
+        await kubelet.stop_all()
+    assert after.returncode is not None
+
+
+async def test_footprint_stays_bounded_however_many_requests(api: tuple[DemoApiServer, KubeClient]) -> None:
+    """kmock keeps every request (and scans them all to route the next), every version of every
+    object and every failed request: a demo left running grew, and slowed, without bound."""
+    emulator, client = api
+    await client.create("/api/v1/nodes", node("l4-1"))
+
+    async def heartbeat(beat: int) -> None:
+        await client.patch("/api/v1/nodes/l4-1/status", {"status": {"beat": beat}}, patch_type="strategic")
+        await client.get_or_none("/api/v1/nodes/missing")  # a 404: kmock records it as an error
+        await client.list("/api/v1/nodes")
+
+    for batch in range(10):
+        await asyncio.gather(*(heartbeat(batch * 50 + beat) for beat in range(50)))
+
+    assert (await client.get("/api/v1/nodes/l4-1"))["status"]["beat"] == 499
+    requests_kept = len(emulator._requests) + sum(len(reaction._requests) for reaction in emulator._payloads)
+    assert requests_kept <= 1
+    assert len(emulator.errors) <= 100  # of the 500 404s served: the most recent ones
+    assert all(len(obj.history) <= 2 for obj in emulator.objects.values())
