@@ -20,7 +20,11 @@ nvidia.com/device-plugin.config for NVIDIA pools, nvidia.com/mig.config for MIG 
 taints it must carry (`add`), and every node accelpool releases (labels set to null or restored,
 its taints under `remove`). Invalid pools are reported with Valid=False and phase Failed and get
 no patches. Exit 0 when a plan was printed (also with invalid pools: they are visible in it),
-2 when a file or the cluster cannot be read.
+2 when a file or the cluster cannot be read. A file that is not YAML, too large, a YAML bomb,
+or holds an object of the wrong shape (a ComputePool or Node whose `metadata` is not a mapping,
+a Node whose taints are not a list, ...) gives one line per problem on standard error
+(`error: FILE:LINE:COL: ...`, `error: FILE:LINE: document N (Kind/name): field: ...`) and no
+plan: a plan from part of the input could release nodes it did not see.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from accelpool.kube import ApiError, Credentials, KubeClient, NotFoundError
 from accelpool.nodes import NodeView, parse_time
 from accelpool.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
 from accelpool.settings import AGENT_BACKENDS, seconds
-from accelpool.textio import add_filename_argument, format_table, read_sources
+from accelpool.textio import add_filename_argument, format_table, read_objects
 
 POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 HIDDEN_LABELS = frozenset({conventions.MIG_CONFIG_STATE_LABEL})
@@ -176,26 +180,50 @@ def render_table(result: Plan, views: dict[str, NodeView]) -> str:
     return "\n".join(lines)
 
 
+def _file_pools(names: list[str], errors: list[str]) -> list[PoolInput]:
+    pools: list[PoolInput] = []
+    for name in names:
+        found = read_objects([name])
+        errors += found.errors
+        for obj in found.objects:
+            shape = inputs.object_problems(obj.body)
+            if shape:
+                errors += [obj.problem(p.path, p.message, p.value) for p in shape]
+            elif obj.body.get("kind") == api.KIND:
+                pools.append(inputs.pool_from_file(obj.body))
+    return pools
+
+
+def _file_nodes(name: str, errors: list[str]) -> list[NodeView]:
+    found = read_objects([name])
+    errors += found.errors
+    nodes: list[NodeView] = []
+    for obj in found.objects:
+        shape = inputs.object_problems(obj.body)
+        if not shape and obj.body.get("kind", "Node") != "Node":
+            continue
+        shape = shape or inputs.node_problems(obj.body)
+        if shape:
+            errors += [obj.problem(p.path, p.message, p.value) for p in shape]
+        else:
+            nodes.append(NodeView.from_body(obj.body))
+    return nodes
+
+
 def run(args: argparse.Namespace) -> int:
-    try:
-        sources = [source for name in args.filename for source in read_sources(name)]
-        node_text = None if args.nodes is None else read_sources(args.nodes)[0][1]
-    except OSError as error:
-        print(f"error: cannot read {error.filename}: {error.strerror}", file=sys.stderr)
-        return 2
     now = parse_time(args.now) if args.now else datetime.now(UTC)
     if now is None:
         print(f"error: --now {args.now!r} is not an RFC 3339 time like 2026-11-01T00:00:00Z", file=sys.stderr)
         return 2
-    file_pools = [pool for _, text in sources for pool in inputs.pools_from_yaml(text)]
-    if node_text is not None:
-        pools, nodes, config, karpenter, orphans = (
-            file_pools,
-            inputs.nodes_from_yaml(node_text),
-            ConfigState(),
-            True,
-            False,
-        )
+    errors: list[str] = []
+    file_pools = _file_pools(args.filename, errors)
+    file_nodes = None if args.nodes is None else _file_nodes(args.nodes, errors)
+    if errors:
+        for error in errors:
+            print(f"error: {error}", file=sys.stderr)
+        return 2
+    if file_nodes is not None:
+        pools, nodes, config, karpenter, orphans = (file_pools, file_nodes, ConfigState(), True, False)
     else:
         try:
             pools, nodes, config, karpenter = asyncio.run(_from_cluster(args, file_pools))

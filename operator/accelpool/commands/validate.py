@@ -1,7 +1,11 @@
 """`accelpool validate -f FILE`: check ComputePools offline, as the API server and operator would.
 
 Exit 0 when every object is valid; 1 with one line per problem (object, field path, bad value,
-what would be valid); 2 when a file cannot be read.
+what would be valid); 2 when a file cannot be read as Kubernetes objects: it is missing, too
+large, not YAML, a YAML bomb, or a document is not shaped like an object (a `metadata` that is
+not a mapping, a label value that is not a string, ...). Each of those is one line on standard
+error, `error: FILE:LINE:COL: ...` or `error: FILE:LINE: document N (Kind/name): field: ...`;
+the objects that could be read are still checked and reported.
 """
 
 from __future__ import annotations
@@ -9,11 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
-from accelpool import validation
-from accelpool.textio import add_filename_argument, read_sources
+from accelpool import inputs, validation
+from accelpool.textio import add_filename_argument, brief, one_line, read_objects
 
 
 def register(subparsers: Any) -> None:
@@ -28,32 +31,27 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _sources(names: list[str]) -> list[tuple[str, str]]:
-    sources: list[tuple[str, str]] = []
-    for name in names:
-        if name == "-":
-            sources.append(("<stdin>", sys.stdin.read()))
-            continue
-        path = Path(name)
-        files = sorted([*path.glob("*.yaml"), *path.glob("*.yml")]) if path.is_dir() else [path]
-        sources += [(str(f), f.read_text()) for f in files]
-    return sources
-
-
 def run(args: argparse.Namespace) -> int:
-    try:
-        sources = [source for name in args.filename for source in read_sources(name)]
-    except OSError as error:
-        print(f"error: cannot read {error.filename}: {error.strerror}", file=sys.stderr)
-        return 2
-    results = [(source, verdict) for source, text in sources for verdict in validation.validate_stream(text)]
+    errors: list[str] = []
+    results: list[tuple[str, validation.Verdict]] = []
+    for name in args.filename:
+        found = read_objects([name])
+        errors += found.errors
+        for obj in found.objects:
+            shape = inputs.object_problems(obj.body)
+            errors += [obj.problem(p.path, p.message, p.value) for p in shape]
+            if not shape:
+                results.append((obj.source, validation.validate_object(obj.body)))
     if args.output == "json":
         report = [
             {
                 "file": source,
                 "object": verdict.label,
                 "valid": verdict.valid,
-                "problems": [{"path": p.path, "value": p.value, "message": p.message} for p in verdict.problems],
+                "problems": [
+                    {"path": p.path, "value": _json_value(p.value), "message": one_line(p.message, MESSAGE_CHARS)}
+                    for p in verdict.problems
+                ],
             }
             for source, verdict in results
         ]
@@ -61,11 +59,27 @@ def run(args: argparse.Namespace) -> int:
     else:
         for source, verdict in results:
             if verdict.valid:
-                print(f"{source}: {verdict.label}: valid")
+                print(one_line(f"{source}: {verdict.label}: valid"))
             for problem in verdict.problems:
                 scalar = problem.value is not None and not isinstance(problem.value, dict | list)
-                shown = f" (value: {json.dumps(problem.value, default=str)})" if scalar else ""
-                print(f"{source}: {verdict.label}: {problem.path}: {problem.message}{shown}")
+                shown = f" (value: {brief(problem.value)})" if scalar else ""
+                message = one_line(problem.message, MESSAGE_CHARS)
+                print(one_line(f"{source}: {verdict.label}: {problem.path}: {message}{shown}", MESSAGE_CHARS * 2))
         invalid = sum(1 for _, v in results if not v.valid)
-        print(f"{len(results) - invalid} valid, {invalid} invalid", file=sys.stderr)
+        unreadable = f", {len(errors)} input errors" if errors else ""
+        print(f"{len(results) - invalid} valid, {invalid} invalid{unreadable}", file=sys.stderr)
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    if errors:
+        return 2
     return 0 if results and all(v.valid for _, v in results) else 1
+
+
+MESSAGE_CHARS = 2000
+"""A message longer than this (one that quotes a huge value) is cut."""
+
+
+def _json_value(value: Any) -> Any:
+    """The offending value as it was when small; its first characters (`brief`) when it is large."""
+    shown = brief(value, MESSAGE_CHARS)
+    return value if not shown.endswith("…") else shown
