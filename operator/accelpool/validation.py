@@ -1,6 +1,6 @@
 """Validates ComputePool documents and reports every problem with its field path, value and remedy.
 
-Used by `accelpool validate` (YAML streams from files) and by the operator (the `Valid`
+Used by `accelpool validate` (objects read by `accelpool.textio`) and by the operator (the `Valid`
 condition of a pool that slipped past admission). Structural problems come from the pydantic
 models, catalog problems from `api.spec_problems`; both end up as `api.Problem`s. Pure.
 """
@@ -11,7 +11,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from accelpool import api
@@ -58,21 +57,6 @@ def validate_spec(spec: Mapping[str, Any]) -> tuple[api.ComputePoolSpec | None, 
         {"apiVersion": api.API_VERSION, "kind": api.KIND, "metadata": {"name": "x"}, "spec": spec}
     )
     return (verdict.pool.spec if verdict.pool else None), verdict.problems
-
-
-def validate_stream(text: str) -> list[Verdict]:
-    """Every document of a YAML stream (empty documents skipped; a YAML syntax error is one problem)."""
-    try:
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as error:
-        return [Verdict("?", "?", None, (api.Problem("(yaml)", None, f"not valid YAML: {error}"),))]
-    verdicts: list[Verdict] = []
-    for document in documents:
-        if isinstance(document, Mapping) and document.get("kind") == "List":
-            verdicts += [validate_object(item) for item in document.get("items") or []]
-        else:
-            verdicts.append(validate_object(document))
-    return verdicts
 
 
 # ---------------------------------------------------------------- pydantic errors → problems

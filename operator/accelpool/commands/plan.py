@@ -66,6 +66,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--agent-backend", choices=AGENT_BACKENDS, default="nvml", help="the agents' backend")
     parser.add_argument("--not-ready-grace", type=seconds, default=300.0, metavar="DURATION")
     parser.add_argument(
+        "--tolerated-taints",
+        default=",".join(conventions.ACCELERATOR_TAINTS),
+        metavar="KEY[=VALUE],...",
+        help="taints that do not stop a free node from being claimed (as the operator's --tolerated-taints)",
+    )
+    parser.add_argument(
         "--now", metavar="RFC3339", help="plan as of this time (hold-down and grace decisions); default: now"
     )
     parser.set_defaults(func=run)
@@ -237,6 +243,7 @@ def run(args: argparse.Namespace) -> int:
         not_ready_grace_seconds=args.not_ready_grace,
         karpenter_available=karpenter,
         agent_backend=args.agent_backend,
+        tolerated_taints=tuple(t.strip() for t in args.tolerated_taints.split(",") if t.strip()),
     )
     result = plan(pools, nodes, config, options)
     if args.output == "json":

@@ -6,14 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from accelpool.validation import validate_stream
+from accelpool.textio import read_objects
+from accelpool.validation import validate_object
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("**/*.yaml")), ids=lambda p: str(p.relative_to(EXAMPLES)))
 def test_example(path: Path) -> None:
-    verdicts = validate_stream(path.read_text())
+    found = read_objects([str(path)])
+    assert found.errors == []
+    verdicts = [validate_object(o.body) for o in found.objects]
     if path.parent.name == "invalid":
         expected = [
             line.removeprefix("# expect:").strip() for line in path.read_text().splitlines() if "# expect:" in line
