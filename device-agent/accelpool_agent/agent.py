@@ -103,6 +103,7 @@ class Agent:
         self._lock = threading.Lock()
         self._devices: list[DeviceInfo] = []
         self._inventory_at: float | None = None
+        self._inventory_error: str | None = None
         self._telemetry: dict[str, Telemetry] = {}
         self._xids: dict[str, rules.XidRecord] = {}
         self._ecc_baseline: dict[str, int | None] = {}
@@ -146,6 +147,8 @@ class Agent:
                 self._refresh_inventory()
             readings = self.backend.telemetry()
             events = self.backend.drain_xid_events()
+            if (self.backend.error is None) != (self._inventory_error is None):
+                self._refresh_inventory()  # the backend died or came back: its devices changed with it
             by_index = {device.index: device for device in self._devices}
             for reading in readings:
                 device = by_index.get(reading.index)
@@ -221,6 +224,7 @@ class Agent:
     def _refresh_inventory(self) -> None:
         self._devices = self.backend.inventory()
         self._inventory_at = self.clock.time()
+        self._inventory_error = self.backend.error
 
     def _skip_reason(self, device: DeviceInfo, telemetry: Telemetry | None) -> tuple[str, str] | None:
         if telemetry is not None and telemetry.lost:

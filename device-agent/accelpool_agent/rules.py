@@ -16,8 +16,10 @@ below `min_efficiency` of the expected dense peak (SlowMatmul) and warns when we
 node's other GPUs (SlowerThanPeers); bandwidth fails below `min_bandwidth_efficiency` of spec
 (LowBandwidth). A timed-out or crashed check fails (CheckTimeout, ComputeCrashed).
 
-The node is Unhealthy if any GPU fails (or GPUs are missing), Unknown when nothing could be
-checked, Healthy otherwise. Condition messages use stable summaries, never measured numbers,
+The node is Unhealthy if any GPU fails (or a working backend sees fewer GPUs than expected:
+GpuMissing), Unknown when the backend itself is unavailable (BackendUnavailable: NVML library
+missing, driver not loaded, init failing; never GpuMissing) or nothing could be checked,
+Healthy otherwise. Condition messages use stable summaries, never measured numbers,
 so a noisy TFLOPS reading does not rewrite the node.
 """
 
@@ -544,16 +546,18 @@ def node_verdict(
 ) -> Verdict:
     failing = [g for g in gpus if g.status is CheckStatus.FAIL]
     bad = tuple(g.device.index for g in failing)
-    if expected_gpus is not None and len(gpus) < expected_gpus:
+    missing = expected_gpus is not None and len(gpus) < expected_gpus
+    if missing and not backend_error:  # only a working backend can say that devices are missing
         found = f"found {len(gpus)} of {expected_gpus} GPUs"
         more = f"; {_group(failing, CheckStatus.FAIL)}" if failing else ""
         return Verdict(HealthStatus.UNHEALTHY, "GpuMissing", f"{found}{more}", bad)
     if failing:
         first = failing[0]
         return Verdict(HealthStatus.UNHEALTHY, first.reason, _group(failing, CheckStatus.FAIL), bad)
+    if backend_error and (missing or not gpus):
+        # NVML missing, driver not loaded, init failing: a runtime problem, not missing GPUs.
+        return Verdict(HealthStatus.UNKNOWN, "BackendUnavailable", backend_error[:_MESSAGE_LIMIT], ())
     if not gpus:
-        if backend_error:
-            return Verdict(HealthStatus.UNKNOWN, "BackendUnavailable", backend_error[:_MESSAGE_LIMIT], ())
         return Verdict(HealthStatus.UNKNOWN, "NoDevices", "no accelerators found on this node", ())
     if all(g.status is CheckStatus.SKIP for g in gpus):
         return Verdict(HealthStatus.UNKNOWN, "NothingChecked", "no check could run on any GPU", ())
