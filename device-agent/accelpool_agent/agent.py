@@ -162,9 +162,9 @@ class Agent:
                 if device is None:
                     log.warning("XID %d on unknown GPU index %d", event.xid, event.index)
                     continue
-                application = xids.classify(event.xid) is xids.XidClass.APPLICATION
+                informational = xids.classify(event.xid) is xids.XidClass.INFORMATIONAL
                 log.log(
-                    logging.DEBUG if application else logging.WARNING,
+                    logging.DEBUG if informational else logging.WARNING,
                     "GPU %d (%s): %s",
                     device.index,
                     device.uuid,

@@ -57,12 +57,12 @@ async def test_healthy_node(make_agent: MakeAgent) -> None:
         ("xid=140", Check.XID, CheckStatus.FAIL, "XidError140"),
         ("xid=63", Check.XID, CheckStatus.WARN, "XidError63"),
         ("xid=94", Check.XID, CheckStatus.WARN, "XidError94"),
-        ("xid=13", Check.XID, CheckStatus.PASS, "ApplicationXid"),
-        ("xid=31", Check.XID, CheckStatus.PASS, "ApplicationXid"),
-        ("xid=43", Check.XID, CheckStatus.PASS, "ApplicationXid"),
-        ("xid=45", Check.XID, CheckStatus.PASS, "ApplicationXid"),
-        ("xid=68", Check.XID, CheckStatus.PASS, "ApplicationXid"),
-        ("xid=109", Check.XID, CheckStatus.PASS, "ApplicationXid"),
+        ("xid=109", Check.XID, CheckStatus.FAIL, "XidError109"),  # NVIDIA's catalog: RESET_GPU
+        ("xid=13", Check.XID, CheckStatus.WARN, "XidError13"),
+        ("xid=31", Check.XID, CheckStatus.WARN, "XidError31"),
+        ("xid=68", Check.XID, CheckStatus.WARN, "XidError68"),
+        ("xid=43", Check.XID, CheckStatus.PASS, "InformationalXid"),
+        ("xid=45", Check.XID, CheckStatus.PASS, "InformationalXid"),
         ("xid=999", Check.XID, CheckStatus.WARN, "XidError999"),
         ("ecc-dbe", Check.ECC, CheckStatus.FAIL, "EccDoubleBitError"),
         ("slow-matmul=2", Check.MATMUL, CheckStatus.FAIL, "SlowMatmul"),
@@ -163,7 +163,7 @@ async def test_fatal_xid_is_sticky_and_warning_xid_expires(make_agent: MakeAgent
     clock.advance(2 * 3600)
     later = agent.tick()
     assert check(later.gpus[0], Check.XID) == (CheckStatus.FAIL, "XidError79")
-    assert check(later.gpus[1], Check.XID) == (CheckStatus.PASS, "NoXidErrors")
+    assert check(later.gpus[1], Check.XID) == (CheckStatus.PASS, "NoRecentXidErrors")
     assert later.gpus[1].xid_counts == {94: 1}
 
 
