@@ -7,8 +7,13 @@ its own child process with a per-check timeout. Each activity ends by publishing
 `AgentSnapshot` (with its `NodeReport`) that /metrics, the node reporter and the CLI read.
 
 State is per GPU UUID (a replaced GPU starts clean): the XIDs seen since start (fatal ones are
-sticky until the agent restarts), the ECC baseline, and the last compute results, which stay in
-force, marked stale, while a GPU is busy or unreachable (a busy bad GPU must not turn healthy).
+sticky until the agent restarts), the ECC baseline, and the last verdict of each compute check
+kind (sanity, correctness, matmul, bandwidth). A verdict stands until a later check of the same
+kind on the same GPU produces one: a check that is skipped (busy or lost GPU, an earlier check
+that timed out) keeps the previous verdict in force, marked stale, so a busy bad GPU never turns
+healthy. The verdicts are published in the node annotation and read back at start
+(`restore_verdicts`), so this holds across agent restarts too. A GPU whose compute checks have
+never produced a verdict is "not checked", never "passed" (the node is Unknown/ChecksSkipped).
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 
 from accelpool import catalog
 from accelpool_agent import rules, xids
@@ -32,6 +38,7 @@ from accelpool_agent.model import (
     Check,
     CheckResult,
     CheckStatus,
+    CheckVerdict,
     DeviceInfo,
     GpuReport,
     Measurement,
@@ -39,6 +46,7 @@ from accelpool_agent.model import (
     Telemetry,
 )
 from accelpool_agent.protocol import AgentConfig, HealthStatus
+from accelpool_agent.protocol import CheckVerdict as WireVerdict
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +117,11 @@ class Agent:
         self._ecc_baseline: dict[str, int | None] = {}
         self._compute: dict[str, _ComputeState] = {}
         self._skipped: dict[str, tuple[str, str]] = {}
+        self._verdicts: dict[str, dict[Check, CheckResult]] = {}
+        """GPU UUID → compute check → its last non-skipped result (what stands)."""
+        self._since: dict[str, dict[Check, float]] = {}
+        self._ran: dict[str, dict[Check, CheckResult]] = {}
+        """GPU UUID → what each compute check gave in the GPU's latest run (skips included)."""
         self._started = self.clock.time()
         self._snapshot = AgentSnapshot(
             node=settings.node_name,
@@ -216,6 +229,32 @@ class Agent:
         await asyncio.to_thread(self.tick)
         return await self.compute_cycle()
 
+    def restore_verdicts(self, verdicts: Mapping[str, Mapping[str, WireVerdict]]) -> NodeReport:
+        """Take back the compute verdicts a previous agent left on the node; fresher ones win."""
+        with self._lock:
+            now = self.clock.time()
+            for uuid, kinds in verdicts.items():
+                for name, verdict in kinds.items():
+                    try:
+                        check = Check(name)
+                    except ValueError:
+                        continue
+                    if not check.is_compute or check in self._verdicts.get(uuid, {}):
+                        continue
+                    at = verdict.since.timestamp() if verdict.since else now
+                    status = CheckStatus(verdict.status)
+                    when = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                    self._verdicts.setdefault(uuid, {})[check] = CheckResult(
+                        check,
+                        status,
+                        verdict.reason,
+                        f"{verdict.reason} since {when}, as recorded on the node before the agent restarted",
+                        finished_at=at,
+                        summary=f"{check.value} check: {verdict.reason} (recorded before the agent restarted)",
+                    )
+                    self._since.setdefault(uuid, {})[check] = at
+            return self._publish(now)
+
     def record_report_stats(self, stats: ReportStats) -> None:
         self._snapshot = replace(self._snapshot, report_stats=stats)
 
@@ -319,23 +358,45 @@ class Agent:
                 )
                 outcome = replace(outcome, checks=checks)
             self._compute[device.uuid] = _ComputeState(outcome, now)
+            self._record_verdicts(device.uuid, outcome.checks, now)
+
+    def _record_verdicts(self, uuid: str, checks: Sequence[CheckResult], now: float) -> None:
+        verdicts = self._verdicts.setdefault(uuid, {})
+        since = self._since.setdefault(uuid, {})
+        self._ran[uuid] = {c.check: c for c in checks}
+        for result in checks:
+            if result.status is CheckStatus.SKIP:
+                continue  # not run: the previous verdict of this kind stands
+            previous = verdicts.get(result.check)
+            if previous is None or (previous.status, previous.reason) != (result.status, result.reason):
+                since[result.check] = now
+            verdicts[result.check] = result
 
     def _compute_checks(self, device: DeviceInfo) -> tuple[rules.ComputeOutcome | None, tuple[CheckResult, ...]]:
         state = self._compute.get(device.uuid)
+        outcome = state.outcome if state else None
+        verdicts = self._verdicts.get(device.uuid, {})
+        ran = self._ran.get(device.uuid, {})
         skipped = self._skipped.get(device.uuid)
-        if skipped is None:
-            return (state.outcome, state.outcome.checks) if state else (None, ())
-        reason, why = skipped
-        if state is None:
-            return None, tuple(
-                CheckResult(check, CheckStatus.SKIP, reason, f"not run: {why}")
-                for check in (Check.SANITY, Check.CORRECTNESS, Check.MATMUL, Check.BANDWIDTH)
-            )
-        carried = tuple(
-            replace(c, stale=True, message=f"{c.message} (from the cycle before; not run now: {why})")
-            for c in state.outcome.checks
-        )
-        return state.outcome, carried
+        results: list[CheckResult] = []
+        for check in (Check.SANITY, Check.CORRECTNESS, Check.MATMUL, Check.BANDWIDTH):
+            verdict = verdicts.get(check)
+            latest = None if skipped else ran.get(check)
+            if verdict is not None and latest is verdict:
+                results.append(verdict)
+            elif verdict is not None:
+                why = skipped[1] if skipped else (latest.message if latest else "not run in the latest cycle")
+                results.append(
+                    replace(
+                        verdict, stale=True, message=f"{verdict.message} (from the cycle before; not run now: {why})"
+                    )
+                )
+            elif skipped is not None and not verdicts:
+                reason, why = skipped
+                results.append(CheckResult(check, CheckStatus.SKIP, reason, f"not run: {why}"))
+            elif latest is not None:
+                results.append(latest)
+        return outcome, tuple(results)
 
     def _publish(self, now: float, cycle_duration: float | None = None) -> NodeReport:
         gpus: list[GpuReport] = []
@@ -363,6 +424,10 @@ class Agent:
                     bandwidth_efficiency=outcome.bandwidth_efficiency if outcome else None,
                     xid_counts=dict(record.counts),
                     last_xid=record.last_xid,
+                    verdicts={
+                        check: CheckVerdict(result.status, result.reason, self._since[device.uuid][check])
+                        for check, result in self._verdicts.get(device.uuid, {}).items()
+                    },
                 )
             )
         verdict = rules.node_verdict(gpus, expected_gpus=self.config.expected_gpus, backend_error=self.backend.error)

@@ -5,9 +5,11 @@
 - the compute loop runs a full cycle (a fresh tick, then the compute checks on idle GPUs)
   at start and every `AgentConfig.interval_seconds`.
 
-After each, the report goes to the node reporter, which writes only what changed (plus its
-heartbeat). Until the first full cycle has finished, only an Unhealthy verdict is written, so
-a restarting agent never declares a node healthy before it has run the compute checks.
+At start, the node is read once and the compute verdicts an earlier agent recorded in the
+annotation are restored, so a failure stands across restarts. After each loop step, the report
+goes to the node reporter, which writes only what changed (plus its heartbeat). Until the first
+full cycle has finished, only an Unhealthy verdict is written, so a restarting agent never
+declares a node healthy before it has run the compute checks.
 """
 
 from __future__ import annotations
@@ -15,21 +17,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Protocol
 
-from accelpool_agent.agent import Agent
+from accelpool_agent.agent import Agent, ReportStats
 from accelpool_agent.model import NodeReport
-from accelpool_agent.protocol import HealthStatus
-from accelpool_agent.reporter import NodeReporter
+from accelpool_agent.protocol import HealthReport, HealthStatus
 
 log = logging.getLogger(__name__)
 
 
+class Reporter(Protocol):
+    """What the daemon needs of the node reporter (`accelpool_agent.reporter.NodeReporter`)."""
+
+    @property
+    def loaded(self) -> bool: ...
+
+    @property
+    def previous(self) -> HealthReport | None: ...
+
+    @property
+    def stats(self) -> ReportStats: ...
+
+    async def load(self) -> bool: ...
+
+    async def report(self, report: NodeReport) -> list[str]: ...
+
+
 class Daemon:
-    def __init__(self, agent: Agent, *, reporter: NodeReporter | None, telemetry_interval: float) -> None:
+    def __init__(self, agent: Agent, *, reporter: Reporter | None, telemetry_interval: float) -> None:
         self.agent = agent
         self.reporter = reporter
         self.telemetry_interval = telemetry_interval
         self._publish_lock = asyncio.Lock()
+        self._restored = reporter is None
         self.started_monotonic = agent.clock.monotonic()
 
     def liveness(self) -> tuple[bool, str]:
@@ -43,9 +63,24 @@ class Daemon:
         age = now - last
         return (age <= limit, f"last telemetry tick {age:.1f} s ago")
 
+    async def restore(self) -> NodeReport | None:
+        """Once: read the node and take back the compute verdicts the previous agent left there."""
+        if self._restored or self.reporter is None:
+            return None
+        if not self.reporter.loaded and not await self.reporter.load():
+            return None  # the API is not reachable yet: the next publish tries again
+        self._restored = True
+        previous = self.reporter.previous
+        if previous is None or not previous.verdicts:
+            return None
+        log.info("restoring the compute verdicts of %d GPU(s) recorded on the node", len(previous.verdicts))
+        return await asyncio.to_thread(self.agent.restore_verdicts, previous.verdicts)
+
     async def publish(self, report: NodeReport) -> None:
         if self.reporter is None:
             return
+        if not self._restored:
+            report = await self.restore() or report
         if not report.complete and report.status is not HealthStatus.UNHEALTHY:
             return
         async with self._publish_lock:
@@ -84,6 +119,7 @@ class Daemon:
 
     async def run(self, stop: asyncio.Event) -> None:
         await asyncio.to_thread(self.agent.open)
+        await self.restore()
         tasks = [
             asyncio.create_task(self.telemetry_loop(), name="telemetry"),
             asyncio.create_task(self.compute_loop(), name="compute"),

@@ -19,8 +19,10 @@ node's other GPUs (SlowerThanPeers); bandwidth fails below `min_bandwidth_effici
 
 The node is Unhealthy if any GPU fails (or a working backend sees fewer GPUs than expected:
 GpuMissing), Unknown when the backend itself is unavailable (BackendUnavailable: NVML library
-missing, driver not loaded, init failing; never GpuMissing) or nothing could be checked,
-Healthy otherwise. Condition messages use stable summaries, never measured numbers,
+missing, driver not loaded, init failing; never GpuMissing), when nothing could be checked
+(NothingChecked), or when a GPU's compute checks have never produced a verdict (ChecksSkipped:
+e.g. a GPU kept busy since the agent started, with no verdict left on the node by an earlier
+agent), Healthy otherwise. Condition messages use stable summaries, never measured numbers,
 so a noisy TFLOPS reading does not rewrite the node.
 """
 
@@ -592,6 +594,15 @@ def node_verdict(
         return Verdict(HealthStatus.UNKNOWN, "NoDevices", "no accelerators found on this node", ())
     if all(g.status is CheckStatus.SKIP for g in gpus):
         return Verdict(HealthStatus.UNKNOWN, "NothingChecked", "no check could run on any GPU", ())
+    unchecked = [g for g in gpus if g.compute_unchecked]
+    if unchecked:  # not checked is never "passed": no verdict yet, and none left by an earlier agent
+        why: dict[str, list[int]] = {}
+        for unchecked_gpu in unchecked:
+            skip = next(c for c in unchecked_gpu.checks if c.check.is_compute)
+            why.setdefault(skip.reason, []).append(unchecked_gpu.device.index)
+        parts = [f"{reason} on GPU{'s' if len(ix) > 1 else ''} {', '.join(map(str, ix))}" for reason, ix in why.items()]
+        text = "compute checks not run: " + "; ".join(parts)
+        return Verdict(HealthStatus.UNKNOWN, "ChecksSkipped", text[:_MESSAGE_LIMIT], ())
     warning = [g for g in gpus if g.status is CheckStatus.WARN]
     if warning:
         return Verdict(HealthStatus.HEALTHY, "ChecksPassedWithWarnings", _group(warning, CheckStatus.WARN), ())

@@ -135,7 +135,9 @@ async def test_busy_gpu_is_not_checked_unless_forced(make_agent: MakeAgent) -> N
     report = await cycle(make_agent, "1:busy")
     assert check(report.gpus[1], Check.MATMUL) == (CheckStatus.SKIP, "GpuBusy")
     assert report.gpus[1].status is CheckStatus.PASS
-    assert report.status is HealthStatus.HEALTHY
+    # never checked is not "passed": the node is Unknown until GPU 1 has been checked once
+    assert (report.status, report.reason) == (HealthStatus.UNKNOWN, "ChecksSkipped")
+    assert report.message.startswith("compute checks not run: GpuBusy on GPU 1")
     forced = await cycle(make_agent, "1:busy", config=AgentConfig(force=True, check_timeout_seconds=5))
     assert check(forced.gpus[1], Check.MATMUL) == (CheckStatus.PASS, "EfficiencyOk")
 
@@ -152,6 +154,29 @@ async def test_busy_gpu_keeps_its_last_failure(make_agent: MakeAgent) -> None:
     result = second.gpus[2].check(Check.CORRECTNESS)
     assert result is not None and result.stale and result.status is CheckStatus.FAIL
     assert second.status is HealthStatus.UNHEALTHY
+
+
+async def test_a_failure_stands_until_a_check_of_the_same_kind_passes(make_agent: MakeAgent) -> None:
+    """Wrong results, then a cycle whose correctness check cannot run (sanity hangs first): the
+    WrongResults verdict stays in force; only a later correctness check that passes clears it."""
+    agent = make_agent("H100:4", ["2:wrong-results"])
+    backend = agent.backend
+    assert isinstance(backend, FakeBackend)
+    first = await agent.full_cycle()
+    assert check(first.gpus[2], Check.CORRECTNESS) == (CheckStatus.FAIL, "WrongResults")
+    since = first.gpus[2].verdicts[Check.CORRECTNESS].since
+    backend.faults[2] = (*backend.faults[2], *parse_fault_spec("2:hang").faults)
+    agent.clock.advance(900)  # type: ignore[attr-defined]
+    second = await agent.full_cycle()
+    assert check(second.gpus[2], Check.SANITY) == (CheckStatus.FAIL, "CheckTimeout")
+    kept = second.gpus[2].check(Check.CORRECTNESS)
+    assert kept is not None and (kept.status, kept.reason, kept.stale) == (CheckStatus.FAIL, "WrongResults", True)
+    assert second.gpus[2].verdicts[Check.CORRECTNESS].since == since  # the same verdict, not a new one
+    backend.faults[2] = ()
+    agent.clock.advance(900)  # type: ignore[attr-defined]
+    third = await agent.full_cycle()
+    assert check(third.gpus[2], Check.CORRECTNESS) == (CheckStatus.PASS, "ResultsCorrect")
+    assert (third.status, third.reason) == (HealthStatus.HEALTHY, "AllChecksPassed")
 
 
 async def test_fatal_xid_is_sticky_and_warning_xid_expires(make_agent: MakeAgent) -> None:
