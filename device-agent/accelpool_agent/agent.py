@@ -22,6 +22,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -109,6 +110,10 @@ class Agent:
         engine = backend.compute_engine or "cuda"
         self.sizes = settings.sizes or ComputeSizes.for_engine(engine)
         self._lock = threading.Lock()
+        self._check_waits = ThreadPoolExecutor(
+            max_workers=max(1, settings.parallelism), thread_name_prefix="accelpool-check"
+        )
+        """Threads that wait for compute children: hung GPUs block these, never the default pool."""
         self._devices: list[DeviceInfo] = []
         self._inventory_at: float | None = None
         self._inventory_error: str | None = None
@@ -147,6 +152,11 @@ class Agent:
         with self._lock:
             self.backend.open()
             self._refresh_inventory()
+
+    def stop_checks(self) -> None:
+        """Kill running compute children now and run no more (the agent is stopping)."""
+        self.runner.close()
+        self._check_waits.shutdown(wait=False, cancel_futures=True)
 
     def close(self) -> None:
         with self._lock:
@@ -206,7 +216,8 @@ class Agent:
                 self._skipped[device.uuid] = why
                 return device, None
             async with semaphore:
-                return device, await asyncio.to_thread(self._run_device, device)
+                loop = asyncio.get_running_loop()
+                return device, await loop.run_in_executor(self._check_waits, self._run_device, device)
 
         try:
             results = await asyncio.gather(*(one(device) for device in devices))

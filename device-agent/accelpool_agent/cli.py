@@ -264,9 +264,9 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             )
         daemon = Daemon(agent, reporter=reporter, telemetry_interval=agent.settings.telemetry_interval_seconds)
         registry = build_registry(lambda: agent.snapshot)
-        web_runner = await server.start(server.make_app(registry, daemon.liveness), host, port)
+        web_runner = await server.start(server.make_app(registry, daemon.liveness, daemon.readiness), host, port)
         log.info(
-            "serving /metrics and /healthz on %s:%d; backend %s; node %s",
+            "serving /metrics, /healthz and /readyz on %s:%d; backend %s; node %s",
             host,
             port,
             args.backend,

@@ -5,6 +5,11 @@
 - the compute loop runs a full cycle (a fresh tick, then the compute checks on idle GPUs)
   at start and every `AgentConfig.interval_seconds`.
 
+Blocking work runs in dedicated threads: the telemetry tick in its own, the waits for compute
+children in the agent's (one per GPU checked in parallel), so hung GPUs can delay neither the
+telemetry nor the HTTP endpoints. SIGTERM kills running compute children at once and stops
+within seconds, well inside the pod's termination grace period.
+
 At start, the node is read once and the compute verdicts an earlier agent recorded in the
 annotation are restored, so a failure stands across restarts. After each loop step, the report
 goes to the node reporter, which writes only what changed (plus its heartbeat). Until the first
@@ -17,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from accelpool_agent.agent import Agent, ReportStats
@@ -51,6 +57,9 @@ class Daemon:
         self._publish_lock = asyncio.Lock()
         self._restored = reporter is None
         self.started_monotonic = agent.clock.monotonic()
+        self.stopping = False
+        self._telemetry = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accelpool-telemetry")
+        """The telemetry tick's own thread: hung compute checks cannot delay it."""
 
     def liveness(self) -> tuple[bool, str]:
         """Alive while telemetry ticks keep coming (or shortly after start)."""
@@ -76,6 +85,18 @@ class Daemon:
         log.info("restoring the compute verdicts of %d GPU(s) recorded on the node", len(previous.verdicts))
         return await asyncio.to_thread(self.agent.restore_verdicts, previous.verdicts)
 
+    def readiness(self) -> tuple[bool, str]:
+        """Ready from the first telemetry tick until SIGTERM; a GPU's health does not matter."""
+        if self.stopping:
+            return False, "stopping"
+        if self.agent.last_tick_monotonic is None:
+            return False, "no telemetry tick yet"
+        return self.liveness()
+
+    async def tick(self) -> NodeReport:
+        """One telemetry tick, in the telemetry thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._telemetry, self.agent.tick)
+
     async def publish(self, report: NodeReport) -> None:
         if self.reporter is None:
             return
@@ -93,7 +114,7 @@ class Daemon:
     async def telemetry_loop(self) -> None:
         while True:
             try:
-                report = await asyncio.to_thread(self.agent.tick)
+                report = await self.tick()
             except Exception:
                 log.exception("telemetry tick failed")
             else:
@@ -127,10 +148,13 @@ class Daemon:
         try:
             await stop.wait()
         finally:
+            self.stopping = True
+            self.agent.stop_checks()  # kills hung compute children now, not at their timeout
             for task in tasks:
                 task.cancel()
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-            await asyncio.to_thread(self.agent.close)
+            await asyncio.get_running_loop().run_in_executor(self._telemetry, self.agent.close)
+            self._telemetry.shutdown(wait=False, cancel_futures=True)
             log.info("stopped")
