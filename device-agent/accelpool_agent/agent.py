@@ -7,8 +7,13 @@ its own child process with a per-check timeout. Each activity ends by publishing
 `AgentSnapshot` (with its `NodeReport`) that /metrics, the node reporter and the CLI read.
 
 State is per GPU UUID (a replaced GPU starts clean): the XIDs seen since start (fatal ones are
-sticky until the agent restarts), the ECC baseline, and the last compute results, which stay in
-force, marked stale, while a GPU is busy or unreachable (a busy bad GPU must not turn healthy).
+sticky until the agent restarts), the ECC baseline, and the last verdict of each compute check
+kind (sanity, correctness, matmul, bandwidth). A verdict stands until a later check of the same
+kind on the same GPU produces one: a check that is skipped (busy or lost GPU, an earlier check
+that timed out) keeps the previous verdict in force, marked stale, so a busy bad GPU never turns
+healthy. The verdicts are published in the node annotation and read back at start
+(`restore_verdicts`), so this holds across agent restarts too. A GPU whose compute checks have
+never produced a verdict is "not checked", never "passed" (the node is Unknown/ChecksSkipped).
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 
 from accelpool import catalog
 from accelpool_agent import rules, xids
@@ -32,6 +39,7 @@ from accelpool_agent.model import (
     Check,
     CheckResult,
     CheckStatus,
+    CheckVerdict,
     DeviceInfo,
     GpuReport,
     Measurement,
@@ -39,6 +47,7 @@ from accelpool_agent.model import (
     Telemetry,
 )
 from accelpool_agent.protocol import AgentConfig, HealthStatus
+from accelpool_agent.protocol import CheckVerdict as WireVerdict
 
 log = logging.getLogger(__name__)
 
@@ -101,13 +110,23 @@ class Agent:
         engine = backend.compute_engine or "cuda"
         self.sizes = settings.sizes or ComputeSizes.for_engine(engine)
         self._lock = threading.Lock()
+        self._check_waits = ThreadPoolExecutor(
+            max_workers=max(1, settings.parallelism), thread_name_prefix="accelpool-check"
+        )
+        """Threads that wait for compute children: hung GPUs block these, never the default pool."""
         self._devices: list[DeviceInfo] = []
         self._inventory_at: float | None = None
+        self._inventory_error: str | None = None
         self._telemetry: dict[str, Telemetry] = {}
         self._xids: dict[str, rules.XidRecord] = {}
         self._ecc_baseline: dict[str, int | None] = {}
         self._compute: dict[str, _ComputeState] = {}
         self._skipped: dict[str, tuple[str, str]] = {}
+        self._verdicts: dict[str, dict[Check, CheckResult]] = {}
+        """GPU UUID → compute check → its last non-skipped result (what stands)."""
+        self._since: dict[str, dict[Check, float]] = {}
+        self._ran: dict[str, dict[Check, CheckResult]] = {}
+        """GPU UUID → what each compute check gave in the GPU's latest run (skips included)."""
         self._started = self.clock.time()
         self._snapshot = AgentSnapshot(
             node=settings.node_name,
@@ -134,6 +153,11 @@ class Agent:
             self.backend.open()
             self._refresh_inventory()
 
+    def stop_checks(self) -> None:
+        """Kill running compute children now and run no more (the agent is stopping)."""
+        self.runner.close()
+        self._check_waits.shutdown(wait=False, cancel_futures=True)
+
     def close(self) -> None:
         with self._lock:
             self.backend.close()
@@ -146,6 +170,8 @@ class Agent:
                 self._refresh_inventory()
             readings = self.backend.telemetry()
             events = self.backend.drain_xid_events()
+            if (self.backend.error is None) != (self._inventory_error is None):
+                self._refresh_inventory()  # the backend died or came back: its devices changed with it
             by_index = {device.index: device for device in self._devices}
             for reading in readings:
                 device = by_index.get(reading.index)
@@ -159,9 +185,9 @@ class Agent:
                 if device is None:
                     log.warning("XID %d on unknown GPU index %d", event.xid, event.index)
                     continue
-                application = xids.classify(event.xid) is xids.XidClass.APPLICATION
+                informational = xids.classify(event.xid) is xids.XidClass.INFORMATIONAL
                 log.log(
-                    logging.DEBUG if application else logging.WARNING,
+                    logging.DEBUG if informational else logging.WARNING,
                     "GPU %d (%s): %s",
                     device.index,
                     device.uuid,
@@ -190,7 +216,8 @@ class Agent:
                 self._skipped[device.uuid] = why
                 return device, None
             async with semaphore:
-                return device, await asyncio.to_thread(self._run_device, device)
+                loop = asyncio.get_running_loop()
+                return device, await loop.run_in_executor(self._check_waits, self._run_device, device)
 
         try:
             results = await asyncio.gather(*(one(device) for device in devices))
@@ -213,6 +240,32 @@ class Agent:
         await asyncio.to_thread(self.tick)
         return await self.compute_cycle()
 
+    def restore_verdicts(self, verdicts: Mapping[str, Mapping[str, WireVerdict]]) -> NodeReport:
+        """Take back the compute verdicts a previous agent left on the node; fresher ones win."""
+        with self._lock:
+            now = self.clock.time()
+            for uuid, kinds in verdicts.items():
+                for name, verdict in kinds.items():
+                    try:
+                        check = Check(name)
+                    except ValueError:
+                        continue
+                    if not check.is_compute or check in self._verdicts.get(uuid, {}):
+                        continue
+                    at = verdict.since.timestamp() if verdict.since else now
+                    status = CheckStatus(verdict.status)
+                    when = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                    self._verdicts.setdefault(uuid, {})[check] = CheckResult(
+                        check,
+                        status,
+                        verdict.reason,
+                        f"{verdict.reason} since {when}, as recorded on the node before the agent restarted",
+                        finished_at=at,
+                        summary=f"{check.value} check: {verdict.reason} (recorded before the agent restarted)",
+                    )
+                    self._since.setdefault(uuid, {})[check] = at
+            return self._publish(now)
+
     def record_report_stats(self, stats: ReportStats) -> None:
         self._snapshot = replace(self._snapshot, report_stats=stats)
 
@@ -221,6 +274,7 @@ class Agent:
     def _refresh_inventory(self) -> None:
         self._devices = self.backend.inventory()
         self._inventory_at = self.clock.time()
+        self._inventory_error = self.backend.error
 
     def _skip_reason(self, device: DeviceInfo, telemetry: Telemetry | None) -> tuple[str, str] | None:
         if telemetry is not None and telemetry.lost:
@@ -315,23 +369,45 @@ class Agent:
                 )
                 outcome = replace(outcome, checks=checks)
             self._compute[device.uuid] = _ComputeState(outcome, now)
+            self._record_verdicts(device.uuid, outcome.checks, now)
+
+    def _record_verdicts(self, uuid: str, checks: Sequence[CheckResult], now: float) -> None:
+        verdicts = self._verdicts.setdefault(uuid, {})
+        since = self._since.setdefault(uuid, {})
+        self._ran[uuid] = {c.check: c for c in checks}
+        for result in checks:
+            if result.status is CheckStatus.SKIP:
+                continue  # not run: the previous verdict of this kind stands
+            previous = verdicts.get(result.check)
+            if previous is None or (previous.status, previous.reason) != (result.status, result.reason):
+                since[result.check] = now
+            verdicts[result.check] = result
 
     def _compute_checks(self, device: DeviceInfo) -> tuple[rules.ComputeOutcome | None, tuple[CheckResult, ...]]:
         state = self._compute.get(device.uuid)
+        outcome = state.outcome if state else None
+        verdicts = self._verdicts.get(device.uuid, {})
+        ran = self._ran.get(device.uuid, {})
         skipped = self._skipped.get(device.uuid)
-        if skipped is None:
-            return (state.outcome, state.outcome.checks) if state else (None, ())
-        reason, why = skipped
-        if state is None:
-            return None, tuple(
-                CheckResult(check, CheckStatus.SKIP, reason, f"not run: {why}")
-                for check in (Check.SANITY, Check.CORRECTNESS, Check.MATMUL, Check.BANDWIDTH)
-            )
-        carried = tuple(
-            replace(c, stale=True, message=f"{c.message} (from the cycle before; not run now: {why})")
-            for c in state.outcome.checks
-        )
-        return state.outcome, carried
+        results: list[CheckResult] = []
+        for check in (Check.SANITY, Check.CORRECTNESS, Check.MATMUL, Check.BANDWIDTH):
+            verdict = verdicts.get(check)
+            latest = None if skipped else ran.get(check)
+            if verdict is not None and latest is verdict:
+                results.append(verdict)
+            elif verdict is not None:
+                why = skipped[1] if skipped else (latest.message if latest else "not run in the latest cycle")
+                results.append(
+                    replace(
+                        verdict, stale=True, message=f"{verdict.message} (from the cycle before; not run now: {why})"
+                    )
+                )
+            elif skipped is not None and not verdicts:
+                reason, why = skipped
+                results.append(CheckResult(check, CheckStatus.SKIP, reason, f"not run: {why}"))
+            elif latest is not None:
+                results.append(latest)
+        return outcome, tuple(results)
 
     def _publish(self, now: float, cycle_duration: float | None = None) -> NodeReport:
         gpus: list[GpuReport] = []
@@ -359,6 +435,10 @@ class Agent:
                     bandwidth_efficiency=outcome.bandwidth_efficiency if outcome else None,
                     xid_counts=dict(record.counts),
                     last_xid=record.last_xid,
+                    verdicts={
+                        check: CheckVerdict(result.status, result.reason, self._since[device.uuid][check])
+                        for check, result in self._verdicts.get(device.uuid, {}).items()
+                    },
                 )
             )
         verdict = rules.node_verdict(gpus, expected_gpus=self.config.expected_gpus, backend_error=self.backend.error)

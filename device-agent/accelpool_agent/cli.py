@@ -256,12 +256,17 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             from accelpool_agent.reporter import NodeReporter
 
             client = KubeClient(Credentials.discover(args.kubeconfig, args.server))
-            reporter = NodeReporter(client, agent.settings.node_name, heartbeat_seconds=agent.config.heartbeat_seconds)
+            reporter = NodeReporter(
+                client,
+                agent.settings.node_name,
+                heartbeat_seconds=agent.config.heartbeat_seconds,
+                agent_name=os.environ.get("POD_NAME") or None,
+            )
         daemon = Daemon(agent, reporter=reporter, telemetry_interval=agent.settings.telemetry_interval_seconds)
         registry = build_registry(lambda: agent.snapshot)
-        web_runner = await server.start(server.make_app(registry, daemon.liveness), host, port)
+        web_runner = await server.start(server.make_app(registry, daemon.liveness, daemon.readiness), host, port)
         log.info(
-            "serving /metrics and /healthz on %s:%d; backend %s; node %s",
+            "serving /metrics, /healthz and /readyz on %s:%d; backend %s; node %s",
             host,
             port,
             args.backend,

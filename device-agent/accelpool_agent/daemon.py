@@ -5,9 +5,16 @@
 - the compute loop runs a full cycle (a fresh tick, then the compute checks on idle GPUs)
   at start and every `AgentConfig.interval_seconds`.
 
-After each, the report goes to the node reporter, which writes only what changed (plus its
-heartbeat). Until the first full cycle has finished, only an Unhealthy verdict is written, so
-a restarting agent never declares a node healthy before it has run the compute checks.
+Blocking work runs in dedicated threads: the telemetry tick in its own, the waits for compute
+children in the agent's (one per GPU checked in parallel), so hung GPUs can delay neither the
+telemetry nor the HTTP endpoints. SIGTERM kills running compute children at once and stops
+within seconds, well inside the pod's termination grace period.
+
+At start, the node is read once and the compute verdicts an earlier agent recorded in the
+annotation are restored, so a failure stands across restarts. After each loop step, the report
+goes to the node reporter, which writes only what changed (plus its heartbeat). Until the first
+full cycle has finished, only an Unhealthy verdict is written, so a restarting agent never
+declares a node healthy before it has run the compute checks.
 """
 
 from __future__ import annotations
@@ -15,22 +22,44 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
-from accelpool_agent.agent import Agent
+from accelpool_agent.agent import Agent, ReportStats
 from accelpool_agent.model import NodeReport
-from accelpool_agent.protocol import HealthStatus
-from accelpool_agent.reporter import NodeReporter
+from accelpool_agent.protocol import HealthReport, HealthStatus
 
 log = logging.getLogger(__name__)
 
 
+class Reporter(Protocol):
+    """What the daemon needs of the node reporter (`accelpool_agent.reporter.NodeReporter`)."""
+
+    @property
+    def loaded(self) -> bool: ...
+
+    @property
+    def previous(self) -> HealthReport | None: ...
+
+    @property
+    def stats(self) -> ReportStats: ...
+
+    async def load(self) -> bool: ...
+
+    async def report(self, report: NodeReport) -> list[str]: ...
+
+
 class Daemon:
-    def __init__(self, agent: Agent, *, reporter: NodeReporter | None, telemetry_interval: float) -> None:
+    def __init__(self, agent: Agent, *, reporter: Reporter | None, telemetry_interval: float) -> None:
         self.agent = agent
         self.reporter = reporter
         self.telemetry_interval = telemetry_interval
         self._publish_lock = asyncio.Lock()
+        self._restored = reporter is None
         self.started_monotonic = agent.clock.monotonic()
+        self.stopping = False
+        self._telemetry = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accelpool-telemetry")
+        """The telemetry tick's own thread: hung compute checks cannot delay it."""
 
     def liveness(self) -> tuple[bool, str]:
         """Alive while telemetry ticks keep coming (or shortly after start)."""
@@ -43,9 +72,36 @@ class Daemon:
         age = now - last
         return (age <= limit, f"last telemetry tick {age:.1f} s ago")
 
+    async def restore(self) -> NodeReport | None:
+        """Once: read the node and take back the compute verdicts the previous agent left there."""
+        if self._restored or self.reporter is None:
+            return None
+        if not self.reporter.loaded and not await self.reporter.load():
+            return None  # the API is not reachable yet: the next publish tries again
+        self._restored = True
+        previous = self.reporter.previous
+        if previous is None or not previous.verdicts:
+            return None
+        log.info("restoring the compute verdicts of %d GPU(s) recorded on the node", len(previous.verdicts))
+        return await asyncio.to_thread(self.agent.restore_verdicts, previous.verdicts)
+
+    def readiness(self) -> tuple[bool, str]:
+        """Ready from the first telemetry tick until SIGTERM; a GPU's health does not matter."""
+        if self.stopping:
+            return False, "stopping"
+        if self.agent.last_tick_monotonic is None:
+            return False, "no telemetry tick yet"
+        return self.liveness()
+
+    async def tick(self) -> NodeReport:
+        """One telemetry tick, in the telemetry thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._telemetry, self.agent.tick)
+
     async def publish(self, report: NodeReport) -> None:
         if self.reporter is None:
             return
+        if not self._restored:
+            report = await self.restore() or report
         if not report.complete and report.status is not HealthStatus.UNHEALTHY:
             return
         async with self._publish_lock:
@@ -58,7 +114,7 @@ class Daemon:
     async def telemetry_loop(self) -> None:
         while True:
             try:
-                report = await asyncio.to_thread(self.agent.tick)
+                report = await self.tick()
             except Exception:
                 log.exception("telemetry tick failed")
             else:
@@ -84,6 +140,7 @@ class Daemon:
 
     async def run(self, stop: asyncio.Event) -> None:
         await asyncio.to_thread(self.agent.open)
+        await self.restore()
         tasks = [
             asyncio.create_task(self.telemetry_loop(), name="telemetry"),
             asyncio.create_task(self.compute_loop(), name="compute"),
@@ -91,10 +148,13 @@ class Daemon:
         try:
             await stop.wait()
         finally:
+            self.stopping = True
+            self.agent.stop_checks()  # kills hung compute children now, not at their timeout
             for task in tasks:
                 task.cancel()
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-            await asyncio.to_thread(self.agent.close)
+            await asyncio.get_running_loop().run_in_executor(self._telemetry, self.agent.close)
+            self._telemetry.shutdown(wait=False, cancel_futures=True)
             log.info("stopped")

@@ -31,7 +31,7 @@ class FaultKind(enum.StrEnum):
 
 
 FAULT_HELP: dict[FaultKind, str] = {
-    FaultKind.XID: "xid=<n>: the driver reports XID n (79 fails the GPU, 94 warns, 13 is ignored)",
+    FaultKind.XID: "xid=<n>: the driver reports XID n (79 fails the GPU, 94 and 13 warn, 43 is informational)",
     FaultKind.ECC_DBE: "ecc-dbe: a double-bit (uncorrectable) ECC error",
     FaultKind.SLOW_MATMUL: "slow-matmul[=<factor>]: matmul runs <factor> times slower (default 2; 0.5 = half speed)",
     FaultKind.WRONG_RESULTS: "wrong-results: matmul results are silently corrupted",

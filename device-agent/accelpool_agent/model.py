@@ -243,6 +243,17 @@ class CheckResult:
         }
 
 
+@dataclass(frozen=True)
+class CheckVerdict:
+    """The last verdict of one compute check on one GPU: what the agent persists across restarts."""
+
+    status: CheckStatus
+    """pass, warn or fail (a skipped check leaves the previous verdict in force)."""
+    reason: str
+    since: float
+    """Unix time this status and reason were first reached (unchanged while they repeat)."""
+
+
 def worst(results: tuple[CheckResult, ...] | list[CheckResult]) -> CheckResult | None:
     """The result that decides: highest severity, ties broken by `Check` order. None if all skipped."""
     ranked = [r for r in results if r.status is not CheckStatus.SKIP]
@@ -265,6 +276,14 @@ class GpuReport:
     bandwidth_efficiency: float | None = None
     xid_counts: Mapping[int, int] = field(default_factory=dict)
     last_xid: int | None = None
+    verdicts: Mapping[Check, CheckVerdict] = field(default_factory=dict)
+    """The last pass/warn/fail of each compute check (fresh, carried over, or read back at start)."""
+
+    @property
+    def compute_unchecked(self) -> bool:
+        """Compute checks are due but none has a verdict: not checked, which is never "passed"."""
+        compute = [c for c in self.checks if c.check.is_compute]
+        return bool(compute) and all(c.status is CheckStatus.SKIP for c in compute)
 
     @property
     def status(self) -> CheckStatus:
@@ -336,8 +355,19 @@ class NodeReport:
         return self.status.value == "Healthy"
 
     def health_report(self) -> HealthReport:
+        from accelpool_agent.protocol import CheckVerdict as WireVerdict
         from accelpool_agent.protocol import HealthReport
 
+        verdicts = {
+            gpu.device.uuid: {
+                check.value: WireVerdict(
+                    status=verdict.status.value, reason=verdict.reason, since=datetime.fromtimestamp(verdict.since, UTC)
+                )
+                for check, verdict in sorted(gpu.verdicts.items(), key=lambda item: CHECK_ORDER[item[0]])
+            }
+            for gpu in self.gpus
+            if gpu.verdicts
+        }
         return HealthReport(
             status=self.status,
             reason=self.reason,
@@ -347,6 +377,8 @@ class NodeReport:
             tflops=self.tflops,
             dtype=self.dtype if self.tflops is not None else None,
             checked_at=datetime.fromtimestamp(self.checked_at, UTC),
+            pool=self.pool,
+            verdicts=verdicts,
         )
 
     def to_json(self) -> dict[str, Any]:

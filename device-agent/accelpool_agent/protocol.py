@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import json
 from datetime import UTC, datetime
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -66,8 +67,22 @@ class HealthStatus(enum.StrEnum):
         return {"Healthy": "True", "Unhealthy": "False", "Unknown": "Unknown"}[self.value]
 
 
+class CheckVerdict(_Wire):
+    """The last verdict of one compute check on one GPU, kept on the node across agent restarts."""
+
+    status: Literal["pass", "warn", "fail"]
+    reason: str = Field(description="CamelCase cause, e.g. ResultsCorrect, WrongResults, SlowMatmul.")
+    since: datetime | None = Field(None, description="When this status and reason were first reached.")
+
+
 class HealthReport(_Wire):
-    """The node's verdict, written compactly to the `accelpool.io/health` annotation."""
+    """The node's verdict, written compactly to the `accelpool.io/health` annotation.
+
+    Every field but `status` and `reason` is optional, so annotations written by older agents
+    still parse; fields this version does not know are ignored, so newer agents' ones do too.
+    """
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
 
     status: HealthStatus
     reason: str = Field(description="CamelCase cause, e.g. AllChecksPassed, XidError79, SlowMatmul.")
@@ -77,6 +92,13 @@ class HealthReport(_Wire):
     tflops: float | None = Field(None, description="Sum of the node's latest matmul results.")
     dtype: str | None = Field(None, description="Data type the TFLOPS were measured in.")
     checked_at: datetime | None = Field(None, description="When the last full cycle ended.")
+    pool: str | None = Field(None, description="The ComputePool the writing agent runs for (AgentConfig.pool).")
+    agent: str | None = Field(None, description="The writer: the agent's pod name ($POD_NAME), else its node name.")
+    verdicts: dict[str, dict[str, CheckVerdict]] = Field(
+        default_factory=dict,
+        description="GPU UUID → compute check (sanity, correctness, matmul, bandwidth) → its last verdict; "
+        "read back at agent start so a failure stands until a later check of the same kind passes.",
+    )
 
     def to_annotation(self) -> str:
         """Compact JSON without the timestamp noise that would force a rewrite on every cycle."""

@@ -8,15 +8,18 @@ Two objects are written on the agent's own Node:
   `lastHeartbeatTime` is refreshed by a rewrite every `heartbeat_seconds` even when nothing
   changed, so a stale condition means a dead agent.
 - the annotation `accelpool.io/health` (a merge patch on `/api/v1/nodes/<node>`), the compact
-  `HealthReport` the operator reads. Its TFLOPS are rounded to three significant figures and
+  `HealthReport` the operator reads. It names its writer (`pool`, `agent`) and carries the last
+  compute verdict per GPU and check kind (`verdicts`, stamped with when it was first reached, so
+  a repeating verdict causes no write). Its TFLOPS are rounded to three significant figures and
   rewritten only when they move by more than `tflops_tolerance`, so noise causes no writes.
 
 A change of status (True/False/Unknown) is written at once. A change of reason or message that
 keeps the status (a GPU that throttles on and off, a second failing GPU) is written at most once
 per `min_detail_seconds`, so a flapping warning cannot turn into a stream of API writes.
 
-Nothing is written when nothing changed. The node is read once, at the first report, so an
-agent restart keeps the transition time and does not rewrite an identical condition. API
+Nothing is written when nothing changed. The node is read once (`load`, at daemon start or the
+first report), so an agent restart keeps the transition time, does not rewrite an identical
+condition, and hands the previous annotation (`previous`) to the agent to restore its verdicts. API
 errors are logged and counted; the next report retries.
 """
 
@@ -76,9 +79,12 @@ class NodeReporter:
         clock: Clock | None = None,
         tflops_tolerance: float = 0.02,
         min_detail_seconds: float = 60.0,
+        agent_name: str | None = None,
     ) -> None:
         self.client = client
         self.node_name = node_name
+        self.agent_name = agent_name or node_name
+        """Who writes: the `agent` field of the annotation (the pod name, else the node name)."""
         self.heartbeat_seconds = heartbeat_seconds
         self.clock: Clock = clock or SystemClock()
         self.tflops_tolerance = tflops_tolerance
@@ -87,6 +93,8 @@ class NodeReporter:
         self._loaded = False
         self._condition: _Condition | None = None
         self._annotation: HealthReport | None = None
+        self.previous: HealthReport | None = None
+        """The annotation found on the node at load (what the agent before this one wrote)."""
         self._writes: dict[str, int] = {"condition": 0, "annotation": 0}
         self._errors = 0
 
@@ -101,9 +109,13 @@ class NodeReporter:
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self.clock.time(), UTC)
 
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
     async def report(self, report: NodeReport) -> list[str]:
         """Bring the node in line with `report`; returns what was written ("condition", "annotation")."""
-        if not self._loaded and not await self._load():
+        if not self._loaded and not await self.load():
             return []
         written = []
         if await self._write_condition(report):
@@ -112,7 +124,8 @@ class NodeReporter:
             written.append("annotation")
         return written
 
-    async def _load(self) -> bool:
+    async def load(self) -> bool:
+        """Read the node once: the condition and annotation as they are. False (and retried) on errors."""
         try:
             node = await self.client.get(self._path)
         except NotFoundError:
@@ -139,7 +152,7 @@ class NodeReporter:
         text = ((node.get("metadata") or {}).get("annotations") or {}).get(HEALTH_ANNOTATION)
         if text:
             try:
-                self._annotation = HealthReport.from_annotation(text)
+                self._annotation = self.previous = HealthReport.from_annotation(text)
             except ValueError:
                 log.info("replacing an unreadable %s annotation", HEALTH_ANNOTATION)
         self._loaded = True
@@ -176,7 +189,7 @@ class NodeReporter:
         return True
 
     def _annotation_report(self, report: NodeReport) -> HealthReport:
-        health = report.health_report()
+        health = report.health_report().model_copy(update={"agent": self.agent_name})
         if health.tflops is not None:
             health = health.model_copy(update={"tflops": round_significant(health.tflops)})
         return health
@@ -187,12 +200,15 @@ class NodeReporter:
         written_at = self._annotation_written_at
         if written_at is not None and (self._now() - written_at).total_seconds() < self.min_detail_seconds:
             return False  # same status: details wait (flapping warnings, a second bad GPU)
-        if (old.reason, old.message, old.gpus, old.bad_gpus, old.dtype) != (
+        if (old.reason, old.message, old.gpus, old.bad_gpus, old.dtype, old.pool, old.agent, old.verdicts) != (
             new.reason,
             new.message,
             new.gpus,
             new.bad_gpus,
             new.dtype,
+            new.pool,
+            new.agent,
+            new.verdicts,
         ):
             return True
         if (old.tflops is None) != (new.tflops is None):

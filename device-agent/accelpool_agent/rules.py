@@ -2,22 +2,27 @@
 
 Pure functions, the agent's functional core; every rule has unit tests on the fake backend.
 
-Telemetry rules (per GPU): a lost GPU fails (GpuLost); a fatal XID seen since the agent started
-fails (XidError<n>), a warning XID (63, 94, 92) or an unclassified one seen within the warning
-window warns, application XIDs (13, 31, 43, 45, 68, 109) pass with a note; a double-bit ECC
-error since the driver loaded, or an increase of the lifetime count since the agent started,
-fails (EccDoubleBitError); a failed row remap fails (RowRemapFailure), a pending one warns;
-too many retired pages fails, a pending retirement warns; thermal throttling
-(ThermalThrottle) and power-brake / hardware slowdown (PowerThrottle) warn; a PCIe link below
-its maximum width warns.
+Telemetry rules (per GPU): a lost GPU fails (GpuLost); XIDs are judged by NVIDIA's XID catalog
+(`accelpool_agent.xids`): a fatal XID seen since the agent started fails (XidError<n>); a warning,
+unexpected, unknown or application XID (13, 31, ...) seen within the warning window warns, and an
+application XID repeating `xid_repeat_limit` times within it fails; informational XIDs (43, 45,
+...) pass with a note. A double-bit ECC error since the driver loaded, or an increase of the
+lifetime count since the agent started, fails (EccDoubleBitError); a failed row remap fails
+(RowRemapFailure), a pending one warns; too many retired pages fails, a pending retirement warns;
+thermal throttling (ThermalThrottle) and power-brake / hardware slowdown (PowerThrottle) warn; a
+PCIe link below its maximum width warns.
 
 Compute rules: sanity and correctness keep the child's verdict; matmul in the policy dtype fails
 below `min_efficiency` of the expected dense peak (SlowMatmul) and warns when well below the
 node's other GPUs (SlowerThanPeers); bandwidth fails below `min_bandwidth_efficiency` of spec
 (LowBandwidth). A timed-out or crashed check fails (CheckTimeout, ComputeCrashed).
 
-The node is Unhealthy if any GPU fails (or GPUs are missing), Unknown when nothing could be
-checked, Healthy otherwise. Condition messages use stable summaries, never measured numbers,
+The node is Unhealthy if any GPU fails (or a working backend sees fewer GPUs than expected:
+GpuMissing), Unknown when the backend itself is unavailable (BackendUnavailable: NVML library
+missing, driver not loaded, init failing; never GpuMissing), when nothing could be checked
+(NothingChecked), or when a GPU's compute checks have never produced a verdict (ChecksSkipped:
+e.g. a GPU kept busy since the agent started, with no verdict left on the node by an earlier
+agent), Healthy otherwise. Condition messages use stable summaries, never measured numbers,
 so a noisy TFLOPS reading does not rewrite the node.
 """
 
@@ -33,6 +38,7 @@ from accelpool_agent.protocol import HealthStatus
 
 RETIRED_PAGES_LIMIT = 60
 """Retired pages at which NVIDIA considers a (pre-Ampere) GPU for replacement."""
+RECENT_XIDS_KEPT = 64
 THERMAL_REASONS = frozenset({"sw_thermal_slowdown", "hw_thermal_slowdown"})
 POWER_REASONS = frozenset({"hw_slowdown", "hw_power_brake_slowdown"})
 
@@ -48,7 +54,9 @@ class Policy:
     """Warn when a GPU's matmul is below this fraction of the node's median (3+ GPUs)."""
     check_timeout_seconds: float = 120.0
     xid_warning_window_seconds: float = 3600.0
-    """How long a warning-class XID keeps the GPU in `warn`."""
+    """How long a warning, unexpected, unknown or application XID keeps the GPU in `warn`."""
+    xid_repeat_limit: int = 10
+    """An application XID (13, 31, ...) seen this often within the warning window fails the GPU."""
 
 
 @dataclass(frozen=True)
@@ -59,12 +67,20 @@ class XidRecord:
     last_seen: Mapping[int, float] = field(default_factory=dict)
     last_xid: int | None = None
 
+    recent: Mapping[int, tuple[float, ...]] = field(default_factory=dict)
+    """The latest `RECENT_XIDS_KEPT` times of each XID (for the repeat limit)."""
+
     def add(self, xid: int, at: float) -> XidRecord:
         counts = dict(self.counts)
         counts[xid] = counts.get(xid, 0) + 1
         last_seen = dict(self.last_seen)
         last_seen[xid] = at
-        return XidRecord(counts=counts, last_seen=last_seen, last_xid=xid)
+        recent = dict(self.recent)
+        recent[xid] = (*recent.get(xid, ()), at)[-RECENT_XIDS_KEPT:]
+        return XidRecord(counts=counts, last_seen=last_seen, last_xid=xid, recent=recent)
+
+    def recent_count(self, xid: int, now: float, window_seconds: float) -> int:
+        return sum(1 for at in self.recent.get(xid, ()) if now - at <= window_seconds)
 
 
 @dataclass(frozen=True)
@@ -105,52 +121,71 @@ def device_rule(telemetry: Telemetry | None) -> CheckResult:
     return _result(Check.DEVICE, CheckStatus.PASS, "Responding", "the GPU answers")
 
 
-def xid_rule(record: XidRecord, now: float, window_seconds: float) -> CheckResult:
+def xid_rule(record: XidRecord, now: float, window_seconds: float, repeat_limit: int = 10) -> CheckResult:
+    """Fatal XIDs fail (sticky); recent warning, unexpected, unknown and application XIDs warn; an
+    application XID repeating `repeat_limit` times within the window fails; informational ones pass."""
     total = float(sum(record.counts.values()))
     by_class: dict[xids.XidClass, list[int]] = {}
     for xid in sorted(record.counts, key=lambda x: record.last_seen.get(x, 0.0), reverse=True):
         by_class.setdefault(xids.classify(xid), []).append(xid)
+
+    def result(status: CheckStatus, xid: int, message: str, summary: str) -> CheckResult:
+        return _result(Check.XID, status, xids.reason(xid), message, summary, value=total, unit="count")
+
     fatal = by_class.get(xids.XidClass.FATAL, [])
     if fatal:
         xid = fatal[0]
-        return _result(
-            Check.XID,
+        also = f"; also XID {', '.join(map(str, fatal[1:]))}" if fatal[1:] else ""
+        advice = f" (NVIDIA: {xids.action(xid)})"
+        return result(
             CheckStatus.FAIL,
-            xids.reason(xid),
-            f"{xids.describe(xid)} reported {record.counts[xid]} time(s)"
-            + (f"; also XID {', '.join(map(str, fatal[1:]))}" if fatal[1:] else ""),
+            xid,
+            f"{xids.describe(xid)} reported {record.counts[xid]} time(s){advice}{also}",
             xids.describe(xid),
-            value=total,
-            unit="count",
         )
-    recent = [
-        xid
-        for cls in (xids.XidClass.WARNING, xids.XidClass.UNCLASSIFIED)
-        for xid in by_class.get(cls, [])
-        if now - record.last_seen.get(xid, now) <= window_seconds
-    ]
-    if recent:
-        xid = recent[0]
-        return _result(
-            Check.XID,
-            CheckStatus.WARN,
-            xids.reason(xid),
-            f"{xids.describe(xid)} reported {record.counts[xid]} time(s) in the last {window_seconds:g} s",
-            xids.describe(xid),
-            value=total,
-            unit="count",
-        )
-    application = by_class.get(xids.XidClass.APPLICATION, [])
-    if application:
+    window = f"in the last {window_seconds:g} s"
+    for xid in by_class.get(xids.XidClass.APPLICATION, []):
+        repeats = record.recent_count(xid, now, window_seconds)
+        if repeats >= repeat_limit:
+            return result(
+                CheckStatus.FAIL,
+                xid,
+                f"{xids.describe(xid)} reported {repeats} times {window} (limit {repeat_limit}): usually an "
+                "application fault, but this often it may be the GPU (NVIDIA: in rare cases a hardware failure "
+                "shows up as an application XID)",
+                f"{xids.describe(xid)} repeating",
+            )
+    notes = {
+        xids.XidClass.WARNING: "",
+        xids.XidClass.UNEXPECTED: ": not expected on this GPU (NVIDIA: contact support if it persists)",
+        xids.XidClass.UNKNOWN: ": an XID this agent cannot classify, severity unknown",
+        xids.XidClass.APPLICATION: ": usually an application fault (NVIDIA: restart the application)",
+    }
+    for cls, note in notes.items():
+        recent = [x for x in by_class.get(cls, []) if now - record.last_seen.get(x, now) <= window_seconds]
+        if recent:
+            xid = recent[0]
+            return result(
+                CheckStatus.WARN,
+                xid,
+                f"{xids.describe(xid)} reported {record.counts[xid]} time(s), last {window}{note}",
+                xids.describe(xid),
+            )
+    informational = by_class.get(xids.XidClass.INFORMATIONAL, [])
+    if informational:
         return _result(
             Check.XID,
             CheckStatus.PASS,
-            "ApplicationXid",
-            f"only application-caused XIDs ({', '.join(map(str, application))}): not a hardware fault",
+            "InformationalXid",
+            f"only informational XIDs ({', '.join(map(str, informational))}): no action needed",
             value=total,
             unit="count",
         )
-    return _result(Check.XID, CheckStatus.PASS, "NoXidErrors", "no critical XID errors", value=total, unit="count")
+    if record.counts:
+        return _result(
+            Check.XID, CheckStatus.PASS, "NoRecentXidErrors", f"no XID errors {window}", value=total, unit="count"
+        )
+    return _result(Check.XID, CheckStatus.PASS, "NoXidErrors", "no XID errors", value=total, unit="count")
 
 
 def ecc_rule(telemetry: Telemetry | None, baseline_aggregate_double: int | None) -> CheckResult:
@@ -327,7 +362,7 @@ def telemetry_checks(
 ) -> list[CheckResult]:
     results = [
         device_rule(telemetry),
-        xid_rule(record, now, policy.xid_warning_window_seconds),
+        xid_rule(record, now, policy.xid_warning_window_seconds, policy.xid_repeat_limit),
         ecc_rule(telemetry, baseline_aggregate_double),
         row_remap_rule(telemetry),
         retired_pages_rule(telemetry),
@@ -544,19 +579,30 @@ def node_verdict(
 ) -> Verdict:
     failing = [g for g in gpus if g.status is CheckStatus.FAIL]
     bad = tuple(g.device.index for g in failing)
-    if expected_gpus is not None and len(gpus) < expected_gpus:
+    missing = expected_gpus is not None and len(gpus) < expected_gpus
+    if missing and not backend_error:  # only a working backend can say that devices are missing
         found = f"found {len(gpus)} of {expected_gpus} GPUs"
         more = f"; {_group(failing, CheckStatus.FAIL)}" if failing else ""
         return Verdict(HealthStatus.UNHEALTHY, "GpuMissing", f"{found}{more}", bad)
     if failing:
         first = failing[0]
         return Verdict(HealthStatus.UNHEALTHY, first.reason, _group(failing, CheckStatus.FAIL), bad)
+    if backend_error and (missing or not gpus):
+        # NVML missing, driver not loaded, init failing: a runtime problem, not missing GPUs.
+        return Verdict(HealthStatus.UNKNOWN, "BackendUnavailable", backend_error[:_MESSAGE_LIMIT], ())
     if not gpus:
-        if backend_error:
-            return Verdict(HealthStatus.UNKNOWN, "BackendUnavailable", backend_error[:_MESSAGE_LIMIT], ())
         return Verdict(HealthStatus.UNKNOWN, "NoDevices", "no accelerators found on this node", ())
     if all(g.status is CheckStatus.SKIP for g in gpus):
         return Verdict(HealthStatus.UNKNOWN, "NothingChecked", "no check could run on any GPU", ())
+    unchecked = [g for g in gpus if g.compute_unchecked]
+    if unchecked:  # not checked is never "passed": no verdict yet, and none left by an earlier agent
+        why: dict[str, list[int]] = {}
+        for unchecked_gpu in unchecked:
+            skip = next(c for c in unchecked_gpu.checks if c.check.is_compute)
+            why.setdefault(skip.reason, []).append(unchecked_gpu.device.index)
+        parts = [f"{reason} on GPU{'s' if len(ix) > 1 else ''} {', '.join(map(str, ix))}" for reason, ix in why.items()]
+        text = "compute checks not run: " + "; ".join(parts)
+        return Verdict(HealthStatus.UNKNOWN, "ChecksSkipped", text[:_MESSAGE_LIMIT], ())
     warning = [g for g in gpus if g.status is CheckStatus.WARN]
     if warning:
         return Verdict(HealthStatus.HEALTHY, "ChecksPassedWithWarnings", _group(warning, CheckStatus.WARN), ())

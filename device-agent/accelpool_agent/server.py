@@ -1,19 +1,37 @@
-"""The agent's HTTP endpoints (aiohttp): `/metrics` for Prometheus and `/healthz` for the kubelet.
+"""The agent's HTTP endpoints (aiohttp): `/metrics` for Prometheus, `/healthz` and `/readyz` for the kubelet.
 
 `/metrics` renders the agent's own registry (text format 0.0.4, or OpenMetrics for a client
 that accepts only that); rendering reads an immutable snapshot and never touches the devices.
-`/healthz` answers 200 while the telemetry loop is alive and 503 once it has stalled.
+It runs off the event loop, in one dedicated thread (`MetricsRenderer`): concurrent scrapers
+share one render, and a render is reused for `cache_seconds`, so a crowd of scrapers costs one
+render and can never delay the health endpoints.
+
+`/healthz` (liveness) answers 200 while the telemetry loop is alive and 503 once it has stalled.
+`/readyz` (readiness) answers 200 once the first telemetry tick has been taken and until the
+agent is stopping (SIGTERM). Neither touches a GPU: both read in-memory state on the loop.
+A GPU's health never makes the agent unready: an agent on a bad GPU must keep reporting.
+
+Slow clients are bounded: an idle or half-sent connection is closed after
+`KEEPALIVE_TIMEOUT_SECONDS`, and a request whose handler takes longer than
+`REQUEST_TIMEOUT_SECONDS` is answered 503.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 Liveness = Callable[[], tuple[bool, str]]
+
+KEEPALIVE_TIMEOUT_SECONDS = 15.0
+"""An idle connection (or one that never finishes its request headers) is closed after this long."""
+REQUEST_TIMEOUT_SECONDS = 10.0
+"""A request not answered within this long gets a 503 (Prometheus' default scrape timeout is 10 s)."""
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -25,35 +43,98 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def make_app(registry: CollectorRegistry, liveness: Liveness) -> web.Application:
+class MetricsRenderer:
+    """Renders the registry in one dedicated thread; one render is shared by concurrent scrapers
+    and reused for `cache_seconds` (by the event loop's clock)."""
+
+    def __init__(self, registry: CollectorRegistry, *, cache_seconds: float = 1.0) -> None:
+        self.registry = registry
+        self.cache_seconds = cache_seconds
+        self.renders = 0
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accelpool-metrics")
+        self._cached: dict[str, tuple[float, bytes]] = {}
+        self._pending: dict[str, asyncio.Future[bytes]] = {}
+
+    async def render(self, accept: str) -> tuple[bytes, str]:
+        encoder, content_type = choose_encoder(accept)
+        loop = asyncio.get_running_loop()
+        cached = self._cached.get(content_type)
+        if cached is not None and loop.time() - cached[0] < self.cache_seconds:
+            return cached[1], content_type
+        pending = self._pending.get(content_type)
+        if pending is None:
+            pending = loop.run_in_executor(self._executor, encoder, self.registry)
+            self._pending[content_type] = pending
+            pending.add_done_callback(lambda done: self._finished(content_type, done, loop.time()))
+        body = await asyncio.shield(pending)  # a scraper that gives up does not cancel the others' render
+        return body, content_type
+
+    def _finished(self, content_type: str, done: asyncio.Future[bytes], at: float) -> None:
+        self._pending.pop(content_type, None)
+        self.renders += 1
+        if not done.cancelled() and done.exception() is None:
+            self._cached[content_type] = (at, done.result())
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def make_app(
+    registry: CollectorRegistry,
+    liveness: Liveness,
+    readiness: Liveness | None = None,
+    *,
+    renderer: MetricsRenderer | None = None,
+) -> web.Application:
+    renderer = renderer or MetricsRenderer(registry)
+
     async def metrics(request: web.Request) -> web.Response:
         accept = request.headers.get("Accept", "")
         # Prometheus lists both formats; the classic text format renders ~30% faster and carries
         # everything these families have, so OpenMetrics is served only to clients that want only it.
-        encoder, content_type = choose_encoder("" if "text/plain" in accept else accept)
-        body = encoder(registry)
+        body, content_type = await renderer.render("" if "text/plain" in accept else accept)
         return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def healthz(_: web.Request) -> web.Response:
         alive, why = liveness()
         return web.Response(status=200 if alive else 503, text=why + "\n")
 
+    async def readyz(_: web.Request) -> web.Response:
+        ready, why = readiness() if readiness is not None else liveness()
+        return web.Response(status=200 if ready else 503, text=why + "\n")
+
     async def index(_: web.Request) -> web.Response:
         return web.Response(
             text="<html><body><h1>accelpool device agent</h1>"
-            '<p><a href="/metrics">/metrics</a> <a href="/healthz">/healthz</a></p></body></html>',
+            '<p><a href="/metrics">/metrics</a> <a href="/healthz">/healthz</a> <a href="/readyz">/readyz</a></p>'
+            "</body></html>",
             content_type="text/html",
         )
 
-    app = web.Application()
+    @web.middleware
+    async def deadline(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        try:
+            async with asyncio.timeout(REQUEST_TIMEOUT_SECONDS):
+                return await handler(request)
+        except TimeoutError:
+            return web.Response(status=503, text=f"not answered within {REQUEST_TIMEOUT_SECONDS:g} s\n")
+
+    async def close_renderer(_: web.Application) -> None:
+        renderer.close()
+
+    app = web.Application(middlewares=[deadline])
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
     app.router.add_get("/", index)
+    app.on_cleanup.append(close_renderer)
     return app
 
 
 async def start(app: web.Application, host: str, port: int) -> web.AppRunner:
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, keepalive_timeout=KEEPALIVE_TIMEOUT_SECONDS, shutdown_timeout=2.0)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner

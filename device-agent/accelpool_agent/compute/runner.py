@@ -3,7 +3,8 @@
 `ProcessRunner` spawns one child per job (`multiprocessing` spawn context: a fresh interpreter,
 no inherited CUDA state), waits for each task's result at most `timeout_seconds`, and kills the
 child when a check overruns: that check is reported as failed with reason `CheckTimeout`, the
-ones after it as not run. A child that dies is reported as `ComputeCrashed`. Blocking calls:
+ones after it as not run. A child that dies is reported as `ComputeCrashed`. `close` (SIGTERM)
+kills every running child at once, and what they did not finish is reported as not run. Blocking calls:
 the agent runs them in worker threads. `InlineRunner` runs jobs in-process for fast tests.
 """
 
@@ -11,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import threading
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
 from accelpool_agent.compute import ComputeJob, ComputeTask
 from accelpool_agent.compute.child import child_main, execute, not_run
@@ -23,6 +25,9 @@ log = logging.getLogger(__name__)
 
 class ComputeRunner(Protocol):
     def run(self, job: ComputeJob, timeout_seconds: float) -> list[Measurement]: ...
+
+    def close(self) -> None:
+        """Stop: kill running children at once; later jobs are not run (the agent is exiting)."""
 
 
 def timed_out(task: ComputeTask, timeout_seconds: float) -> Measurement:
@@ -52,6 +57,17 @@ class ProcessRunner:
     def __init__(self, *, kill_grace_seconds: float = 5.0) -> None:
         self._context = multiprocessing.get_context("spawn")
         self._kill_grace = kill_grace_seconds
+        self._lock = threading.Lock()
+        self._live: set[Any] = set()
+        self._closed = False
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            live = list(self._live)
+        for process in live:
+            log.info("stopping: killing compute child pid %s", process.pid)
+            process.kill()  # its pipe closes: the waiting thread returns at once
 
     def run(self, job: ComputeJob, timeout_seconds: float) -> list[Measurement]:
         receiver, sender = self._context.Pipe(duplex=False)
@@ -60,7 +76,13 @@ class ProcessRunner:
         )
         results: list[Measurement] = []
         started = time.monotonic()
-        process.start()
+        with self._lock:
+            if self._closed:
+                receiver.close()
+                sender.close()
+                return [not_run(t, "not run: the agent is stopping") for t in job.tasks]
+            process.start()
+            self._live.add(process)
         sender.close()  # the child holds the only writer: EOF means it died
         try:
             for position, task in enumerate(job.tasks):
@@ -77,6 +99,9 @@ class ProcessRunner:
                 try:
                     message: Measurement = receiver.recv()
                 except EOFError:
+                    if self._closed:  # killed because the agent stops: not a verdict on the GPU
+                        results.extend(not_run(t, "not run: the agent is stopping") for t in job.tasks[position:])
+                        break
                     process.join(self._kill_grace)
                     log.warning("GPU %d: compute child died during %s (exit %s)", job.gpu_index, task, process.exitcode)
                     results.append(crashed(task, process.exitcode))
@@ -89,6 +114,8 @@ class ProcessRunner:
             if process.is_alive():  # finished its tasks but will not exit, or ignored SIGKILL (stuck in the driver)
                 process.kill()
                 process.join(1.0)
+            with self._lock:
+                self._live.discard(process)
             log.debug(
                 "GPU %d: job %s took %.2f s", job.gpu_index, [str(t) for t in job.tasks], time.monotonic() - started
             )
@@ -100,6 +127,9 @@ class InlineRunner:
 
     A `hang` fault is reported as a timeout straight away, a `crash` fault as a crash.
     """
+
+    def close(self) -> None:
+        return None
 
     def run(self, job: ComputeJob, timeout_seconds: float) -> list[Measurement]:
         from accelpool_agent.compute.fake import SimulatedCrash

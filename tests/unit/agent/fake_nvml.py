@@ -17,7 +17,8 @@ import pynvml
 class FakeNvml:
     gpus: int = 2
     mig_gpu: int | None = None
-    init_error: int | None = None
+    init_error: int | type[pynvml.NVMLError] | None = None
+    """Raised by nvmlInit: an NVML error code, or one of pynvml's error classes."""
     errors: dict[tuple[str, Any], int] = field(default_factory=dict)
     """(function name, handle) → NVML error code raised by that call (handle None: any handle)."""
     events: list[tuple[int, int]] = field(default_factory=list)
@@ -40,8 +41,10 @@ class FakeNvml:
 
     # lifecycle
     def nvmlInit(self) -> None:
-        if self.init_error is not None:
+        if isinstance(self.init_error, int):
             raise pynvml.NVMLError(self.init_error)
+        if self.init_error is not None:
+            raise self.init_error()
 
     def nvmlShutdown(self) -> None:
         return None

@@ -51,6 +51,15 @@ def test_xid_fault_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert (xid["status"], xid["reason"]) == ("fail", "XidError79")
 
 
+def test_a_corrupt_gpu_kept_busy_is_not_reported_healthy(capsys: pytest.CaptureFixture[str]) -> None:
+    """GPU 0 computes wrong results but a workload keeps it busy: its checks cannot run, and "not
+    checked" must not read as AllChecksPassed."""
+    code, report = run_check(capsys, "--fake-gpus", "H100:8", "--fault", "0:wrong-results,busy")
+    assert code == 1 and report["healthy"] is False
+    assert (report["status"], report["reason"]) == ("Unknown", "ChecksSkipped")
+    assert str(report["message"]).startswith("compute checks not run: GpuBusy on GPU 0")
+
+
 def test_repeated_faults_and_all(capsys: pytest.CaptureFixture[str]) -> None:
     code, report = run_check(capsys, "--fake-gpus", "A100-80GB:4", "--fault", "all:hot", "--fault", "2:ecc-dbe")
     assert code == 1

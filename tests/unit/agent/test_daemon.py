@@ -8,6 +8,7 @@ import contextlib
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from accelpool_agent.agent import ReportStats
 from accelpool_agent.daemon import Daemon
 from accelpool_agent.metrics import build_registry
 from accelpool_agent.model import NodeReport
@@ -31,17 +32,21 @@ class LoopClock:
 
 
 class RecordingReporter:
+    loaded = True
+    previous = None
+
     def __init__(self) -> None:
         self.reports: list[NodeReport] = []
+
+    async def load(self) -> bool:
+        return True
 
     async def report(self, report: NodeReport) -> list[str]:
         self.reports.append(report)
         return []
 
     @property
-    def stats(self) -> object:
-        from accelpool_agent.agent import ReportStats
-
+    def stats(self) -> ReportStats:
         return ReportStats(writes={"condition": len(self.reports)})
 
 
@@ -49,7 +54,7 @@ def daemon_for(*faults: str, interval: float = 120.0) -> tuple[Daemon, Recording
     config = AgentConfig(interval_seconds=interval, check_timeout_seconds=5, pool="p")
     agent = make_fake_agent("H100:4", faults, config=config, clock=LoopClock())
     reporter = RecordingReporter()
-    return Daemon(agent, reporter=reporter, telemetry_interval=2.0), reporter  # type: ignore[arg-type]
+    return Daemon(agent, reporter=reporter, telemetry_interval=2.0), reporter
 
 
 @pytest.mark.looptime

@@ -57,12 +57,12 @@ async def test_healthy_node(make_agent: MakeAgent) -> None:
         ("xid=140", Check.XID, CheckStatus.FAIL, "XidError140"),
         ("xid=63", Check.XID, CheckStatus.WARN, "XidError63"),
         ("xid=94", Check.XID, CheckStatus.WARN, "XidError94"),
-        ("xid=13", Check.XID, CheckStatus.PASS, "ApplicationXid"),
-        ("xid=31", Check.XID, CheckStatus.PASS, "ApplicationXid"),
-        ("xid=43", Check.XID, CheckStatus.PASS, "ApplicationXid"),
-        ("xid=45", Check.XID, CheckStatus.PASS, "ApplicationXid"),
-        ("xid=68", Check.XID, CheckStatus.PASS, "ApplicationXid"),
-        ("xid=109", Check.XID, CheckStatus.PASS, "ApplicationXid"),
+        ("xid=109", Check.XID, CheckStatus.FAIL, "XidError109"),  # NVIDIA's catalog: RESET_GPU
+        ("xid=13", Check.XID, CheckStatus.WARN, "XidError13"),
+        ("xid=31", Check.XID, CheckStatus.WARN, "XidError31"),
+        ("xid=68", Check.XID, CheckStatus.WARN, "XidError68"),
+        ("xid=43", Check.XID, CheckStatus.PASS, "InformationalXid"),
+        ("xid=45", Check.XID, CheckStatus.PASS, "InformationalXid"),
         ("xid=999", Check.XID, CheckStatus.WARN, "XidError999"),
         ("ecc-dbe", Check.ECC, CheckStatus.FAIL, "EccDoubleBitError"),
         ("slow-matmul=2", Check.MATMUL, CheckStatus.FAIL, "SlowMatmul"),
@@ -135,7 +135,9 @@ async def test_busy_gpu_is_not_checked_unless_forced(make_agent: MakeAgent) -> N
     report = await cycle(make_agent, "1:busy")
     assert check(report.gpus[1], Check.MATMUL) == (CheckStatus.SKIP, "GpuBusy")
     assert report.gpus[1].status is CheckStatus.PASS
-    assert report.status is HealthStatus.HEALTHY
+    # never checked is not "passed": the node is Unknown until GPU 1 has been checked once
+    assert (report.status, report.reason) == (HealthStatus.UNKNOWN, "ChecksSkipped")
+    assert report.message.startswith("compute checks not run: GpuBusy on GPU 1")
     forced = await cycle(make_agent, "1:busy", config=AgentConfig(force=True, check_timeout_seconds=5))
     assert check(forced.gpus[1], Check.MATMUL) == (CheckStatus.PASS, "EfficiencyOk")
 
@@ -154,6 +156,29 @@ async def test_busy_gpu_keeps_its_last_failure(make_agent: MakeAgent) -> None:
     assert second.status is HealthStatus.UNHEALTHY
 
 
+async def test_a_failure_stands_until_a_check_of_the_same_kind_passes(make_agent: MakeAgent) -> None:
+    """Wrong results, then a cycle whose correctness check cannot run (sanity hangs first): the
+    WrongResults verdict stays in force; only a later correctness check that passes clears it."""
+    agent = make_agent("H100:4", ["2:wrong-results"])
+    backend = agent.backend
+    assert isinstance(backend, FakeBackend)
+    first = await agent.full_cycle()
+    assert check(first.gpus[2], Check.CORRECTNESS) == (CheckStatus.FAIL, "WrongResults")
+    since = first.gpus[2].verdicts[Check.CORRECTNESS].since
+    backend.faults[2] = (*backend.faults[2], *parse_fault_spec("2:hang").faults)
+    agent.clock.advance(900)  # type: ignore[attr-defined]
+    second = await agent.full_cycle()
+    assert check(second.gpus[2], Check.SANITY) == (CheckStatus.FAIL, "CheckTimeout")
+    kept = second.gpus[2].check(Check.CORRECTNESS)
+    assert kept is not None and (kept.status, kept.reason, kept.stale) == (CheckStatus.FAIL, "WrongResults", True)
+    assert second.gpus[2].verdicts[Check.CORRECTNESS].since == since  # the same verdict, not a new one
+    backend.faults[2] = ()
+    agent.clock.advance(900)  # type: ignore[attr-defined]
+    third = await agent.full_cycle()
+    assert check(third.gpus[2], Check.CORRECTNESS) == (CheckStatus.PASS, "ResultsCorrect")
+    assert (third.status, third.reason) == (HealthStatus.HEALTHY, "AllChecksPassed")
+
+
 async def test_fatal_xid_is_sticky_and_warning_xid_expires(make_agent: MakeAgent) -> None:
     clock = ManualClock()
     agent = make_agent("H100:2", ["0:xid=79", "1:xid=94"], clock=clock)
@@ -163,7 +188,7 @@ async def test_fatal_xid_is_sticky_and_warning_xid_expires(make_agent: MakeAgent
     clock.advance(2 * 3600)
     later = agent.tick()
     assert check(later.gpus[0], Check.XID) == (CheckStatus.FAIL, "XidError79")
-    assert check(later.gpus[1], Check.XID) == (CheckStatus.PASS, "NoXidErrors")
+    assert check(later.gpus[1], Check.XID) == (CheckStatus.PASS, "NoRecentXidErrors")
     assert later.gpus[1].xid_counts == {94: 1}
 
 

@@ -128,9 +128,11 @@ def test_xid_events_are_drained() -> None:
     assert b.drain_xid_events() == []
 
 
-def agent_on(nvml: FakeNvml) -> Agent:
+def agent_on(nvml: FakeNvml, config: AgentConfig | None = None) -> Agent:
     settings = AgentSettings(node_name="gpu-a1", backend="nvml")
-    agent = Agent(NvmlBackend(nvml, compute_engine=None), AgentConfig(), settings, InlineRunner(), clock=ManualClock())
+    agent = Agent(
+        NvmlBackend(nvml, compute_engine=None), config or AgentConfig(), settings, InlineRunner(), clock=ManualClock()
+    )
     agent.open()
     return agent
 
@@ -164,3 +166,32 @@ async def test_real_pynvml_without_a_driver_is_unknown() -> None:
     assert (report.status, report.reason) == (HealthStatus.UNKNOWN, "BackendUnavailable")
     assert "NVML initialisation failed" in report.message
     assert agent.snapshot.backend_error is not None
+
+
+@pytest.mark.parametrize(
+    "error",
+    [pynvml.NVMLError_LibraryNotFound, pynvml.NVMLError_DriverNotLoaded, pynvml.NVMLError_Uninitialized],
+)
+async def test_unavailable_nvml_is_unknown_not_missing_gpus(error: type[pynvml.NVMLError]) -> None:
+    """A runtime misconfiguration (no library, no driver) must not quarantine a node as GpuMissing."""
+    agent = agent_on(FakeNvml(gpus=8, init_error=error), AgentConfig(expected_gpus=8))
+    report = await agent.full_cycle()
+    assert (report.status, report.reason) == (HealthStatus.UNKNOWN, "BackendUnavailable")
+    assert "NVML initialisation failed" in report.message
+    assert report.bad_gpus == ()
+
+
+async def test_nvml_dying_mid_run_is_unknown_not_missing_gpus() -> None:
+    nvml = FakeNvml(gpus=8)
+    agent = agent_on(nvml, AgentConfig(expected_gpus=8))
+    nvml.errors[("nvmlDeviceGetUtilizationRates", None)] = pynvml.NVML_ERROR_UNINITIALIZED
+    report = agent.tick()
+    assert (report.status, report.reason) == (HealthStatus.UNKNOWN, "BackendUnavailable")
+    assert "Uninitialized" in report.message
+
+
+async def test_working_nvml_with_fewer_gpus_is_gpu_missing() -> None:
+    agent = agent_on(FakeNvml(gpus=6), AgentConfig(expected_gpus=8))
+    report = await agent.full_cycle()
+    assert (report.status, report.reason) == (HealthStatus.UNHEALTHY, "GpuMissing")
+    assert report.message.startswith("found 6 of 8 GPUs")

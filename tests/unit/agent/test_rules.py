@@ -37,8 +37,8 @@ def test_device_rule() -> None:
 
 
 def test_xid_rule_classes_and_window() -> None:
-    record = rules.XidRecord().add(13, at=100.0)
-    assert rules.xid_rule(record, now=100.0, window_seconds=60).reason == "ApplicationXid"
+    record = rules.XidRecord().add(43, at=100.0)
+    assert rules.xid_rule(record, now=100.0, window_seconds=60).reason == "InformationalXid"
     record = record.add(94, at=100.0)
     warned = rules.xid_rule(record, now=150.0, window_seconds=60)
     assert (warned.status, warned.reason) == (CheckStatus.WARN, "XidError94")
