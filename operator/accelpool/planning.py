@@ -325,22 +325,28 @@ def _not_claimable(view: NodeView, tolerated_taints: Sequence[str]) -> str | Non
 
 
 def _judge_health(view: NodeView, options: PlannerOptions) -> NodeView:
-    """A health condition that its agent stopped rewriting is read as Unknown/AgentSilent.
+    """A health condition that its agent stopped rewriting, or that another pool's agent wrote, reads as
+    Unknown/AgentSilent.
 
     A crash-looping or removed agent leaves its last verdict behind: a stale True must not count
-    as healthy, and a stale False must not keep a repaired node out of every pool forever.
+    as healthy, and a stale False must not keep a repaired node out of every pool forever. The
+    writer is the `pool` of the agent's health annotation.
     """
     health = view.health
     if health is None:
         return view
+    writer = view.report.pool if view.report is not None else None
     last = health.heartbeat  # the agent always writes it; a condition without one has no known age
-    if last is None or _seconds(options.now - last) <= options.health_stale_seconds:
+    if view.pool is not None and writer is not None and writer != view.pool:
+        why = f"was written by the agent of pool {writer}, not of {view.pool}"
+    elif last is not None and _seconds(options.now - last) > options.health_stale_seconds:
+        why = f"was last written {format_time(last)}; its agent has stopped reporting"
+    else:
         return view
     silent = HealthCondition(
         status="Unknown",
         reason=conventions.SILENT_AGENT_REASON,
-        message=f"{conventions.HEALTH_CONDITION} was last written {format_time(last)} "
-        f"({health.status}: {health.reason}); its agent has stopped reporting",
+        message=f"{conventions.HEALTH_CONDITION} ({health.status}: {health.reason}) {why}",
         since=health.since,
         heartbeat=health.heartbeat,
     )

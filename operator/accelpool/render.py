@@ -31,9 +31,9 @@ from accelpool_agent.protocol import CONFIG_ENV, AgentConfig, MatmulPolicy
 AGENT_PORT = 9402
 AGENT_LIVENESS_PATH = "/healthz"
 """The agent's liveness endpoint: 200 while its telemetry loop is alive (accelpool_agent.server)."""
-AGENT_READINESS_PATH = "/healthz"
-"""What the agent's readinessProbe asks: a pod that is not ready is left out of scrapes and of the
-DaemonSet's rollout progress. The liveness endpoint until the agent serves a readiness one of its own."""
+AGENT_READINESS_PATH = "/readyz"
+"""What the agent's readinessProbe asks (200 from its first telemetry tick until SIGTERM): a pod that
+is not ready is left out of the DaemonSet's rollout progress. A GPU's health never makes it unready."""
 KARPENTER_API_VERSION = "karpenter.sh/v1"
 KARPENTER_NODE_CLASS = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass"}
 KARPENTER_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
@@ -148,6 +148,7 @@ def daemonset(
     selector = {"app.kubernetes.io/name": labels["app.kubernetes.io/name"], conventions.POOL_LABEL: pool}
     env: list[dict[str, Any]] = [
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": CONFIG_ENV, "value": agent_config(pool, spec).model_dump_json(by_alias=True, exclude_none=True)},
     ]
     if nvidia:

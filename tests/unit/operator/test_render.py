@@ -75,7 +75,9 @@ def test_daemonset_golden() -> None:
         "llm-training", "uid-llm-training", spec("llm-training"), AgentSettings(namespace="accelpool-system"), [gke]
     )
     check_golden("daemonset-llm-training.yaml", daemonset)
-    config = json.loads(daemonset["spec"]["template"]["spec"]["containers"][0]["env"][1]["value"])
+    env = {e["name"]: e for e in daemonset["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}, "the agent names itself"
+    config = json.loads(env["ACCELPOOL_AGENT_CONFIG"]["value"])
     assert config["pool"] == "llm-training"
     assert config["accelerator"] == "H100-80GB"
     assert config["expectedTflops"] == {"fp32": 67, "tf32": 494.5, "fp16": 989, "bf16": 989, "fp8": 1979}

@@ -73,3 +73,24 @@ def test_a_released_node_loses_the_agents_health_annotation() -> None:
     gone = member("m1", "deleted", annotations={conventions.HEALTH_ANNOTATION: report})
     result = run([], [gone])
     assert result.changes["m1"].annotations[conventions.HEALTH_ANNOTATION] is None
+
+
+def test_health_written_by_another_pools_agent_is_not_this_pools_verdict() -> None:
+    report = '{"pool":"previous","reason":"AllChecksPassed","status":"Healthy"}'
+    raw = _member_body("m1", "p")
+    raw["metadata"]["annotations"][conventions.HEALTH_ANNOTATION] = report
+    view = _with_heartbeat(raw, "True", "AllChecksPassed", timedelta(minutes=1))
+    result = run([pool("p", {"accelerator": "H100"})], [view])
+    assert conditions(result, "p")["AgentReady"] == ("False", "WaitingForAgents")
+    found = result.pool("p")
+    assert found is not None and found.status is not None
+    assert found.status.members[0].reason == conventions.SILENT_AGENT_REASON
+
+
+def test_health_written_by_this_pools_agent_counts() -> None:
+    report = '{"pool":"p","agent":"accelpool-agent-p-x7k2","reason":"AllChecksPassed","status":"Healthy"}'
+    raw = _member_body("m1", "p")
+    raw["metadata"]["annotations"][conventions.HEALTH_ANNOTATION] = report
+    view = _with_heartbeat(raw, "True", "AllChecksPassed", timedelta(minutes=1))
+    result = run([pool("p", {"accelerator": "H100"})], [view])
+    assert conditions(result, "p")["AgentReady"] == ("True", "Reporting")
