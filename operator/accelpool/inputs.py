@@ -59,13 +59,17 @@ _STATUS_FIELDS = frozenset(
 
 def pool_input(body: Mapping[str, Any], *, checked: tuple[Any, ...] | None = None) -> PoolInput:
     """A ComputePool object → PoolInput. `checked` may carry a cached (spec, problems) validation result."""
-    metadata = body.get("metadata") or {}
-    name = str(metadata.get("name", ""))
     spec_raw = body.get("spec") or {}
     if checked is None:
         checked = validate(spec_raw)
     spec, problems = checked
-    problems = tuple(_name_problems(name)) + tuple(problems)
+    return _pool(body, spec, problems)
+
+
+def _pool(body: Mapping[str, Any], spec: api.ComputePoolSpec | None, problems: tuple[str, ...]) -> PoolInput:
+    metadata = body.get("metadata") or {}
+    name = str(metadata.get("name", "?"))
+    problems = tuple(_name_problems(name)) + problems
     return PoolInput(
         name=name,
         spec=spec if not problems else None,
@@ -111,19 +115,8 @@ def nodes_from_yaml(text: str) -> list[NodeView]:
 def pool_from_file(document: Mapping[str, Any]) -> PoolInput:
     """A ComputePool read from a file (its shape checked with `object_problems`) → PoolInput."""
     verdict = validation.validate_object({k: v for k, v in document.items() if k != "status"})
-    metadata = document.get("metadata") or {}
-    name = str(metadata.get("name", "?"))
-    problems = tuple(_name_problems(name)) + tuple(str(p) for p in verdict.problems)
-    return PoolInput(
-        name=name,
-        spec=verdict.pool.spec if verdict.pool is not None and not problems else None,
-        problems=problems,
-        uid=str(metadata.get("uid") or ""),
-        generation=metadata.get("generation"),
-        created=metadata.get("creationTimestamp"),
-        deleting=bool(metadata.get("deletionTimestamp")),
-        previous=previous_status(document.get("status")),
-    )
+    spec = verdict.pool.spec if verdict.pool is not None else None
+    return _pool(document, spec, tuple(str(p) for p in verdict.problems))
 
 
 # ---------------------------------------------------------------- shapes of objects read from files

@@ -11,6 +11,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from accelpool import conventions
 from accelpool.nodes import NodeView, format_time
 
@@ -75,22 +77,15 @@ def test_a_released_node_loses_the_agents_health_annotation() -> None:
     assert result.changes["m1"].annotations[conventions.HEALTH_ANNOTATION] is None
 
 
-def test_health_written_by_another_pools_agent_is_not_this_pools_verdict() -> None:
-    report = '{"pool":"previous","reason":"AllChecksPassed","status":"Healthy"}'
+@pytest.mark.parametrize(
+    ("writer", "agent_ready"),
+    [("previous", ("False", "WaitingForAgents")), ("p", ("True", "Reporting"))],
+    ids=["another-pools-agent", "this-pools-agent"],
+)
+def test_only_health_written_by_this_pools_agent_counts(writer: str, agent_ready: tuple[str, str]) -> None:
+    report = f'{{"pool":"{writer}","agent":"accelpool-agent-x7k2","reason":"AllChecksPassed","status":"Healthy"}}'
     raw = _member_body("m1", "p")
     raw["metadata"]["annotations"][conventions.HEALTH_ANNOTATION] = report
     view = _with_heartbeat(raw, "True", "AllChecksPassed", timedelta(minutes=1))
     result = run([pool("p", {"accelerator": "H100"})], [view])
-    assert conditions(result, "p")["AgentReady"] == ("False", "WaitingForAgents")
-    found = result.pool("p")
-    assert found is not None and found.status is not None
-    assert found.status.members[0].reason == conventions.SILENT_AGENT_REASON
-
-
-def test_health_written_by_this_pools_agent_counts() -> None:
-    report = '{"pool":"p","agent":"accelpool-agent-p-x7k2","reason":"AllChecksPassed","status":"Healthy"}'
-    raw = _member_body("m1", "p")
-    raw["metadata"]["annotations"][conventions.HEALTH_ANNOTATION] = report
-    view = _with_heartbeat(raw, "True", "AllChecksPassed", timedelta(minutes=1))
-    result = run([pool("p", {"accelerator": "H100"})], [view])
-    assert conditions(result, "p")["AgentReady"] == ("True", "Reporting")
+    assert conditions(result, "p")["AgentReady"] == agent_ready
