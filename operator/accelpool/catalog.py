@@ -59,7 +59,22 @@ class MigProfile:
 
     @property
     def resource(self) -> str:
-        return f"nvidia.com/mig-{self.name}"
+        return mig_resource(self.name)
+
+
+def mig_name(profile: str) -> str:
+    """A MIG profile as the device plugin and GFD spell it: `+` becomes `.` (`1g.10gb+me` → `1g.10gb.me`).
+
+    NVIDIA/k8s-device-plugin `internal/rm/rm.go` `AddDefaultResourcesToConfig`
+    (`strings.ReplaceAll("mig-"+p.String(), "+", ".")`) and `internal/resource/nvml-mig-device.go`
+    `GetName`. mig-parted's own config keeps `+me`.
+    """
+    return profile.replace("+", ".")
+
+
+def mig_resource(profile: str) -> str:
+    """The extended resource of a MIG profile under the mixed strategy: `nvidia.com/mig-1g.10gb.me`."""
+    return f"nvidia.com/mig-{mig_name(profile)}"
 
 
 @dataclass(frozen=True)

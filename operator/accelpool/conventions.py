@@ -35,6 +35,20 @@ the same write that changes `nvidia.com/mig.config`, so a `success` about the pr
 read as success of the new one; otherwise it only reads it."""
 MIG_DISABLED_CONFIG = "all-disabled"
 """The mig-parted entry a MIG node returns to when it leaves its pool."""
+MIG_STATES = ("pending", "rebooting", "success", "failed")
+"""The MIG manager's `nvidia.com/mig.config.state` values (NVIDIA/mig-parted `cmd/nvidia-mig-manager`)."""
+
+# ---------------------------------------------------------------- labels NVIDIA's components publish (read only)
+
+GFD_PRODUCT_LABEL = "nvidia.com/gpu.product"
+"""`<model>`, `<model>-SHARED` (replicas > 1, not renamed), `<model>-MIG-<profile>` under the single
+strategy (`+` written `.`), `<model>-MIG-INVALID` when the single strategy meets a layout it cannot
+serve (NVIDIA/k8s-device-plugin `internal/lm/mig-strategy.go`)."""
+GFD_COUNT_LABEL = "nvidia.com/gpu.count"
+"""Physical GPUs; MIG devices under the single strategy; 0 with `-MIG-INVALID`."""
+GFD_MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+"""`single` or `mixed`: the strategy GFD runs with (absent under `none`; `internal/lm/strategy.go`)."""
+GFD_MIG_INVALID_SUFFIX = "-MIG-INVALID"
 
 # ---------------------------------------------------------------- other controllers' taints and roles
 

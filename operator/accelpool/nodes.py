@@ -127,6 +127,8 @@ class NodeView:
     health: HealthCondition | None = None
     report: HealthReport | None = None
     detected: Detected | None = None
+    allocatable: dict[str, str] = field(default_factory=dict)
+    """`status.allocatable`: what the device plugin advertises now (e.g. `nvidia.com/mig-3g.40gb: "16"`)."""
     label_problems: tuple[str, ...] = ()
     """Accelerator labels out of any real range (the node is then not recognised as an accelerator node)."""
     uid: str = ""
@@ -177,6 +179,7 @@ class NodeView:
             report=report,
             detected=detect(labels, capacity),
             label_problems=label_problems(labels, capacity),
+            allocatable={str(k): str(v) for k, v in (status.get("allocatable") or {}).items()},
             uid=str(metadata.get("uid") or ""),
             resource_version=metadata.get("resourceVersion"),
             created=metadata.get("creationTimestamp"),

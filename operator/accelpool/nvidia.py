@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from accelpool import api, conventions
+from accelpool import api, catalog, conventions
 
 CONFIG_VERSION = "v1"
 DEFAULT_DEVICE_PLUGIN_CONFIG: dict[str, Any] = {"version": CONFIG_VERSION, "flags": {"migStrategy": "none"}}
@@ -71,7 +71,7 @@ def resources_per_gpu(spec: api.ComputePoolSpec, resolved: api.ResolvedAccelerat
     entry = (resolved or spec.resolve()).entry
     strategy = spec.mig_strategy()
     if strategy == "mixed":
-        return {f"nvidia.com/mig-{profile}": count for profile, count in mig_devices(spec.mig_layout()).items()}
+        return {catalog.mig_resource(profile): count for profile, count in mig_devices(spec.mig_layout()).items()}
     if strategy == "single":
         return {entry.resource: len(spec.mig_layout())}
     return {entry.resource: spec.sharing.replicas if spec.sharing is not None else 1}
