@@ -90,7 +90,10 @@ async def test_health_answers_while_every_gpu_hangs_and_scrapers_pile_up() -> No
     registry = CollectorRegistry()
     collector = SlowCollector(loop)
     registry.register(collector)
-    app = make_app(registry, daemon.liveness, daemon.readiness, renderer=MetricsRenderer(registry))
+    # A cache window longer than the test: scrapers whose connections land after the render are
+    # served from it on a loaded machine too, so "one render" does not depend on timing.
+    renderer = MetricsRenderer(registry, cache_seconds=3600)
+    app = make_app(registry, daemon.liveness, daemon.readiness, renderer=renderer)
     scrapers = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))  # one connection each
     async with TestClient(TestServer(app)) as client, scrapers:
         cycle = asyncio.create_task(agent.compute_cycle())
