@@ -71,6 +71,12 @@ JOINED_ANNOTATION = f"{DOMAIN}/joined-at"
 """RFC 3339 time the node joined its pool (scale-down releases the most recent first)."""
 CORDONED_ANNOTATION = f"{DOMAIN}/cordoned"
 """`true` when accelpool cordoned the node (remediation cordon); only such nodes are uncordoned."""
+MIG_RETRY_ANNOTATION = f"{DOMAIN}/mig-retry"
+"""`<retries>@<RFC 3339>` on a member whose MIG manager reported `failed`: when the failure was seen or
+last retried (the MIG manager never retries by itself; the planner re-sets its label)."""
+MIG_RETRIES = 5
+MIG_RETRY_FIRST_SECONDS = 60.0
+MIG_RETRY_MAX_SECONDS = 600.0
 PRIOR_LABELS_ANNOTATION = f"{DOMAIN}/prior-labels"
 """JSON of the NVIDIA config labels' values before accelpool overwrote them; restored on release."""
 HEALTH_ANNOTATION = protocol.HEALTH_ANNOTATION

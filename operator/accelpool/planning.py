@@ -353,6 +353,22 @@ def _judge_health(view: NodeView, options: PlannerOptions) -> NodeView:
     return replace(view, health=silent)
 
 
+def mig_retry_delay(retries: int) -> float:
+    """Seconds before retry `retries + 1` of a failed MIG config: 60 s (a ConfigMap sync), doubling, at most 10 min."""
+    return float(min(conventions.MIG_RETRY_MAX_SECONDS, conventions.MIG_RETRY_FIRST_SECONDS * 2**retries))
+
+
+def parse_mig_retry(text: str | None) -> tuple[int, datetime | None]:
+    """`3@2026-11-02T12:00:00Z` → (3, that time); anything else → (0, None)."""
+    count, _, at = (text or "").partition("@")
+    moment = parse_time(at)
+    return (int(count), moment) if count.isdigit() and moment is not None else (0, None)
+
+
+def format_mig_retry(retries: int, moment: datetime) -> str:
+    return f"{retries}@{format_time(moment)}"
+
+
 def _seconds(delta: timedelta) -> float:
     return delta.total_seconds()
 
@@ -410,18 +426,24 @@ class _Planner:
         prior = view.prior_labels
         for key in (conventions.DEVICE_PLUGIN_CONFIG_LABEL, conventions.MIG_CONFIG_LABEL):
             current = edit.label(key)
-            if not self.ours(current):
+            disabled_by_us = key == conventions.MIG_CONFIG_LABEL and current == conventions.MIG_DISABLED_CONFIG
+            if not (self.ours(current) or (disabled_by_us and key in prior)):
                 continue
             restored = prior.get(key)
             if key == conventions.MIG_CONFIG_LABEL:
-                restored = restored or conventions.MIG_DISABLED_CONFIG
-                edit.labels[conventions.MIG_CONFIG_STATE_LABEL] = "pending"
+                if key not in prior:  # the pool's own layout: MIG goes back off
+                    restored = conventions.MIG_DISABLED_CONFIG
+                if restored is None:  # it had no MIG config before it joined: leave nothing behind
+                    edit.labels[conventions.MIG_CONFIG_STATE_LABEL] = None
+                elif restored != current:
+                    edit.labels[conventions.MIG_CONFIG_STATE_LABEL] = "pending"
             edit.labels[key] = restored
         for annotation in (
             conventions.JOINED_ANNOTATION,
             conventions.PRIOR_LABELS_ANNOTATION,
             conventions.CORDONED_ANNOTATION,
             conventions.HEALTH_ANNOTATION,  # the pool's agent wrote it; it says nothing once the node is free
+            conventions.MIG_RETRY_ANNOTATION,
         ):
             if annotation in view.annotations:
                 edit.annotations[annotation] = None
@@ -662,11 +684,13 @@ class _Planner:
         entry = work.resolved.entry
         nvidia_pool = entry.vendor == catalog.Vendor.NVIDIA
         mig_pool = work.spec.mig is not None
+        # A whole-GPU pool of MIG-capable GPUs needs MIG off, or the plugin advertises MIG devices as GPUs.
+        mig_config = key if mig_pool else (conventions.MIG_DISABLED_CONFIG if entry.mig_capable else None)
         member_labels = {conventions.POOL_LABEL: pool}
         if nvidia_pool:
             member_labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] = key
-        if mig_pool:
-            member_labels[conventions.MIG_CONFIG_LABEL] = key
+        if mig_config is not None:
+            member_labels[conventions.MIG_CONFIG_LABEL] = mig_config
         joined = format_time(self.now)
         new_names = {v.name for v in work.new_members}
         for view in [*work.members, *work.new_members]:
@@ -678,8 +702,13 @@ class _Planner:
             if new:
                 for label in (conventions.DEVICE_PLUGIN_CONFIG_LABEL, conventions.MIG_CONFIG_LABEL):
                     current = edit.label(label)
-                    if current is not None and not self.ours(current) and label in member_labels:
-                        prior[label] = current
+                    wanted = member_labels.get(label)
+                    absent_is_prior = (
+                        label == conventions.MIG_CONFIG_LABEL and wanted == conventions.MIG_DISABLED_CONFIG
+                    )
+                    replaced = (current is not None or absent_is_prior) and wanted is not None and current != wanted
+                    if replaced and not self.ours(current):
+                        prior[label] = current  # another controller's value (or none): restored on release
             edit.labels[conventions.POOL_LABEL] = pool
             if nvidia_pool:
                 edit.labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] = key
@@ -689,13 +718,13 @@ class _Planner:
                 )
             mig_now = edit.label(conventions.MIG_CONFIG_LABEL)
             mig_want = mig_now
-            if mig_pool:
-                mig_want = key
+            if mig_config is not None:
+                mig_want = self._mig_retry(work, original, edit, mig_config)
             elif self.ours(mig_now):
                 mig_want = prior.pop(conventions.MIG_CONFIG_LABEL, None) or conventions.MIG_DISABLED_CONFIG
-            if mig_want != mig_now or mig_pool:
+            if mig_want != mig_now or mig_config is not None:
                 edit.labels[conventions.MIG_CONFIG_LABEL] = mig_want
-            if mig_want != original.labels.get(conventions.MIG_CONFIG_LABEL):
+            if mig_want is not None and mig_want != original.labels.get(conventions.MIG_CONFIG_LABEL):
                 edit.labels[conventions.MIG_CONFIG_STATE_LABEL] = "pending"
             elif conventions.MIG_CONFIG_STATE_LABEL in edit.labels and mig_want == mig_now:
                 del edit.labels[conventions.MIG_CONFIG_STATE_LABEL]
@@ -714,6 +743,48 @@ class _Planner:
                 edit.drop_taints(conventions.POOL_TAINT_KEY)
             self._quarantine_changes(work, view, edit)
         return member_labels
+
+    def _mig_retry(self, work: _PoolWork, view: NodeView, edit: _NodeEdit, wanted: str) -> str | None:
+        """The MIG config label for this pass: `wanted`, or None to take it off once.
+
+        NVIDIA's MIG manager never retries a failed config by itself: it reacts only when the
+        label's value changes (and ignores its removal). A config it could not find yet, because the
+        kubelet projects ConfigMap updates into its pod up to a minute later, would stay `failed`
+        for good. So a member whose state is `failed` for the pool's config is given a timestamp
+        (`accelpool.io/mig-retry: <retries>@<time>`), and after a backoff its label is taken off
+        and put back on the next pass, which the MIG manager sees as a change. At most
+        `MIG_RETRIES` times; a success clears the record.
+        """
+        retries, since = parse_mig_retry(view.annotations.get(conventions.MIG_RETRY_ANNOTATION))
+        failed = view.labels.get(conventions.MIG_CONFIG_LABEL) == wanted and (
+            view.labels.get(conventions.MIG_CONFIG_STATE_LABEL) == "failed"
+        )
+        if not failed:
+            if since is not None and view.labels.get(conventions.MIG_CONFIG_STATE_LABEL) == "success":
+                edit.annotations[conventions.MIG_RETRY_ANNOTATION] = None
+            return wanted
+        if since is None:
+            edit.annotations[conventions.MIG_RETRY_ANNOTATION] = format_mig_retry(0, self.now)
+            self.requeue.at(mig_retry_delay(0))
+            return wanted
+        if retries >= conventions.MIG_RETRIES:
+            return wanted
+        waited = _seconds(self.now - since)
+        delay = mig_retry_delay(retries)
+        if waited < delay:
+            self.requeue.at(delay - waited)
+            return wanted
+        edit.annotations[conventions.MIG_RETRY_ANNOTATION] = format_mig_retry(retries + 1, self.now)
+        self.event(
+            "Node",
+            view.name,
+            view.uid,
+            "Warning",
+            "MigConfigRetried",
+            f"{conventions.MIG_CONFIG_STATE_LABEL}=failed for {wanted}: setting {conventions.MIG_CONFIG_LABEL} again "
+            f"(retry {retries + 1} of {conventions.MIG_RETRIES}); the MIG manager does not retry by itself",
+        )
+        return None
 
     def _quarantine_changes(self, work: _PoolWork, view: NodeView, edit: _NodeEdit) -> None:
         decided = work.quarantine.get(view.name)

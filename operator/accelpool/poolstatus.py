@@ -260,15 +260,15 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
     cordoned = [m for m in members if m.unschedulable and not m.quarantined]
     reported = [m for m in members if m.view.health is not None and not m.view.health.silent]
     silent = [m for m in members if m.view.health is None or m.view.health.silent]
-    mig_failed = [m for m in members if mig_pool and m.mig_state == "failed"]
-    mig_pending = [m for m in members if mig_pool and not _mig_done(m, key)]
-    mig_pending = [m for m in mig_pending if m not in mig_failed]
+    per_gpu = nvidia.resources_per_gpu(spec, resolved)
+    layout = _layout(members, spec, entry, key, per_gpu) if nvidia_pool else _Layout()
+    mig_failed, mig_pending = list(layout.failed), list(layout.pending)
     dp_missing = [m for m in members if nvidia_pool and m.label(conventions.DEVICE_PLUGIN_CONFIG_LABEL) != key]
 
     def member_ready(m: Member) -> bool:
         if not m.view.ready or m.unschedulable or m.quarantined:
             return False
-        if mig_pool and not _mig_done(m, key):
+        if nvidia_pool and m.name not in layout.done:
             return False
         health = m.view.health
         if health is None:
@@ -287,7 +287,6 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
             continue
         per_device = detected.memory_mib / 1024 if detected.memory_mib else entry.memory_gb
         memory_gib += detected.count * per_device
-    per_gpu = nvidia.resources_per_gpu(spec, resolved)
     serving_gpus = sum(m.view.gpus for m in serving)
     resources = {name: count * serving_gpus for name, count in per_gpu.items()}
     dtype = spec.health.matmul.dtype
@@ -331,25 +330,39 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
             f"{len(members)} of {desired}: only {len(members)} free nodes match {resolved.display}{detail}",
         )
 
-    if not mig_pool:
+    mig_config = key if mig_pool else conventions.MIG_DISABLED_CONFIG
+    if not nvidia_pool or not (mig_pool or entry.mig_capable):
         conditions.add("MigConfigured", True, "NotRequested", "the pool does not use MIG")
+    elif layout.overridden:
+        conditions.add("MigConfigured", False, "MigStrategyOverridden", _override_message(layout, spec))
     elif mig_failed:
+        conditions.add("MigConfigured", False, "Failed", _failed_message(mig_failed, mig_config))
+    elif layout.not_advertised:
         conditions.add(
-            "MigConfigured", False, "Failed", f"{conventions.MIG_CONFIG_STATE_LABEL}=failed on {_names(mig_failed)}"
+            "MigConfigured",
+            False,
+            "NotAdvertised",
+            f"{conventions.MIG_CONFIG_STATE_LABEL}=success, but "
+            + "; ".join(f"{m.name} {why}" for m, why in layout.not_advertised[:MESSAGE_NODES])
+            + _more(len(layout.not_advertised)),
         )
     elif mig_pending:
         conditions.add(
             "MigConfigured",
             False,
             "Pending",
-            f"{len(mig_pending)} of {len(members)} members applying {key}: {_names(mig_pending)}",
+            f"{len(mig_pending)} of {len(members)} members applying {mig_config}: {_names(mig_pending)}",
         )
+    elif not mig_pool:
+        conditions.add("MigConfigured", True, "Disabled", f"MIG off on {len(members)} members (whole GPUs)")
     else:
-        layout = ", ".join(f"{n}x {p}" for p, n in nvidia.mig_devices(spec.mig_layout()).items())
-        conditions.add("MigConfigured", True, "Configured", f"{layout} per GPU on {len(members)} members")
+        devices = ", ".join(f"{n}x {p}" for p, n in nvidia.mig_devices(spec.mig_layout()).items())
+        conditions.add("MigConfigured", True, "Configured", f"{devices} per GPU on {len(members)} members")
 
     if not nvidia_pool:
         conditions.add("DevicePluginConfigured", True, "NotApplicable", f"{entry.vendor.value} devices")
+    elif layout.overridden:
+        conditions.add("DevicePluginConfigured", False, "MigStrategyOverridden", _override_message(layout, spec))
     elif not facts.device_plugin_written or dp_missing:
         conditions.add(
             "DevicePluginConfigured",
@@ -405,6 +418,8 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
 
     # ---------------------------------------------------------------- phase
     degraded: list[str] = []
+    if layout.overridden:
+        degraded.append(f"MIG strategy overridden on {len(layout.overridden)}")
     if quarantined:
         degraded.append(f"{len(quarantined)} quarantined")
     if unhealthy:
@@ -418,6 +433,8 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
     configuring: list[str] = []
     if mig_pending:
         configuring.append(f"MIG pending on {len(mig_pending)}")
+    if layout.not_advertised:
+        configuring.append(f"layout not advertised on {len(layout.not_advertised)}")
     if nvidia_pool and (dp_missing or not facts.device_plugin_written):
         configuring.append("device plugin config pending")
     if silent:
@@ -482,10 +499,120 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
     )
 
 
-def _mig_done(member: Member, key: str) -> bool:
-    """The node selects this pool's MIG config and the MIG manager reports success for it.
+@dataclass(frozen=True)
+class _Layout:
+    """How NVIDIA's components serve an NVIDIA pool on its members, judged from what the members publish."""
 
-    The planner resets `nvidia.com/mig.config.state` to pending whenever it changes the config
-    label, so a success left over from the previous config is never mistaken for this one.
+    done: frozenset[str] = frozenset()
+    """Members whose MIG config (the pool's layout, or MIG off) is in place and advertised as expected."""
+    failed: tuple[Member, ...] = ()
+    pending: tuple[Member, ...] = ()
+    overridden: tuple[tuple[Member, str], ...] = ()
+    """Members whose GFD runs another MIG strategy than the pool's config sets (member, GFD's strategy)."""
+    not_advertised: tuple[tuple[Member, str], ...] = ()
+    """Members the MIG manager reports `success` for, but whose advertised devices say otherwise (member, why)."""
+
+
+STRATEGY_OVERRIDE_FIX = (
+    "a cluster-wide MIG strategy overrides each config's flags.migStrategy (the GPU Operator sets MIG_STRATEGY "
+    "on the device plugin and GFD from ClusterPolicy spec.mig.strategy; the device-plugin chart from migStrategy). "
+    "Remove it: kubectl patch clusterpolicies.nvidia.com/cluster-policy --type json "
+    """-p '[{"op":"remove","path":"/spec/mig/strategy"}]' (or unset migStrategy in the device-plugin chart)"""
+)
+
+
+def _layout(
+    members: Sequence[Member], spec: api.ComputePoolSpec, entry: catalog.Accelerator, key: str, per_gpu: dict[str, int]
+) -> _Layout:
+    """Per member: is the pool's MIG config (or MIG off) applied, and does the node advertise what it should?
+
+    `nvidia.com/mig.config.state=success` alone does not prove a layout exists: mig-parted reports
+    success for an entry that creates nothing, and a label changed mid-run can get `success` for
+    the previous config. So a member is done only when the device plugin advertises the pool's
+    resources (`status.allocatable`), GFD does not call the layout `-MIG-INVALID`, and GFD runs the
+    strategy the pool's config sets (`nvidia.com/mig.strategy`).
     """
-    return member.label(conventions.MIG_CONFIG_LABEL) == key and member.mig_state == "success"
+    strategy = spec.mig_strategy()
+    mig_pool = spec.mig is not None
+    wanted = key if mig_pool else conventions.MIG_DISABLED_CONFIG
+    done: set[str] = set()
+    failed: list[Member] = []
+    pending: list[Member] = []
+    overridden: list[tuple[Member, str]] = []
+    not_advertised: list[tuple[Member, str]] = []
+    for m in members:
+        # GFD's label says the strategy it and the plugin run with; judged once the layout is applied (during a
+        # change it may still describe the previous config). Whole GPUs are served alike by none, single, mixed.
+        gfd_strategy = m.label(conventions.GFD_MIG_STRATEGY_LABEL)
+        applied = m.mig_state == "success" and m.label(conventions.MIG_CONFIG_LABEL) == key
+        mps = spec.sharing is not None and spec.sharing.mode == "mps"
+        if gfd_strategy is not None and (
+            (mig_pool and applied and gfd_strategy != strategy) or (mps and gfd_strategy == "mixed")
+        ):
+            overridden.append((m, gfd_strategy))
+            continue
+        missing = _advertised_shortfall(m, per_gpu)
+        if not (mig_pool or entry.mig_capable):
+            if missing is None:
+                done.add(m.name)
+            else:
+                not_advertised.append((m, missing))
+            continue
+        state = m.mig_state if m.label(conventions.MIG_CONFIG_LABEL) == wanted else None
+        product = m.label(conventions.GFD_PRODUCT_LABEL) or ""
+        if state == "failed":
+            failed.append(m)
+        elif mig_pool and product.endswith(conventions.GFD_MIG_INVALID_SUFFIX):
+            not_advertised.append((m, f"is labelled {conventions.GFD_PRODUCT_LABEL}={product} by GFD"))
+        elif state == "success" and missing is not None:
+            not_advertised.append((m, missing))
+        elif state == "success" or (not mig_pool and m.label(conventions.MIG_CONFIG_LABEL) == wanted and not missing):
+            done.add(m.name)  # MIG off is also proven by whole GPUs advertised without a MIG manager's word
+        else:
+            pending.append(m)
+    return _Layout(frozenset(done), tuple(failed), tuple(pending), tuple(overridden), tuple(not_advertised))
+
+
+def _advertised_shortfall(member: Member, per_gpu: dict[str, int]) -> str | None:
+    """What the member's device plugin advertises short of the pool's config, or None when all is there."""
+    gpus = member.view.gpus
+    if not gpus:
+        return None  # the node's GPU count is unknown: nothing to compare with
+    short = []
+    for resource, count in per_gpu.items():
+        have = member.view.allocatable.get(resource)
+        want = count * gpus
+        if not have or not have.isdigit() or int(have) < want:
+            short.append(f"{resource}={have or 0} of {want}")
+    return f"advertises {', '.join(short)}" if short else None
+
+
+def _override_message(layout: _Layout, spec: api.ComputePoolSpec) -> str:
+    found = sorted({s for _, s in layout.overridden})
+    names = [m.name for m, _ in layout.overridden]
+    shown = ", ".join(names[:MESSAGE_NODES]) + _more(len(names))
+    return (
+        f"GFD on {shown} runs the {'/'.join(found)} MIG strategy ({conventions.GFD_MIG_STRATEGY_LABEL}), but this "
+        f"pool's config sets {spec.mig_strategy()}: {STRATEGY_OVERRIDE_FIX}"
+    )
+
+
+def _failed_message(failed: Sequence[Member], config: str) -> str:
+    retries = [parse_retries(m.view.annotations.get(conventions.MIG_RETRY_ANNOTATION)) for m in failed]
+    note = (
+        f"; gave up after {conventions.MIG_RETRIES} retries: see the MIG manager's log on the node"
+        if retries and min(retries) >= conventions.MIG_RETRIES
+        else f"; retried with backoff, {max(retries, default=0)} of {conventions.MIG_RETRIES} so far (the MIG "
+        "manager does not retry by itself; a config it could not read yet reaches it after the kubelet's "
+        "ConfigMap sync)"
+    )
+    return f"{conventions.MIG_CONFIG_STATE_LABEL}=failed for {config} on {_names(list(failed))}{note}"
+
+
+def parse_retries(text: str | None) -> int:
+    count = (text or "").partition("@")[0]
+    return int(count) if count.isdigit() else 0
+
+
+def _more(count: int) -> str:
+    return f"; and {count - MESSAGE_NODES} more" if count > MESSAGE_NODES else ""

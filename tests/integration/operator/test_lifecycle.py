@@ -180,8 +180,10 @@ async def test_delete_leaves_nothing_behind(cluster: Cluster, operator: Operator
     await cluster.wait_for(lambda: cluster.daemonset("train") and cluster.daemonset("slices"))
     assert cluster.labels("h100-1")[conventions.DEVICE_PLUGIN_CONFIG_LABEL] == "accelpool-train"
     assert json.loads(cluster.node("h100-1")["metadata"]["annotations"][conventions.PRIOR_LABELS_ANNOTATION]) == {
-        conventions.DEVICE_PLUGIN_CONFIG_LABEL: "admin-config"
+        conventions.DEVICE_PLUGIN_CONFIG_LABEL: "admin-config",
+        conventions.MIG_CONFIG_LABEL: None,  # a whole-GPU pool sets all-disabled; the node had no MIG config
     }
+    assert cluster.labels("h100-1")[conventions.MIG_CONFIG_LABEL] == conventions.MIG_DISABLED_CONFIG
     await cluster.wait_for(lambda: cluster.finalizers("train") == ["accelpool.io/finalizer"])
 
     await cluster.delete_pool("train")

@@ -77,6 +77,7 @@ async def test_karpenter_pool_gets_an_owned_nodepool(cluster: Cluster, operator:
     assert template["metadata"]["labels"] == {
         conventions.POOL_LABEL: "burst",
         conventions.DEVICE_PLUGIN_CONFIG_LABEL: "accelpool-burst",
+        conventions.MIG_CONFIG_LABEL: "all-disabled",  # new H200 nodes come up with MIG off
     }
     assert template["spec"]["nodeClassRef"] == {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "gpu"}
     assert template["spec"]["taints"] == [{"key": "accelpool.io/pool", "value": "burst", "effect": "NoSchedule"}]

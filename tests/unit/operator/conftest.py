@@ -41,6 +41,7 @@ def node_body(
     unschedulable: bool = False,
     health: tuple[str, str, str, str] | None = None,
     resource_version: str = "1",
+    allocatable: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A Node labelled by GPU Feature Discovery (or the accelerator's own labeller for non-NVIDIA ones)."""
     entry = catalog.BY_NAME[accelerator]
@@ -93,7 +94,7 @@ def node_body(
         "spec": spec,
         "status": {
             "capacity": {entry.resource: str(devices)},
-            "allocatable": {entry.resource: str(devices)},
+            "allocatable": dict(allocatable) if allocatable is not None else {entry.resource: str(devices)},
             "conditions": conditions,
         },
     }

@@ -81,6 +81,7 @@ def test_plan_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
             "labels": {
                 conventions.POOL_LABEL: "llm-training",
                 conventions.DEVICE_PLUGIN_CONFIG_LABEL: "accelpool-llm-training",
+                conventions.MIG_CONFIG_LABEL: "all-disabled",  # whole GPUs of a MIG-capable model
             },
             "taints": {
                 "add": [{"key": "accelpool.io/pool", "value": "llm-training", "effect": "NoSchedule"}],
@@ -91,6 +92,7 @@ def test_plan_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
             "labels": {
                 conventions.POOL_LABEL: "llm-training",
                 conventions.DEVICE_PLUGIN_CONFIG_LABEL: "accelpool-llm-training",
+                conventions.MIG_CONFIG_LABEL: "all-disabled",  # whole GPUs of a MIG-capable model
             },
             "taints": {
                 "add": [{"key": "accelpool.io/pool", "value": "llm-training", "effect": "NoSchedule"}],

@@ -195,8 +195,10 @@ def test_another_pools_node_is_never_taken_and_unknown_pools_are_held_offline() 
 
 def test_other_labels_and_taints_are_never_touched() -> None:
     gke_taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-    foreign = node("n1", labels={"team": "ml", conventions.DEVICE_PLUGIN_CONFIG_LABEL: "admin"}, taints=[gke_taint])
-    result = run([pool("p", {"accelerator": "H100"})], [foreign])
+    foreign = node(
+        "n1", "L4", 1, labels={"team": "ml", conventions.DEVICE_PLUGIN_CONFIG_LABEL: "admin"}, taints=[gke_taint]
+    )
+    result = run([pool("p", {"accelerator": "L4"})], [foreign])
     change = result.changes["n1"]
     assert set(change.labels) == {conventions.POOL_LABEL, conventions.DEVICE_PLUGIN_CONFIG_LABEL}
     assert change.remove_taints == ()
@@ -207,7 +209,7 @@ def test_other_labels_and_taints_are_never_touched() -> None:
     assert claimed.labels["team"] == "ml"
     assert Taint("nvidia.com/gpu", "NoSchedule", "present") in claimed.taints
 
-    released = run([pool("p", {"accelerator": "H100"}, deleting=True)], [claimed])
+    released = run([pool("p", {"accelerator": "L4"}, deleting=True)], [claimed])
     restored = claimed.apply(released.changes["n1"])
     assert restored.labels == foreign.labels, "the admin's device-plugin config comes back"
     assert restored.taints == foreign.taints

@@ -18,9 +18,14 @@ REPORT = '{"status":"Healthy","reason":"AllChecksPassed","tflops":6000.5,"dtype"
 
 
 def mig_member(name: str, state: str | None, **kwargs: object) -> NodeView:
-    labels = {conventions.MIG_CONFIG_LABEL: "accelpool-p"}
+    """A member of the MIG pool `p` (8 x A100-40GB, 2 x 3g.20gb each, single strategy) as NVIDIA's side left it:
+    after `success` the device plugin advertises the 16 MIG devices as nvidia.com/gpu and GFD says single."""
+    labels = {conventions.MIG_CONFIG_LABEL: "accelpool-p", **dict(kwargs.pop("labels", {}) or {})}  # type: ignore[call-overload]
     if state is not None:
         labels[conventions.MIG_CONFIG_STATE_LABEL] = state
+    if state == "success":
+        labels.setdefault(conventions.GFD_MIG_STRATEGY_LABEL, "single")
+        kwargs.setdefault("allocatable", {"nvidia.com/gpu": "16"})
     return member(name, "p", "A100-40GB", labels=labels, **kwargs)  # type: ignore[arg-type]
 
 
