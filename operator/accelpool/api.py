@@ -375,7 +375,7 @@ class ComputePoolSpec(Model):
         profile = entry.mig_profile(self.mig.profile)
         if profile is None:
             return [self.mig.profile]
-        return [profile.name] * max_instances_that_fit(profile)
+        return [profile.name] * max_instances_that_fit(entry, profile)
 
     def mig_strategy(self) -> Literal["none", "single", "mixed"]:
         if self.mig is None:
@@ -385,13 +385,9 @@ class ComputePoolSpec(Model):
         return "single" if len(set(self.mig_layout())) == 1 else "mixed"
 
 
-def max_instances_that_fit(profile: catalog.MigProfile) -> int:
-    """How many instances of one profile fill a GPU: bounded by its maximum and both slice budgets."""
-    return min(
-        profile.max_instances,
-        catalog.MIG_COMPUTE_SLICES // profile.compute_slices,
-        catalog.MIG_MEMORY_SLICES // profile.memory_slices,
-    )
+def max_instances_that_fit(entry: catalog.Accelerator, profile: catalog.MigProfile) -> int:
+    """How many instances of one profile fill one of `entry`'s GPUs: its maximum and the GPU's own slice budgets."""
+    return entry.mig_instances_that_fit(profile)
 
 
 # ---------------------------------------------------------------- semantic validation
@@ -451,13 +447,29 @@ def _resolve(request: AcceleratorRequest) -> tuple[ResolvedAccelerator | None, l
         entry = candidates[0]
     if form_factor is not None and form_factor != entry.form_factor:
         candidates = catalog.find(entry.model, entry.memory_gb, form_factor)
+        if not candidates and memory is None:
+            # Without a memory size the form factor picks the variant: {name: H100, formFactor: NVL} is the
+            # 94 GB H100 NVL, as Skyward's H100(form_factor="NVL") is.
+            candidates = catalog.find(entry.model, None, form_factor)
+            sizes = sorted({a.memory_gb for a in candidates})
+            if len(sizes) > 1:
+                valid = ", ".join(f"{s}GB" for s in sizes)
+                return None, [
+                    Problem(
+                        f"{path}.memory",
+                        None,
+                        f"{entry.model} {form_factor.value} comes with {valid}: say which with memory",
+                    )
+                ]
         if not candidates:
-            valid = ", ".join(sorted({a.form_factor.value for a in catalog.find(entry.model, entry.memory_gb)}))
+            sizes_known = catalog.find(entry.model, entry.memory_gb if memory is not None else None)
+            valid = ", ".join(sorted({a.form_factor.value for a in sizes_known}))
+            size = f" {entry.memory_gb}GB" if memory is not None else ""
             return None, [
                 Problem(
                     f"{path}.formFactor",
                     form_factor.value,
-                    f"{entry.model} {entry.memory_gb}GB comes as {valid}, not {form_factor.value}",
+                    f"{entry.model}{size} comes as {valid}, not {form_factor.value}",
                 )
             ]
         entry = candidates[0]
@@ -556,13 +568,13 @@ def _mig_problems(mig: MigSpec, entry: catalog.Accelerator) -> list[Problem]:
             )
     compute = sum(p.compute_slices for p in profiles)
     memory = sum(p.memory_slices for p in profiles)
-    if compute > catalog.MIG_COMPUTE_SLICES or memory > catalog.MIG_MEMORY_SLICES:
+    if compute > entry.mig_compute_slices or memory > entry.mig_memory_slices:
         problems.append(
             Problem(
                 "spec.mig.profiles",
                 mig.profiles,
-                f"layout does not fit one {table}: needs {compute} of {catalog.MIG_COMPUTE_SLICES} compute "
-                f"and {memory} of {catalog.MIG_MEMORY_SLICES} memory slices",
+                f"layout does not fit one {table}: needs {compute} of {entry.mig_compute_slices} compute "
+                f"and {memory} of {entry.mig_memory_slices} memory slices",
             )
         )
     return problems

@@ -181,11 +181,7 @@ def _physical_count_under_mig(
     mig = entry.mig_profile(profile)
     if mig is None or mig_devices <= 0:
         return mig_devices
-    per_gpu = min(
-        mig.max_instances,
-        catalog.MIG_COMPUTE_SLICES // mig.compute_slices,
-        catalog.MIG_MEMORY_SLICES // mig.memory_slices,
-    )
+    per_gpu = entry.mig_instances_that_fit(mig)
     return max(1, mig_devices // max(1, per_gpu))
 
 
