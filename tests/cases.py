@@ -61,7 +61,14 @@ CASES: list[Case] = [
         "valid",
     ),
     Case("time-slicing", {"accelerator": "L4", "sharing": {"timeSlicing": {"replicas": 4}}}, "valid"),
+    Case(
+        "time-slicing-fail-requests",
+        {"accelerator": "L4", "sharing": {"timeSlicing": {"replicas": 4, "failRequestsGreaterThanOne": True}}},
+        "valid",
+    ),
     Case("mps", {"accelerator": "T4", "sharing": {"mps": {"replicas": 2}}}, "valid"),
+    Case("mps-48-clients", {"accelerator": "H100", "sharing": {"mps": {"replicas": 48}}}, "valid"),
+    Case("mps-v100-16-clients", {"accelerator": "V100", "sharing": {"mps": {"replicas": 16}}}, "valid"),
     Case(
         "karpenter-range",
         {"accelerator": "H200:8", "nodes": {"min": 0, "max": 4}, "provisioner": {"type": "karpenter"}},
@@ -138,6 +145,29 @@ CASES: list[Case] = [
         "greater than or equal to 2",
     ),
     Case("sharing-empty", {"accelerator": "L4", "sharing": {}}, "crd", "spec.sharing", "exactly one"),
+    # CUDA MPS serves at most 48 clients per GPU; NVIDIA's device plugin refuses more replicas
+    Case(
+        "mps-over-48-clients",
+        {"accelerator": "H100", "sharing": {"mps": {"replicas": 49}}},
+        "crd",
+        "spec.sharing.mps.replicas",
+        "less than or equal to 48",
+    ),
+    # under MPS the device plugin forces failRequestsGreaterThanOne: there is nothing to choose
+    Case(
+        "mps-fail-requests",
+        {"accelerator": "H100", "sharing": {"mps": {"replicas": 2, "failRequestsGreaterThanOne": False}}},
+        "crd",
+        "spec.sharing.mps.failRequestsGreaterThanOne",
+        "unknown field",
+    ),
+    Case(
+        "time-slicing-fail-requests-string",
+        {"accelerator": "L4", "sharing": {"timeSlicing": {"replicas": 2, "failRequestsGreaterThanOne": "yes"}}},
+        "crd",
+        "spec.sharing.timeSlicing.failRequestsGreaterThanOne",
+        "boolean",
+    ),
     Case(
         "sharing-both",
         {"accelerator": "L4", "sharing": {"mps": {"replicas": 2}, "timeSlicing": {"replicas": 2}}},
@@ -321,6 +351,13 @@ CASES: list[Case] = [
         "catalog",
         "spec.mig.profile",
         "not offered by A30-24GB; valid: 1g.6gb, 1g.6gb+me",
+    ),
+    Case(
+        "mps-v100-over-16-clients",
+        {"accelerator": "V100", "sharing": {"mps": {"replicas": 17}}},
+        "catalog",
+        "spec.sharing.mps.replicas",
+        "compute capability 7.0) serves at most 16 clients",
     ),
     Case(
         "typed-nvl-with-80gb",

@@ -174,17 +174,53 @@ class MigSpec(Model):
     )
 
 
-class SharingReplicas(Model):
-    """How many pods share one device."""
+MAX_TIME_SLICING_REPLICAS = 256
+MPS_MAX_CLIENTS = 48
+"""CUDA MPS serves at most 48 clients per GPU from compute capability 7.5 on. NVIDIA's device plugin
+refuses more replicas (NVIDIA/k8s-device-plugin `cmd/mps-control-daemon/mps/device.go` `maxClients`;
+CHANGELOG v0.15.0-rc.2 "Enforce replica limits for MPS sharing")."""
+MPS_MAX_CLIENTS_BEFORE_7_5 = 16
+"""The same limit below compute capability 7.5 (V100 in the catalog): needs the catalog, so it is
+checked in `spec_problems`. NVIDIA's code calls the test `isAtLeastVolta` but compares with 7.5."""
+MPS_LIMIT_CAPABILITY = (7, 5)
 
-    replicas: int = Field(ge=2, le=256, description="How many pods share each device (at least 2).")
+
+class TimeSlicingSpec(Model):
+    """CUDA time-slicing: `replicas` pods take turns on each GPU, with no memory or fault isolation."""
+
+    replicas: int = Field(
+        ge=2, le=MAX_TIME_SLICING_REPLICAS, description="How many pods share each device (at least 2)."
+    )
+    fail_requests_greater_than_one: bool = Field(
+        False,
+        description=(
+            "Refuse pods that request more than one replica. NVIDIA's default (false) lets a pod asking "
+            "for 2 replicas get the same GPU twice, which gives it no more compute; true makes such a "
+            "pod fail to start instead."
+        ),
+    )
+
+
+class MpsSpec(Model):
+    """CUDA Multi-Process Service: `replicas` pods run on each GPU at once, each with an equal share."""
+
+    replicas: int = Field(
+        ge=2,
+        le=MPS_MAX_CLIENTS,
+        description=(
+            f"How many pods share each device: at least 2, at most {MPS_MAX_CLIENTS} "
+            f"({MPS_MAX_CLIENTS_BEFORE_7_5} on GPUs below compute capability 7.5, such as V100), "
+            "the clients one MPS server takes. A pod gets one replica: the device plugin always "
+            "refuses requests for more under MPS (failRequestsGreaterThanOne is forced true)."
+        ),
+    )
 
 
 class SharingSpec(Model):
     """Oversubscribe whole GPUs with the NVIDIA device plugin (exclusive with MIG)."""
 
-    time_slicing: SharingReplicas | None = Field(None, description="CUDA time-slicing.")
-    mps: SharingReplicas | None = Field(None, description="CUDA Multi-Process Service.")
+    time_slicing: TimeSlicingSpec | None = Field(None, description="CUDA time-slicing.")
+    mps: MpsSpec | None = Field(None, description="CUDA Multi-Process Service (not on MIG devices).")
 
     rules = (
         Rule(
@@ -329,7 +365,8 @@ class ComputePoolSpec(Model):
         Rule(
             "!(has(self.mig) && has(self.sharing))",
             lambda s: s.mig is None or s.sharing is None,
-            "mig and sharing are mutually exclusive: partition GPUs or share them, not both",
+            "mig and sharing are mutually exclusive: partition GPUs or share them, not both "
+            "(NVIDIA's device plugin refuses MPS on MIG devices; time-slicing MIG devices is not offered)",
         ),
         Rule(
             None,
@@ -496,6 +533,8 @@ def spec_problems(spec: ComputePoolSpec) -> list[Problem]:
                 f"GPU sharing is a feature of NVIDIA's device plugin; {entry.name} is a {entry.vendor.value} device",
             )
         )
+    elif spec.sharing is not None and spec.sharing.mps is not None:
+        problems += _mps_problems(spec.sharing.mps, resolved)
     if spec.provisioner.type == "karpenter" and not entry.detection.karpenter_names:
         problems.append(
             Problem(
@@ -514,6 +553,23 @@ def spec_problems(spec: ComputePoolSpec) -> list[Problem]:
                 )
             )
     return problems
+
+
+def _mps_problems(mps: MpsSpec, resolved: ResolvedAccelerator) -> list[Problem]:
+    """MPS serves 16 clients per GPU below compute capability 7.5 (the 48 above it is in the schema)."""
+    old = [a for a in resolved.matches if a.compute_capability and a.compute_capability < MPS_LIMIT_CAPABILITY]
+    if old and mps.replicas > MPS_MAX_CLIENTS_BEFORE_7_5:
+        gpu = old[0]
+        return [
+            Problem(
+                "spec.sharing.mps.replicas",
+                mps.replicas,
+                f"MPS on {gpu.name} (compute capability {gpu.compute_capability_text}) serves at most "
+                f"{MPS_MAX_CLIENTS_BEFORE_7_5} clients per GPU, got {mps.replicas}; NVIDIA's device plugin "
+                f"refuses more (use at most {MPS_MAX_CLIENTS_BEFORE_7_5}, or timeSlicing)",
+            )
+        ]
+    return []
 
 
 def _mig_problems(mig: MigSpec, entry: catalog.Accelerator) -> list[Problem]:
