@@ -361,6 +361,9 @@ class ComputePoolSpec(Model):
     def _accelerator_string(cls, value: Any) -> Any:
         return _accelerator_from_wire(value)
 
+    # MPS on MIG is refused by the device plugin under any MIG strategy, not only mixed as the shared
+    # reference says (NVIDIA/k8s-device-plugin internal/plugin/mps.go getMPSOptions: "sharing using MPS
+    # is not supported for MIG devices"); the code wins.
     rules = (
         Rule(
             "!(has(self.mig) && has(self.sharing))",
