@@ -42,8 +42,33 @@ CASES: list[Case] = [
     ),
     Case("mig-a100-4g3g", {"accelerator": "A100-40GB", "mig": {"profiles": ["4g.20gb", "3g.20gb"]}}, "valid"),
     Case("mig-h200", {"accelerator": "H200", "mig": {"profile": "1g.18gb"}}, "valid"),
+    # the form factor picks the memory variant: {H100, NVL} is the 94 GB H100 NVL
+    Case("typed-nvl-form-factor", {"accelerator": {"name": "H100", "formFactor": "NVL"}}, "valid"),
+    Case(
+        "typed-nvl-form-factor-mig",
+        {"accelerator": {"name": "H100", "formFactor": "NVL", "count": 2}, "mig": {"profiles": ["3g.47gb"] * 2}},
+        "valid",
+    ),
+    # A30: 4 compute and 4 memory slices per GPU
+    Case("mig-a30-balanced", {"accelerator": "A30", "mig": {"profiles": ["2g.12gb", "1g.6gb", "1g.6gb"]}}, "valid"),
+    Case("mig-a30-media", {"accelerator": "A30", "mig": {"profiles": ["2g.12gb+me", "2g.12gb"]}}, "valid"),
+    Case("mig-a30-whole", {"accelerator": "nvidia-a30", "mig": {"profile": "4g.24gb"}}, "valid"),
+    # GH200 offers +me (NVIDIA's default mig-parted config: all-1g.12gb.me, all-1g.18gb.me)
+    Case("mig-gh200-media", {"accelerator": "GH200", "mig": {"profile": "1g.12gb+me"}}, "valid"),
+    Case(
+        "mig-gh200-144gb-media",
+        {"accelerator": "GH200-144GB", "mig": {"profiles": ["1g.18gb+me", "3g.72gb", "2g.36gb"]}},
+        "valid",
+    ),
     Case("time-slicing", {"accelerator": "L4", "sharing": {"timeSlicing": {"replicas": 4}}}, "valid"),
+    Case(
+        "time-slicing-fail-requests",
+        {"accelerator": "L4", "sharing": {"timeSlicing": {"replicas": 4, "failRequestsGreaterThanOne": True}}},
+        "valid",
+    ),
     Case("mps", {"accelerator": "T4", "sharing": {"mps": {"replicas": 2}}}, "valid"),
+    Case("mps-48-clients", {"accelerator": "H100", "sharing": {"mps": {"replicas": 48}}}, "valid"),
+    Case("mps-v100-16-clients", {"accelerator": "V100", "sharing": {"mps": {"replicas": 16}}}, "valid"),
     Case(
         "karpenter-range",
         {"accelerator": "H200:8", "nodes": {"min": 0, "max": 4}, "provisioner": {"type": "karpenter"}},
@@ -120,6 +145,29 @@ CASES: list[Case] = [
         "greater than or equal to 2",
     ),
     Case("sharing-empty", {"accelerator": "L4", "sharing": {}}, "crd", "spec.sharing", "exactly one"),
+    # CUDA MPS serves at most 48 clients per GPU; NVIDIA's device plugin refuses more replicas
+    Case(
+        "mps-over-48-clients",
+        {"accelerator": "H100", "sharing": {"mps": {"replicas": 49}}},
+        "crd",
+        "spec.sharing.mps.replicas",
+        "less than or equal to 48",
+    ),
+    # under MPS the device plugin forces failRequestsGreaterThanOne: there is nothing to choose
+    Case(
+        "mps-fail-requests",
+        {"accelerator": "H100", "sharing": {"mps": {"replicas": 2, "failRequestsGreaterThanOne": False}}},
+        "crd",
+        "spec.sharing.mps.failRequestsGreaterThanOne",
+        "unknown field",
+    ),
+    Case(
+        "time-slicing-fail-requests-string",
+        {"accelerator": "L4", "sharing": {"timeSlicing": {"replicas": 2, "failRequestsGreaterThanOne": "yes"}}},
+        "crd",
+        "spec.sharing.timeSlicing.failRequestsGreaterThanOne",
+        "boolean",
+    ),
     Case(
         "sharing-both",
         {"accelerator": "L4", "sharing": {"mps": {"replicas": 2}, "timeSlicing": {"replicas": 2}}},
@@ -289,6 +337,34 @@ CASES: list[Case] = [
         "catalog",
         "spec.mig.profiles",
         "9 of 8 memory",
+    ),
+    Case(
+        "mig-a30-compute-overflow",
+        {"accelerator": "A30", "mig": {"profiles": ["4g.24gb", "1g.6gb"]}},
+        "catalog",
+        "spec.mig.profiles",
+        "layout does not fit one A30-24GB: needs 5 of 4 compute and 5 of 4 memory slices",
+    ),
+    Case(
+        "mig-a30-seven-slice-profile",
+        {"accelerator": "A30", "mig": {"profile": "3g.20gb"}},
+        "catalog",
+        "spec.mig.profile",
+        "not offered by A30-24GB; valid: 1g.6gb, 1g.6gb+me",
+    ),
+    Case(
+        "mps-v100-over-16-clients",
+        {"accelerator": "V100", "sharing": {"mps": {"replicas": 17}}},
+        "catalog",
+        "spec.sharing.mps.replicas",
+        "compute capability 7.0) serves at most 16 clients",
+    ),
+    Case(
+        "typed-nvl-with-80gb",
+        {"accelerator": {"name": "H100", "memory": "80GB", "formFactor": "NVL"}},
+        "catalog",
+        "spec.accelerator.formFactor",
+        "H100 80GB comes as PCIe, SXM, not NVL",
     ),
     Case(
         "mig-nvl-name-on-sxm",

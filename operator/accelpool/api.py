@@ -174,17 +174,53 @@ class MigSpec(Model):
     )
 
 
-class SharingReplicas(Model):
-    """How many pods share one device."""
+MAX_TIME_SLICING_REPLICAS = 256
+MPS_MAX_CLIENTS = 48
+"""CUDA MPS serves at most 48 clients per GPU from compute capability 7.5 on. NVIDIA's device plugin
+refuses more replicas (NVIDIA/k8s-device-plugin `cmd/mps-control-daemon/mps/device.go` `maxClients`;
+CHANGELOG v0.15.0-rc.2 "Enforce replica limits for MPS sharing")."""
+MPS_MAX_CLIENTS_BEFORE_7_5 = 16
+"""The same limit below compute capability 7.5 (V100 in the catalog): needs the catalog, so it is
+checked in `spec_problems`. NVIDIA's code calls the test `isAtLeastVolta` but compares with 7.5."""
+MPS_LIMIT_CAPABILITY = (7, 5)
 
-    replicas: int = Field(ge=2, le=256, description="How many pods share each device (at least 2).")
+
+class TimeSlicingSpec(Model):
+    """CUDA time-slicing: `replicas` pods take turns on each GPU, with no memory or fault isolation."""
+
+    replicas: int = Field(
+        ge=2, le=MAX_TIME_SLICING_REPLICAS, description="How many pods share each device (at least 2)."
+    )
+    fail_requests_greater_than_one: bool = Field(
+        False,
+        description=(
+            "Refuse pods that request more than one replica. NVIDIA's default (false) lets a pod asking "
+            "for 2 replicas get the same GPU twice, which gives it no more compute; true makes such a "
+            "pod fail to start instead."
+        ),
+    )
+
+
+class MpsSpec(Model):
+    """CUDA Multi-Process Service: `replicas` pods run on each GPU at once, each with an equal share."""
+
+    replicas: int = Field(
+        ge=2,
+        le=MPS_MAX_CLIENTS,
+        description=(
+            f"How many pods share each device: at least 2, at most {MPS_MAX_CLIENTS} "
+            f"({MPS_MAX_CLIENTS_BEFORE_7_5} on GPUs below compute capability 7.5, such as V100), "
+            "the clients one MPS server takes. A pod gets one replica: the device plugin always "
+            "refuses requests for more under MPS (failRequestsGreaterThanOne is forced true)."
+        ),
+    )
 
 
 class SharingSpec(Model):
     """Oversubscribe whole GPUs with the NVIDIA device plugin (exclusive with MIG)."""
 
-    time_slicing: SharingReplicas | None = Field(None, description="CUDA time-slicing.")
-    mps: SharingReplicas | None = Field(None, description="CUDA Multi-Process Service.")
+    time_slicing: TimeSlicingSpec | None = Field(None, description="CUDA time-slicing.")
+    mps: MpsSpec | None = Field(None, description="CUDA Multi-Process Service (not on MIG devices).")
 
     rules = (
         Rule(
@@ -325,11 +361,15 @@ class ComputePoolSpec(Model):
     def _accelerator_string(cls, value: Any) -> Any:
         return _accelerator_from_wire(value)
 
+    # MPS on MIG is refused by the device plugin under any MIG strategy, not only mixed as the shared
+    # reference says (NVIDIA/k8s-device-plugin internal/plugin/mps.go getMPSOptions: "sharing using MPS
+    # is not supported for MIG devices"); the code wins.
     rules = (
         Rule(
             "!(has(self.mig) && has(self.sharing))",
             lambda s: s.mig is None or s.sharing is None,
-            "mig and sharing are mutually exclusive: partition GPUs or share them, not both",
+            "mig and sharing are mutually exclusive: partition GPUs or share them, not both "
+            "(NVIDIA's device plugin refuses MPS on MIG devices; time-slicing MIG devices is not offered)",
         ),
         Rule(
             None,
@@ -375,7 +415,7 @@ class ComputePoolSpec(Model):
         profile = entry.mig_profile(self.mig.profile)
         if profile is None:
             return [self.mig.profile]
-        return [profile.name] * max_instances_that_fit(profile)
+        return [profile.name] * max_instances_that_fit(entry, profile)
 
     def mig_strategy(self) -> Literal["none", "single", "mixed"]:
         if self.mig is None:
@@ -385,13 +425,9 @@ class ComputePoolSpec(Model):
         return "single" if len(set(self.mig_layout())) == 1 else "mixed"
 
 
-def max_instances_that_fit(profile: catalog.MigProfile) -> int:
-    """How many instances of one profile fill a GPU: bounded by its maximum and both slice budgets."""
-    return min(
-        profile.max_instances,
-        catalog.MIG_COMPUTE_SLICES // profile.compute_slices,
-        catalog.MIG_MEMORY_SLICES // profile.memory_slices,
-    )
+def max_instances_that_fit(entry: catalog.Accelerator, profile: catalog.MigProfile) -> int:
+    """How many instances of one profile fill one of `entry`'s GPUs: its maximum and the GPU's own slice budgets."""
+    return entry.mig_instances_that_fit(profile)
 
 
 # ---------------------------------------------------------------- semantic validation
@@ -451,13 +487,29 @@ def _resolve(request: AcceleratorRequest) -> tuple[ResolvedAccelerator | None, l
         entry = candidates[0]
     if form_factor is not None and form_factor != entry.form_factor:
         candidates = catalog.find(entry.model, entry.memory_gb, form_factor)
+        if not candidates and memory is None:
+            # Without a memory size the form factor picks the variant: {name: H100, formFactor: NVL} is the
+            # 94 GB H100 NVL, as Skyward's H100(form_factor="NVL") is.
+            candidates = catalog.find(entry.model, None, form_factor)
+            sizes = sorted({a.memory_gb for a in candidates})
+            if len(sizes) > 1:
+                valid = ", ".join(f"{s}GB" for s in sizes)
+                return None, [
+                    Problem(
+                        f"{path}.memory",
+                        None,
+                        f"{entry.model} {form_factor.value} comes with {valid}: say which with memory",
+                    )
+                ]
         if not candidates:
-            valid = ", ".join(sorted({a.form_factor.value for a in catalog.find(entry.model, entry.memory_gb)}))
+            sizes_known = catalog.find(entry.model, entry.memory_gb if memory is not None else None)
+            valid = ", ".join(sorted({a.form_factor.value for a in sizes_known}))
+            size = f" {entry.memory_gb}GB" if memory is not None else ""
             return None, [
                 Problem(
                     f"{path}.formFactor",
                     form_factor.value,
-                    f"{entry.model} {entry.memory_gb}GB comes as {valid}, not {form_factor.value}",
+                    f"{entry.model}{size} comes as {valid}, not {form_factor.value}",
                 )
             ]
         entry = candidates[0]
@@ -484,6 +536,8 @@ def spec_problems(spec: ComputePoolSpec) -> list[Problem]:
                 f"GPU sharing is a feature of NVIDIA's device plugin; {entry.name} is a {entry.vendor.value} device",
             )
         )
+    elif spec.sharing is not None and spec.sharing.mps is not None:
+        problems += _mps_problems(spec.sharing.mps, resolved)
     if spec.provisioner.type == "karpenter" and not entry.detection.karpenter_names:
         problems.append(
             Problem(
@@ -502,6 +556,23 @@ def spec_problems(spec: ComputePoolSpec) -> list[Problem]:
                 )
             )
     return problems
+
+
+def _mps_problems(mps: MpsSpec, resolved: ResolvedAccelerator) -> list[Problem]:
+    """MPS serves 16 clients per GPU below compute capability 7.5 (the 48 above it is in the schema)."""
+    old = [a for a in resolved.matches if a.compute_capability and a.compute_capability < MPS_LIMIT_CAPABILITY]
+    if old and mps.replicas > MPS_MAX_CLIENTS_BEFORE_7_5:
+        gpu = old[0]
+        return [
+            Problem(
+                "spec.sharing.mps.replicas",
+                mps.replicas,
+                f"MPS on {gpu.name} (compute capability {gpu.compute_capability_text}) serves at most "
+                f"{MPS_MAX_CLIENTS_BEFORE_7_5} clients per GPU, got {mps.replicas}; NVIDIA's device plugin "
+                f"refuses more (use at most {MPS_MAX_CLIENTS_BEFORE_7_5}, or timeSlicing)",
+            )
+        ]
+    return []
 
 
 def _mig_problems(mig: MigSpec, entry: catalog.Accelerator) -> list[Problem]:
@@ -556,13 +627,13 @@ def _mig_problems(mig: MigSpec, entry: catalog.Accelerator) -> list[Problem]:
             )
     compute = sum(p.compute_slices for p in profiles)
     memory = sum(p.memory_slices for p in profiles)
-    if compute > catalog.MIG_COMPUTE_SLICES or memory > catalog.MIG_MEMORY_SLICES:
+    if compute > entry.mig_compute_slices or memory > entry.mig_memory_slices:
         problems.append(
             Problem(
                 "spec.mig.profiles",
                 mig.profiles,
-                f"layout does not fit one {table}: needs {compute} of {catalog.MIG_COMPUTE_SLICES} compute "
-                f"and {memory} of {catalog.MIG_MEMORY_SLICES} memory slices",
+                f"layout does not fit one {table}: needs {compute} of {entry.mig_compute_slices} compute "
+                f"and {memory} of {entry.mig_memory_slices} memory slices",
             )
         )
     return problems

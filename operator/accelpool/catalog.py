@@ -14,6 +14,10 @@ agent's fake backend and `accelpool catalog` all read from here. Each value carr
 - [lbl]  shared reference "mig-and-labels.md" node-label table and "nvidia.md" GFD table.
 - [vendor] the vendor's product page, not in the shared reference; marked so it can be re-checked.
 - [mamf] dense peak implied by a measured MAMF row of hardware.md (achieved / fraction of peak).
+- [cc]   compute capability from NVIDIA's "CUDA GPUs" page (developer.nvidia.com/cuda-gpus).
+- [parted] NVIDIA's default mig-parted config (NVIDIA/mig-parted `deployments/systemd/config-default.yaml`,
+         the same table as NVIDIA/gpu-operator `assets/state-mig-manager/0400_configmap.yaml`): the
+         profiles NVIDIA itself configures per GPU. Where it disagrees with the shared reference, it wins.
 """
 
 from __future__ import annotations
@@ -132,6 +136,12 @@ class Accelerator:
     mig_profiles: tuple[MigProfile, ...] = ()
     mig_table: str | None = None
     """The MIG table's name in NVIDIA's docs (`H100-80GB`), shown in errors."""
+    mig_compute_slices: int = 0
+    """Compute slices one GPU divides into under MIG: 7 (A100/H100/H200/B200 class), 4 on A30; 0 without MIG."""
+    mig_memory_slices: int = 0
+    """Memory slices one GPU divides into under MIG: 8 (A100/H100/H200/B200 class), 4 on A30; 0 without MIG."""
+    compute_capability: tuple[int, int] | None = None
+    """CUDA compute capability (major, minor) of NVIDIA GPUs [cc]; None for other vendors."""
     default_count: int = 8
     """Devices on the usual node of this SKU (used by the demo and the fake backend)."""
     source: str = ""
@@ -147,21 +157,33 @@ class Accelerator:
                 return profile
         return None
 
+    def mig_instances_that_fit(self, profile: MigProfile) -> int:
+        """How many instances of one profile fill one of these GPUs: its maximum and both slice budgets."""
+        return min(
+            profile.max_instances,
+            self.mig_compute_slices // profile.compute_slices,
+            self.mig_memory_slices // profile.memory_slices,
+        )
 
-MIG_COMPUTE_SLICES = 7  # [mig] slices of compute per GPU (4 on A30)
-MIG_MEMORY_SLICES = 8  # [mig] slices of memory per GPU (4 on A30)
+    @property
+    def compute_capability_text(self) -> str | None:
+        """`9.0`, as NVIDIA writes it; None for other vendors."""
+        return None if self.compute_capability is None else "{}.{}".format(*self.compute_capability)
+
+    def __post_init__(self) -> None:
+        if self.mig_profiles and not (self.mig_compute_slices and self.mig_memory_slices):
+            raise AssertionError(f"{self.name}: a MIG table needs the GPU's compute and memory slice budgets")
+        for profile in self.mig_profiles:
+            if self.mig_instances_that_fit(profile) < 1:
+                raise AssertionError(f"{self.name}: MIG profile {profile.name} does not fit the GPU's slices")
 
 
-def _mig_table(
-    one: str, one_double: str, two: str, three: str, four: str, seven: str, *, media: bool = True
-) -> tuple[MigProfile, ...]:
-    """The 7-slice MIG table shape shared by A100/H100/H200/B200 [mig].
+def _mig_table(one: str, one_double: str, two: str, three: str, four: str, seven: str) -> tuple[MigProfile, ...]:
+    """The 7-slice MIG table shape shared by A100/H100/H200/GH200/B200 [mig].
 
     1g takes 1 memory slice (its double-memory variant 2), 2g 2, 3g 4, 4g 4, 7g 8; `+me` x1.
     """
-    profiles = [MigProfile(one, 1, 1, 7)]
-    if media:
-        profiles.append(MigProfile(f"{one}+me", 1, 1, 1))
+    profiles = [MigProfile(one, 1, 1, 7), MigProfile(f"{one}+me", 1, 1, 1)]
     profiles += [
         MigProfile(one_double, 1, 2, 4),
         MigProfile(two, 2, 2, 3),
@@ -175,10 +197,21 @@ def _mig_table(
 MIG_A100_40GB = _mig_table("1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
 MIG_80GB = _mig_table("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
 MIG_H100_94GB = _mig_table("1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb")
-MIG_GH200_96GB = _mig_table("1g.12gb", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb", media=False)
+# GH200 offers `+me` like every other Hopper part: NVIDIA's default mig-parted config [parted] lists
+# `all-1g.12gb.me` for "H100 NVL, H800 NVL, GH200" and `all-1g.18gb.me` for "H200-141GB, GH200 144G HBM3e".
+MIG_GH200_96GB = _mig_table("1g.12gb", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb")
 MIG_H200_141GB = _mig_table("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb")
-MIG_GH200_144GB = _mig_table("1g.18gb", "1g.36gb", "2g.36gb", "3g.72gb", "4g.72gb", "7g.144gb", media=False)
+MIG_GH200_144GB = _mig_table("1g.18gb", "1g.36gb", "2g.36gb", "3g.72gb", "4g.72gb", "7g.144gb")
 MIG_B200_180GB = _mig_table("1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb")
+
+MIG_A30_24GB = (
+    # [mig] A30-24GB row; the same profiles and counts as the `# A30-24GB` entries of [parted].
+    MigProfile("1g.6gb", 1, 1, 4),
+    MigProfile("1g.6gb+me", 1, 1, 1),
+    MigProfile("2g.12gb", 2, 2, 2),
+    MigProfile("2g.12gb+me", 2, 2, 1),
+    MigProfile("4g.24gb", 4, 4, 1),
+)
 
 NVIDIA_GPU = "nvidia.com/gpu"
 AMD_GPU = "amd.com/gpu"
@@ -191,6 +224,7 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         name="T4",
         model="T4",
         vendor=Vendor.NVIDIA,
+        compute_capability=(7, 5),  # [cc]
         memory_gb=16,
         form_factor=FormFactor.PCIE,
         peaks=Peaks(fp32=8.1, tf32=None, fp16=65, bf16=None, fp8=None),
@@ -211,6 +245,7 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         name="L4",
         model="L4",
         vendor=Vendor.NVIDIA,
+        compute_capability=(8, 9),  # [cc]
         memory_gb=24,
         form_factor=FormFactor.PCIE,
         peaks=Peaks(fp32=30.3, tf32=60, fp16=121, bf16=121, fp8=242.5),
@@ -238,6 +273,7 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         name="L40S",
         model="L40S",
         vendor=Vendor.NVIDIA,
+        compute_capability=(8, 9),  # [cc]
         memory_gb=48,
         form_factor=FormFactor.PCIE,
         peaks=Peaks(fp32=91.6, tf32=183, fp16=362, bf16=362, fp8=733),
@@ -258,6 +294,7 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         name="A10G",
         model="A10G",
         vendor=Vendor.NVIDIA,
+        compute_capability=(8, 6),  # [cc]
         memory_gb=24,
         form_factor=FormFactor.PCIE,
         peaks=Peaks(fp32=31.2, tf32=35, fp16=70, bf16=70, fp8=None),
@@ -277,6 +314,7 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         name="V100-16GB",
         model="V100",
         vendor=Vendor.NVIDIA,
+        compute_capability=(7, 0),  # [cc]
         memory_gb=16,
         form_factor=FormFactor.SXM,
         peaks=Peaks(fp32=15.7, tf32=None, fp16=125, bf16=None, fp8=None),
@@ -297,6 +335,7 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         name="V100-32GB",
         model="V100",
         vendor=Vendor.NVIDIA,
+        compute_capability=(7, 0),  # [cc]
         memory_gb=32,
         form_factor=FormFactor.SXM,
         peaks=Peaks(fp32=15.7, tf32=None, fp16=125, bf16=None, fp8=None),
@@ -314,9 +353,33 @@ ACCELERATORS: tuple[Accelerator, ...] = (
     ),
     # ---------------------------------------------------------------- NVIDIA Ampere, MIG-capable
     Accelerator(
+        name="A30",
+        model="A30",
+        vendor=Vendor.NVIDIA,
+        compute_capability=(8, 0),  # [cc]
+        memory_gb=24,
+        form_factor=FormFactor.PCIE,
+        peaks=Peaks(fp32=10.3, tf32=82, fp16=165, bf16=165, fp8=None),
+        bandwidth_gbps=933,
+        tdp_watts=165,
+        resource=NVIDIA_GPU,
+        detection=Detection(gfd_products=("NVIDIA-A30",)),
+        aliases=("a30-24gb", "nvidia-a30"),
+        mig_profiles=MIG_A30_24GB,
+        mig_table="A30-24GB",
+        mig_compute_slices=4,  # [mig]
+        mig_memory_slices=4,
+        default_count=4,
+        source=(
+            "[vendor] NVIDIA A30 datasheet (dense: FP64 5.2, FP32 10.3, TF32 82, FP16/BF16 165 TFLOPS; "
+            "24 GB HBM2, 933 GB/s; 165 W; PCIe); [mig] A30-24GB, confirmed by [parted]; [lbl] GFD name"
+        ),
+    ),
+    Accelerator(
         name="A100-40GB",
         model="A100",
         vendor=Vendor.NVIDIA,
+        compute_capability=(8, 0),  # [cc]
         memory_gb=40,
         form_factor=FormFactor.SXM,
         peaks=Peaks(fp32=19.5, tf32=156, fp16=312, bf16=312, fp8=None),
@@ -333,12 +396,15 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         aliases=("a100", "a100-sxm4-40gb", "nvidia-tesla-a100", "nvidia-a100-40gb"),
         mig_profiles=MIG_A100_40GB,
         mig_table="A100-40GB",
+        mig_compute_slices=7,  # [mig]
+        mig_memory_slices=8,
         source="[hw] A100 40GB peaks and bandwidth; [vendor] 400 W SXM; [mig] A100-40GB; [lbl] labels",
     ),
     Accelerator(
         name="A100-80GB",
         model="A100",
         vendor=Vendor.NVIDIA,
+        compute_capability=(8, 0),  # [cc]
         memory_gb=80,
         form_factor=FormFactor.SXM,
         peaks=Peaks(fp32=19.5, tf32=156, fp16=312, bf16=312, fp8=None),
@@ -355,12 +421,15 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         aliases=("a100-sxm4-80gb", "nvidia-a100-80gb"),
         mig_profiles=MIG_80GB,
         mig_table="A100-80GB",
+        mig_compute_slices=7,  # [mig]
+        mig_memory_slices=8,
         source="[hw] A100 80GB SXM peaks, 2,039 GB/s; [vendor] 400 W; [mig] A100-80GB; [lbl] labels",
     ),
     Accelerator(
         name="A100-80GB-PCIE",
         model="A100",
         vendor=Vendor.NVIDIA,
+        compute_capability=(8, 0),  # [cc]
         memory_gb=80,
         form_factor=FormFactor.PCIE,
         peaks=Peaks(fp32=19.5, tf32=156, fp16=312, bf16=312, fp8=None),
@@ -371,6 +440,8 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         aliases=("a100-pcie-80gb",),
         mig_profiles=MIG_80GB,
         mig_table="A100-80GB",
+        mig_compute_slices=7,  # [mig]
+        mig_memory_slices=8,
         source="[hw] A100 80GB PCIe peaks, 1,935 GB/s; [vendor] 300 W; [mig] A100-80GB",
     ),
     # ---------------------------------------------------------------- NVIDIA Hopper
@@ -378,6 +449,7 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         name="H100-80GB",
         model="H100",
         vendor=Vendor.NVIDIA,
+        compute_capability=(9, 0),  # [cc]
         memory_gb=80,
         form_factor=FormFactor.SXM,
         peaks=Peaks(fp32=67, tf32=494.5, fp16=989, bf16=989, fp8=1979),
@@ -394,12 +466,15 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         aliases=("h100", "h100-sxm", "h100-sxm5", "h100-80gb-sxm", "nvidia-h100-80gb", "nvidia-h100"),
         mig_profiles=MIG_80GB,
         mig_table="H100-80GB",
+        mig_compute_slices=7,  # [mig]
+        mig_memory_slices=8,
         source="[hw] H100 SXM peaks and 3.35 TB/s; [vendor] 700 W; [mig] H100-80GB; [lbl] labels",
     ),
     Accelerator(
         name="H100-80GB-PCIE",
         model="H100",
         vendor=Vendor.NVIDIA,
+        compute_capability=(9, 0),  # [cc]
         memory_gb=80,
         form_factor=FormFactor.PCIE,
         peaks=Peaks(fp32=51, tf32=378, fp16=756, bf16=756, fp8=1513),
@@ -410,12 +485,15 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         aliases=("h100-pcie",),
         mig_profiles=MIG_80GB,
         mig_table="H100-80GB",
+        mig_compute_slices=7,  # [mig]
+        mig_memory_slices=8,
         source="[hw] H100 PCIe peaks and 2.0 TB/s; [vendor] 350 W; [mig] H100-80GB",
     ),
     Accelerator(
         name="H100-94GB-NVL",
         model="H100",
         vendor=Vendor.NVIDIA,
+        compute_capability=(9, 0),  # [cc]
         memory_gb=94,
         form_factor=FormFactor.NVL,
         peaks=Peaks(fp32=60, tf32=417.5, fp16=835.5, bf16=835.5, fp8=1670.5),
@@ -426,6 +504,8 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         aliases=("h100-nvl", "h100-94gb"),
         mig_profiles=MIG_H100_94GB,
         mig_table="H100-94GB",
+        mig_compute_slices=7,  # [mig]
+        mig_memory_slices=8,
         default_count=2,
         source="[hw] H100 NVL peaks and 3.9 TB/s; [vendor] 400 W; [mig] H100-94GB",
     ),
@@ -433,6 +513,7 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         name="H200-141GB",
         model="H200",
         vendor=Vendor.NVIDIA,
+        compute_capability=(9, 0),  # [cc]
         memory_gb=141,
         form_factor=FormFactor.SXM,
         peaks=Peaks(fp32=67, tf32=494.5, fp16=989, bf16=989, fp8=1979),
@@ -448,12 +529,15 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         aliases=("h200", "h200-sxm", "nvidia-h200-141gb"),
         mig_profiles=MIG_H200_141GB,
         mig_table="H200-141GB",
+        mig_compute_slices=7,  # [mig]
+        mig_memory_slices=8,
         source="[hw] H200 SXM peaks and 4.8 TB/s; [vendor] 700 W; [mig] H200-141GB; [lbl] labels",
     ),
     Accelerator(
         name="GH200-96GB",
         model="GH200",
         vendor=Vendor.NVIDIA,
+        compute_capability=(9, 0),  # [cc]
         memory_gb=96,
         form_factor=FormFactor.SUPERCHIP,
         peaks=Peaks(fp32=67, tf32=494.5, fp16=989, bf16=989, fp8=1979),
@@ -464,6 +548,8 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         aliases=("gh200",),
         mig_profiles=MIG_GH200_96GB,
         mig_table="H100-96GB",
+        mig_compute_slices=7,  # [mig]
+        mig_memory_slices=8,
         default_count=1,
         source="[mamf] bf16 peak from 828.6 TFLOPS = 83.8%; [vendor] 4 TB/s, 900 W module; [mig] H100-96GB",
     ),
@@ -471,6 +557,7 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         name="GH200-144GB",
         model="GH200",
         vendor=Vendor.NVIDIA,
+        compute_capability=(9, 0),  # [cc]
         memory_gb=144,
         form_factor=FormFactor.SUPERCHIP,
         peaks=Peaks(fp32=67, tf32=494.5, fp16=989, bf16=989, fp8=1979),
@@ -481,6 +568,8 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         aliases=("gh200-144gb",),
         mig_profiles=MIG_GH200_144GB,
         mig_table="GH200-144GB",
+        mig_compute_slices=7,  # [mig]
+        mig_memory_slices=8,
         default_count=1,
         source="[mamf] bf16 peak as GH200-96GB; [vendor]† 4.9 TB/s, 1000 W; [mig] GH200-144GB (weaker source)",
     ),
@@ -489,6 +578,7 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         name="B200-180GB",
         model="B200",
         vendor=Vendor.NVIDIA,
+        compute_capability=(10, 0),  # [cc]
         memory_gb=180,
         form_factor=FormFactor.SXM,
         peaks=Peaks(fp32=75, tf32=1125, fp16=2250, bf16=2250, fp8=4500),
@@ -504,6 +594,8 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         aliases=("b200", "nvidia-b200"),
         mig_profiles=MIG_B200_180GB,
         mig_table="B200-180GB",
+        mig_compute_slices=7,  # [mig]
+        mig_memory_slices=8,
         source="[hw] B200 HGX per-GPU peaks (TF32 approximate) and 7.7 TB/s; [vendor] 1000 W; [mig] B200-180GB",
     ),
     # ---------------------------------------------------------------- AMD

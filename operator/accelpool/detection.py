@@ -5,9 +5,11 @@ the number of devices and where that came from, or None for a node without accel
 Sources, most trusted first (the first that names a catalog entry wins; a later one may still
 supply a count the first lacks):
 
-1. NVIDIA GPU Feature Discovery: `nvidia.com/gpu.product` (the `-SHARED` suffix of shared GPUs
-   and the `-MIG-<profile>` suffix of the single MIG strategy are understood), `nvidia.com/gpu.count`,
-   `nvidia.com/gpu.memory` (MiB, picks the memory variant when the product name leaves it open).
+1. NVIDIA GPU Feature Discovery: `nvidia.com/gpu.product` (the `-SHARED` suffix of shared GPUs,
+   the `-MIG-<profile>` suffix of the single MIG strategy, with `+` written `.` as in `-MIG-1g.10gb.me`,
+   and `-MIG-INVALID` are understood), `nvidia.com/gpu.count` (MIG devices under the single strategy:
+   the GPUs are recovered with the GPU's own slice budgets), `nvidia.com/gpu.memory` (MiB, picks the
+   memory variant when the product name leaves it open).
 2. AMD node labeller: `amd.com/gpu.product-name` or `beta.amd.com/gpu.product-name`.
 3. GKE: `cloud.google.com/gke-accelerator` (+ `-count`), `cloud.google.com/gke-tpu-accelerator`.
 4. Karpenter on AWS: `karpenter.k8s.aws/instance-gpu-name` (+ `-count`, `-memory` for the variant),
@@ -20,6 +22,7 @@ indexes a Node and by `accelpool plan`.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -43,7 +46,13 @@ AMD_COUNT_LABELS = ("amd.com/gpu.count", "beta.amd.com/gpu.count")
 INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
 
 _SHARED_SUFFIX = "-SHARED"
-_MIG_SUFFIX = re.compile(r"-MIG-([1-7]g\.[0-9]+gb(?:\+me)?)$", re.IGNORECASE)
+_MIG_SUFFIX = re.compile(r"-MIG-([1-7]g\.[0-9]+gb)([.+]me)?$", re.IGNORECASE)
+"""GFD writes the profile as the device plugin names it, `+` replaced by `.` (`-MIG-1g.10gb.me`:
+NVIDIA/k8s-device-plugin `internal/resource/nvml-mig-device.go` `GetName`; its `sanitise` would drop a
+`+` anyway). `+me` is accepted too; `Detected.mig_profile` spells it as the catalog does (`1g.10gb+me`)."""
+_MIG_INVALID_SUFFIX = "-MIG-INVALID"
+"""The single strategy meeting a layout it cannot serve: `<model>-MIG-INVALID`, count 0, memory 0
+(NVIDIA/k8s-device-plugin `internal/lm/mig-strategy.go` `newInvalidMigStrategyLabeler`)."""
 _TPU_CHIPS = re.compile(r"-(\d+)t$")
 
 
@@ -59,9 +68,16 @@ class Detected:
     memory_mib: int | None = None
     """Per-device memory as reported (whole GPUs only; None under a MIG single strategy)."""
     mig_profile: str | None = None
-    """The profile of the `-MIG-<profile>` product suffix (GFD, single strategy) or GKE partition size."""
+    """The profile of the `-MIG-<profile>` product suffix (GFD, single strategy; catalog spelling, `+me`)
+    or GKE partition size."""
     shared: bool = False
     """GFD reports `-SHARED` (time-slicing or MPS with renameByDefault=false)."""
+    mig_devices: int | None = None
+    """Under GFD's single strategy: the MIG devices the node advertises as `nvidia.com/gpu` (GFD's count)."""
+    mig_invalid: bool = False
+    """GFD reports `<model>-MIG-INVALID`: the single strategy met a MIG layout it cannot serve (mixed
+    profiles, or MIG enabled without instances). The model is known; `count` is 0 unless the instance
+    type says, and the node offers nothing until its layout is fixed."""
 
 
 def _table(pick: str) -> dict[str, tuple[catalog.Accelerator, ...]]:
@@ -175,18 +191,27 @@ def _fuzzy_gfd(product: str, memory_mib: int | None) -> catalog.Accelerator | No
 def _physical_count_under_mig(
     entry: catalog.Accelerator, mig_devices: int, profile: str, instance_count: int | None
 ) -> int:
-    """GFD's single strategy counts MIG devices; recover the GPUs from the instance type or the full layout."""
+    """GFD's single strategy counts MIG devices; recover the GPUs from the instance type or the full layout.
+
+    Without an instance type, each GPU is taken to hold as many instances as fit its own slice
+    budgets (`-MIG-3g.40gb` with count 8 is 4 H100s; `-MIG-1g.6gb` with count 8 is 2 A30s). A layout
+    that leaves GPUs partly empty makes this a lower bound (rounded up: 9 devices are at least 2 GPUs).
+    """
     if instance_count:
         return instance_count
     mig = entry.mig_profile(profile)
     if mig is None or mig_devices <= 0:
         return mig_devices
-    per_gpu = min(
-        mig.max_instances,
-        catalog.MIG_COMPUTE_SLICES // mig.compute_slices,
-        catalog.MIG_MEMORY_SLICES // mig.memory_slices,
-    )
-    return max(1, mig_devices // max(1, per_gpu))
+    per_gpu = max(1, entry.mig_instances_that_fit(mig))
+    return -(-mig_devices // per_gpu)
+
+
+def _catalog_profile(entry: catalog.Accelerator, gfd_name: str) -> str:
+    """A GFD profile name (`1g.10gb.me`) in the catalog's spelling (`1g.10gb+me`)."""
+    for profile in entry.mig_profiles:
+        if catalog.mig_name(profile.name) == gfd_name:
+            return profile.name
+    return gfd_name
 
 
 def _instance(labels: Mapping[str, str]) -> tuple[catalog.Accelerator, int] | None:
@@ -208,22 +233,41 @@ def _gfd(labels: Mapping[str, str], instance: tuple[catalog.Accelerator, int] | 
     shared = product.upper().endswith(_SHARED_SUFFIX)
     if shared:
         product = product[: -len(_SHARED_SUFFIX)]
+    mig_invalid = product.upper().endswith(_MIG_INVALID_SUFFIX)
+    if mig_invalid:
+        product = product[: -len(_MIG_INVALID_SUFFIX)]
     mig_match = _MIG_SUFFIX.search(product)
-    mig_profile = mig_match.group(1).lower() if mig_match else None
+    gfd_profile = None
     if mig_match:
+        gfd_profile = mig_match.group(1).lower() + (".me" if mig_match.group(2) else "")
         product = product[: mig_match.start()]
-    memory = None if mig_profile else _int(labels.get(GFD_MEMORY))
+    # Under MIG, gpu.memory is one MIG device's memory (0 with -MIG-INVALID): it says nothing of the variant.
+    memory = None if gfd_profile or mig_invalid else _int(labels.get(GFD_MEMORY))
     entries = _GFD.get(product.lower())
     entry = _by_memory(entries, memory) if entries else _fuzzy_gfd(product, memory)
     if entry is None:
         return None
     count = _int(labels.get(GFD_COUNT)) or 0
     instance_count = instance[1] if instance and instance[0].model == entry.model else None
-    if mig_profile:
+    mig_profile = _catalog_profile(entry, gfd_profile) if gfd_profile else None
+    mig_devices = None
+    if mig_invalid:
+        count = instance_count or 0
+    elif mig_profile:
+        mig_devices = count
         count = _physical_count_under_mig(entry, count, mig_profile, instance_count)
     elif not count and instance_count:
         count = instance_count
-    return Detected(entry, count, "gfd", memory_mib=memory, mig_profile=mig_profile, shared=shared)
+    return Detected(
+        entry,
+        count,
+        "gfd",
+        memory_mib=memory,
+        mig_profile=mig_profile,
+        shared=shared,
+        mig_devices=mig_devices,
+        mig_invalid=mig_invalid,
+    )
 
 
 def _amd(labels: Mapping[str, str], capacity: Mapping[str, str] | None) -> Detected | None:
@@ -307,15 +351,10 @@ def detect(labels: Mapping[str, str], capacity: Mapping[str, str] | None = None)
     found = _gfd(labels, instance) or _amd(labels, capacity) or _gke(labels, capacity) or _karpenter(labels, instance)
     if found is None and instance is not None:
         found = Detected(instance[0], instance[1], "instance-type")
-    if found is not None and not found.count:
+    # A count from capacity, except under MIG: there `nvidia.com/gpu` counts MIG devices (single strategy),
+    # and a -MIG-INVALID node's device plugin serves nothing it could be read from.
+    if found is not None and not found.count and not (found.mig_profile or found.mig_invalid):
         count = _capacity_count(found.accelerator, capacity)
         if count:
-            found = Detected(
-                found.accelerator,
-                count,
-                found.source,
-                memory_mib=found.memory_mib,
-                mig_profile=found.mig_profile,
-                shared=found.shared,
-            )
+            found = dataclasses.replace(found, count=count)
     return found

@@ -2,7 +2,8 @@
 
 - `device_plugin_config(spec)`: one pool's k8s-device-plugin config (NVIDIA/k8s-device-plugin
   `api/config/v1`): `version: v1`, `flags.migStrategy` (none, single, mixed) and, with sharing,
-  `sharing.timeSlicing` or `sharing.mps` with the pool's replicas.
+  `sharing.timeSlicing` or `sharing.mps` with the pool's replicas and `failRequestsGreaterThanOne`
+  (the pool's choice under time-slicing, always true under MPS).
 - `DEFAULT_DEVICE_PLUGIN_CONFIG`: the `default` key, for GPU nodes in no pool.
 - `mig_parted_entry(layout)` / `mig_parted_document(entries)`: mig-parted `version: v1` with a
   `mig-configs` entry per pool (`devices: all, mig-enabled: true, mig-devices: {profile: n}`)
@@ -36,10 +37,23 @@ def device_plugin_config(spec: api.ComputePoolSpec, resolved: api.ResolvedAccele
         document["sharing"] = {
             spec.sharing.mode: {
                 "renameByDefault": False,
+                "failRequestsGreaterThanOne": _fail_requests_greater_than_one(spec.sharing),
                 "resources": [{"name": resource, "replicas": spec.sharing.replicas}],
             }
         }
     return document
+
+
+def _fail_requests_greater_than_one(sharing: api.SharingSpec) -> bool:
+    """Written out either way, so the document says what the plugin will do.
+
+    Time-slicing: the pool's choice (NVIDIA's default false lets a pod that asks for 2 replicas get
+    the same GPU twice). MPS: always true: the device plugin forces it (NVIDIA/k8s-device-plugin
+    CHANGELOG v0.15.0-rc.2, "Explicitly set sharing.mps.failRequestsGreaterThanOne = true").
+    """
+    if sharing.time_slicing is not None:
+        return sharing.time_slicing.fail_requests_greater_than_one
+    return True
 
 
 def mig_devices(layout: Sequence[str]) -> dict[str, int]:

@@ -34,14 +34,17 @@ def entry_json(entry: catalog.Accelerator) -> dict[str, Any]:
         "peakTFLOPS": {k: v for k, v in dataclasses.asdict(entry.peaks).items() if v is not None},
         "bandwidthGBps": entry.bandwidth_gbps,
         "tdpWatts": entry.tdp_watts,
+        "computeCapability": entry.compute_capability_text,
         "migCapable": entry.mig_capable,
+        "migComputeSlices": entry.mig_compute_slices,
+        "migMemorySlices": entry.mig_memory_slices,
         "migProfiles": [
             {
                 "name": p.name,
                 "computeSlices": p.compute_slices,
                 "memorySlices": p.memory_slices,
                 "maxInstances": p.max_instances,
-                "fillsGPU": api.max_instances_that_fit(p),
+                "fillsGPU": api.max_instances_that_fit(entry, p),
                 "resource": p.resource,
             }
             for p in entry.mig_profiles
@@ -83,14 +86,16 @@ def _detail(entry: catalog.Accelerator) -> str:
         f"{entry.name}  ({entry.vendor.value} {entry.model}, {entry.memory_gb}GB, {entry.form_factor.value})",
         f"  aliases:    {', '.join(entry.aliases) or '-'}",
         f"  resource:   {entry.resource}",
+        *([f"  compute capability: {entry.compute_capability_text}"] if entry.compute_capability else []),
         f"  peak TFLOPS (dense): {peaks}",
         f"  bandwidth:  {entry.bandwidth_gbps:g} GB/s;  board power {entry.tdp_watts} W",
         f"  source:     {entry.source}",
     ]
     if entry.mig_capable:
-        lines.append(f"  MIG profiles ({entry.mig_table}):  name  compute/7  memory/8  max  fills-a-GPU")
+        compute, memory = entry.mig_compute_slices, entry.mig_memory_slices
+        lines.append(f"  MIG profiles ({entry.mig_table}):  name  compute/{compute}  memory/{memory}  max  fills-a-GPU")
         for p in entry.mig_profiles:
-            fills = api.max_instances_that_fit(p)
+            fills = api.max_instances_that_fit(entry, p)
             lines.append(f"    {p.name:<12} {p.compute_slices:>3} {p.memory_slices:>9} {p.max_instances:>5} {fills:>7}")
     return "\n".join(lines)
 

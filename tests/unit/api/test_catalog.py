@@ -12,6 +12,7 @@ HARDWARE_TABLE = [
     ("L4", 24, 30.3, 60, 121, 121, 242.5, 300),
     ("L40S", 48, 91.6, 183, 362, 362, 733, 864),
     ("A10G", 24, 31.2, 35, 70, 70, None, 600),
+    ("A30", 24, 10.3, 82, 165, 165, None, 933),  # NVIDIA's A30 datasheet [vendor], not in hardware.md
     ("V100-16GB", 16, 15.7, None, 125, None, None, 900),
     ("V100-32GB", 32, 15.7, None, 125, None, None, 900),
     ("A100-40GB", 40, 19.5, 156, 312, 312, None, 1555),
@@ -112,3 +113,64 @@ def test_variants_share_model_and_memory() -> None:
     h100 = catalog.lookup("H100")
     assert [a.name for a in catalog.variants(h100)] == ["H100-80GB", "H100-80GB-PCIE"]
     assert catalog.find("H100", 94) == [catalog.BY_NAME["H100-94GB-NVL"]]
+
+
+# NVIDIA's "CUDA GPUs" page (developer.nvidia.com/cuda-gpus): compute capability per model.
+COMPUTE_CAPABILITY = {
+    "T4": "7.5", "L4": "8.9", "L40S": "8.9", "A10G": "8.6", "V100": "7.0", "A30": "8.0", "A100": "8.0",
+    "H100": "9.0", "H200": "9.0", "GH200": "9.0", "B200": "10.0",
+}  # fmt: skip
+
+
+def test_every_nvidia_gpu_has_its_compute_capability() -> None:
+    for entry in catalog.ACCELERATORS:
+        if entry.vendor == catalog.Vendor.NVIDIA:
+            assert entry.compute_capability_text == COMPUTE_CAPABILITY[entry.model], entry.name
+        else:
+            assert entry.compute_capability is None, entry.name
+
+
+def test_a30() -> None:
+    a30 = catalog.lookup("nvidia-a30")
+    assert (a30.name, a30.memory_gb, a30.form_factor, a30.tdp_watts) == ("A30", 24, catalog.FormFactor.PCIE, 165)
+    assert a30.detection.gfd_products == ("NVIDIA-A30",)
+    assert not a30.detection.karpenter_names and not a30.detection.instance_types, "no AWS instance has an A30"
+    assert (a30.mig_table, a30.mig_compute_slices, a30.mig_memory_slices) == ("A30-24GB", 4, 4)
+
+
+def test_slice_budgets_belong_to_each_gpu() -> None:
+    for entry in catalog.ACCELERATORS:
+        if not entry.mig_capable:
+            assert (entry.mig_compute_slices, entry.mig_memory_slices) == (0, 0), entry.name
+            continue
+        for profile in entry.mig_profiles:
+            assert profile.compute_slices <= entry.mig_compute_slices, (entry.name, profile.name)
+            assert profile.memory_slices <= entry.mig_memory_slices, (entry.name, profile.name)
+    assert not hasattr(catalog, "MIG_COMPUTE_SLICES"), "no global budget: the A30 has 4 slices, not 7"
+
+
+def test_every_hopper_and_blackwell_gpu_offers_a_media_extension_profile() -> None:
+    """GH200 included: NVIDIA's default mig-parted config lists all-1g.12gb.me and all-1g.18gb.me for it."""
+    for entry in catalog.ACCELERATORS:
+        if entry.mig_capable:
+            media = [p for p in entry.mig_profiles if p.name.endswith("+me")]
+            assert media and all(p.max_instances == 1 for p in media), entry.name
+    assert catalog.BY_NAME["GH200-96GB"].mig_profile("1g.12gb+me") is not None
+    assert catalog.BY_NAME["GH200-144GB"].mig_profile("1g.18gb+me") is not None
+
+
+def test_a_mig_table_that_does_not_fit_its_gpu_is_refused() -> None:
+    with pytest.raises(AssertionError, match="slice budgets"):
+        catalog.Accelerator(
+            name="X",
+            model="X",
+            vendor=catalog.Vendor.NVIDIA,
+            memory_gb=1,
+            form_factor=catalog.FormFactor.PCIE,
+            peaks=catalog.Peaks(fp32=1, tf32=None, fp16=2, bf16=None, fp8=None),
+            bandwidth_gbps=1,
+            tdp_watts=1,
+            resource=catalog.NVIDIA_GPU,
+            detection=catalog.Detection(),
+            mig_profiles=(catalog.MigProfile("1g.1gb", 1, 1, 1),),
+        )

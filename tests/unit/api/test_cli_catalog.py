@@ -37,6 +37,28 @@ def test_one_entry_as_json(capsys: pytest.CaptureFixture[str]) -> None:
     }
 
 
+def test_a30_shows_its_own_slice_budgets(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["catalog", "a30", "-o", "json"]) == 0
+    entry = json.loads(capsys.readouterr().out)
+    assert (entry["name"], entry["computeCapability"]) == ("A30", "8.0")
+    assert (entry["migComputeSlices"], entry["migMemorySlices"]) == (4, 4)
+    assert {p["name"]: p["fillsGPU"] for p in entry["migProfiles"]} == {
+        "1g.6gb": 4,
+        "1g.6gb+me": 1,
+        "2g.12gb": 2,
+        "2g.12gb+me": 1,
+        "4g.24gb": 1,
+    }
+    assert [p["resource"] for p in entry["migProfiles"] if p["name"].endswith("+me")] == [
+        "nvidia.com/mig-1g.6gb.me",
+        "nvidia.com/mig-2g.12gb.me",
+    ]
+    assert cli.main(["catalog", "a30"]) == 0
+    assert "compute/4  memory/4" in capsys.readouterr().out
+    assert cli.main(["catalog", "h100"]) == 0
+    assert "compute/7  memory/8" in capsys.readouterr().out
+
+
 def test_unknown_entry_suggests(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["catalog", "H10"]) == 1
     assert "did you mean H100-80GB" in capsys.readouterr().err

@@ -9,20 +9,23 @@ import pytest
 from accelpool import api, catalog
 from accelpool.validation import validate_spec
 
-# The reference table, verbatim: "GPU | profiles × max instances per GPU" (A30 is not in the catalog).
+# The reference table, verbatim: "GPU | profiles × max instances per GPU". The GH200 rows carry `+me`, as
+# NVIDIA's default mig-parted config lists them (`all-1g.12gb.me`, `all-1g.18gb.me` for GH200).
 REFERENCE_ROWS = {
+    "A30": "1g.6gb×4, 1g.6gb+me×1, 2g.12gb×2, 2g.12gb+me×1, 4g.24gb×1",
     "A100-40GB": "1g.5gb×7, 1g.5gb+me×1, 1g.10gb×4, 2g.10gb×3, 3g.20gb×2, 4g.20gb×1, 7g.40gb×1",
     "A100-80GB": "1g.10gb×7, 1g.10gb+me×1, 1g.20gb×4, 2g.20gb×3, 3g.40gb×2, 4g.40gb×1, 7g.80gb×1",
     "A100-80GB-PCIE": "1g.10gb×7, 1g.10gb+me×1, 1g.20gb×4, 2g.20gb×3, 3g.40gb×2, 4g.40gb×1, 7g.80gb×1",
     "H100-80GB": "1g.10gb×7, 1g.10gb+me×1, 1g.20gb×4, 2g.20gb×3, 3g.40gb×2, 4g.40gb×1, 7g.80gb×1",
     "H100-80GB-PCIE": "1g.10gb×7, 1g.10gb+me×1, 1g.20gb×4, 2g.20gb×3, 3g.40gb×2, 4g.40gb×1, 7g.80gb×1",
     "H100-94GB-NVL": "1g.12gb×7, 1g.12gb+me×1, 1g.24gb×4, 2g.24gb×3, 3g.47gb×2, 4g.47gb×1, 7g.94gb×1",
-    "GH200-96GB": "1g.12gb×7, 1g.24gb×4, 2g.24gb×3, 3g.48gb×2, 4g.48gb×1, 7g.96gb×1",
+    "GH200-96GB": "1g.12gb×7, 1g.12gb+me×1, 1g.24gb×4, 2g.24gb×3, 3g.48gb×2, 4g.48gb×1, 7g.96gb×1",
     "H200-141GB": "1g.18gb×7, 1g.18gb+me×1, 1g.35gb×4, 2g.35gb×3, 3g.71gb×2, 4g.71gb×1, 7g.141gb×1",
-    "GH200-144GB": "1g.18gb×7, 1g.36gb×4, 2g.36gb×3, 3g.72gb×2, 4g.72gb×1, 7g.144gb×1",
+    "GH200-144GB": "1g.18gb×7, 1g.18gb+me×1, 1g.36gb×4, 2g.36gb×3, 3g.72gb×2, 4g.72gb×1, 7g.144gb×1",
     "B200-180GB": "1g.23gb×7, 1g.23gb+me×1, 1g.45gb×4, 2g.45gb×3, 3g.90gb×2, 4g.90gb×1, 7g.180gb×1",
 }
 MEMORY_SLICES = {"1": 1, "2": 2, "3": 4, "4": 4, "7": 8}  # per compute size; the 1g double-memory variant takes 2
+BUDGETS = {"A30": (4, 4)}  # compute and memory slices per GPU; (7, 8) for every other MIG-capable GPU
 
 ROWS = [
     (gpu, profile, int(maximum))
@@ -47,11 +50,12 @@ def test_reference_row(gpu: str, profile: str, maximum: int) -> None:
     found = entry.mig_profile(profile)
     assert found is not None and found.max_instances == maximum
     compute = int(profile[0])
-    double = profile.startswith("1g") and maximum == 4  # the 1g variant with twice the memory
+    double = profile.startswith("1g") and maximum == 4 and gpu != "A30"  # the 1g variant with twice the memory
     assert found.compute_slices == compute
-    assert found.memory_slices == (2 if double else MEMORY_SLICES[str(compute)])
+    assert found.memory_slices == (2 if double else MEMORY_SLICES[str(compute)] if gpu != "A30" else compute)
+    assert (entry.mig_compute_slices, entry.mig_memory_slices) == BUDGETS.get(gpu, (7, 8))
     # The maximum itself is valid (when it fits the budgets), one more is not.
-    fits = api.max_instances_that_fit(found)
+    fits = api.max_instances_that_fit(entry, found)
     assert validate_spec(_spec(gpu, profiles=[profile] * fits))[1] == ()
     assert validate_spec(_spec(gpu, profile=profile))[0] is not None
     if maximum < 7:
@@ -75,6 +79,14 @@ def test_reference_row(gpu: str, profile: str, maximum: int) -> None:
         ("B200-180GB", ["7g.180gb", "1g.23gb"], False),
         ("A100-40GB", ["1g.5gb"] * 7, True),
         ("A100-40GB", ["1g.10gb"] * 4, True),
+        # A30: 4 compute and 4 memory slices per GPU, not 7 and 8
+        ("A30", ["2g.12gb", "1g.6gb", "1g.6gb"], True),  # mig-parted's A30 "balanced"
+        ("A30", ["2g.12gb+me", "2g.12gb"], True),
+        ("A30", ["1g.6gb+me", "1g.6gb", "1g.6gb", "1g.6gb"], True),
+        ("A30", ["4g.24gb", "1g.6gb"], False),  # 5 of 4 compute
+        ("A30", ["2g.12gb", "2g.12gb", "1g.6gb"], False),
+        ("GH200-96GB", ["1g.12gb+me", "3g.48gb", "2g.24gb", "1g.12gb"], True),
+        ("GH200-144GB", ["1g.18gb+me", "1g.18gb", "1g.18gb", "4g.72gb"], True),
     ],
 )
 def test_mixed_layouts_must_fit_both_budgets(gpu: str, layout: list[str], fits: bool) -> None:
@@ -92,9 +104,14 @@ def test_mixed_layouts_must_fit_both_budgets(gpu: str, layout: list[str], fits: 
         ("A100-40GB", "4g.20gb", 1),
         ("H200", "7g.141gb", 1),
         ("H100", "1g.10gb+me", 1),
+        ("A30", "1g.6gb", 4),
+        ("A30", "2g.12gb", 2),
+        ("GH200", "1g.12gb+me", 1),
+        ("GH200-144GB", "1g.18gb+me", 1),
+        ({"name": "H100", "formFactor": "NVL"}, "3g.47gb", 2),
     ],
 )
-def test_shorthand_fills_the_gpu(gpu: str, profile: str, expanded: int) -> None:
+def test_shorthand_fills_the_gpu(gpu: str | dict[str, str], profile: str, expanded: int) -> None:
     spec, problems = validate_spec({"accelerator": gpu, "mig": {"profile": profile}})
     assert spec is not None, problems
     assert spec.mig_layout() == [profile] * expanded

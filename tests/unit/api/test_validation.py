@@ -3,12 +3,13 @@ tests/contract/test_crd.py): same cases, same verdicts, errors naming path, valu
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 import yaml
 
-from accelpool import cli
+from accelpool import catalog, cli
 from accelpool.validation import validate_object, validate_spec
 from tests.cases import CASES, Case, pool
 
@@ -77,3 +78,30 @@ def test_resolution_of_valid_specs() -> None:
 def test_circuit_breaker_limit(value: int | str, desired: int, limit: int) -> None:
     spec, _ = validate_spec({"accelerator": "H100", "health": {"maxUnavailable": value}})
     assert spec is not None and spec.health.max_unavailable_nodes(desired) == limit
+
+
+def test_a_form_factor_without_memory_picks_the_variant_that_comes_in_it() -> None:
+    spec, problems = validate_spec({"accelerator": {"name": "H100", "formFactor": "NVL"}})
+    assert spec is not None, problems
+    resolved = spec.resolve()
+    assert resolved.entry.name == "H100-94GB-NVL"
+    assert [m.name for m in resolved.matches] == ["H100-94GB-NVL"]
+    assert [p.message for p in problems] == []
+
+
+def test_a_form_factor_in_several_memory_sizes_needs_the_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No model of the catalog comes so today; a V100 in two PCIe sizes other than the named 16GB stands in."""
+    v100 = catalog.BY_NAME["V100-16GB"]
+    pcie = [
+        dataclasses.replace(
+            v100, name=f"V100-{gb}GB-PCIE", memory_gb=gb, form_factor=catalog.FormFactor.PCIE, aliases=()
+        )
+        for gb in (32, 48)
+    ]
+    monkeypatch.setattr(catalog, "ACCELERATORS", (*catalog.ACCELERATORS, *pcie))
+    problems = validate_spec({"accelerator": {"name": "V100", "formFactor": "PCIe"}})[1]
+    assert [(p.path, p.message) for p in problems] == [
+        ("spec.accelerator.memory", "V100 PCIe comes with 32GB, 48GB: say which with memory")
+    ]
+    spec, _ = validate_spec({"accelerator": {"name": "V100", "memory": "48GB", "formFactor": "PCIe"}})
+    assert spec is not None and spec.resolve().entry.name == "V100-48GB-PCIE"

@@ -8,7 +8,7 @@ from accelpool import catalog, conventions
 from accelpool.detection import detect
 from accelpool.nodes import NodeView
 
-from .conftest import fixture_nodes, members, node_body, pool, run
+from .conftest import fixture_nodes, member, members, node_body, pool, run
 
 # What each node of the shared fixture carries (name → catalog entry, devices, the labeller that said so).
 EXPECTED = {
@@ -78,6 +78,79 @@ def test_gfd_single_mig_strategy_suffix_recovers_physical_gpus() -> None:
         gfd("NVIDIA-H100-80GB-HBM3-MIG-3g.40gb", count="16", **{"node.kubernetes.io/instance-type": "p5.48xlarge"})
     )
     assert with_instance is not None and with_instance.count == 8 and with_instance.accelerator.name == "H100-80GB"
+
+
+# GFD under the single strategy: the product names the profile (`+` written `.`), the count is MIG devices
+# (NVIDIA/k8s-device-plugin internal/lm/mig-strategy.go, internal/resource/nvml-mig-device.go GetName).
+@pytest.mark.parametrize(
+    ("product", "mig_devices", "expected"),
+    [
+        # H100: 2 x 3g.40gb fill one GPU, so 8 devices are 4 GPUs, not 8
+        ("NVIDIA-H100-80GB-HBM3-MIG-3g.40gb", 8, ("H100-80GB", "3g.40gb", 4)),
+        ("NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", 56, ("H100-80GB", "1g.10gb", 8)),
+        # +me: one per GPU, written .me by GFD, spelled +me as the catalog does
+        ("NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me", 8, ("H100-80GB", "1g.10gb+me", 8)),
+        ("NVIDIA-GH200-480GB-MIG-1g.12gb.me", 1, ("GH200-96GB", "1g.12gb+me", 1)),
+        # A30: 4 compute and 4 memory slices per GPU
+        ("NVIDIA-A30-MIG-1g.6gb", 16, ("A30", "1g.6gb", 4)),
+        ("NVIDIA-A30-MIG-2g.12gb", 8, ("A30", "2g.12gb", 4)),
+        ("NVIDIA-A30-MIG-2g.12gb.me", 4, ("A30", "2g.12gb+me", 4)),
+        ("NVIDIA-A30-MIG-4g.24gb", 2, ("A30", "4g.24gb", 2)),
+        # a layout that leaves GPUs partly empty: at least this many GPUs, rounded up
+        ("NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", 9, ("H100-80GB", "1g.10gb", 2)),
+    ],
+)
+def test_gfd_single_strategy_counts_gpus_with_the_gpu_own_slice_budgets(
+    product: str, mig_devices: int, expected: tuple[str, str, int]
+) -> None:
+    found = detect(gfd(product, count=str(mig_devices), memory="9856"))
+    assert found is not None
+    assert (found.accelerator.name, found.mig_profile, found.count) == expected
+    assert found.mig_devices == mig_devices and found.memory_mib is None and not found.mig_invalid
+
+
+def test_gfd_single_strategy_ignores_capacity_which_counts_mig_devices() -> None:
+    found = detect(gfd("NVIDIA-A30-MIG-1g.6gb", count="0"), {"nvidia.com/gpu": "16"})
+    assert found is not None and (found.accelerator.name, found.count) == ("A30", 0)
+
+
+def test_gfd_mig_invalid_names_the_model_with_an_unknown_count() -> None:
+    # The single strategy meeting two profile types: GFD labels <model>-MIG-INVALID, count 0, memory 0.
+    labels = gfd("NVIDIA-H100-80GB-HBM3-MIG-INVALID", count="0", memory="0")
+    found = detect(labels, {"nvidia.com/gpu": "8"})
+    assert found is not None
+    assert (found.accelerator.name, found.count, found.mig_invalid, found.mig_profile) == ("H100-80GB", 0, True, None)
+    assert found.memory_mib is None, "memory 0 says nothing about the variant"
+    a30 = detect(gfd("NVIDIA-A30-MIG-INVALID", count="0", memory="0"))
+    assert a30 is not None and (a30.accelerator.name, a30.mig_invalid) == ("A30", True)
+    with_instance = detect({**labels, "node.kubernetes.io/instance-type": "p5.48xlarge"})
+    assert with_instance is not None and (with_instance.count, with_instance.mig_invalid) == (8, True)
+    assert conventions.GFD_MIG_INVALID_SUFFIX == "-MIG-INVALID"
+
+
+def test_capacity_of_a_single_strategy_pool_counts_physical_gpus() -> None:
+    """4 H100s labelled -MIG-3g.40gb with count 8 offer 8 x nvidia.com/gpu: 4 GPUs x 2, not 8 x 2."""
+    labels = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-3g.40gb", "nvidia.com/gpu.count": "8"}
+    view = member("n1", "p", labels=labels)
+    assert view.detected is not None and view.gpus == 4
+    result = run([pool("p", {"accelerator": "H100", "mig": {"profile": "3g.40gb"}})], [view])
+    found = result.pool("p")
+    assert found is not None and found.status is not None
+    assert found.status.capacity.gpus == 4
+    assert found.status.capacity.resources == {"nvidia.com/gpu": 8}
+
+
+def test_capacity_of_a_media_extension_pool_names_resources_as_the_device_plugin_does() -> None:
+    view = member("n1", "p")
+    layout = ["1g.10gb+me", "3g.40gb", "2g.20gb"]
+    result = run([pool("p", {"accelerator": "H100", "mig": {"profiles": layout}})], [view])
+    found = result.pool("p")
+    assert found is not None and found.status is not None
+    assert found.status.capacity.resources == {
+        "nvidia.com/mig-1g.10gb.me": 8,
+        "nvidia.com/mig-3g.40gb": 8,
+        "nvidia.com/mig-2g.20gb": 8,
+    }
 
 
 def test_gke_gpu_and_partition_size() -> None:
