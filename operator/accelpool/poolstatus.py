@@ -287,8 +287,7 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
             continue
         per_device = detected.memory_mib / 1024 if detected.memory_mib else entry.memory_gb
         memory_gib += detected.count * per_device
-    serving_gpus = sum(m.view.gpus for m in serving)
-    resources = {name: count * serving_gpus for name, count in per_gpu.items()}
+    resources = {name: sum(_advertised(m, name) for m in serving) for name in per_gpu}
     dtype = spec.health.matmul.dtype
     measured = [
         m.view.report.tflops
@@ -369,6 +368,17 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
             False,
             "Pending",
             f"{len(dp_missing)} of {len(members)} members do not select {key} yet: {_names(dp_missing)}",
+        )
+    elif layout.not_advertised and not (mig_pool or entry.mig_capable):
+        conditions.add(
+            "DevicePluginConfigured",
+            False,
+            "NotAdvertised",
+            "the device plugin has not applied "
+            + key
+            + ": "
+            + "; ".join(f"{m.name} {why}" for m, why in layout.not_advertised[:MESSAGE_NODES])
+            + _more(len(layout.not_advertised)),
         )
     else:
         conditions.add(
@@ -573,6 +583,12 @@ def _layout(
     return _Layout(frozenset(done), tuple(failed), tuple(pending), tuple(overridden), tuple(not_advertised))
 
 
+def _advertised(member: Member, resource: str) -> int:
+    """What the member's device plugin advertises of a resource now (`status.allocatable`)."""
+    value = member.view.allocatable.get(resource, "")
+    return int(value) if value.isdigit() else 0
+
+
 def _advertised_shortfall(member: Member, per_gpu: dict[str, int]) -> str | None:
     """What the member's device plugin advertises short of the pool's config, or None when all is there."""
     gpus = member.view.gpus
@@ -580,10 +596,9 @@ def _advertised_shortfall(member: Member, per_gpu: dict[str, int]) -> str | None
         return None  # the node's GPU count is unknown: nothing to compare with
     short = []
     for resource, count in per_gpu.items():
-        have = member.view.allocatable.get(resource)
-        want = count * gpus
-        if not have or not have.isdigit() or int(have) < want:
-            short.append(f"{resource}={have or 0} of {want}")
+        have, want = _advertised(member, resource), count * gpus
+        if have < want:
+            short.append(f"{resource}={have} of {want}")
     return f"advertises {', '.join(short)}" if short else None
 
 

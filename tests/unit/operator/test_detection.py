@@ -141,7 +141,8 @@ def test_capacity_of_a_single_strategy_pool_counts_physical_gpus() -> None:
 
 
 def test_capacity_of_a_media_extension_pool_names_resources_as_the_device_plugin_does() -> None:
-    view = member("n1", "p")
+    advertised = {"nvidia.com/mig-1g.10gb.me": "8", "nvidia.com/mig-3g.40gb": "8", "nvidia.com/mig-2g.20gb": "8"}
+    view = member("n1", "p", allocatable=advertised)  # as NVIDIA's device plugin names them under mixed
     layout = ["1g.10gb+me", "3g.40gb", "2g.20gb"]
     result = run([pool("p", {"accelerator": "H100", "mig": {"profiles": layout}})], [view])
     found = result.pool("p")

@@ -58,10 +58,17 @@ def test_the_shared_fixture_cluster() -> None:
     assert [t.model_dump(exclude_none=True) for t in inference.status.scheduling.tolerations] == [
         {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
     ]
-    assert inference.status.capacity.resources == {"nvidia.com/gpu": 12}, "3 L4 x 4 time-slicing replicas"
+    # Capacity is what the device plugin advertises: the snapshot predates the pool's time-slicing config
+    # (1 nvidia.com/gpu per L4), and the condition says the plugin has not applied it yet.
+    assert inference.status.capacity.resources == {"nvidia.com/gpu": 3}
+    assert conditions(result, "inference")["DevicePluginConfigured"] == ("False", "NotAdvertised")
+    message = next(c.message for c in inference.status.conditions if c.type == "DevicePluginConfigured")
+    assert "advertises nvidia.com/gpu=1 of 4" in message
     slices = result.pool("slices")
     assert slices is not None and slices.status is not None
-    assert slices.status.capacity.resources == {"nvidia.com/gpu": 32}, "single strategy: 16 GPUs x 2 MIG devices"
+    # 16 whole GPUs advertised before the MIG manager has split them; 32 MIG devices (2 per GPU) only after
+    assert slices.status.capacity.resources == {"nvidia.com/gpu": 16}
+    assert conditions(result, "slices")["MigConfigured"] == ("False", "Pending")
     assert slices.status.capacity.gpus == 16
 
 
@@ -319,7 +326,8 @@ def test_config_documents_per_pool() -> None:
 
 
 def test_mixed_strategy_capacity_is_per_profile() -> None:
-    nodes = [node("h1", count=8)]
+    advertised = {"nvidia.com/mig-3g.40gb": "8", "nvidia.com/mig-2g.20gb": "8", "nvidia.com/mig-1g.10gb": "16"}
+    nodes = [node("h1", count=8, allocatable=advertised)]
     result = run(
         [pool("mixed", {"accelerator": "H100", "mig": {"profiles": ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]}})],
         nodes,
