@@ -70,7 +70,7 @@ class Rule:
 
 
 class Model(BaseModel):
-    """camelCase on the wire, snake_case in Python, unknown fields rejected, cross-field `rules` checked."""
+    """camelCase on the wire, snake_case in Python, unknown fields rejected, types strict (as the API server's)."""
 
     model_config = ConfigDict(
         alias_generator=to_camel,
@@ -82,8 +82,18 @@ class Model(BaseModel):
     )
     rules: ClassVar[tuple[Rule, ...]] = ()
 
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        if cls.rules and not issubclass(cls, RuledModel):
+            raise TypeError(f"{cls.__name__} declares rules: derive it from RuledModel so they are checked")
+
+
+class RuledModel(Model):
+    """A model with cross-field `rules`, checked after its fields (status models, built by the operator, have none)."""
+
     @model_validator(mode="after")
-    def _check_rules(self) -> Model:
+    def _check_rules(self) -> RuledModel:
         for rule in type(self).rules:
             if not rule.holds(self):
                 raise ValueError(rule.message)
@@ -132,7 +142,7 @@ def _accelerator_from_wire(value: Any) -> Any:
     return AcceleratorRequest.parse(value) if isinstance(value, str) else value
 
 
-class NodeRange(Model):
+class NodeRange(RuledModel):
     """`nodes: {min, max}`: the bounds a Karpenter-provisioned pool scales within."""
 
     min: int = Field(ge=0, le=MAX_NODES, description="Fewest member nodes.")
@@ -141,7 +151,7 @@ class NodeRange(Model):
     rules = (Rule("self.min <= self.max", lambda n: n.min <= n.max, "nodes.min must not exceed nodes.max", "min"),)
 
 
-class MigSpec(Model):
+class MigSpec(RuledModel):
     """How each GPU of a member is partitioned with MIG (NVIDIA A100/H100/H200/B200 class only)."""
 
     profile: Annotated[str, Field(pattern=MIG_PROFILE_PATTERN)] | None = Field(
@@ -216,7 +226,7 @@ class MpsSpec(Model):
     )
 
 
-class SharingSpec(Model):
+class SharingSpec(RuledModel):
     """Oversubscribe whole GPUs with the NVIDIA device plugin (exclusive with MIG)."""
 
     time_slicing: TimeSlicingSpec | None = Field(None, description="CUDA time-slicing.")
@@ -264,7 +274,7 @@ class MatmulPolicy(Model):
     )
 
 
-class HealthSpec(Model):
+class HealthSpec(RuledModel):
     """How members are checked and what happens to a node that fails."""
 
     interval: Annotated[str, Field(pattern=DURATION_PATTERN, max_length=MAX_DURATION_LENGTH)] = Field(
@@ -334,7 +344,7 @@ class HealthSpec(Model):
         return max(1, desired * percent // 100) if percent else 0
 
 
-class ComputePoolSpec(Model):
+class ComputePoolSpec(RuledModel):
     """What a platform engineer asks for: an accelerator, a node count, a layout, a health policy."""
 
     accelerator: AcceleratorRequest = Field(
