@@ -11,8 +11,12 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 
-from accelpool import conventions
+import pytest
+import yaml
+
+from accelpool import cli, conventions
 from accelpool.nodes import NodeView
 from accelpool.planning import Plan
 
@@ -191,3 +195,31 @@ def test_retries_stop_after_the_limit_and_the_condition_says_so() -> None:
     assert result.changes["n1"].labels[conventions.MIG_CONFIG_LABEL] == "accelpool-p"
     assert conditions(result, "p")["MigConfigured"] == ("False", "Failed")
     assert f"gave up after {conventions.MIG_RETRIES} retries" in message(result, "MigConfigured")
+
+
+def test_plan_on_a_snapshot_names_the_override(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    body = node_body(
+        "n1",
+        labels={
+            conventions.POOL_LABEL: "p",
+            conventions.DEVICE_PLUGIN_CONFIG_LABEL: "accelpool-p",
+            conventions.MIG_CONFIG_LABEL: "accelpool-p",
+            conventions.MIG_CONFIG_STATE_LABEL: "success",
+            conventions.GFD_MIG_STRATEGY_LABEL: "single",
+            conventions.GFD_PRODUCT_LABEL: "NVIDIA-H100-80GB-HBM3-MIG-INVALID",
+            conventions.GFD_COUNT_LABEL: "0",
+        },
+        allocatable={"nvidia.com/gpu": "0"},
+    )
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [{"kind": "Node", **body}]}))
+    pools = tmp_path / "pool.yaml"
+    pools.write_text(
+        yaml.safe_dump(
+            {"apiVersion": "accelpool.io/v1alpha1", "kind": "ComputePool", "metadata": {"name": "p"}, "spec": MIXED}
+        )
+    )
+    assert cli.main(["plan", "-f", str(pools), "--nodes", str(nodes), "--now", "2026-11-02T12:00:00Z"]) == 0
+    out = capsys.readouterr().out
+    assert "MigConfigured=False MigStrategyOverridden" in out
+    assert "runs the single MIG strategy" in out and "/spec/mig/strategy" in out
