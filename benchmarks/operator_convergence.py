@@ -4,7 +4,7 @@ The kmock Kubernetes emulator serves HTTP on a local port (stamping uid, generat
 resourceVersion on every write, as an API server does); N GPU nodes of mixed models are seeded
 (GFD, GKE, Karpenter and AMD labels); `accelpool run` is started as a subprocess against it; P
 ComputePools are applied at once (plain, MIG single and mixed, time-sliced). A simulator in
-this process plays NVIDIA's components on every GFD-labelled node (the demo's simulation,
+this process plays NVIDIA's components on every NVIDIA node (the demo's simulation,
 `accelpool.demo.nvidia`, with no delays: GFD labels, the device plugin's resources, the
 MIG manager's `nvidia.com/mig.config.state`) and the agents (`AcceleratorHealthy=True` and the
 health annotation on every member), through the API, as soon as the operator's writes show up.
@@ -210,7 +210,7 @@ def pools(node_count: int, pool_count: int) -> list[dict[str, Any]]:
 
 
 class Simulator:
-    """Plays NVIDIA's components on every GFD node and the agents on every member, through the API."""
+    """Plays NVIDIA's components on every NVIDIA node and the agents on every member, through the API."""
 
     def __init__(self, emulator: Emulator, server: str) -> None:
         self.emulator = emulator

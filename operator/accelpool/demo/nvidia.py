@@ -554,11 +554,10 @@ class NodeChanges:
 
 
 def inventory(labels: Mapping[str, str], capacity: Mapping[str, str] | None = None) -> tuple[Gpu, ...] | None:
-    """A GFD-labelled NVIDIA node's GPUs, MIG disabled; None for any other node."""
-    if conventions.GFD_PRODUCT_LABEL not in labels:
-        return None
+    """An NVIDIA node's GPUs, MIG disabled, however it was labelled (GFD, GKE, Karpenter, instance type):
+    the GPU Operator runs GFD and the device plugin on every NVIDIA node. None for any other node."""
     found = detection.detect(labels, capacity)
-    if found is None or found.source != "gfd" or found.accelerator.vendor != catalog.Vendor.NVIDIA or not found.count:
+    if found is None or found.accelerator.vendor != catalog.Vendor.NVIDIA or not found.count:
         return None
     memory = found.memory_mib or found.accelerator.memory_gb * 1024
     return tuple(Gpu(found.accelerator.name, memory) for _ in range(found.count))
@@ -613,7 +612,7 @@ def node_step(
 
 @dataclass
 class Simulation:
-    """NVIDIA's components on every GFD-labelled node: per-node state and the two projected ConfigMaps."""
+    """NVIDIA's components on every NVIDIA node: per-node state and the two projected ConfigMaps."""
 
     installation: Installation = Installation()
     nodes: dict[str, NodeState] = field(default_factory=dict)

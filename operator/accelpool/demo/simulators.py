@@ -1,7 +1,7 @@
 """Stand-ins for the node-side components a real GPU cluster runs, talking to the API over HTTP.
 
 - `NvidiaComponents` runs `accelpool.demo.nvidia` (GFD, the device plugin and its config-manager
-  sidecar, the MIG manager, the kubelet's ConfigMap sync delay) against every GFD-labelled node:
+  sidecar, the MIG manager, the kubelet's ConfigMap sync delay) against every NVIDIA node:
   GFD labels, `nvidia.com/mig.config.state`, and the plugin's resources in capacity/allocatable;
   what they report (a missing config key, a failed MIG config) is logged and recorded as Events.
 - `Kubelet` plays the kubelet for the operator's agent DaemonSets: one real `accelpool-agent`
@@ -56,7 +56,7 @@ def _labels(node: dict[str, Any]) -> dict[str, str]:
 @dataclass
 class NvidiaComponents:
     """Drives `accelpool.demo.nvidia.Simulation` against the API: NVIDIA's GFD, device plugin, config-manager
-    sidecar and MIG manager on every GFD-labelled node, reading the operator's two ConfigMaps."""
+    sidecar and MIG manager on every NVIDIA node, reading the operator's two ConfigMaps."""
 
     client: KubeClient
     namespace: str
