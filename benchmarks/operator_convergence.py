@@ -4,9 +4,10 @@ The kmock Kubernetes emulator serves HTTP on a local port (stamping uid, generat
 resourceVersion on every write, as an API server does); N GPU nodes of mixed models are seeded
 (GFD, GKE, Karpenter and AMD labels); `accelpool run` is started as a subprocess against it; P
 ComputePools are applied at once (plain, MIG single and mixed, time-sliced). A simulator in
-this process plays NVIDIA's MIG manager (`nvidia.com/mig.config.state=success` for nodes that
-select an accelpool MIG config) and the agents (`AcceleratorHealthy=True` and the health
-annotation on every member), through the API, as soon as the operator's writes show up.
+this process plays NVIDIA's components on every NVIDIA node (the demo's simulation,
+`accelpool.demo.nvidia`, with no delays: GFD labels, the device plugin's resources, the
+MIG manager's `nvidia.com/mig.config.state`) and the agents (`AcceleratorHealthy=True` and the
+health annotation on every member), through the API, as soon as the operator's writes show up.
 
 Reported: seconds from applying the pools until every pool's status says Ready; the operator's
 API writes by verb and resource (its own client and kopf's, told apart from the simulator by
@@ -42,6 +43,7 @@ import attrs
 import kmock
 
 from accelpool import api, catalog, conventions, crd
+from accelpool.demo import nvidia
 from accelpool.demo.apiserver import RESOURCES, serve_replace
 
 BIN = Path(sys.executable).parent
@@ -149,6 +151,8 @@ def node(index: int) -> dict[str, Any]:
             "nvidia.com/gpu.product": entry.detection.gfd_products[0],
             "nvidia.com/gpu.count": str(count),
             "nvidia.com/gpu.memory": str(entry.memory_gb * 1024),
+            "nvidia.com/gpu.replicas": "1",
+            "nvidia.com/gpu.sharing-strategy": "none",
         }
     elif labeller == "gke":
         labels |= {
@@ -206,35 +210,43 @@ def pools(node_count: int, pool_count: int) -> list[dict[str, Any]]:
 
 
 class Simulator:
-    """Plays the MIG manager and the agents for every member, through the API."""
+    """Plays NVIDIA's components on every NVIDIA node and the agents on every member, through the API."""
 
     def __init__(self, emulator: Emulator, server: str) -> None:
         self.emulator = emulator
         self.server = server
         self.writes = 0
         self.limit = asyncio.Semaphore(16)
+        self.nvidia = nvidia.Simulation(nvidia.Installation())
 
     async def run(self) -> None:
         async with aiohttp.ClientSession(headers={"User-Agent": SIMULATOR}) as session:
             while True:
+                self._observe_config_maps()
                 jobs = [self._settle(session, n) for n in self.emulator.live("v1/nodes")]
                 await asyncio.gather(*[j for j in jobs if j is not None])
                 await asyncio.sleep(0.05)
 
+    def _observe_config_maps(self) -> None:
+        found = {c["metadata"]["name"]: c.get("data") or {} for c in self.emulator.live("v1/configmaps")}
+        device_plugin = found.get(conventions.DEFAULT_DEVICE_PLUGIN_CONFIGMAP)
+        mig = found.get(conventions.DEFAULT_MIG_CONFIGMAP)
+        self.nvidia.observe(device_plugin, mig, time.monotonic())
+
     def _settle(self, session: aiohttp.ClientSession, body: dict[str, Any]) -> Any:
         labels = body["metadata"].get("labels") or {}
-        if conventions.POOL_LABEL not in labels:
-            return None
         name = body["metadata"]["name"]
         patches: list[tuple[str, dict[str, Any]]] = []
-        if labels.get(conventions.MIG_CONFIG_LABEL) is not None and (
-            labels.get(conventions.MIG_CONFIG_STATE_LABEL) != "success"
-        ):
-            patches.append(
-                (f"/api/v1/nodes/{name}", {"metadata": {"labels": {conventions.MIG_CONFIG_STATE_LABEL: "success"}}})
-            )
+        changes = self.nvidia.node(body, time.monotonic())
+        if changes.labels:
+            patches.append((f"/api/v1/nodes/{name}", {"metadata": {"labels": changes.labels}}))
+        if changes.resources:
+            status = {"capacity": changes.resources, "allocatable": changes.resources}
+            patches.append((f"/api/v1/nodes/{name}/status", {"status": status}))
         conditions = (body.get("status") or {}).get("conditions") or []
-        if not any(c.get("type") == conventions.HEALTH_CONDITION for c in conditions):
+        if conventions.POOL_LABEL in labels and not any(
+            c.get("type") == conventions.HEALTH_CONDITION for c in conditions
+        ):
             report = {"status": "Healthy", "reason": "AllChecksPassed", "tflops": 700.0, "dtype": "bf16"}
             patches.append(
                 (

@@ -3,7 +3,9 @@
 accelpool demo                         live table until Ctrl-C
 accelpool demo --for 25 --no-tui       run 25 s, print the final table (exit 1 unless all Ready)
 accelpool demo inject h100-1 xid=79    give h100-1's agent a fault (GPU 0; '3:xid=79' for GPU 3)
-accelpool demo inject h100-1 clear     remove it
+accelpool demo inject h100-1 mig-broken                 h100-1's MIG manager reports success, creates nothing
+accelpool demo inject h100-1 strategy-override=single   cluster-wide MIG strategy (off to remove; h100-1 unused)
+accelpool demo inject h100-1 clear     remove h100-1's faults
 """
 
 from __future__ import annotations
@@ -37,9 +39,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--no-tui", dest="tui", action="store_false", help="no live table; print the final one")
     parser.set_defaults(func=run)
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
-    inject = actions.add_parser("inject", help="inject a fault into a node's agent")
+    inject = actions.add_parser("inject", help="inject a fault into a node's agent or NVIDIA's components")
     inject.add_argument("node")
-    inject.add_argument("fault", help="xid=79, ecc-dbe, slow-matmul=3, wrong-results, hang, lost, N:FAULT, or clear")
+    inject.add_argument(
+        "fault",
+        help="xid=79, ecc-dbe, slow-matmul=3, wrong-results, hang, lost, N:FAULT (agent); mig-broken; "
+        "strategy-override=single|mixed|off (cluster-wide); or clear",
+    )
     inject.add_argument("--server", default=f"http://127.0.0.1:{DEFAULT_PORT}")
     inject.set_defaults(func=run_inject)
 
@@ -84,6 +90,9 @@ async def _until_signalled(main: Coroutine[Any, Any, bool]) -> bool:
 def run_inject(args: argparse.Namespace) -> int:
     from accelpool.demo.run import inject
 
-    asyncio.run(inject(args.server, args.node, args.fault))
-    print(f"{args.node}: fault {args.fault!r} set; its agent restarts with it")
+    try:
+        print(asyncio.run(inject(args.server, args.node, args.fault)))
+    except ValueError as error:
+        print(f"accelpool demo inject: {error}")
+        return 2
     return 0

@@ -21,15 +21,26 @@ from typing import Any, TextIO
 import kmock
 import yaml
 
-from accelpool import api, crd
-from accelpool.demo import cluster
+from accelpool import api, conventions, crd
+from accelpool.demo import cluster, nvidia
 from accelpool.demo.apiserver import DemoApiServer
-from accelpool.demo.simulators import FAULT_ANNOTATION, Kubelet, MigManager, free_port, stop_process
+from accelpool.demo.simulators import (
+    DEMO_INSTALLATION,
+    FAULT_ANNOTATION,
+    GPU_OPERATOR_CONFIG_MAP,
+    MIG_FAULT_ANNOTATION,
+    MIG_STRATEGY_KEY,
+    Kubelet,
+    NvidiaComponents,
+    free_port,
+    stop_process,
+)
 from accelpool.kube import ApiError, Credentials, KubeClient
 from accelpool.textio import format_table
 
-NAMESPACE = "accelpool-system"
-MIG_CONFIG_MAP = "accelpool-mig-parted-config"
+NAMESPACE = conventions.DEFAULT_NAMESPACE
+MIG_CONFIG_MAP = conventions.DEFAULT_MIG_CONFIGMAP
+DEVICE_PLUGIN_CONFIG_MAP = conventions.DEFAULT_DEVICE_PLUGIN_CONFIGMAP
 POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 
 
@@ -117,6 +128,7 @@ def banner(server: str, metrics_port: int, log_dir: Path) -> str:
   kubectl      kubectl --server {server} get cpool        (get nodes --show-labels, get cpool NAME -o yaml)
   metrics      operator http://127.0.0.1:{metrics_port}/metrics; agents: {log_dir}/agents.txt
   faults       accelpool demo inject NODE xid=79   (ecc-dbe, slow-matmul=3, wrong-results, hang, lost; N:FAULT; clear)
+  NVIDIA       accelpool demo inject NODE mig-broken; accelpool demo inject NODE strategy-override=single (off)
   logs         {log_dir}
 """
 
@@ -130,13 +142,18 @@ class SimulatedCluster:
     log_dir: Path
     operator: asyncio.subprocess.Process
     kubelet: Kubelet
+    nvidia: NvidiaComponents
 
 
 @contextlib.asynccontextmanager
 async def simulated_cluster(
-    fleet: list[dict[str, Any]], *, port: int = 0, operator_metrics_port: int = 0
+    fleet: list[dict[str, Any]],
+    *,
+    port: int = 0,
+    operator_metrics_port: int = 0,
+    installation: nvidia.Installation = DEMO_INSTALLATION,
 ) -> AsyncIterator[SimulatedCluster]:
-    """API server + fleet + MIG manager + kubelet + the real operator; all stopped on exit."""
+    """API server + fleet + NVIDIA's components + kubelet + the real operator; all stopped on exit."""
     log_dir = Path(tempfile.mkdtemp(prefix="accelpool-demo-"))
     emulator = DemoApiServer()
     async with emulator, kmock.Server(emulator, port=port or None) as http:
@@ -148,15 +165,17 @@ async def simulated_cluster(
                 "kind": "Namespace",
                 "metadata": {"name": namespace},
             }
-        mig = MigManager(client, f"/api/v1/namespaces/{NAMESPACE}/configmaps/{MIG_CONFIG_MAP}")
+        components = NvidiaComponents(
+            client, NAMESPACE, DEVICE_PLUGIN_CONFIG_MAP, MIG_CONFIG_MAP, nvidia.Simulation(installation)
+        )
         kubelet = Kubelet(client, server=server, namespace=NAMESPACE, log_dir=log_dir)
         operator: asyncio.subprocess.Process | None = None
         tasks: list[asyncio.Task[None]] = []
         try:
             await _seed(client, fleet)
             operator = await _start_operator(server, operator_metrics_port or free_port(), log_dir)
-            tasks = [asyncio.create_task(mig.run()), asyncio.create_task(kubelet.run())]
-            yield SimulatedCluster(server, client, log_dir, operator, kubelet)
+            tasks = [asyncio.create_task(components.run()), asyncio.create_task(kubelet.run())]
+            yield SimulatedCluster(server, client, log_dir, operator, kubelet, components)
         finally:
             # Stop the simulators first (no agent is restarted meanwhile), then every process at
             # once, each with a bounded grace: the API server stops only when nothing calls it.
@@ -198,8 +217,44 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> bool:
     return all_ready(pools)
 
 
-async def inject(server: str, node: str, fault: str) -> None:
-    """Ask the demo's kubelet to restart NODE's agent with a fault ('clear' removes it)."""
+STRATEGY_OVERRIDE = "strategy-override="
+
+
+async def inject(server: str, node: str, fault: str) -> str:
+    """Inject a fault; returns what it did.
+
+    - an agent fault (`xid=79`, `3:ecc-dbe`, ...): the demo's kubelet restarts NODE's agent with it;
+    - `mig-broken`: NODE's MIG manager reports success and creates nothing (the layout never appears);
+    - `strategy-override=single|mixed|off`: the cluster-wide MIG strategy (the GPU Operator's
+      ClusterPolicy `spec.mig.strategy`) for every node's device plugin and GFD; NODE is not used;
+    - `clear`: NODE's agent and MIG faults removed.
+    """
     async with KubeClient(Credentials(server=server)) as client:
+        if fault.startswith(STRATEGY_OVERRIDE):
+            strategy = fault.removeprefix(STRATEGY_OVERRIDE)
+            if strategy not in ("single", "mixed", "off"):
+                raise ValueError(f"{fault}: the strategy is single, mixed or off")
+            path = f"/api/v1/namespaces/{NAMESPACE}/configmaps/{GPU_OPERATOR_CONFIG_MAP}"
+            data = {MIG_STRATEGY_KEY: "" if strategy == "off" else strategy}
+            if await client.get_or_none(path) is None:
+                await client.create(
+                    f"/api/v1/namespaces/{NAMESPACE}/configmaps",
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "metadata": {"name": GPU_OPERATOR_CONFIG_MAP},
+                        "data": data,
+                    },
+                )
+            else:
+                await client.patch(path, {"data": data})
+            return f"cluster-wide MIG strategy {strategy}: every device plugin and GFD restart with it"
+        if fault == "mig-broken":
+            await client.patch(f"/api/v1/nodes/{node}", {"metadata": {"annotations": {MIG_FAULT_ANNOTATION: "broken"}}})
+            return f"{node}: its MIG manager now reports success and creates nothing"
         value = None if fault == "clear" else fault
-        await client.patch(f"/api/v1/nodes/{node}", {"metadata": {"annotations": {FAULT_ANNOTATION: value}}})
+        annotations: dict[str, str | None] = {FAULT_ANNOTATION: value}
+        if fault == "clear":
+            annotations[MIG_FAULT_ANNOTATION] = None
+        await client.patch(f"/api/v1/nodes/{node}", {"metadata": {"annotations": annotations}})
+        return f"{node}: fault {fault!r} set; its agent restarts with it"

@@ -1,9 +1,9 @@
 """Stand-ins for the node-side components a real GPU cluster runs, talking to the API over HTTP.
 
-- `MigManager` plays NVIDIA's MIG manager: when a node's `nvidia.com/mig.config` label names a
-  config, it reports `nvidia.com/mig.config.state` pending, then success, and advertises the
-  MIG devices of that config (read from the operator's mig-parted ConfigMap) in the node's
-  capacity, the way the device plugin would.
+- `NvidiaComponents` runs `accelpool.demo.nvidia` (GFD, the device plugin and its config-manager
+  sidecar, the MIG manager, the kubelet's ConfigMap sync delay) against every NVIDIA node:
+  GFD labels, `nvidia.com/mig.config.state`, and the plugin's resources in capacity/allocatable;
+  what they report (a missing config key, a failed MIG config) is logged and recorded as Events.
 - `Kubelet` plays the kubelet for the operator's agent DaemonSets: one real `accelpool-agent`
   process (fake backend) per node the DaemonSet selects, configured from the DaemonSet's own
   env; restarted with the new config when the operator replaces the DaemonSet (all of the
@@ -15,25 +15,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import os
 import socket
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from accelpool import catalog
+from accelpool.demo import nvidia
 from accelpool.kube import ApiError, KubeClient
 
 log = logging.getLogger("accelpool.demo")
 
-MIG_CONFIG_LABEL = "nvidia.com/mig.config"
-MIG_STATE_LABEL = "nvidia.com/mig.config.state"
 FAULT_ANNOTATION = "accelpool.io/demo-fault"
 """`accelpool demo inject NODE xid=79` sets it; the simulated kubelet restarts that node's agent."""
+MIG_FAULT_ANNOTATION = "accelpool.io/demo-mig-fault"
+"""`accelpool demo inject NODE mig-broken` sets it to `broken`: the MIG manager reports success and creates nothing."""
+GPU_OPERATOR_CONFIG_MAP = "accelpool-demo-gpu-operator"
+"""Stands in for the GPU Operator's ClusterPolicy: `MIG_STRATEGY` is its `spec.mig.strategy` (the env it sets
+on the device plugin and GFD); `accelpool demo inject NODE strategy-override=single` writes it."""
+MIG_STRATEGY_KEY = "MIG_STRATEGY"
+DEMO_INSTALLATION = nvidia.Installation(
+    strategy_override=None, fallback="empty", propagation_seconds=3.0, apply_seconds=1.0, restart_seconds=5.0
+)
+"""The GPU Operator's wiring as accelpool's install guide sets it up (no cluster-wide MIG strategy), with a
+ConfigMap sync delay of seconds where real kubelets take up to a minute."""
 POLL_SECONDS = 0.5
 
 
@@ -43,81 +54,68 @@ def _labels(node: dict[str, Any]) -> dict[str, str]:
 
 
 @dataclass
-class MigManager:
-    """Applies mig-parted configs to simulated nodes: pending → (a moment) → success."""
+class NvidiaComponents:
+    """Drives `accelpool.demo.nvidia.Simulation` against the API: NVIDIA's GFD, device plugin, config-manager
+    sidecar and MIG manager on every NVIDIA node, reading the operator's two ConfigMaps."""
 
     client: KubeClient
-    config_map_path: str
-    """e.g. /api/v1/namespaces/accelpool-system/configmaps/accelpool-mig-config"""
-    delay_seconds: float = 1.0
-    applied: dict[str, str] = field(default_factory=dict)
+    namespace: str
+    device_plugin_config_map: str
+    mig_config_map: str
+    simulation: nvidia.Simulation = field(default_factory=lambda: nvidia.Simulation(DEMO_INSTALLATION))
+    clock: Callable[[], float] = time.monotonic
+    _events: itertools.count[int] = field(default_factory=itertools.count)
 
     async def run(self) -> None:
         while True:
             try:
                 await self.step()
             except (ApiError, OSError) as error:
-                log.warning("mig manager: %s", error)
+                log.warning("nvidia components: %s", error)
             await asyncio.sleep(POLL_SECONDS)
 
     async def step(self) -> None:
-        nodes = await self.client.list("/api/v1/nodes")
-        pending = [n for n in nodes if self._needs_change(n)]
-        if not pending:
-            return
-        for node in pending:
-            await self._label(node, {MIG_STATE_LABEL: "pending"})
-        await asyncio.sleep(self.delay_seconds)
-        configs = await self._configs()
-        for node in pending:
-            wanted = _labels(node).get(MIG_CONFIG_LABEL)
-            if wanted is None:
-                await self._label(node, {MIG_STATE_LABEL: None})
-                self.applied.pop(node["metadata"]["name"], None)
-                continue
-            state = "success" if wanted in configs else "failed"
-            await self._advertise(node, configs.get(wanted))
-            await self._label(node, {MIG_STATE_LABEL: state})
-            self.applied[node["metadata"]["name"]] = wanted
+        now = self.clock()
+        base = f"/api/v1/namespaces/{self.namespace}/configmaps"
+        device_plugin = await self.client.get_or_none(f"{base}/{self.device_plugin_config_map}")
+        mig = await self.client.get_or_none(f"{base}/{self.mig_config_map}")
+        policy = await self.client.get_or_none(f"{base}/{GPU_OPERATOR_CONFIG_MAP}")
+        override = ((policy or {}).get("data") or {}).get(MIG_STRATEGY_KEY) or None
+        self.simulation.set_strategy_override(override if override in ("single", "mixed") else None, now)
+        self.simulation.observe(_data(device_plugin), _data(mig), now)
+        for node in await self.client.list("/api/v1/nodes"):
+            name = node["metadata"]["name"]
+            broken = (node["metadata"].get("annotations") or {}).get(MIG_FAULT_ANNOTATION) == "broken"
+            changes = self.simulation.node(node, now, broken=broken)
+            if changes.labels:
+                await self.client.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": changes.labels}})
+            if changes.resources:
+                status = {"capacity": changes.resources, "allocatable": changes.resources}
+                await self.client.patch(f"/api/v1/nodes/{name}/status", {"status": status})
+            for message in changes.events:
+                await self._event(name, message)
 
-    def _needs_change(self, node: dict[str, Any]) -> bool:
-        name = node["metadata"]["name"]
-        wanted = _labels(node).get(MIG_CONFIG_LABEL)
-        if wanted is None:
-            return name in self.applied
-        return self.applied.get(name) != wanted
+    async def _event(self, node: str, message: str) -> None:
+        """Log it, and record it as a Warning or Normal Event on the node (`kubectl get events`)."""
+        log.info("%s: %s", node, message)
+        warning = "failed" in message or "exited" in message
+        await self.client.create(
+            "/api/v1/namespaces/default/events",
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"{node}.nvidia.{next(self._events)}", "namespace": "default"},
+                "involvedObject": {"kind": "Node", "name": node, "apiVersion": "v1"},
+                "reason": "NvidiaComponents",
+                "message": message,
+                "type": "Warning" if warning else "Normal",
+                "source": {"component": "nvidia-simulation", "host": node},
+            },
+        )
 
-    async def _configs(self) -> dict[str, Any]:
-        config_map = await self.client.get_or_none(self.config_map_path)
-        if not config_map:
-            return {}
-        documents = [yaml.safe_load(text) for text in (config_map.get("data") or {}).values()]
-        configs: dict[str, Any] = {}
-        for document in documents:
-            if isinstance(document, dict):
-                configs.update(document.get("mig-configs") or {})
-        return configs
 
-    async def _advertise(self, node: dict[str, Any], config: Any) -> None:
-        """Set the node's MIG resources as the device plugin would (mixed-style names)."""
-        capacity: dict[str, Any] = dict(node.get("status", {}).get("capacity") or {})
-        gpus = int(capacity.get(catalog.NVIDIA_GPU, _labels(node).get("nvidia.com/gpu.count", "0")) or 0)
-        gpus = int(_labels(node).get("nvidia.com/gpu.count", gpus))
-        updates: dict[str, Any] = {key: None for key in capacity if key.startswith("nvidia.com/mig-")}
-        for entry in config or []:
-            if entry.get("mig-enabled"):
-                for profile, count in (entry.get("mig-devices") or {}).items():
-                    updates[f"nvidia.com/mig-{profile}"] = str(int(count) * gpus)
-        if any(value is not None for value in updates.values()):
-            updates[catalog.NVIDIA_GPU] = "0"
-        elif catalog.NVIDIA_GPU in capacity:
-            updates[catalog.NVIDIA_GPU] = str(gpus)
-        if updates:
-            status = {"capacity": updates, "allocatable": updates}
-            await self.client.patch(f"/api/v1/nodes/{node['metadata']['name']}/status", {"status": status})
-
-    async def _label(self, node: dict[str, Any], labels: dict[str, str | None]) -> None:
-        await self.client.patch(f"/api/v1/nodes/{node['metadata']['name']}", {"metadata": {"labels": labels}})
+def _data(config_map: dict[str, Any] | None) -> dict[str, str] | None:
+    return None if config_map is None else {str(k): str(v) for k, v in (config_map.get("data") or {}).items()}
 
 
 STOP_GRACE_SECONDS = 5.0

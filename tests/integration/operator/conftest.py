@@ -33,6 +33,7 @@ import pytest
 from kopf.testing import KopfRunner
 
 from accelpool import api, catalog, conventions
+from accelpool.demo import nvidia
 from accelpool.demo.apiserver import RESOURCES, serve_replace
 
 POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
@@ -154,6 +155,10 @@ class Cluster:
     emulator: Emulator
     server: str
     client: TestClient
+    nvidia: nvidia.Simulation = attrs.field(factory=lambda: nvidia.Simulation(nvidia.Installation()))
+    """NVIDIA's components (the demo's simulation); zero delays by default, so one settle is enough."""
+    clock: Callable[[], float] = attrs.field(default=lambda: 0.0)
+    """The simulation's clock: tests with delays in `nvidia.installation` move it themselves."""
 
     # ------------------------------------------------------------ reading the stored state
 
@@ -289,14 +294,27 @@ class Cluster:
             f"/api/v1/nodes/{node}", {"metadata": {"labels": {conventions.MIG_CONFIG_STATE_LABEL: state}}}
         )
 
+    async def settle_nvidia(self, names: list[str]) -> None:
+        """One step of NVIDIA's components (GFD, device plugin and its sidecar, MIG manager) on these nodes."""
+        now = self.clock()
+        data = {
+            name: None if found is None else dict(found.get("data") or {})
+            for name in (DP_CONFIGMAP, MIG_CONFIGMAP)
+            for found in [self.configmap(name)]
+        }
+        self.nvidia.observe(data[DP_CONFIGMAP], data[MIG_CONFIGMAP], now)
+        for name in names:
+            changes = self.nvidia.node(self.node(name), now)
+            if changes.labels:
+                await self.client.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": changes.labels}})
+            if changes.resources:
+                status = {"capacity": changes.resources, "allocatable": changes.resources}
+                await self.client.patch(f"/api/v1/nodes/{name}/status", {"status": status})
+
     async def settle_members(self, pool: str) -> None:
-        """Play the MIG manager and the agents for every member of a pool."""
+        """Play NVIDIA's components and the agents for every member of a pool."""
+        await self.settle_nvidia(self.members(pool))
         for name in self.members(pool):
-            labels = self.labels(name)
-            if labels.get(conventions.MIG_CONFIG_LABEL) == conventions.config_name(pool) and (
-                labels.get(conventions.MIG_CONFIG_STATE_LABEL) != "success"
-            ):
-                await self.mig_manager(name)
             if conventions.HEALTH_CONDITION not in {
                 c["type"] for c in (self.node(name).get("status") or {}).get("conditions") or []
             }:

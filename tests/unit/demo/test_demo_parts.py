@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from accelpool.demo import cluster
-from accelpool.demo.run import pool_rows
+from accelpool.demo.run import inject, pool_rows
 from accelpool.textio import format_table
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -61,3 +61,8 @@ def test_pool_table() -> None:
     assert lines[0].split() == ["POOL", "ACCELERATOR", "MEMBERS", "READY", "QUARANTINED", "GPUS", "TFLOPS", "PHASE"]
     assert lines[1].split() == ["a", "-", "0/?", "0", "0", "0", "-", "Pending"]
     assert lines[2].split() == ["b", "L4", "2/2", "2", "0", "2", "195", "Ready"]
+
+
+async def test_inject_refuses_an_unknown_strategy_before_calling_the_api() -> None:
+    with pytest.raises(ValueError, match="single, mixed or off"):
+        await inject("http://127.0.0.1:9", "h100-1", "strategy-override=none")
