@@ -63,13 +63,25 @@ FLEET = [
 ]
 
 
+@attrs.define
+class Write:
+    """One write request: method, User-Agent, resource[/subresource], JSON patch?, and the refusal's code."""
+
+    method: str
+    agent: str
+    resource: str
+    json_patch: bool
+    refused: int | None = None
+    """The HTTP status of a refusal (409: a stale resourceVersion), None when written."""
+
+
 @attrs.define(kw_only=True)
 class Emulator(kmock.KubernetesEmulator):
     """kmock's emulator plus what an API server stamps: uid, creationTimestamp, generation, resourceVersion."""
 
     _versions: Iterator[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
-    log: list[tuple[str, str, str, bool]] = attrs.field(factory=list, init=False)
-    """Every write: (method, User-Agent, resource[/subresource], JSON patch?)."""
+    log: list[Write] = attrs.field(factory=list, init=False)
+    """Every write request, refused ones marked."""
     _in_flight: list[Any] = attrs.field(factory=list, init=False)
 
     def __iter__(self) -> Iterator[Any]:
@@ -84,15 +96,21 @@ class Emulator(kmock.KubernetesEmulator):
 
     async def _handle(self, request: Any) -> Any:
         method = request.method.value
+        write: Write | None = None
         if method in ("POST", "PUT", "PATCH", "DELETE"):
             plural = request.resource.plural if request.resource is not None else "?"
             resource = f"{plural}/{request.subresource}" if request.subresource else plural
             agent = request.headers.get("User-Agent", "")
-            self.log.append((method, agent, resource, isinstance(request.data, list)))
+            write = Write(method, agent, resource, isinstance(request.data, list))
+            self.log.append(write)
         self._requests.clear()
         self._in_flight.append(request)
         try:
             return await self._serve(request)
+        except kmock.KubernetesError as error:
+            if write is not None:
+                write.refused = error.status  # a 409 re-read and re-sent: a request, not a write
+            raise
         finally:
             self._in_flight.remove(request)
 
@@ -273,11 +291,13 @@ class Simulator:
                 self.writes += 1
 
 
-def operator_writes(emulator: Emulator, since: int = 0) -> Counter[str]:
+def operator_writes(emulator: Emulator, since: int = 0, *, refused: bool = False) -> Counter[str]:
+    """The operator's writes the API server accepted (or, with `refused`, those it refused: 409s)."""
     counts: Counter[str] = Counter()
-    for method, agent, resource, json_patch in emulator.log[since:]:
-        if agent.startswith(OPERATOR_AGENTS) and not agent.startswith(SIMULATOR):
-            counts[f"{method} {resource}{' (kopf finalizer)' if json_patch else ''}"] += 1
+    for write in emulator.log[since:]:
+        if write.agent.startswith(OPERATOR_AGENTS) and not write.agent.startswith(SIMULATOR):
+            if (write.refused is not None) == refused:
+                counts[f"{write.method} {write.resource}{' (kopf finalizer)' if write.json_patch else ''}"] += 1
     return counts
 
 
@@ -323,6 +343,7 @@ async def measure(node_count: int, pool_count: int, idle: float, log: Path) -> d
                 ready_after = await _until_ready(emulator, pool_count, started)
                 converged_at = len(emulator.log)
                 writes = operator_writes(emulator)
+                refused = operator_writes(emulator, refused=True)
                 await asyncio.sleep(idle / 2)
                 idle_writes = sum(operator_writes(emulator, converged_at).values())
                 nudged_at = len(emulator.log)
@@ -355,6 +376,7 @@ async def measure(node_count: int, pool_count: int, idle: float, log: Path) -> d
         "seconds": ready_after,
         "members": members,
         "writes": dict(sorted(writes.items())),
+        "refused": dict(sorted(refused.items())),
         "total": sum(writes.values()),
         "minimum": minimum,
         "idle_writes": idle_writes,
@@ -412,7 +434,9 @@ def results_for(node_count: int, pool_count: int, idle: float) -> list[dict[str,
             "target": "<= 1.1 x",
             "met": ratio <= 1.1,
             "note": f"{size}: {report['total']} writes vs minimum {report['minimum']} "
-            f"(members + 2 ConfigMaps + DaemonSet, finalizer and status per pool); {breakdown}",
+            f"(members + 2 ConfigMaps + DaemonSet, finalizer and status per pool); {breakdown}; "
+            f"refused with 409 (a concurrent writer: re-read and re-sent, not written): "
+            f"{sum(report['refused'].values())}",
         },
         {
             "what": f"{size}: writes in {idle:g} s of steady state",
