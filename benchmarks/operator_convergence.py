@@ -295,9 +295,9 @@ def operator_writes(emulator: Emulator, since: int = 0, *, refused: bool = False
     """The operator's writes the API server accepted (or, with `refused`, those it refused: 409s)."""
     counts: Counter[str] = Counter()
     for write in emulator.log[since:]:
-        if write.agent.startswith(OPERATOR_AGENTS) and not write.agent.startswith(SIMULATOR):
-            if (write.refused is not None) == refused:
-                counts[f"{write.method} {write.resource}{' (kopf finalizer)' if write.json_patch else ''}"] += 1
+        ours = write.agent.startswith(OPERATOR_AGENTS) and not write.agent.startswith(SIMULATOR)
+        if ours and (write.refused is not None) == refused:
+            counts[f"{write.method} {write.resource}{' (kopf finalizer)' if write.json_patch else ''}"] += 1
     return counts
 
 
