@@ -37,9 +37,10 @@ Callers: the reconciler (`accelpool.reconcile`) on every pass, `accelpool plan`,
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -304,8 +305,8 @@ def _matches(work: _PoolWork, view: NodeView, *, current: bool) -> bool:
     return all(view.labels.get(key) == value for key, value in work.spec.node_selector.items())
 
 
-def _not_claimable(view: NodeView, tolerated_taints: Sequence[str]) -> str | None:
-    """Why a free node cannot be claimed, or None."""
+def _not_claimable(view: NodeView, reserved: Callable[[tuple[Taint, ...]], Taint | None]) -> str | None:
+    """Why a free node cannot be claimed, or None (`reserved`: the first taint that keeps a pool off)."""
     if any(role in view.labels for role in conventions.CONTROL_PLANE_ROLES) or any(
         t.key in conventions.CONTROL_PLANE_ROLES for t in view.taints
     ):
@@ -318,9 +319,9 @@ def _not_claimable(view: NodeView, tolerated_taints: Sequence[str]) -> str | Non
         return "quarantined"
     if view.health is not None and view.health.unhealthy:
         return "unhealthy"
-    reserved = next((t for t in view.taints if not tolerated(t, tolerated_taints)), None)
-    if reserved is not None:
-        return f"tainted {reserved.key}"
+    taint = reserved(view.taints) if view.taints else None
+    if taint is not None:
+        return f"tainted {taint.key}"
     return None
 
 
@@ -351,6 +352,12 @@ def _judge_health(view: NodeView, options: PlannerOptions) -> NodeView:
         heartbeat=health.heartbeat,
     )
     return replace(view, health=silent)
+
+
+@functools.lru_cache(maxsize=256)
+def _prior_text(items: tuple[tuple[str, str | None], ...]) -> str:
+    """The prior-labels annotation (JSON); members share a handful of them."""
+    return json.dumps(dict(items), sort_keys=True)
 
 
 def mig_retry_delay(retries: int) -> float:
@@ -392,6 +399,7 @@ class _Planner:
         self.free: dict[str, NodeView] = {}
         self.released_by: dict[str, list[str]] = defaultdict(list)
         self.held_by_entry: Counter[str] = Counter()
+        self._reserving: dict[tuple[Taint, ...], Taint | None] = {}
         shared = {conventions.DEFAULT_DEVICE_PLUGIN_KEY, conventions.MIG_DISABLED_CONFIG}
         self.owned_config_names = (
             frozenset(conventions.config_name(p.name) for p in pools)
@@ -400,6 +408,13 @@ class _Planner:
         ) - shared
 
     # ------------------------------------------------------------ helpers
+
+    def reserving_taint(self, taints: tuple[Taint, ...]) -> Taint | None:
+        """The first taint that reserves a node for someone else (nodes share few taint sets: cached)."""
+        if taints not in self._reserving:
+            patterns = self.options.tolerated_taints
+            self._reserving[taints] = next((t for t in taints if not tolerated(t, patterns)), None)
+        return self._reserving[taints]
 
     def ours(self, config_label: str | None) -> bool:
         """Whether an NVIDIA config label value names one of accelpool's own configs.
@@ -659,7 +674,7 @@ class _Planner:
                 if view.name in taken:
                     cursor.skipped["taken by other pools"] += 1
                     continue
-                why = _not_claimable(view, self.options.tolerated_taints)
+                why = _not_claimable(view, self.reserving_taint)
                 if why is None and not _matches(work, view, current=False):
                     why = "smaller or not selected"
                 if why is not None:
@@ -732,7 +747,7 @@ class _Planner:
                 edit.annotations[conventions.JOINED_ANNOTATION] = (
                     joined if new else (original.annotations.get(conventions.JOINED_ANNOTATION) or joined)
                 )
-            prior_text = json.dumps(prior, sort_keys=True) if prior else None
+            prior_text = _prior_text(tuple(sorted(prior.items()))) if prior else None
             if prior_text != original.annotations.get(conventions.PRIOR_LABELS_ANNOTATION):
                 edit.annotations[conventions.PRIOR_LABELS_ANNOTATION] = prior_text
             elif conventions.PRIOR_LABELS_ANNOTATION in edit.annotations:
@@ -755,12 +770,14 @@ class _Planner:
         and put back on the next pass, which the MIG manager sees as a change. At most
         `MIG_RETRIES` times; a success clears the record.
         """
-        retries, since = parse_mig_retry(view.annotations.get(conventions.MIG_RETRY_ANNOTATION))
-        failed = view.labels.get(conventions.MIG_CONFIG_LABEL) == wanted and (
-            view.labels.get(conventions.MIG_CONFIG_STATE_LABEL) == "failed"
-        )
+        record = view.annotations.get(conventions.MIG_RETRY_ANNOTATION)
+        state = view.labels.get(conventions.MIG_CONFIG_STATE_LABEL)
+        failed = state == "failed" and view.labels.get(conventions.MIG_CONFIG_LABEL) == wanted
+        if record is None and not failed:
+            return wanted
+        retries, since = parse_mig_retry(record)
         if not failed:
-            if since is not None and view.labels.get(conventions.MIG_CONFIG_STATE_LABEL) == "success":
+            if since is not None and state == "success":
                 edit.annotations[conventions.MIG_RETRY_ANNOTATION] = None
             return wanted
         if since is None:

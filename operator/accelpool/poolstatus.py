@@ -550,33 +550,34 @@ def _layout(
     pending: list[Member] = []
     overridden: list[tuple[Member, str]] = []
     not_advertised: list[tuple[Member, str]] = []
+    mps = spec.sharing is not None and spec.sharing.mode == "mps"
+    uses_mig_label = mig_pool or entry.mig_capable
     for m in members:
         # GFD's label says the strategy it and the plugin run with; judged once the layout is applied (during a
         # change it may still describe the previous config). Whole GPUs are served alike by none, single, mixed.
         gfd_strategy = m.label(conventions.GFD_MIG_STRATEGY_LABEL)
-        applied = m.mig_state == "success" and m.label(conventions.MIG_CONFIG_LABEL) == key
-        mps = spec.sharing is not None and spec.sharing.mode == "mps"
+        config = m.label(conventions.MIG_CONFIG_LABEL) if uses_mig_label else None
+        state = m.mig_state if config == wanted else None
         if gfd_strategy is not None and (
-            (mig_pool and applied and gfd_strategy != strategy) or (mps and gfd_strategy == "mixed")
+            (mig_pool and state == "success" and gfd_strategy != strategy) or (mps and gfd_strategy == "mixed")
         ):
             overridden.append((m, gfd_strategy))
             continue
         missing = _advertised_shortfall(m, per_gpu)
-        if not (mig_pool or entry.mig_capable):
+        if not uses_mig_label:
             if missing is None:
                 done.add(m.name)
             else:
                 not_advertised.append((m, missing))
             continue
-        state = m.mig_state if m.label(conventions.MIG_CONFIG_LABEL) == wanted else None
-        product = m.label(conventions.GFD_PRODUCT_LABEL) or ""
+        product = (m.label(conventions.GFD_PRODUCT_LABEL) or "") if mig_pool else ""
         if state == "failed":
             failed.append(m)
-        elif mig_pool and product.endswith(conventions.GFD_MIG_INVALID_SUFFIX):
+        elif product.endswith(conventions.GFD_MIG_INVALID_SUFFIX):
             not_advertised.append((m, f"is labelled {conventions.GFD_PRODUCT_LABEL}={product} by GFD"))
         elif state == "success" and missing is not None:
             not_advertised.append((m, missing))
-        elif state == "success" or (not mig_pool and m.label(conventions.MIG_CONFIG_LABEL) == wanted and not missing):
+        elif state == "success" or (not mig_pool and config == wanted and missing is None):
             done.add(m.name)  # MIG off is also proven by whole GPUs advertised without a MIG manager's word
         else:
             pending.append(m)
