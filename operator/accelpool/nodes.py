@@ -129,6 +129,8 @@ class NodeView:
     detected: Detected | None = None
     allocatable: dict[str, str] = field(default_factory=dict)
     """`status.allocatable`: what the device plugin advertises now (e.g. `nvidia.com/mig-3g.40gb: "16"`)."""
+    health_index: int | None = None
+    """Position of `AcceleratorHealthy` in `status.conditions` (a JSON patch removes it by position)."""
     label_problems: tuple[str, ...] = ()
     """Accelerator labels out of any real range (the node is then not recognised as an accelerator node)."""
     uid: str = ""
@@ -179,6 +181,14 @@ class NodeView:
             report=report,
             detected=detect(labels, capacity),
             label_problems=label_problems(labels, capacity),
+            health_index=next(
+                (
+                    i
+                    for i, c in enumerate(status.get("conditions") or [])
+                    if isinstance(c, Mapping) and c.get("type") == conventions.HEALTH_CONDITION
+                ),
+                None,
+            ),
             allocatable={str(k): str(v) for k, v in (status.get("allocatable") or {}).items()},
             uid=str(metadata.get("uid") or ""),
             resource_version=metadata.get("resourceVersion"),
@@ -251,6 +261,8 @@ class NodeView:
             annotations=new_annotations,
             taints=merge_taints(self.taints, change.add_taints, change.remove_taints),
             unschedulable=self.unschedulable if change.unschedulable is None else change.unschedulable,
+            health=None if change.drop_health else self.health,
+            health_index=None if change.drop_health else self.health_index,
         )
 
     def label_after(self, change: NodeChange | None, key: str) -> str | None:
@@ -287,6 +299,8 @@ class NodeChange:
     remove_taints: tuple[Taint, ...] = ()
     unschedulable: bool | None = None
     """True: cordon; False: uncordon (only a cordon accelpool made); None: leave as is."""
+    drop_health: bool = False
+    """Remove the agent's `AcceleratorHealthy` condition (the node left its pool: no agent keeps it true)."""
 
 
 def merge_taints(current: tuple[Taint, ...], add: tuple[Taint, ...], remove: tuple[Taint, ...]) -> tuple[Taint, ...]:

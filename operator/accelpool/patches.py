@@ -7,6 +7,8 @@
   additions and removals applied, so other controllers' taints are written back as they were
   read (and the resourceVersion guarantees nobody changed them in between). None when nothing
   differs.
+- `health_removal(view, change)`: the JSON patch that takes the agent's `AcceleratorHealthy`
+  condition off a released node (`nodes/<name>/status`).
 - `configmap_patch(current, name, namespace, data, managed, annotation)`: the create body or
   merge patch for one of the NVIDIA ConfigMaps (None: no change), removing only keys accelpool
   owns.
@@ -47,6 +49,21 @@ def node_patch(view: NodeView, change: NodeChange) -> dict[str, Any] | None:
     if spec:
         patch["spec"] = spec
     return patch
+
+
+def health_removal(view: NodeView, change: NodeChange) -> list[dict[str, Any]] | None:
+    """A JSON patch for `nodes/<name>/status` that removes the agent's condition, or None.
+
+    By position, guarded by a `test` of its type: if the kubelet reordered the conditions since the
+    node was read, the API server refuses the patch (422) and the next pass reads it afresh.
+    """
+    if not change.drop_health or view.health_index is None:
+        return None
+    path = f"/status/conditions/{view.health_index}"
+    return [
+        {"op": "test", "path": f"{path}/type", "value": conventions.HEALTH_CONDITION},
+        {"op": "remove", "path": path},
+    ]
 
 
 def _managed_text(keys: frozenset[str]) -> str:

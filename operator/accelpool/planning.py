@@ -203,6 +203,7 @@ class _NodeEdit:
         self.annotations: dict[str, str | None] = {}
         self.taints: dict[tuple[str, str], Taint | None] = {}
         self.unschedulable: bool | None = None
+        self.drop_health = False
 
     def label(self, key: str) -> str | None:
         return self.labels[key] if key in self.labels else self.view.labels.get(key)
@@ -233,6 +234,7 @@ class _NodeEdit:
             add_taints=add,
             remove_taints=remove,
             unschedulable=self.unschedulable,
+            drop_health=self.drop_health,
         )
 
     def view_after(self) -> NodeView:
@@ -476,6 +478,9 @@ class _Planner:
         edit.drop_taints(conventions.QUARANTINE_TAINT_KEY)
         if view.cordoned_by_us and view.unschedulable:
             edit.unschedulable = False
+        # The pool's agent leaves with the node: its condition goes too, except a False, which keeps a node
+        # known to be bad out of other pools until it ages out (`health_stale_seconds`).
+        edit.drop_health = view.health_index is not None and not (view.health is not None and view.health.unhealthy)
         self.released_by[pool].append(view.name)
         self.free[view.name] = edit.view_after()
 

@@ -866,13 +866,17 @@ class _Writes:
             if view is None:
                 return
             body = patches.node_patch(view, change)
-            if body is None:
+            removal = patches.health_removal(view, change)
+            if body is None and removal is None:
                 return
             async with semaphore:
                 try:
-                    response = await self.client.patch(f"/api/v1/nodes/{name}", body)
-                    self._wrote("patch", "nodes")
-                    self.r.remember_node(index_views.get(name), response)
+                    if body is not None:
+                        response = await self.client.patch(f"/api/v1/nodes/{name}", body)
+                        self._wrote("patch", "nodes")
+                        self.r.remember_node(index_views.get(name), response)
+                    if removal is not None:
+                        await self._remove_health(name, removal, index_views.get(name))
                 except ConflictError:
                     self.conflicts += 1
                     self.unwritten_nodes.add(name)
@@ -890,6 +894,16 @@ class _Writes:
                         self.r.remember_node(index_views.get(name), fresh)
 
         await asyncio.gather(*(write(name) for name in result.changes))
+
+    async def _remove_health(self, name: str, ops: list[dict[str, Any]], before: NodeView | None) -> None:
+        """Best effort: a condition left behind reads as Unknown once its heartbeat is old (planning)."""
+        try:
+            response = await self.client.patch(f"/api/v1/nodes/{name}/status", ops, patch_type="json")
+        except TRANSIENT as error:
+            log.info("node %s: %s not removed: %s", name, conventions.HEALTH_CONDITION, error)
+            return
+        self._wrote("patch", "nodes/status")
+        self.r.remember_node(before, response)
 
     # ------------------------------------------------------------ events
 

@@ -124,6 +124,7 @@ OPERATOR_CLUSTER_RULES = [
     {"apiGroups": ["accelpool.io"], "resources": ["computepools/status"], "verbs": ["patch"]},
     {"apiGroups": ["accelpool.io"], "resources": ["computepools/finalizers"], "verbs": ["update"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
     {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]},
     {"apiGroups": ["karpenter.sh"], "resources": ["nodepools"], "verbs": ["get", "list", "create", "update", "delete"]},
 ]

@@ -79,6 +79,19 @@ class FakeApi:
     async def patch(self, path: str, body: Any, *, patch_type: str = "merge") -> dict[str, Any]:
         self._maybe_fail("PATCH", path)
         self.writes.append(("PATCH", path))
+        if patch_type == "json":  # the status subresource of a stored object: test and remove ops only
+            obj = self.objects[path.removesuffix("/status")]
+            for op in body:
+                parent, _, last = op["path"].rpartition("/")
+                container: Any = obj
+                for part in parent.strip("/").split("/"):
+                    container = container[int(part)] if isinstance(container, list) else container[part]
+                if op["op"] == "test" and container[last if isinstance(container, dict) else int(last)] != op["value"]:
+                    raise ApiError(422, "Invalid", "test failed")
+                if op["op"] == "remove":
+                    del container[int(last) if isinstance(container, list) else last]
+            self._bump(obj)
+            return copy.deepcopy(obj)
         obj = self.objects[path]
         sent = (body.get("metadata") or {}).get("resourceVersion")
         if sent is not None and sent != obj["metadata"].get("resourceVersion"):

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from accelpool import conventions
+from accelpool import conventions, patches
 from accelpool.nodes import NodeView, format_time
 
 from .conftest import NOW, conditions, member, members, node_body, pool, run
+from .test_reconciler import Harness, cluster
 
 
 def _with_heartbeat(body: dict[str, Any], status: str, reason: str, age: timedelta) -> NodeView:
@@ -89,3 +90,36 @@ def test_only_health_written_by_this_pools_agent_counts(writer: str, agent_ready
     view = _with_heartbeat(raw, "True", "AllChecksPassed", timedelta(minutes=1))
     result = run([pool("p", {"accelerator": "H100"})], [view])
     assert conditions(result, "p")["AgentReady"] == agent_ready
+
+
+def test_a_released_node_loses_the_agents_condition_unless_it_says_the_node_is_bad() -> None:
+    healthy = _with_heartbeat(_member_body("m1", "gone"), "True", "AllChecksPassed", timedelta(minutes=1))
+    broken = _with_heartbeat(_member_body("m2", "gone"), "False", "XidError79", timedelta(minutes=1))
+    result = run([], [healthy, broken])
+    ops = patches.health_removal(healthy, result.changes["m1"])
+    assert ops == [
+        {"op": "test", "path": "/status/conditions/1/type", "value": conventions.HEALTH_CONDITION},
+        {"op": "remove", "path": "/status/conditions/1"},
+    ]
+    assert healthy.apply(result.changes["m1"]).health is None
+    assert patches.health_removal(broken, result.changes["m2"]) is None, "a known-bad node stays out of pools"
+
+
+async def test_the_reconciler_takes_the_condition_off_a_node_whose_pool_is_gone() -> None:
+    body = _member_body("m1", "gone")
+    body["status"]["conditions"].append(
+        {
+            "type": conventions.HEALTH_CONDITION,
+            "status": "True",
+            "reason": "AllChecksPassed",
+            "lastHeartbeatTime": format_time(NOW),
+        }
+    )
+    fake = cluster(body)
+    harness = Harness(fake, [])
+    result = await harness.reconciler.reconcile_once()
+    assert result.ok
+    assert ("PATCH", "/api/v1/nodes/m1/status") in fake.writes
+    types = [c["type"] for c in fake.node("m1")["status"]["conditions"]]
+    assert types == ["Ready"], "the kubelet's conditions stay; the agent's is gone"
+    assert conventions.POOL_LABEL not in fake.node("m1")["metadata"]["labels"]
