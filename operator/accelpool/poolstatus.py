@@ -79,7 +79,13 @@ class Member:
 
     @cached_property
     def quarantined(self) -> bool:
-        tainted = any(t.key == conventions.QUARANTINE_TAINT_KEY for t in self.taints)
+        key = conventions.QUARANTINE_TAINT_KEY
+        change = self.change
+        if change is None:
+            tainted = any(t.key == key for t in self.view.taints)
+        else:  # the taint after the change, without merging the whole list (as `taints` would)
+            kept = any(t.key == key and not any(r.same_slot(t) for r in change.remove_taints) for t in self.view.taints)
+            tainted = kept or any(t.key == key for t in change.add_taints)
         cordon_note = self.view.annotations.get(conventions.CORDONED_ANNOTATION)
         if self.change is not None and conventions.CORDONED_ANNOTATION in self.change.annotations:
             cordon_note = self.change.annotations[conventions.CORDONED_ANNOTATION]
