@@ -15,7 +15,6 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cached_property
 from typing import Any
 
 from pydantic import ValidationError
@@ -201,7 +200,7 @@ class NodeView:
     def pool(self) -> str | None:
         return self.labels.get(conventions.POOL_LABEL) or None
 
-    @cached_property
+    @property
     def quarantine_taint(self) -> Taint | None:
         return next((t for t in self.taints if t.key == conventions.QUARANTINE_TAINT_KEY), None)
 
@@ -209,7 +208,7 @@ class NodeView:
     def cordoned_by_us(self) -> bool:
         return self.annotations.get(conventions.CORDONED_ANNOTATION) == "true"
 
-    @cached_property
+    @property
     def quarantined(self) -> bool:
         """Quarantined by accelpool: its quarantine taint, or a cordon it made."""
         return self.quarantine_taint is not None or (self.cordoned_by_us and self.unschedulable)

@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
 from typing import Literal
 
 from accelpool import api, catalog, conventions, nvidia
@@ -64,40 +63,34 @@ _TRANSIENT_TAINT_KEYS = frozenset({"ToBeDeletedByClusterAutoscaler", "DeletionCa
 
 @dataclass(frozen=True)
 class Member:
-    """A member node as it will be after the plan's writes (derived facts computed once)."""
+    """A member node as it will be after the planner's writes (derived facts computed once, at creation)."""
 
     view: NodeView
     change: NodeChange | None = None
+    taints: tuple[Taint, ...] = field(init=False, compare=False)
+    unschedulable: bool = field(init=False, compare=False)
+    quarantined: bool = field(init=False, compare=False)
+    mig_state: str | None = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Eager and plain: a status pass reads these for every member (functools.cached_property
+        # takes a lock per first access on Python 3.11, which a 10,000-node pass notices).
+        view, change = self.view, self.change
+        taints = view.taints_after(change)
+        unschedulable = view.unschedulable_after(change)
+        cordon_note = view.annotations.get(conventions.CORDONED_ANNOTATION)
+        if change is not None and conventions.CORDONED_ANNOTATION in change.annotations:
+            cordon_note = change.annotations[conventions.CORDONED_ANNOTATION]
+        tainted = any(t.key == conventions.QUARANTINE_TAINT_KEY for t in taints)
+        set_field = object.__setattr__
+        set_field(self, "taints", taints)
+        set_field(self, "unschedulable", unschedulable)
+        set_field(self, "quarantined", tainted or (cordon_note == "true" and unschedulable))
+        set_field(self, "mig_state", view.label_after(change, conventions.MIG_CONFIG_STATE_LABEL))
 
     @property
     def name(self) -> str:
         return self.view.name
-
-    @cached_property
-    def taints(self) -> tuple[Taint, ...]:
-        return self.view.taints_after(self.change)
-
-    @cached_property
-    def quarantined(self) -> bool:
-        key = conventions.QUARANTINE_TAINT_KEY
-        change = self.change
-        if change is None:
-            tainted = any(t.key == key for t in self.view.taints)
-        else:  # the taint after the change, without merging the whole list (as `taints` would)
-            kept = any(t.key == key and not any(r.same_slot(t) for r in change.remove_taints) for t in self.view.taints)
-            tainted = kept or any(t.key == key for t in change.add_taints)
-        cordon_note = self.view.annotations.get(conventions.CORDONED_ANNOTATION)
-        if self.change is not None and conventions.CORDONED_ANNOTATION in self.change.annotations:
-            cordon_note = self.change.annotations[conventions.CORDONED_ANNOTATION]
-        return tainted or (cordon_note == "true" and self.unschedulable)
-
-    @cached_property
-    def unschedulable(self) -> bool:
-        return self.view.unschedulable_after(self.change)
-
-    @cached_property
-    def mig_state(self) -> str | None:
-        return self.label(conventions.MIG_CONFIG_STATE_LABEL)
 
     def label(self, key: str) -> str | None:
         return self.view.label_after(self.change, key)
