@@ -1020,13 +1020,14 @@ def _foreign_config_keys(pools: Sequence[PoolInput], config: ConfigState) -> dic
     the key is renamed or removed (or the pool is).
     """
     mig_entries = config.mig.get("mig-configs") if isinstance(config.mig, Mapping) else None
-    places = (
-        ("device-plugin ConfigMap", config.device_plugin or {}, config.device_plugin_managed, "managed-keys"),
+    places = (  # (where, what is there, what accelpool owns, its annotation, only for MIG pools?)
+        ("device-plugin ConfigMap", config.device_plugin or {}, config.device_plugin_managed, "managed-keys", False),
         (
             "MIG ConfigMap's mig-configs",
             mig_entries if isinstance(mig_entries, Mapping) else {},
             config.mig_managed,
             "managed-entries",
+            True,
         ),
     )
     found: dict[str, str] = {}
@@ -1034,8 +1035,8 @@ def _foreign_config_keys(pools: Sequence[PoolInput], config: ConfigState) -> dic
         if not pool.valid or pool.deleting or pool.spec is None:
             continue
         key = conventions.config_name(pool.name)
-        for what, present, managed, annotation in places:
-            if key in present and key not in managed and (pool.spec.mig is not None or "device" in what):
+        for what, present, managed, annotation, mig_only in places:
+            if key in present and key not in managed and (pool.spec.mig is not None or not mig_only):
                 found[pool.name] = (
                     f"the {what} already holds {key!r}, which accelpool did not write (it is not in the "
                     f"ConfigMap's {conventions.DOMAIN}/{annotation} annotation); accelpool will not overwrite it: "
