@@ -527,7 +527,7 @@ class Reconciler:
             tolerated_taints=self.config.tolerated_taints,
             healthy_since=self._healthy_since(views),
         )
-        live_specs = {(r.uid or r.name, r.spec_json) for r in records.values()}
+        live_specs = {_spec_key(r) for r in records.values()}
         self._unplannable = {k: v for k, v in self._unplannable.items() if k in live_specs}
         known = {r.name: self._unplannable[key] for r in records.values() if (key := _spec_key(r)) in self._unplannable}
         config_state = self._config_state()
