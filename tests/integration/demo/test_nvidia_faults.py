@@ -3,9 +3,6 @@ layout that never appears, and `strategy-override=...` switches every node's dev
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -13,6 +10,7 @@ import pytest
 from accelpool import conventions
 from accelpool.demo import cluster, nvidia
 from accelpool.demo.run import POOLS_PATH, inject, simulated_cluster
+from tests.integration.demo.test_demo import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -27,15 +25,6 @@ POOL = {
     "metadata": {"name": "slices"},
     "spec": {"accelerator": "A100-40GB", "nodes": 2, "mig": {"profile": "1g.5gb"}},
 }
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"not within {within} s: {what}")
 
 
 async def test_a_broken_mig_manager_and_a_cluster_wide_strategy() -> None:

@@ -9,7 +9,6 @@ the node advertises the layout.
 
 from __future__ import annotations
 
-import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,6 +17,7 @@ from accelpool.demo.nvidia import Installation, Simulation
 from accelpool.nodes import NodeView
 from accelpool.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
 from accelpool.validation import validate_spec
+from tests.unit.operator.test_reconciler import merge
 
 START = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)
 HEALTHY = {
@@ -48,16 +48,6 @@ def _node() -> dict[str, Any]:
             "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"}, HEALTHY],
         },
     }
-
-
-def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
 
 
 def _mig_state(result: Plan) -> tuple[str, str]:
@@ -101,7 +91,7 @@ def test_a_mig_node_that_failed_on_a_config_not_yet_mounted_is_configured_after_
         if change is not None:
             body_patch = patches.node_patch(NodeView.from_body(body), change)
             if body_patch is not None:
-                _merge(body, body_patch)
+                merge(body, body_patch)
         body["metadata"]["resourceVersion"] = str(int(body["metadata"]["resourceVersion"]) + 1)
         simulation.observe(
             result.device_plugin, {conventions.MIG_CONFIG_DATA_KEY: nvidia.dump(result.mig_document)}, float(second)
