@@ -11,10 +11,12 @@ Pure: no I/O. Callers: `accelpool.crd`, `accelpool.validation`, the planner and 
 
 from __future__ import annotations
 
+import decimal
+import json
 import math
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -41,7 +43,10 @@ CATEGORIES = ("accelpool",)
 
 ACCELERATOR_STRING_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._ -]*(:[1-9][0-9]*)?$"
 MIG_PROFILE_PATTERN = r"^[1-7]g\.[0-9]+gb(\+me)?$"
-DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
+DURATION_PATTERN = r"^([0-9]{1,5}(\.[0-9]{1,9})?(ms|s|m|h)){1,4}$"
+"""15m, 1h30m, 90s. At most 4 parts of at most 5 digits: even 4 x 99999h stays within what CEL's
+duration() (Go's time.ParseDuration, int64 nanoseconds: about 2,562,047h) can parse, so the CRD's
+duration rules never fail to evaluate (a rule that errors rejects the object with the error's text)."""
 PERCENT_PATTERN = r"^(100|[1-9]?[0-9])%$"
 MEMORY_PATTERN = r"^[0-9]+ ?(GB|GiB|G|gb|gib|g)$"
 MAX_DURATION_LENGTH = 32
@@ -50,20 +55,29 @@ MIN_INTERVAL = "1m"
 MAX_INTERVAL = "168h"
 MAX_HOLD_DOWN = "168h"
 MAX_NODES = 10_000
+DNS1123_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+"""What the API server requires of an object's name (k8s.io/apimachinery pkg/util/validation validation.go)."""
+DNS1123_SUBDOMAIN_MESSAGE = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    f"'{DNS1123_SUBDOMAIN}')"
+)
 MAX_POOL_NAME = 63
 """A pool's name is the value of the `accelpool.io/pool` label on its nodes: at most 63 characters."""
 
 
 @dataclass(frozen=True)
 class Rule:
-    """A cross-field rule, declared once: its CEL text goes into the CRD, its check runs in the model.
+    """A cross-field rule, declared once: its CEL text goes into the CRD, and `holds` is the same rule
+    in Python, for the models and `accelpool validate`.
 
-    `cel` is None for rules the API server cannot evaluate (they touch a field whose two shapes
-    CEL cannot see); those are enforced by the model, `accelpool validate` and the operator.
+    `holds` gets what CEL's `self` is: the object as on the wire (camelCase keys, absent fields absent)
+    after the schema's scalar defaults, so the rule can be checked, as the API server checks it, even
+    where another field of the object is out of range.
     """
 
-    cel: str | None
-    holds: Callable[[Any], bool]
+    cel: str
+    holds: Callable[[Mapping[str, Any]], bool]
     message: str
     field: str | None = None
     """The field the rule is about (its error path), when it is about one field."""
@@ -94,8 +108,9 @@ class RuledModel(Model):
 
     @model_validator(mode="after")
     def _check_rules(self) -> RuledModel:
+        wire = self.model_dump(by_alias=True, exclude_none=True)
         for rule in type(self).rules:
-            if not rule.holds(self):
+            if not rule.holds(wire):
                 raise ValueError(rule.message)
         return self
 
@@ -142,15 +157,6 @@ def _accelerator_from_wire(value: Any) -> Any:
     return AcceleratorRequest.parse(value) if isinstance(value, str) else value
 
 
-class NodeRange(RuledModel):
-    """`nodes: {min, max}`: the bounds a Karpenter-provisioned pool scales within."""
-
-    min: int = Field(ge=0, le=MAX_NODES, description="Fewest member nodes.")
-    max: int = Field(ge=1, le=MAX_NODES, description="Most member nodes; sets the NodePool's limits.")
-
-    rules = (Rule("self.min <= self.max", lambda n: n.min <= n.max, "nodes.min must not exceed nodes.max", "min"),)
-
-
 class MigSpec(RuledModel):
     """How each GPU of a member is partitioned with MIG (NVIDIA A100/H100/H200/B200 class only)."""
 
@@ -171,13 +177,13 @@ class MigSpec(RuledModel):
     rules = (
         Rule(
             "has(self.profile) != has(self.profiles)",
-            lambda m: (m.profile is None) != (m.profiles is None),
+            lambda m: ("profile" in m) != ("profiles" in m),
             "mig needs exactly one of 'profile' (shorthand) or 'profiles' (explicit layout)",
         ),
         Rule(
             "!has(self.strategy) || self.strategy != 'single' || !has(self.profiles)"
             " || self.profiles.all(p, p == self.profiles[0])",
-            lambda m: m.strategy != "single" or m.profiles is None or len(set(m.profiles)) == 1,
+            lambda m: m.get("strategy") != "single" or "profiles" not in m or len(set(m["profiles"])) == 1,
             "the single MIG strategy needs one profile type; use strategy mixed for a mixed layout",
             field="strategy",
         ),
@@ -235,7 +241,7 @@ class SharingSpec(RuledModel):
     rules = (
         Rule(
             "has(self.timeSlicing) != has(self.mps)",
-            lambda s: (s.time_slicing is None) != (s.mps is None),
+            lambda s: ("timeSlicing" in s) != ("mps" in s),
             "sharing needs exactly one of 'timeSlicing' or 'mps'",
         ),
     )
@@ -288,7 +294,7 @@ class HealthSpec(RuledModel):
     remediation: Literal["taint", "cordon", "none"] = Field(
         "taint", description="What happens to a node whose AcceleratorHealthy turns False."
     )
-    max_unavailable: int | Annotated[str, Field(pattern=PERCENT_PATTERN)] = Field(
+    max_unavailable: int | str = Field(
         "50%",
         description="Circuit breaker: never quarantine more than this many (or this % of) member nodes.",
         json_schema_extra={"x-kubernetes-int-or-string": True},
@@ -305,24 +311,33 @@ class HealthSpec(RuledModel):
             f"type(self.maxUnavailable) == string ? self.maxUnavailable.matches('{PERCENT_PATTERN}')"
             " : self.maxUnavailable >= 0",
             lambda h: (
-                re.fullmatch(PERCENT_PATTERN, h.max_unavailable) is not None
-                if isinstance(h.max_unavailable, str)
-                else h.max_unavailable >= 0
+                re.fullmatch(PERCENT_PATTERN, h["maxUnavailable"]) is not None
+                if isinstance(h["maxUnavailable"], str)
+                else h["maxUnavailable"] >= 0
             ),
             "maxUnavailable must be a number >= 0 or a percentage like '50%'",
             field="maxUnavailable",
         ),
         Rule(
-            f"duration(self.interval) >= duration('{MIN_INTERVAL}')"
-            f" && duration(self.interval) <= duration('{MAX_INTERVAL}')",
-            lambda h: _duration_within(h.interval, parse_duration(MIN_INTERVAL), parse_duration(MAX_INTERVAL)),
+            # The pattern guard keeps the rule from erroring on a malformed duration, which the
+            # schema's pattern reports (a rule that errors rejects with a second, noisier message).
+            f"!self.interval.matches('{DURATION_PATTERN}')"
+            f" || (duration(self.interval) >= duration('{MIN_INTERVAL}')"
+            f" && duration(self.interval) <= duration('{MAX_INTERVAL}'))",
+            lambda h: (
+                not re.fullmatch(DURATION_PATTERN, h["interval"])
+                or _duration_within(h["interval"], parse_duration(MIN_INTERVAL), parse_duration(MAX_INTERVAL))
+            ),
             f"interval must be between {MIN_INTERVAL} and {MAX_INTERVAL} (a full check cycle runs compute checks "
             "on every GPU; telemetry and XIDs are watched continuously in between)",
             field="interval",
         ),
         Rule(
-            f"duration(self.holdDown) <= duration('{MAX_HOLD_DOWN}')",
-            lambda h: _duration_within(h.hold_down, 0.0, parse_duration(MAX_HOLD_DOWN)),
+            f"!self.holdDown.matches('{DURATION_PATTERN}') || duration(self.holdDown) <= duration('{MAX_HOLD_DOWN}')",
+            lambda h: (
+                not re.fullmatch(DURATION_PATTERN, h["holdDown"])
+                or _duration_within(h["holdDown"], 0.0, parse_duration(MAX_HOLD_DOWN))
+            ),
             f"holdDown must be at most {MAX_HOLD_DOWN}",
             field="holdDown",
         ),
@@ -354,10 +369,20 @@ class ComputePoolSpec(RuledModel):
         ),
         json_schema_extra={"x-accelpool-union": "accelerator"},
     )
-    nodes: int | NodeRange = Field(
+    nodes: int = Field(
         1,
-        description="Desired member nodes, or {min, max} with provisioner karpenter.",
-        json_schema_extra={"x-accelpool-union": "nodes"},
+        ge=0,
+        le=MAX_NODES,
+        description=(
+            "Desired member nodes; the fewest for provisioner karpenter, which may grow the pool to maxNodes. "
+            "`kubectl scale cpool NAME --replicas=N` sets it."
+        ),
+    )
+    max_nodes: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_NODES,
+        description="provisioner karpenter only: the most member nodes (the NodePool's limits); nodes when unset.",
     )
     mig: MigSpec | None = Field(None, description="MIG layout of every GPU (MIG-capable NVIDIA GPUs only).")
     sharing: SharingSpec | None = Field(None, description="Time-slicing or MPS (exclusive with mig).")
@@ -377,23 +402,23 @@ class ComputePoolSpec(RuledModel):
     rules = (
         Rule(
             "!(has(self.mig) && has(self.sharing))",
-            lambda s: s.mig is None or s.sharing is None,
+            lambda s: "mig" not in s or "sharing" not in s,
             "mig and sharing are mutually exclusive: partition GPUs or share them, not both "
             "(NVIDIA's device plugin refuses MPS on MIG devices; time-slicing MIG devices is not offered)",
         ),
         Rule(
-            None,
-            lambda s: isinstance(s.nodes, int) or s.provisioner.type == "karpenter",
-            "nodes {min, max} needs provisioner type karpenter; static pools take a number",
+            "!has(self.maxNodes) || (has(self.provisioner) && self.provisioner.type == 'karpenter')",
+            lambda s: "maxNodes" not in s or (s.get("provisioner") or {}).get("type", "static") == "karpenter",
+            "maxNodes needs provisioner type karpenter; a static pool claims exactly nodes nodes",
+            field="maxNodes",
+        ),
+        Rule(
+            "!has(self.maxNodes) || self.maxNodes >= (has(self.nodes) ? self.nodes : 1)",
+            lambda s: "maxNodes" not in s or s["maxNodes"] >= s.get("nodes", 1),
+            "maxNodes must be at least nodes (the fewest member nodes)",
+            field="maxNodes",
         ),
     )
-
-    @field_validator("nodes")
-    @classmethod
-    def _node_count(cls, value: int | NodeRange) -> int | NodeRange:
-        if isinstance(value, int) and not 0 <= value <= MAX_NODES:
-            raise ValueError(f"nodes must be between 0 and {MAX_NODES}, got {value}")
-        return value
 
     @model_validator(mode="after")
     def _catalog(self, info: ValidationInfo) -> ComputePoolSpec:
@@ -404,8 +429,9 @@ class ComputePoolSpec(RuledModel):
         return self
 
     @property
-    def desired_nodes(self) -> int:
-        return self.nodes if isinstance(self.nodes, int) else self.nodes.min
+    def most_nodes(self) -> int:
+        """The pool's ceiling: maxNodes for a Karpenter pool that sets it, else nodes."""
+        return self.max_nodes if self.max_nodes is not None else self.nodes
 
     def resolve(self) -> ResolvedAccelerator:
         """The catalog entry this spec asks for; raises ValueError when spec_problems would report."""
@@ -443,16 +469,109 @@ def max_instances_that_fit(entry: catalog.Accelerator, profile: catalog.MigProfi
 # ---------------------------------------------------------------- semantic validation
 
 
+AUTO: Any = object()
+"""`Problem.shown`'s default: the bad value, rendered as the API server renders values."""
+
+
 @dataclass(frozen=True)
 class Problem:
-    """One reason an object is invalid: where, what was there, and what would be valid."""
+    """One reason an object is invalid: where, what was there, and what would be valid.
+
+    It reads as the API server's own field errors do (k8s.io/apimachinery pkg/util/validation/field
+    errors.go `Error.Error`): `spec.mig.profile: Invalid value: "1g.5gb": mig profile 1g.5gb is not
+    offered by H100-80GB; valid: ...`, so `accelpool validate` and `kubectl apply` say the same words.
+    """
 
     path: str
     value: Any
     message: str
+    error_type: ErrorType = "Invalid"
+    """The field error's type (k8s.io/apimachinery field.ErrorType); UnknownField for the strict
+    decoding error the server answers an unknown field with, before any field validation."""
+    shown: str | None = AUTO
+    """The value as the server prints it after the type (None: not printed); AUTO renders `value`."""
+    hint: str = ""
+    """Help that goes beyond what the API server says (printed after the message by the CLI)."""
+
+    def __post_init__(self) -> None:
+        if self.shown is AUTO:
+            object.__setattr__(self, "shown", None if self.value is None else go_value(self.value))
+
+    @property
+    def body(self) -> str:
+        """The error without its field path: `Invalid value: 1: ... should be greater than or equal to 2`."""
+        if self.error_type == "UnknownField":
+            return self.message
+        label = _ERROR_LABELS[self.error_type]
+        head = label if self.shown is None else f"{label}: {self.shown}"
+        return f"{head}: {self.message}" if self.message else head
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
+        return self.body if self.error_type == "UnknownField" else f"{self.path}: {self.body}"
+
+
+ErrorType = Literal["Invalid", "TypeInvalid", "Required", "NotSupported", "TooMany", "TooLong", "UnknownField"]
+_ERROR_LABELS: dict[str, str] = {
+    "Invalid": "Invalid value",
+    "TypeInvalid": "Invalid value",
+    "Required": "Required value",
+    "NotSupported": "Unsupported value",
+    "TooMany": "Too many",
+    "TooLong": "Too long",
+}
+"""How the API server prints each field error type (k8s.io/apimachinery pkg/util/validation/field errors.go)."""
+
+
+def go_value(value: Any) -> str:
+    """A decoded JSON value as the API server prints a field error's bad value (Go's %v, %q, %#v).
+
+    Scalars as `field.Error` prints them (strings quoted, numbers and booleans bare); objects and
+    lists as compact JSON, which the server's own errors never print (they show the type name).
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return go_float(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def go_float(value: float) -> str:
+    """Go's %v of a float64 (strconv 'g', shortest): 2, 1.5, 123456, 1.234567e+06, 1e-05."""
+    if value == 0 or not math.isfinite(value):
+        return {math.inf: "+Inf", -math.inf: "-Inf"}.get(value, "NaN" if value != value else "0")
+    sign, digits, exponent = decimal.Decimal(repr(value)).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    text = "".join(str(d) for d in digits)
+    point = len(text) + exponent  # where the decimal point goes, counted from the first digit
+    minus = "-" if sign else ""
+    if not -4 <= point - 1 < 6:
+        mantissa = text[0] + (f".{text[1:]}" if len(text) > 1 else "")
+        power = point - 1
+        return f"{minus}{mantissa}e{'-' if power < 0 else '+'}{abs(power):02d}"
+    if point <= 0:
+        return f"{minus}0.{'0' * -point}{text}"
+    if point >= len(text):
+        return f"{minus}{text}{'0' * (point - len(text))}"
+    return f"{minus}{text[:point]}.{text[point:]}"
+
+
+def as_sent(value: Any) -> Any:
+    """A decoded YAML value as the API server receives it from kubectl: kubectl sends JSON (Go's
+    encoding/json writes 4.0 as 4) and the server decodes whole numbers as int64
+    (k8s.io/apimachinery pkg/util/json), so `nodes: 4.0` arrives as the integer 4."""
+    if isinstance(value, float) and value.is_integer() and -(2**63) <= value < 2**63:
+        return int(value)
+    if isinstance(value, Mapping):
+        return {key: as_sent(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [as_sent(item) for item in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -739,7 +858,7 @@ class ComputePoolStatus(Model):
 
 class ObjectMeta(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
-    name: str = Field(min_length=1, max_length=MAX_POOL_NAME, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    name: str = Field(min_length=1, max_length=MAX_POOL_NAME, pattern=f"^{DNS1123_SUBDOMAIN}$")
     generation: int | None = None
 
 

@@ -36,10 +36,9 @@ _KEEP = (
 
 _UNION_SCHEMAS: dict[str, JsonSchema] = {
     # CEL cannot see a field that takes two shapes (the API server leaves untyped
-    # x-kubernetes-preserve-unknown-fields out of CEL), so these are checked by the operator
-    # (condition Valid=False) and by `accelpool validate`.
+    # x-kubernetes-preserve-unknown-fields out of CEL): the admission webhook checks it, with
+    # `accelpool validate`'s code.
     "accelerator": {"x-kubernetes-preserve-unknown-fields": True},
-    "nodes": {"x-kubernetes-preserve-unknown-fields": True},
 }
 
 PRINTER_COLUMNS: list[JsonSchema] = [
@@ -78,7 +77,6 @@ def _rules_by_title() -> dict[str, tuple[api.Rule, ...]]:
         api.MigSpec,
         api.SharingSpec,
         api.HealthSpec,
-        api.NodeRange,
     ]
     return {model.__name__: model.rules for model in models}
 
@@ -153,16 +151,15 @@ def openapi_schema() -> JsonSchema:
         "type": "object",
         "description": "A pool of accelerator nodes: selected, labelled, configured, health-checked.",
         "required": ["spec"],
-        "x-kubernetes-validations": [
-            {
-                "rule": f"size(self.metadata.name) <= {api.MAX_POOL_NAME}",
-                "message": f"a pool's name is a node label value: at most {api.MAX_POOL_NAME} characters",
-            }
-        ],
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
-            "metadata": {"type": "object"},
+            "metadata": {
+                "type": "object",
+                # A pool's name is the value of the accelpool.io/pool label on its nodes. The schema
+                # may restrict only name and generateName of metadata.
+                "properties": {"name": {"type": "string", "maxLength": api.MAX_POOL_NAME}},
+            },
             "spec": spec,
             "status": status,
         },

@@ -500,7 +500,7 @@ class _Planner:
                 spec=pool.spec,
                 resolved=resolved,
                 match_names=frozenset(e.name for e in resolved.matches),
-                desired=pool.spec.desired_nodes,
+                desired=pool.spec.nodes,
                 karpenter=pool.spec.provisioner.type == "karpenter",
             )
 

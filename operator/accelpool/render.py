@@ -291,7 +291,6 @@ def devices_per_node(spec: api.ComputePoolSpec) -> int:
 def nodepool(pool: str, uid: str, spec: api.ComputePoolSpec, template_labels: Mapping[str, str]) -> dict[str, Any]:
     """The pool's `karpenter.sh/v1` NodePool: instances of its accelerator, labelled and tainted as members."""
     entry = spec.resolve().entry
-    max_nodes = spec.nodes.max if isinstance(spec.nodes, api.NodeRange) else spec.nodes
     template_spec: dict[str, Any] = {
         "requirements": _karpenter_requirements(spec),
         "nodeClassRef": {**KARPENTER_NODE_CLASS, "name": spec.provisioner.node_class},
@@ -310,7 +309,7 @@ def nodepool(pool: str, uid: str, spec: api.ComputePoolSpec, template_labels: Ma
         },
         "spec": {
             "template": {"metadata": {"labels": dict(template_labels)}, "spec": template_spec},
-            "limits": {entry.resource: str(max_nodes * devices_per_node(spec))},
+            "limits": {entry.resource: str(spec.most_nodes * devices_per_node(spec))},
             # GPU nodes run long jobs: consolidate only nodes that are empty.
             "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "5m"},
         },

@@ -1,29 +1,47 @@
-"""Validates ComputePool documents and reports every problem with its field path, value and remedy.
+"""Validates ComputePool documents as the API server admits them, in the server's own words.
 
-Used by `accelpool validate` (objects read by `accelpool.textio`) and by the operator (the `Valid`
-condition of a pool that slipped past admission). Structural problems come from the pydantic
-models, catalog problems from `api.spec_problems`; both end up as `api.Problem`s. Pure.
+A real API server judges a ComputePool in three stages, and stops at the first that objects:
+
+1. decoding: an unknown field fails strict field validation (kubectl's default) before anything
+   else: `strict decoding error: unknown field "spec.gpus"`;
+2. the CRD's structural schema and its CEL rules (generated from `accelpool.api` by `accelpool.crd`):
+   `spec.sharing.timeSlicing.replicas: Invalid value: 1: spec.sharing.timeSlicing.replicas in body
+   should be greater than or equal to 2`;
+3. the validating admission webhook (`accelpool.admission`), which runs this module: what needs the
+   catalog, or the `accelerator` field whose two shapes CEL cannot see.
+
+`validate_object` runs the same stages on the same models and reports what the server would, word
+for word, so `accelpool validate` and `kubectl apply` agree. The operator uses it too, for the
+`Valid` condition of a pool stored before a rule existed. Pure.
 """
 
 from __future__ import annotations
 
+import functools
+import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from accelpool import api
+from accelpool import api, crd
+
+Stage = Literal["decode", "schema", "webhook"]
+WEBHOOK_NAME = f"{api.PLURAL}.{api.GROUP}"
+"""The admission webhook's name, as `kubectl apply` quotes it in a denial."""
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """One document's result: the parsed pool when valid, else its problems."""
+    """One document's result: the parsed pool when valid, else its problems and the stage that found them."""
 
     kind: str
     name: str
     pool: api.ComputePool | None
     problems: tuple[api.Problem, ...]
+    stage: Stage | None = None
 
     @property
     def valid(self) -> bool:
@@ -33,9 +51,33 @@ class Verdict:
     def label(self) -> str:
         return f"{self.kind}/{self.name}"
 
+    @property
+    def rejection(self) -> str:
+        """The API server's answer to creating this object, as `kubectl apply` prints it after `Error from server`."""
+        if self.stage == "decode":
+            found = ", ".join(p.message for p in self.problems)
+            return (
+                f'{self.kind} in version "{api.VERSION}" cannot be handled as a {self.kind}: '
+                f"strict decoding error: {found}"
+            )
+        if self.stage == "webhook":
+            return f'admission webhook "{WEBHOOK_NAME}" denied the request: {denial_message(self.problems)}'
+        # kubectl rebuilds the message from the status causes (k8s.io/kubectl pkg/cmd/util/helpers.go).
+        if len(self.problems) == 1:
+            return f'The {self.kind} "{self.name}" is invalid: {self.problems[0]}'
+        return f'The {self.kind} "{self.name}" is invalid: \n' + "\n".join(f"* {p}" for p in self.problems)
+
+
+def denial_message(problems: Iterable[api.Problem]) -> str:
+    """What the admission webhook denies an object with: its field error, or each of them on a line."""
+    texts = [str(p) for p in problems]
+    if len(texts) == 1:
+        return texts[0]
+    return f"{len(texts)} problems:\n" + "\n".join(f"* {text}" for text in texts)
+
 
 def validate_object(document: Any) -> Verdict:
-    """Validate one decoded object (a dict from YAML or the API)."""
+    """Validate one decoded object (a dict from YAML or the API), stage by stage, as the API server does."""
     if not isinstance(document, Mapping):
         return Verdict(
             "?", "?", None, (api.Problem("(document)", document, "expected a mapping (a Kubernetes object)"),)
@@ -43,12 +85,174 @@ def validate_object(document: Any) -> Verdict:
     kind = str(document.get("kind", "?"))
     metadata = document.get("metadata")
     name = str(metadata.get("name", "?")) if isinstance(metadata, Mapping) else "?"
+    # The status subresource: a create or update of the object never writes status (the server drops it).
+    body = {key: api.as_sent(value) for key, value in document.items() if key != "status"}
+    if isinstance(body.get("spec"), Mapping):
+        body["spec"] = _without_nulls(api.ComputePoolSpec, body["spec"])
     try:
-        pool = api.ComputePool.model_validate(document, context={"structural_only": True})
+        pool = api.ComputePool.model_validate(body, context={"structural_only": True})
     except ValidationError as error:
-        return Verdict(kind, name, None, tuple(_merge(_problem(e) for e in error.errors())))
-    problems = tuple(api.spec_problems(pool.spec))
-    return Verdict(kind, name, None if problems else pool, problems)
+        problems = _merge(_problem(e) for e in error.errors())
+        problems += _checked_anyway(problems)
+        unknown = [p for p in problems if p.error_type == "UnknownField"]
+        if unknown:
+            return Verdict(kind, name, None, tuple(unknown), "decode")
+        schema = [p for p in problems if not _webhook_only(p) and p.message not in _RULES] + _scale_problems(body)
+        if any(p.error_type in _BLOCKING for p in schema):
+            # Type, required, enum, length and count errors stop the CEL rules from running
+            # (apiextensions-apiserver pkg/registry/customresource/strategy.go hasBlockingErr).
+            schema.append(_RULES_NOT_CHECKED)
+        else:
+            schema += _rule_problems(api.ComputePoolSpec, body.get("spec"), "spec")
+        if schema:
+            return Verdict(kind, name, None, tuple(schema), "schema")
+        return Verdict(kind, name, None, tuple(p for p in problems if _webhook_only(p)), "webhook")
+    scale = _scale_problems(body)
+    if scale:
+        return Verdict(kind, name, None, tuple(scale), "schema")
+    found = tuple(api.spec_problems(pool.spec))
+    return Verdict(kind, name, None if found else pool, found, "webhook" if found else None)
+
+
+def _checked_anyway(problems: list[api.Problem]) -> list[api.Problem]:
+    """What kube-openapi checks where pydantic stops at the first broken constraint: the pattern of a
+    string that is too long, and the items of a list that has too many."""
+    found: list[api.Problem] = []
+    for problem in problems:
+        if problem.error_type == "TooLong" and isinstance(problem.value, str):
+            found += _pattern_problems(problem.path, problem.value, _schema_at(problem.path))
+        elif problem.error_type == "TooMany" and isinstance(problem.value, list):
+            items = _schema_at(problem.path).get("items") or {}
+            for index, item in enumerate(problem.value):
+                path = f"{problem.path}[{index}]"
+                expected = items.get("type")
+                if expected == "string" and not isinstance(item, str):
+                    given = json_type(item)
+                    found.append(
+                        api.Problem(
+                            path,
+                            item,
+                            f'{path} in body must be of type {expected}: "{given}"',
+                            shown=f'"{given}"',
+                            error_type="TypeInvalid",
+                        )
+                    )
+                elif isinstance(item, str):
+                    found += _pattern_problems(path, item, items)
+    return found
+
+
+def _pattern_problems(path: str, value: str, schema: Mapping[str, Any]) -> list[api.Problem]:
+    pattern = schema.get("pattern")
+    if pattern and not re.search(pattern, value):
+        return [api.Problem(path, value, f"{path} in body should match '{pattern}'")]
+    return []
+
+
+@functools.cache
+def _crd_schema() -> dict[str, Any]:
+    return crd.openapi_schema()
+
+
+def _schema_at(path: str) -> Mapping[str, Any]:
+    node: Mapping[str, Any] = _crd_schema()
+    for part in re.sub(r"\[[0-9]+\]", ".[]", path).split("."):
+        if not part:
+            continue
+        node = node.get("items", {}) if part == "[]" else (node.get("properties") or {}).get(part, {})
+    return node
+
+
+def _rule_problems(model: type[BaseModel], value: Any, path: str) -> list[api.Problem]:
+    """The CEL rules of `model` and of the models inside it, checked on the object as it is, as the API
+    server checks them even when a field is out of range (its schema errors are reported alongside)."""
+    if not isinstance(value, Mapping):
+        return []
+    wire = _with_defaults(model, value)
+    problems = [
+        api.Problem(f"{path}.{rule.field}" if rule.field else path, dict(wire), rule.message, shown=None)
+        for rule in getattr(model, "rules", ())
+        if not rule.holds(wire)
+    ]
+    for name, annotation in _wire_fields(model).items():
+        inner = _model_of(annotation)
+        if inner is not None and name in value and f"{path}.{name}" not in _WEBHOOK_FIELDS:
+            problems += _rule_problems(inner, value[name], f"{path}.{name}")
+    return problems
+
+
+def _with_defaults(model: type[BaseModel], value: Mapping[str, Any]) -> dict[str, Any]:
+    """The scalar defaults the CRD's schema declares, applied as the API server applies them."""
+    wire = dict(value)
+    for name, info in model.model_fields.items():
+        key = info.alias or name
+        if key not in wire and info.default is not None and isinstance(info.default, str | int | float | bool):
+            wire[key] = info.default
+    return wire
+
+
+_BLOCKING = frozenset({"Required", "NotSupported", "TooLong", "TooMany", "TypeInvalid"})
+_RULES_NOT_CHECKED = api.Problem(
+    "<nil>",
+    None,
+    "some validation rules were not checked because the object was invalid; correct the existing errors to "
+    "complete validation",
+    shown="null",
+)
+INT32_MAX = 2**31 - 1
+
+
+def _scale_problems(body: Mapping[str, Any]) -> list[api.Problem]:
+    """The scale subresource's own check of `specReplicasPath` on every write
+    (apiextensions-apiserver pkg/registry/customresource/validator.go ValidateScaleSpec), on top of
+    the schema's: `.spec.nodes` must be an int64 (unstructured.NestedInt64's accessor error), not
+    negative, and fit an int32."""
+    spec = body.get("spec")
+    if not isinstance(spec, Mapping) or "nodes" not in spec:
+        return []
+    nodes = spec["nodes"]
+    if not isinstance(nodes, int) or isinstance(nodes, bool):
+        return [
+            api.Problem(
+                ".spec.nodes",
+                nodes,
+                f".spec.nodes accessor error: {go_plain(nodes)} is of the type {go_type(nodes)}, expected int64",
+                shown="0",
+            )
+        ]
+    if nodes < 0:
+        return [api.Problem(".spec.nodes", nodes, "should be a non-negative integer")]
+    if nodes > INT32_MAX:
+        return [api.Problem(".spec.nodes", nodes, f"should be less than or equal to {INT32_MAX}")]
+    return []
+
+
+def go_plain(value: Any) -> str:
+    """Go's %v of a decoded JSON value: `four`, `map[max:4 min:1]`, `[H100]`."""
+    if isinstance(value, Mapping):
+        return "map[" + " ".join(f"{key}:{go_plain(value[key])}" for key in sorted(value)) + "]"
+    if isinstance(value, list | tuple):
+        return "[" + " ".join(go_plain(item) for item in value) + "]"
+    if value is None:
+        return "<nil>"
+    if isinstance(value, str):
+        return value
+    return api.go_value(value)
+
+
+def go_type(value: Any) -> str:
+    """Go's %T of a decoded JSON value."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, float):
+        return "float64"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "map[string]interface {}"
+    if isinstance(value, list | tuple):
+        return "[]interface {}"
+    return "<nil>" if value is None else "int64"
 
 
 def validate_spec(spec: Mapping[str, Any]) -> tuple[api.ComputePoolSpec | None, tuple[api.Problem, ...]]:
@@ -59,7 +263,33 @@ def validate_spec(spec: Mapping[str, Any]) -> tuple[api.ComputePoolSpec | None, 
     return (verdict.pool.spec if verdict.pool else None), verdict.problems
 
 
-# ---------------------------------------------------------------- pydantic errors → problems
+def _without_nulls(model: type[BaseModel], value: Mapping[str, Any]) -> dict[str, Any]:
+    """Drop null fields, as the API server prunes them before defaulting (none of ours is nullable).
+
+    Only declared fields: a null in a map (nodeSelector) fails its type, and inside `accelerator`
+    (x-kubernetes-preserve-unknown-fields) nothing is pruned.
+    """
+    fields = _wire_fields(model)
+    kept: dict[str, Any] = {}
+    for key, item in value.items():
+        if key in fields and item is None:
+            continue
+        inner = _model_of(fields[key]) if key in fields and key != "accelerator" else None
+        kept[key] = _without_nulls(inner, item) if inner is not None and isinstance(item, Mapping) else item
+    return kept
+
+
+_WEBHOOK_FIELDS = ("spec.accelerator",)
+"""Fields the CRD's schema leaves open (two shapes) but requires: only the webhook judges what is in them."""
+
+
+def _webhook_only(problem: api.Problem) -> bool:
+    return problem.path.startswith(_WEBHOOK_FIELDS) and not (
+        problem.path in _WEBHOOK_FIELDS and problem.error_type == "Required"
+    )
+
+
+# ---------------------------------------------------------------- pydantic errors → the server's field errors
 
 
 def _walk(loc: tuple[int | str, ...]) -> tuple[str, type[BaseModel] | None]:
@@ -75,8 +305,8 @@ def _walk(loc: tuple[int | str, ...]) -> tuple[str, type[BaseModel] | None]:
             parts.append(part)
             model = _model_of(fields[part])
         elif model is None and parts and parts[-1].endswith("Selector"):
-            parts[-1] += f"[{part}]"
-        # anything else is a union tag (int, NodeRange, function-after[...]) and is skipped
+            parts.append(part)  # a map's key, named as kube-openapi names it: spec.nodeSelector.zone
+        # anything else is a union tag (int, str, function-after[...]) and is skipped
     return ".".join(parts) or "(document)", model
 
 
@@ -93,12 +323,35 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-_HINTS = {
-    api.MIG_PROFILE_PATTERN: "a MIG profile like 3g.40gb or 1g.10gb+me",
-    api.DURATION_PATTERN: "a duration like 90s, 15m or 1h30m",
-    api.PERCENT_PATTERN: "a percentage like 50%",
-    api.MEMORY_PATTERN: "a size like 80GB",
+_JSON_TYPES: dict[str, str] = {
+    "int_type": "integer",
+    "int_parsing": "integer",
+    "string_type": "string",
+    "bool_type": "boolean",
+    "float_type": "number",
+    "list_type": "array",
+    "dict_type": "object",
+    "model_type": "object",
+    "model_attributes_type": "object",
 }
+"""pydantic's type errors → the JSON type the CRD's schema declares."""
+
+
+def json_type(value: Any) -> str:
+    """The JSON type of a decoded value, as the API server names it in a type error."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    return "object"
 
 
 def _problem(error: Mapping[str, Any]) -> api.Problem:
@@ -106,37 +359,108 @@ def _problem(error: Mapping[str, Any]) -> api.Problem:
     path, _ = _walk(loc)
     value = error.get("input")
     kind = error["type"]
+    if path.startswith(_WEBHOOK_FIELDS) and not (path in _WEBHOOK_FIELDS and kind == "missing"):
+        return _webhook_problem(path, loc, error)
     if kind == "extra_forbidden":
-        parent_path, parent_model = _walk(loc[:-1])
-        field = str(loc[-1]) or "''"
-        valid = ", ".join(_wire_fields(parent_model)) if parent_model else ""
-        prefix = "" if parent_path == "(document)" else f"{parent_path}."
-        return api.Problem(f"{prefix}{field}", value, f"unknown field {field!r}; valid fields here: {valid}")
+        return _unknown_field(loc, value)
+    return _schema_problem(path, error)
+
+
+def _schema_problem(path: str, error: Mapping[str, Any]) -> api.Problem:
+    """A field's problem in the words of the CRD's schema (kube-openapi) or of the CEL rule that failed."""
+    value = error.get("input")
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    name = path  # kube-openapi names the field as the field path does: spec.mig.profiles[0], spec.nodeSelector.zone
     if kind == "missing":
-        return api.Problem(path, None, "required field is missing")
-    if path.endswith(_UNION_FIELDS) and kind not in ("value_error", "assertion_error"):
-        return api.Problem(path, value, _union_message(path, value))
+        return api.Problem(path, None, "", error_type="Required")
+    if kind in _JSON_TYPES or (kind in ("literal_error", "enum") and not isinstance(value, str)):
+        expected = _JSON_TYPES.get(kind, "string")
+        given = json_type(value)
+        return api.Problem(
+            path,
+            value,
+            f'{name} in body must be of type {expected}: "{given}"',
+            shown=f'"{given}"',
+            error_type="TypeInvalid",
+        )
+    if kind == "greater_than_equal":
+        return api.Problem(path, value, f"{name} in body should be greater than or equal to {api.go_value(ctx['ge'])}")
+    if kind == "less_than_equal":
+        return api.Problem(path, value, f"{name} in body should be less than or equal to {api.go_value(ctx['le'])}")
+    if path == "metadata.name" and kind == "string_pattern_mismatch":
+        return api.Problem(path, value, api.DNS1123_SUBDOMAIN_MESSAGE)
     if kind == "string_pattern_mismatch":
-        pattern = error.get("ctx", {}).get("pattern", "")
-        return api.Problem(path, value, f"{value!r} is not {_HINTS.get(pattern, f'matching {pattern}')}")
+        return api.Problem(path, value, f"{name} in body should match '{ctx['pattern']}'")
+    if kind in ("literal_error", "enum"):
+        supported = ", ".join(json.dumps(v) for v in _supported(ctx))
+        return api.Problem(path, value, f"supported values: {supported}", error_type="NotSupported")
+    if kind == "too_long":
+        return api.Problem(
+            path,
+            value,
+            f"must have at most {ctx['max_length']} items",
+            error_type="TooMany",
+            shown=str(ctx.get("actual_length", len(value) if isinstance(value, list) else 0)),
+        )
+    if kind == "too_short":
+        return api.Problem(path, value, f"{name} in body should have at least {ctx['min_length']} items")
+    if kind == "string_too_long":
+        return api.Problem(
+            path, value, f"may not be more than {ctx['max_length']} bytes", error_type="TooLong", shown=None
+        )
+    if kind == "string_too_short":
+        return api.Problem(path, value, f"{name} in body should be at least {ctx['min_length']} chars long")
     message = str(error["msg"]).removeprefix("Value error, ")
-    if kind not in ("value_error", "assertion_error"):
-        message = f"{message} (got {value!r})"
-    rule_field = _RULE_FIELDS.get(message)
-    if rule_field and isinstance(value, Mapping):
-        return api.Problem(f"{path}.{rule_field}", value.get(rule_field), message)
+    rule = _RULES.get(message)
+    if rule is not None:
+        # A CEL rule's failure: the server names the field (fieldPath) and leaves the value out when
+        # the rule is on an object, as all of ours are (apiextensions-apiserver
+        # pkg/apiserver/schema/cel/validation.go: field.OmitValueType for objects and arrays).
+        return api.Problem(f"{path}.{rule.field}" if rule.field else path, value, message, shown=None)
     return api.Problem(path, value, message)
 
 
-_RULE_FIELDS = {
-    rule.message: rule.field
-    for model in (api.ComputePoolSpec, api.MigSpec, api.SharingSpec, api.HealthSpec, api.NodeRange)
+def _supported(ctx: Mapping[str, Any]) -> list[str]:
+    expected = ctx.get("expected", "")
+    return [part.strip().strip("'") for part in str(expected).replace(" or ", ", ").split(",") if part.strip()]
+
+
+def _unknown_field(loc: tuple[int | str, ...], value: Any) -> api.Problem:
+    parent_path, parent_model = _walk(loc[:-1])
+    field = str(loc[-1])
+    prefix = "" if parent_path == "(document)" else f"{parent_path}."
+    valid = ", ".join(_wire_fields(parent_model)) if parent_model else ""
+    return api.Problem(
+        f"{prefix}{field}",
+        value,
+        f'unknown field "{prefix}{field}"',
+        error_type="UnknownField",
+        hint=f"valid fields here: {valid}" if valid else "",
+    )
+
+
+def _webhook_problem(path: str, loc: tuple[int | str, ...], error: Mapping[str, Any]) -> api.Problem:
+    """A problem inside the two-shape `accelerator`, which only the webhook sees: the schema's words for
+    what a schema would say, accelpool's for the rest."""
+    value = error.get("input")
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        unknown = _unknown_field(loc, value)
+        return api.Problem(unknown.path, value, f"{unknown.message}; {unknown.hint}")
+    if path == "spec.accelerator" and kind not in ("value_error", "assertion_error"):
+        return api.Problem(path, value, _accelerator_shape_message(value))
+    if kind in ("value_error", "assertion_error"):
+        return api.Problem(path, value, str(error["msg"]).removeprefix("Value error, "))
+    return _schema_problem(path, error)
+
+
+_RULES = {
+    rule.message: rule
+    for model in (api.ComputePoolSpec, api.MigSpec, api.SharingSpec, api.HealthSpec)
     for rule in model.rules
-    if rule.field
+    if rule.cel
 }
-
-
-_UNION_FIELDS = ("spec.nodes", "spec.accelerator", "maxUnavailable")
 
 
 def _merge(problems: Iterable[api.Problem]) -> list[api.Problem]:
@@ -155,12 +479,8 @@ def _merge(problems: Iterable[api.Problem]) -> list[api.Problem]:
 
 def _is_shape_message(problem: api.Problem) -> bool:
     """The generic 'takes this shape or that' message, which a specific one beats."""
-    return problem.message == _union_message(problem.path, problem.value)
+    return problem.path == "spec.accelerator" and problem.message == _accelerator_shape_message(problem.value)
 
 
-def _union_message(path: str, value: Any) -> str:
-    if path.endswith("nodes"):
-        return f"nodes must be a number of nodes (e.g. 4) or {{min, max}} for karpenter pools, got {value!r}"
-    if path.endswith("maxUnavailable"):
-        return f"maxUnavailable must be a number >= 0 or a percentage like '50%', got {value!r}"
+def _accelerator_shape_message(value: Any) -> str:
     return f"accelerator must be NAME[:COUNT] (e.g. 'H100:8') or {{name, memory, formFactor, count}}, got {value!r}"

@@ -3,6 +3,8 @@ cel-python like the API server would — agreeing with the models on every share
 
 from __future__ import annotations
 
+import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,15 +12,20 @@ import celpy
 import kubernetes_validate
 import pytest
 import yaml
+from hypothesis import HealthCheck, assume, given, settings
 
 from accelpool import crd
 from accelpool.validation import validate_object
+from tests import admission
+from tests.admission import version_schema
 from tests.cases import CASES, Case, pool
-from tests.crd_admission import admission_errors, version_schema
+from tests.unit.api.test_examples import expected_rejection
+from tests.unit.api.test_properties import SPECS
 
 pytestmark = pytest.mark.contract
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "crds" / "accelpool.io_computepools.yaml"
+EXAMPLES = sorted(p for p in (ROOT / "examples").glob("**/*.yaml") if "kind: ComputePool" in p.read_text())
 
 
 @pytest.fixture(scope="module")
@@ -114,19 +121,78 @@ def test_cel_rules_compile(definition: dict[str, Any]) -> None:
         assert rule["message"]
 
 
+def in_process_webhook(obj: dict[str, Any]) -> list[str]:
+    """The admission webhook's verdict, in process (tests/contract/test_webhook.py runs it over HTTPS)."""
+    return [str(p) for p in validate_object(obj).problems]
+
+
+def _agree(definition: dict[str, Any], obj: dict[str, Any]) -> tuple[admission.Answer, Any]:
+    answer = admission.create(definition, obj, webhooks=(in_process_webhook,))
+    verdict = validate_object(obj)
+    assert answer.stage == verdict.stage, (answer, [str(p) for p in verdict.problems])
+    # A real server's order of several schema errors is not fixed (kube-openapi walks Go maps).
+    assert sorted(answer.errors) == sorted(str(p) for p in verdict.problems)
+    return answer, verdict
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_api_server_agrees_with_the_models(definition: dict[str, Any], case: Case) -> None:
-    errors = admission_errors(definition, pool(case.spec))
-    if case.layer == "crd":
-        assert errors, f"the CRD admits {case.spec}, which the models reject"
-    else:
-        assert errors == [], f"the CRD rejects a case the models {'accept' if case.layer == 'valid' else 'own'}"
+def test_api_server_says_what_validate_says(definition: dict[str, Any], case: Case) -> None:
+    """Every shared case through the emulated API server (strict decoding, schema, scale, CEL, webhook):
+    the same stage rejects it with the same field errors, word for word, as `accelpool validate`."""
+    answer, _ = _agree(definition, pool(case.spec, name=case.id))
+    assert answer.stage == (None if case.layer == "valid" else case.layer)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_examples_through_admission(definition: dict[str, Any], path: Path) -> None:
+    """Every ComputePool under examples/ as `kubectl apply -f` sends it: valid ones stored, invalid ones
+    rejected at the stage and with the words their `# expect:` comment quotes."""
+    pools = [o for o in yaml.safe_load_all(path.read_text()) if isinstance(o, dict) and o.get("kind") == "ComputePool"]
+    assert pools
+    for obj in pools:
+        answer, verdict = _agree(definition, obj)
+        if path.parent.name == "invalid":
+            assert verdict.rejection == expected_rejection(path)
+        else:
+            assert answer.accepted, answer.errors
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(SPECS)
+def test_any_spec_gets_the_same_answer_from_the_api_server_and_validate(spec: dict[str, Any]) -> None:
+    """Arbitrary specs, right and wrong in every way at once: the same stage, the same field errors."""
+    try:
+        json.dumps(spec, allow_nan=False)
+    except ValueError:
+        assume(False)  # NaN and infinities are not JSON: no API request can carry them
+    _agree(yaml.safe_load(CRD_FILE.read_text()), pool(spec))
+
+
+def test_unknown_fields_are_dropped_for_clients_that_do_not_ask_for_strict_validation(
+    definition: dict[str, Any],
+) -> None:
+    """The API's default (fieldValidation=Warn: client-go, Helm) stores the object without the field."""
+    obj = pool({"accelerator": "H100", "gpus": 8})
+    assert admission.create(definition, obj).stage == "decode"
+    warned = admission.create(definition, obj, field_validation="Warn")
+    assert warned.accepted and warned.warnings == ['unknown field "spec.gpus"']
+    assert warned.stored is not None and "gpus" not in warned.stored["spec"]
+    ignored = admission.create(definition, obj, field_validation="Ignore")
+    assert ignored.accepted and ignored.warnings == []
 
 
 def test_pool_names_fit_a_label_value(definition: dict[str, Any]) -> None:
-    """Names become `accelpool.io/pool` label values: the API server and the models stop at 63."""
+    """Names become `accelpool.io/pool` label values: the API server and `accelpool validate` stop at 63."""
     long_name = pool({"accelerator": "H100"}, name="x" * 64)
-    assert admission_errors(definition, long_name) == [": a pool's name is a node label value: at most 63 characters"]
-    assert admission_errors(definition, pool({"accelerator": "H100"}, name="x" * 63)) == []
-    verdict = validate_object(long_name)
-    assert [p.path for p in verdict.problems] == ["metadata.name"]
+    answer, _ = _agree(definition, long_name)
+    assert answer.errors[0] == "metadata.name: Too long: may not be more than 63 bytes"
+    _agree(definition, pool({"accelerator": "H100"}, name="x" * 63))
+
+
+def test_a_rule_that_errors_rejects(definition: dict[str, Any]) -> None:
+    """As on a real server, a CEL rule that cannot be evaluated rejects the object; it does not pass."""
+    broken = copy.deepcopy(definition)
+    spec = admission.version_schema(broken)["properties"]["spec"]
+    spec["x-kubernetes-validations"] = [{"rule": "self.noSuchField == 1", "message": "never"}]
+    answer = admission.create(broken, pool({"accelerator": "H100"}))
+    assert answer.stage == "schema" and "evaluating rule: never" in answer.errors[0]

@@ -48,8 +48,15 @@ def run(args: argparse.Namespace) -> int:
                 "file": source,
                 "object": verdict.label,
                 "valid": verdict.valid,
+                "stage": verdict.stage,
+                "rejection": one_line(verdict.rejection, MESSAGE_CHARS * 4) if not verdict.valid else None,
                 "problems": [
-                    {"path": p.path, "value": _json_value(p.value), "message": one_line(p.message, MESSAGE_CHARS)}
+                    {
+                        "path": p.path,
+                        "value": _json_value(p.value),
+                        "message": one_line(p.message, MESSAGE_CHARS),
+                        "error": one_line(str(p), MESSAGE_CHARS),
+                    }
                     for p in verdict.problems
                 ],
             }
@@ -61,10 +68,9 @@ def run(args: argparse.Namespace) -> int:
             if verdict.valid:
                 print(one_line(f"{source}: {verdict.label}: valid"))
             for problem in verdict.problems:
-                scalar = problem.value is not None and not isinstance(problem.value, dict | list)
-                shown = f" (value: {brief(problem.value)})" if scalar else ""
-                message = one_line(problem.message, MESSAGE_CHARS)
-                print(one_line(f"{source}: {verdict.label}: {problem.path}: {message}{shown}", MESSAGE_CHARS * 2))
+                hint = f" ({problem.hint})" if problem.hint else ""
+                message = one_line(f"{problem}{hint}", MESSAGE_CHARS)
+                print(one_line(f"{source}: {verdict.label}: {message}", MESSAGE_CHARS * 2))
         invalid = sum(1 for _, v in results if not v.valid)
         unreadable = f", {len(errors)} input errors" if errors else ""
         print(f"{len(results) - invalid} valid, {invalid} invalid{unreadable}", file=sys.stderr)

@@ -51,7 +51,7 @@ def test_mig_configured_follows_the_mig_manager(states: tuple[str | None, ...], 
 
 def test_phases_from_empty_to_ready() -> None:
     assert run([pool("p", {"accelerator": "H100"})], []).pool("p").phase == "Pending"  # type: ignore[union-attr]
-    karpenter = {"accelerator": "H200", "nodes": {"min": 1, "max": 2}, "provisioner": {"type": "karpenter"}}
+    karpenter = {"accelerator": "H200", "nodes": 1, "maxNodes": 2, "provisioner": {"type": "karpenter"}}
     assert run([pool("k", karpenter)], []).pool("k").phase == "Provisioning"  # type: ignore[union-attr]
     silent = run([pool("p", {"accelerator": "H100"})], [member("m1", "p")])
     assert silent.pool("p").phase == "Configuring"  # type: ignore[union-attr]

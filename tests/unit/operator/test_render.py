@@ -125,7 +125,8 @@ def test_daemonset_settings() -> None:
 def test_nodepool_golden() -> None:
     body = {
         "accelerator": "H200:8",
-        "nodes": {"min": 1, "max": 4},
+        "nodes": 1,
+        "maxNodes": 4,
         "provisioner": {"type": "karpenter", "nodeClass": "gpu"},
     }
     nodepool = render.nodepool(
@@ -140,7 +141,8 @@ def test_nodepool_golden() -> None:
 def test_nodepool_requirements_narrow_the_memory_variant_and_count() -> None:
     body = {
         "accelerator": {"name": "A100", "memory": "80GB", "count": 8},
-        "nodes": {"min": 0, "max": 2},
+        "nodes": 0,
+        "maxNodes": 2,
         "provisioner": {"type": "karpenter"},
     }
     found = pool("a", body).spec
@@ -151,7 +153,7 @@ def test_nodepool_requirements_narrow_the_memory_variant_and_count() -> None:
     assert {"key": "karpenter.k8s.aws/instance-gpu-memory", "operator": "Gt", "values": ["78999"]} in requirements
     assert {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p4de.24xlarge"]} in requirements
     neuron = pool(
-        "n", {"accelerator": "Trainium2:16", "nodes": {"min": 1, "max": 3}, "provisioner": {"type": "karpenter"}}
+        "n", {"accelerator": "Trainium2:16", "nodes": 1, "maxNodes": 3, "provisioner": {"type": "karpenter"}}
     ).spec
     assert neuron is not None
     rendered = render.nodepool("n", "u", neuron, {})
