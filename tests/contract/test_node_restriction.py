@@ -1,0 +1,586 @@
+"""The agents' NodeRestriction (charts/accelpool/templates/agent-node-restriction.yaml), rendered by the
+real helm and evaluated the way kube-apiserver evaluates a ValidatingAdmissionPolicy
+(tests/contract/admission_policy.py): an agent may change its own Node only, and there only the
+`accelpool.io/health` annotation and the `AcceleratorHealthy` condition; it may not create or delete
+Nodes; nobody else is affected. The writes of the real NodeReporter are admitted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from accelpool.kube import KubeClient, PatchType
+from accelpool_agent.clock import ManualClock
+from accelpool_agent.model import NodeReport
+from accelpool_agent.protocol import CONDITION_TYPE, HEALTH_ANNOTATION, HealthStatus
+from accelpool_agent.reporter import NodeReporter
+from tests.conftest import require_tool
+from tests.contract.admission_policy import Decision, Request, admit, patched_node
+from tests.contract.chart import FULL_VALUES, NAMESPACE, HelmFailed, find, one, render
+
+pytestmark = pytest.mark.contract
+
+POLICY = "accelpool-agent-node-restriction"
+AGENT = f"system:serviceaccount:{NAMESPACE}:accelpool-agent"
+OPERATOR = f"system:serviceaccount:{NAMESPACE}:accelpool-operator"
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+OWN, OTHER = "gpu-a1", "gpu-a2"
+Objects = list[dict[str, Any]]
+
+
+def pod_token(node: str | None = OWN) -> dict[str, list[str]]:
+    """The user extra of a pod-bound ServiceAccount token (kubernetes pkg/serviceaccount/claims.go)."""
+    extra = {
+        "authentication.kubernetes.io/pod-name": ["accelpool-agent-llm-training-x7k2p"],
+        "authentication.kubernetes.io/pod-uid": ["3f0c9a52-8f7e-4d59-b0a5-4f0f3c1e2d11"],
+        "authentication.kubernetes.io/credential-id": ["JTI=0b7c8c1e-5a3f-4e0e-9d55-0c2a5d1f7b10"],
+    }
+    if node is not None:
+        extra[NODE_NAME_EXTRA] = [node]
+        extra["authentication.kubernetes.io/node-uid"] = [f"uid-{node}"]
+    return extra
+
+
+def node_object(name: str) -> dict[str, Any]:
+    """A GPU node as the API server stores it: kubelet, GFD, accelpool's and the agent's fields."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "resourceVersion": "48213",
+            "creationTimestamp": "2025-12-01T00:00:00Z",
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                "nvidia.com/gpu.count": "8",
+                "accelpool.io/pool": "llm-training",
+            },
+            "annotations": {
+                "node.alpha.kubernetes.io/ttl": "0",
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                HEALTH_ANNOTATION: '{"status":"Healthy"}',
+            },
+            "managedFields": [
+                {"manager": "kubelet", "operation": "Update", "time": "2025-12-01T00:00:00Z"},
+                {"manager": "accelpool-operator", "operation": "Update", "time": "2025-12-02T00:00:00Z"},
+            ],
+        },
+        "spec": {
+            "podCIDR": "10.244.1.0/24",
+            "podCIDRs": ["10.244.1.0/24"],
+            "providerID": f"aws:///us-east-1a/i-{name}",
+            "taints": [{"key": "accelpool.io/pool", "value": "llm-training", "effect": "NoSchedule"}],
+        },
+        "status": {
+            "capacity": {"cpu": "192", "memory": "2113389Mi", "nvidia.com/gpu": "8", "pods": "110"},
+            "allocatable": {"cpu": "191", "memory": "2100000Mi", "nvidia.com/gpu": "8", "pods": "110"},
+            "conditions": [
+                {
+                    "type": "MemoryPressure",
+                    "status": "False",
+                    "reason": "KubeletHasSufficientMemory",
+                    "message": "kubelet has sufficient memory available",
+                    "lastHeartbeatTime": "2025-12-31T23:59:00Z",
+                    "lastTransitionTime": "2025-12-01T00:00:00Z",
+                },
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "kubelet is posting ready status",
+                    "lastHeartbeatTime": "2025-12-31T23:59:00Z",
+                    "lastTransitionTime": "2025-12-01T00:00:00Z",
+                },
+                {
+                    "type": CONDITION_TYPE,
+                    "status": "True",
+                    "reason": "AllChecksPassed",
+                    "message": "8 GPUs passed all checks",
+                    "lastHeartbeatTime": "2025-12-31T23:55:00Z",
+                    "lastTransitionTime": "2025-12-01T00:10:00Z",
+                },
+            ],
+            "addresses": [{"type": "InternalIP", "address": "10.0.1.17"}, {"type": "Hostname", "address": name}],
+            "nodeInfo": {"kubeletVersion": "v1.32.4", "containerRuntimeVersion": "containerd://1.7.27"},
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def helm() -> str:
+    return require_tool("helm")
+
+
+@pytest.fixture(scope="module")
+def default_objects(helm: str) -> Objects:
+    return render(helm)
+
+
+@pytest.fixture(scope="module")
+def policy(default_objects: Objects) -> dict[str, Any]:
+    return one(default_objects, "ValidatingAdmissionPolicy", POLICY)
+
+
+@pytest.fixture(scope="module")
+def binding(default_objects: Objects) -> dict[str, Any]:
+    return one(default_objects, "ValidatingAdmissionPolicyBinding", POLICY)
+
+
+def patch(
+    body: dict[str, Any],
+    *,
+    node: str = OWN,
+    subresource: str = "",
+    patch_type: str = "merge",
+    user: str = AGENT,
+    token_node: str | None = OWN,
+    old: dict[str, Any] | None = None,
+) -> Request:
+    """A PATCH of `node` by `user`, as admission sees it."""
+    old = old or node_object(node)
+    return Request(
+        operation="UPDATE",
+        resource="nodes",
+        subresource=subresource,
+        name=node,
+        username=user,
+        extra=pod_token(token_node) if user == AGENT else {},
+        object=patched_node(old, body, patch_type, subresource=subresource),
+        old_object=old,
+    )
+
+
+def stored(request: Request) -> dict[str, Any]:
+    """The object a request would store (what the policy sees as `object`)."""
+    assert request.object is not None
+    return request.object
+
+
+def health_annotation(value: str = '{"status":"Unhealthy","reason":"XidError"}') -> dict[str, Any]:
+    return {"metadata": {"annotations": {HEALTH_ANNOTATION: value}}}
+
+
+def health_condition(status: str = "False") -> dict[str, Any]:
+    return {
+        "status": {
+            "conditions": [
+                {
+                    "type": CONDITION_TYPE,
+                    "status": status,
+                    "reason": "XidError",
+                    "message": "GPU 3: XID 79 (fallen off the bus)",
+                    "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ]
+        }
+    }
+
+
+def denied(decision: Decision, *fragments: str) -> None:
+    assert not decision.allowed, "admitted, but the policy should have refused it"
+    assert decision.code == 403, decision
+    assert decision.message.startswith(
+        f"ValidatingAdmissionPolicy '{POLICY}' with binding '{POLICY}' denied request: "
+    ), decision.message
+    for fragment in fragments:
+        assert fragment in decision.message, decision.message
+
+
+# ---- The chart ships it.
+
+
+@pytest.mark.parametrize(
+    ("values", "username"),
+    [([], AGENT), ([FULL_VALUES], "system:serviceaccount:accelpool-agents:gpu-pools-agent")],
+    ids=["default", "full"],
+)
+def test_the_policy_matches_the_agents_service_account_on_node_writes(
+    helm: str, values: list[Any], username: str
+) -> None:
+    objects = render(helm, values)
+    (policy,) = find(objects, "ValidatingAdmissionPolicy")
+    (binding,) = find(objects, "ValidatingAdmissionPolicyBinding")
+    name = policy["metadata"]["name"]
+    assert binding["spec"] == {"policyName": name, "validationActions": ["Deny"]}
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConstraints"]["resourceRules"] == [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE", "UPDATE", "DELETE"],
+            "resources": ["nodes", "nodes/status"],
+        }
+    ]
+    assert [c["expression"] for c in spec["matchConditions"]] == [f"request.userInfo.username == '{username}'"]
+    # the account the chart creates and the operator runs every agent DaemonSet as
+    agent_sa = [sa for sa in find(objects, "ServiceAccount") if sa["metadata"]["name"].endswith("-agent")]
+    assert [f"system:serviceaccount:{sa['metadata']['namespace']}:{sa['metadata']['name']}" for sa in agent_sa] == [
+        username
+    ]
+
+
+def test_turned_off_the_chart_renders_no_policy(helm: str) -> None:
+    objects = render(helm, set_values=["agent.nodeRestriction.enabled=false"])
+    assert not find(objects, "ValidatingAdmissionPolicy")
+    assert not find(objects, "ValidatingAdmissionPolicyBinding")
+
+
+def test_values_from_before_the_switch_keep_the_policy_on(helm: str) -> None:
+    """`helm upgrade --reuse-values` of a release installed before agent.nodeRestriction existed."""
+    objects = render(helm, set_values=["agent.nodeRestriction=null"])
+    assert [o["metadata"]["name"] for o in find(objects, "ValidatingAdmissionPolicy")] == [POLICY]
+
+
+@pytest.mark.parametrize(
+    ("assignment", "says"),
+    [
+        ("agent.nodeRestriction.enabled=yes", "/agent/nodeRestriction/enabled"),
+        ("agent.nodeRestriction.mode=audit", "additional properties 'mode'"),
+    ],
+)
+def test_schema_rejects_bad_switches(helm: str, assignment: str, says: str) -> None:
+    with pytest.raises(HelmFailed) as refused:
+        render(helm, set_values=[assignment])
+    assert says in str(refused.value)
+
+
+# ---- What the agent writes on its own node is admitted.
+
+
+class RecordingClient(KubeClient):
+    """The NodeReporter's API client, answering from one Node and recording its writes."""
+
+    def __init__(self, node: dict[str, Any]) -> None:  # no connection: nothing leaves the process
+        self.node = node
+        self.writes: list[tuple[str, Any, PatchType]] = []
+
+    async def get(self, path: str) -> dict[str, Any]:
+        assert path == f"/api/v1/nodes/{self.node['metadata']['name']}", path
+        return copy.deepcopy(self.node)
+
+    async def patch(self, path: str, body: Any, *, patch_type: PatchType = "merge") -> dict[str, Any]:
+        self.writes.append((path, copy.deepcopy(body), patch_type))
+        return copy.deepcopy(self.node)
+
+
+def test_every_write_of_the_real_reporter_is_admitted(policy: dict[str, Any], binding: dict[str, Any]) -> None:
+    """The reporter runs as the agent does (a verdict change, then a heartbeat rewrite); each write
+    it makes is applied the way the API server applies it and must pass the policy."""
+    node = node_object(OWN)
+    client = RecordingClient(node)
+    clock = ManualClock(1_767_225_600.0)
+    reporter = NodeReporter(client, OWN, heartbeat_seconds=300, clock=clock, agent_name="agent-pod")
+
+    def report(status: HealthStatus, reason: str) -> NodeReport:
+        bad = (3,) if status == HealthStatus.UNHEALTHY else ()
+        return NodeReport(
+            node=OWN,
+            pool="llm-training",
+            backend="fake",
+            status=status,
+            reason=reason,
+            message=reason,
+            gpus=(),
+            bad_gpus=bad,
+            dtype="bf16",
+            tflops=6345.4,
+            checked_at=clock.time(),
+        )
+
+    asyncio.run(reporter.report(report(HealthStatus.UNHEALTHY, "XidError")))
+    clock.advance(600)
+    asyncio.run(reporter.report(report(HealthStatus.UNHEALTHY, "XidError")))
+    clock.advance(600)
+    asyncio.run(reporter.report(report(HealthStatus.HEALTHY, "AllChecksPassed")))
+
+    kinds = {(path, patch_type) for path, _, patch_type in client.writes}
+    assert kinds == {(f"/api/v1/nodes/{OWN}/status", "strategic"), (f"/api/v1/nodes/{OWN}", "merge")}
+    assert len(client.writes) >= 4
+    for path, body, patch_type in client.writes:
+        subresource = "status" if path.endswith("/status") else ""
+        new = patched_node(client.node, body, patch_type, subresource=subresource)
+        decision = admit(policy, binding, patch(body, subresource=subresource, patch_type=patch_type, old=client.node))
+        assert decision.matched and decision.allowed, (path, body, decision.message)
+        client.node = new  # the next write starts from what this one stored
+
+
+def test_agent_updates_its_own_health_annotation(policy: dict[str, Any], binding: dict[str, Any]) -> None:
+    decision = admit(policy, binding, patch(health_annotation()))
+    assert decision.matched and decision.allowed, decision.message
+    added = node_object(OWN)
+    del added["metadata"]["annotations"][HEALTH_ANNOTATION]
+    decision = admit(policy, binding, patch(health_annotation(), old=added))
+    assert decision.allowed, decision.message
+    assert admit(policy, binding, patch({"metadata": {"annotations": {HEALTH_ANNOTATION: None}}})).allowed
+
+
+def test_agent_updates_its_own_condition_on_node_status(policy: dict[str, Any], binding: dict[str, Any]) -> None:
+    request = patch(health_condition(), subresource="status", patch_type="strategic")
+    assert [c["type"] for c in stored(request)["status"]["conditions"]] == ["MemoryPressure", "Ready", CONDITION_TYPE]
+    decision = admit(policy, binding, request)
+    assert decision.matched and decision.allowed, decision.message
+    first = node_object(OWN)
+    first["status"]["conditions"].pop()  # the agent's first report adds the condition
+    decision = admit(
+        policy, binding, patch(health_condition(), subresource="status", patch_type="strategic", old=first)
+    )
+    assert decision.allowed, decision.message
+
+
+# ---- Another node, or no node in the token: denied, saying why.
+
+
+@pytest.mark.parametrize(
+    ("body", "subresource", "patch_type"),
+    [(health_annotation(), "", "merge"), (health_condition(), "status", "strategic")],
+    ids=["annotation", "condition"],
+)
+def test_agent_may_not_touch_another_node(
+    policy: dict[str, Any], binding: dict[str, Any], body: dict[str, Any], subresource: str, patch_type: str
+) -> None:
+    decision = admit(policy, binding, patch(body, node=OTHER, subresource=subresource, patch_type=patch_type))
+    denied(decision, f"the accelpool agent on node {OWN} may not change node {OTHER}", "only its own node")
+
+
+@pytest.mark.parametrize("extra", [pod_token(None), {}], ids=["pod-token-without-node", "no-extra"])
+def test_a_token_not_bound_to_a_node_is_denied(
+    policy: dict[str, Any], binding: dict[str, Any], extra: dict[str, list[str]]
+) -> None:
+    request = replace(patch(health_annotation()), extra=extra)
+    denied(admit(policy, binding, request), f"may not change node {OWN}: its token is not bound to a node")
+
+
+# ---- Its own node: nothing but the annotation and the condition.
+
+
+def _with(path: list[str], value: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    cursor = body
+    for key in path[:-1]:
+        cursor = cursor.setdefault(key, {})
+    cursor[path[-1]] = value
+    return body
+
+
+def _combine(*bodies: dict[str, Any]) -> dict[str, Any]:
+    """One patch body carrying all of `bodies` (nulls kept: they delete)."""
+    result: dict[str, Any] = {}
+    for body in bodies:
+        for key, value in body.items():
+            if isinstance(value, dict) and isinstance(result.get(key), dict):
+                result[key] = _combine(result[key], value)
+            else:
+                result[key] = copy.deepcopy(value)
+    return result
+
+
+def _ready_false() -> dict[str, Any]:
+    body = health_condition()
+    body["status"]["conditions"][0] = {**body["status"]["conditions"][0], "type": "Ready", "reason": "KubeletNotReady"}
+    return body
+
+
+TAINTS = node_object(OWN)["spec"]["taints"]
+# id: (patch body, subresource, patch type, what the refusal says)
+FORBIDDEN: dict[str, tuple[dict[str, Any], str, str, str]] = {
+    "label-changed": (
+        _with(["metadata", "labels", "nvidia.com/gpu.count"], "16"),
+        "",
+        "merge",
+        "labels of node gpu-a1: nvidia.com/gpu.count",
+    ),
+    "label-added": (
+        _with(["metadata", "labels", "node-role.kubernetes.io/infra"], ""),
+        "",
+        "merge",
+        "labels of node gpu-a1: node-role.kubernetes.io/infra",
+    ),
+    "label-removed": (
+        _with(["metadata", "labels", "accelpool.io/pool"], None),
+        "",
+        "merge",
+        "labels of node gpu-a1: accelpool.io/pool",
+    ),
+    "label-via-status": (
+        _combine(health_condition(), _with(["metadata", "labels", "accelpool.io/pool"], "other")),
+        "status",
+        "strategic",
+        "labels of node gpu-a1: accelpool.io/pool",
+    ),
+    "taint-removed": (_with(["spec", "taints"], None), "", "merge", "may not change spec.taints of node gpu-a1"),
+    "taint-added": (
+        _with(["spec", "taints"], [*TAINTS, {"key": "x", "effect": "NoExecute"}]),
+        "",
+        "merge",
+        "may not change spec.taints of node gpu-a1",
+    ),
+    "cordon": (_with(["spec", "unschedulable"], True), "", "merge", "may not change spec.unschedulable of node gpu-a1"),
+    "other-annotation": (
+        _with(["metadata", "annotations", "node.alpha.kubernetes.io/ttl"], "30"),
+        "",
+        "merge",
+        "only the accelpool.io/health annotation of node gpu-a1, not: node.alpha.kubernetes.io/ttl",
+    ),
+    "annotation-added": (
+        _with(["metadata", "annotations", "cluster-autoscaler.kubernetes.io/scale-down-disabled"], "true"),
+        "",
+        "merge",
+        "not: cluster-autoscaler.kubernetes.io/scale-down-disabled",
+    ),
+    "annotation-removed": (
+        _with(["metadata", "annotations", "volumes.kubernetes.io/controller-managed-attach-detach"], None),
+        "",
+        "merge",
+        "not: volumes.kubernetes.io/controller-managed-attach-detach",
+    ),
+    "owner-reference": (
+        _with(["metadata", "ownerReferences"], [{"apiVersion": "v1", "kind": "Pod", "name": "x", "uid": "u"}]),
+        "",
+        "merge",
+        "may not change metadata.ownerReferences of node gpu-a1",
+    ),
+    "finalizer": (
+        _with(["metadata", "finalizers"], ["example.com/keep"]),
+        "",
+        "merge",
+        "may not change metadata.finalizers of node gpu-a1",
+    ),
+    "ready-condition": (
+        _ready_false(),
+        "status",
+        "strategic",
+        "only the AcceleratorHealthy condition of node gpu-a1, not: Ready",
+    ),
+    "conditions-replaced": (
+        health_condition(),
+        "status",
+        "merge",
+        "only the AcceleratorHealthy condition of node gpu-a1, not: MemoryPressure, Ready",
+    ),
+    "gpu-capacity": (
+        _combine(health_condition(), _with(["status", "allocatable", "nvidia.com/gpu"], "16")),
+        "status",
+        "strategic",
+        "may not change status.allocatable of node gpu-a1",
+    ),
+}
+
+
+@pytest.mark.parametrize(("body", "subresource", "patch_type", "says"), FORBIDDEN.values(), ids=FORBIDDEN.keys())
+def test_on_its_own_node_the_agent_may_change_nothing_else(
+    policy: dict[str, Any], binding: dict[str, Any], body: dict[str, Any], subresource: str, patch_type: str, says: str
+) -> None:
+    """Alone, or next to an allowed change: the health annotation rides along on the node patches."""
+    if subresource == "":
+        body = _combine(body, health_annotation())
+    request = patch(body, subresource=subresource, patch_type=patch_type)
+    assert request.object != patched_node(node_object(OWN), {}, "merge", subresource=subresource)
+    denied(admit(policy, binding, request), says)
+
+
+def test_status_changes_through_the_node_resource_never_reach_the_policy(
+    policy: dict[str, Any], binding: dict[str, Any]
+) -> None:
+    """The node registry drops status from an update of `nodes` (and spec from one of `nodes/status`)
+    before admission: the agent's condition must go to nodes/status, as the reporter does."""
+    request = patch(_combine(health_condition(), health_annotation()))
+    assert stored(request)["status"] == node_object(OWN)["status"]
+    assert admit(policy, binding, request).allowed
+
+
+@pytest.mark.parametrize(
+    ("operation", "obj", "old"),
+    [("CREATE", node_object("gpu-new"), None), ("DELETE", None, node_object(OWN))],
+    ids=["create", "delete"],
+)
+def test_the_agent_may_not_create_or_delete_nodes(
+    policy: dict[str, Any], binding: dict[str, Any], operation: str, obj: Any, old: Any
+) -> None:
+    name = (obj or old)["metadata"]["name"]
+    for subresource in ("", "status"):
+        request = Request(
+            operation=operation,
+            resource="nodes",
+            subresource=subresource,
+            name=name,
+            username=AGENT,
+            extra=pod_token(name),
+            object=obj,
+            old_object=old,
+        )
+        denied(admit(policy, binding, request), f"the accelpool agent may not {operation} node {name}")
+
+
+# ---- Nobody else is affected.
+
+
+@pytest.mark.parametrize(
+    ("user", "extra"),
+    [
+        (OPERATOR, {}),
+        ("system:node:gpu-a1", {}),
+        ("kubernetes-admin", {}),
+        ("system:serviceaccount:other-namespace:accelpool-agent", pod_token()),
+        (f"system:serviceaccount:{NAMESPACE}:accelpool-agent-extra", pod_token()),
+    ],
+    ids=["operator", "kubelet", "admin", "same-name-elsewhere", "longer-name"],
+)
+def test_other_users_are_not_matched(
+    policy: dict[str, Any], binding: dict[str, Any], user: str, extra: dict[str, list[str]]
+) -> None:
+    body = _combine(_with(["metadata", "labels", "accelpool.io/pool"], "other"), _with(["spec", "taints"], None))
+    request = replace(patch(body, node=OTHER), username=user, extra=extra)
+    decision = admit(policy, binding, request)
+    assert decision.allowed and not decision.matched, decision.message
+    delete = Request(operation="DELETE", resource="nodes", name=OTHER, username=user, old_object=node_object(OTHER))
+    assert admit(policy, binding, delete).allowed
+
+
+def test_other_resources_are_not_matched(policy: dict[str, Any], binding: dict[str, Any]) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": NAMESPACE}}
+    request = Request(
+        operation="UPDATE",
+        resource="pods",
+        kind="Pod",
+        name="p",
+        namespace=NAMESPACE,
+        username=AGENT,
+        extra=pod_token(),
+        object=pod,
+        old_object=pod,
+    )
+    assert not admit(policy, binding, request).matched
+
+
+# ---- Every validation is needed: without any one of them, some request above gets through.
+
+
+def _refused_requests() -> dict[str, Request]:
+    requests = {key: patch(body, subresource=sub, patch_type=kind) for key, (body, sub, kind, _) in FORBIDDEN.items()}
+    requests["another-node"] = patch(health_annotation(), node=OTHER)
+    requests["no-node"] = replace(patch(health_annotation()), extra=pod_token(None))
+    requests["delete"] = Request(
+        operation="DELETE", resource="nodes", name=OWN, username=AGENT, extra=pod_token(), old_object=node_object(OWN)
+    )
+    return requests
+
+
+def test_every_validation_is_load_bearing(policy: dict[str, Any], binding: dict[str, Any]) -> None:
+    requests = _refused_requests()
+    assert all(not admit(policy, binding, r).allowed for r in requests.values())
+    validations = policy["spec"]["validations"]
+    for index, validation in enumerate(validations):
+        loosened = copy.deepcopy(policy)
+        del loosened["spec"]["validations"][index]
+        through = [key for key, r in requests.items() if admit(loosened, binding, r).allowed]
+        assert through, f"nothing here needs validation {index} ({validation['expression']})"
