@@ -44,6 +44,9 @@ KARPENTER_ACCELERATOR_COUNT = "karpenter.k8s.aws/instance-accelerator-count"
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 _AWS_INSTANCE_TYPE = re.compile(r"^[a-z0-9-]+\.[a-z0-9]+$")
 """EC2 names (p5.48xlarge, p6-b200.48xlarge); the catalog also lists GCP and Azure machine types."""
+_KARPENTER_REQUIREMENT_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"
+)
 
 
 @dataclass(frozen=True)
@@ -270,8 +273,24 @@ def _karpenter_requirements(spec: api.ComputePoolSpec) -> list[dict[str, Any]]:
     if instance_types:
         requirements.append({"key": INSTANCE_TYPE, "operator": "In", "values": instance_types})
     for key, value in sorted(spec.node_selector.items()):
-        requirements.append({"key": key, "operator": "In", "values": [value]})
+        requirements.append(_selector_requirement(key, value))
     return requirements
+
+
+def _selector_requirement(key: str, value: str) -> dict[str, Any]:
+    """A nodeSelector entry as a NodePool requirement. Karpenter's NodePool CRD refuses some keys (the
+    requirements[].key pattern and rules of kubernetes-sigs/karpenter pkg/apis/crds/karpenter.sh_nodepools.yaml,
+    added by hack/validation/requirements.sh): such a NodePool would be refused at every write, so the
+    pool is set aside with the reason instead (`reconcile.render_owned`)."""
+    restricted = (
+        key in ("kubernetes.io/hostname", "karpenter.sh/nodepool")
+        or (key != "karpenter.sh/capacity-type" and key.split("/", 1)[0].endswith("karpenter.sh"))
+        or len(key) > 316
+        or not _KARPENTER_REQUIREMENT_KEY.fullmatch(key)
+    )
+    if restricted:
+        raise ValueError(f"nodeSelector key {key!r} cannot be a Karpenter NodePool requirement (Karpenter refuses it)")
+    return {"key": key, "operator": "In", "values": [value]}
 
 
 def devices_per_node(spec: api.ComputePoolSpec) -> int:

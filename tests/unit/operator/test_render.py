@@ -165,6 +165,33 @@ def test_nodepool_requirements_narrow_the_memory_variant_and_count() -> None:
     assert rendered["spec"]["limits"] == {"aws.amazon.com/neuron": "48"}
 
 
+@pytest.mark.parametrize(
+    ("key", "allowed"),
+    [
+        ("topology.kubernetes.io/zone", True),
+        ("karpenter.sh/capacity-type", True),  # the one karpenter.sh label a NodePool may require
+        ("karpenter.k8s.aws/instance-family", True),
+        ("kubernetes.io/hostname", False),
+        ("karpenter.sh/nodepool", False),
+        ("karpenter.sh/discovery", False),
+        ("team.karpenter.sh/x", False),  # the rule checks the domain's suffix
+        ("two words", False),
+        ("example.com/" + "k" * 320, False),
+    ],
+)
+def test_nodepool_requirements_refuse_selector_keys_karpenter_refuses(key: str, allowed: bool) -> None:
+    """Karpenter's NodePool CRD rules on requirements[].key: a refused key is an error, not a NodePool."""
+    body = {"accelerator": "H100:8", "nodes": {"min": 0, "max": 2}, "provisioner": {"type": "karpenter"}}
+    found = pool("sel", {**body, "nodeSelector": {key: "v"}}).spec
+    assert found is not None
+    if allowed:
+        requirements = render.nodepool("sel", "u", found, {})["spec"]["template"]["spec"]["requirements"]
+        assert requirements[-1] == {"key": key, "operator": "In", "values": ["v"]}
+    else:
+        with pytest.raises(ValueError, match="cannot be a Karpenter NodePool requirement"):
+            render.nodepool("sel", "u", found, {})
+
+
 def test_spec_hash_changes_with_the_rendered_object() -> None:
     settings = AgentSettings()
     first = render.daemonset("llm-training", "u", spec("llm-training"), settings)
