@@ -10,9 +10,9 @@ the server's own words, stage by stage, from the CRD alone (not from accelpool's
    schema.go, validate/*.go) turned into field errors as apiextensions-apiserver does
    (pkg/apiserver/validation/validation.go kubeOpenAPIResultToFieldErrors);
 4. the scale subresource's check of `specReplicasPath` (pkg/registry/customresource/validator.go);
-5. the CEL rules, evaluated with cel-python, unless a blocking error came first
-   (pkg/registry/customresource/strategy.go hasBlockingErr); a rule that cannot be evaluated rejects
-   (pkg/apiserver/schema/cel/validation.go);
+5. the CEL rules, evaluated with cel-python and Kubernetes' CEL library (tests/k8s_cel.py), unless
+   a blocking error came first (pkg/registry/customresource/strategy.go hasBlockingErr); a rule
+   that cannot be evaluated rejects (pkg/apiserver/schema/cel/validation.go);
 6. the validating admission webhooks, only for an object that passed all of the above (the API
    server runs them after its own validation, k8s.io/apiserver pkg/registry/generic/registry/store.go).
 
@@ -23,7 +23,6 @@ of several schema errors is not fixed on a real server (kube-openapi walks Go ma
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import re
 from collections.abc import Callable
@@ -31,15 +30,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import celpy
-from celpy.adapter import json_to_cel
 
 from accelpool.api import as_sent, go_float
+from tests.k8s_cel import ABSENT, activation, program, rule_message
 
 Stage = Literal["decode", "schema", "webhook"]
 Webhook = Callable[[dict[str, Any]], list[str]]
 """A validating webhook: the object → the field errors it denies it with ([] to allow)."""
 
-_CEL = celpy.Environment()
 BLOCKING = ("Required value", "Unsupported value", "Too long", "Too many")
 """Field error types that stop the CEL rules from running; and type errors (TypeInvalid)."""
 RULES_NOT_CHECKED = (
@@ -303,20 +301,15 @@ def _go_plain(value: Any) -> str:
 # ---------------------------------------------------------------- CEL rules
 
 
-@functools.cache
-def _program(rule: str) -> celpy.Runner:
-    return _CEL.program(_CEL.compile(rule))
-
-
 def _cel_errors(node: dict[str, Any], value: Any, path: str) -> list[str]:
     errors: list[str] = []
     for rule in node.get("x-kubernetes-validations") or []:
-        program = _program(rule["rule"])
+        compiled = program(rule["rule"])
         relative = rule.get("fieldPath", "")
         where = f"{path}{relative}" if path else (relative.lstrip(".") or "<nil>")
-        message = rule.get("message") or f"failed rule: {rule['rule']}"
+        message = rule_message(rule, value)
         try:
-            result = program.evaluate({"self": json_to_cel(value)})
+            result = compiled.evaluate(activation(value, ABSENT))
         except celpy.evaluation.CELEvalError as error:  # a rule that cannot be evaluated rejects
             errors.append(f'{where}: Invalid value: "{node.get("type")}": {error} evaluating rule: {message}')
             continue

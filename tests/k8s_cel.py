@@ -204,23 +204,25 @@ ABSENT: Any = object()
 """No old value: a create, or a node the update cannot correlate."""
 
 
-def _program(expression: str) -> Any:
+def program(expression: str) -> Any:
+    """The compiled program of a CEL expression, with the Kubernetes library functions."""
     if expression not in _PROGRAMS:
         _PROGRAMS[expression] = _ENV.program(_ENV.compile(expression), functions=KUBERNETES_FUNCTIONS)
     return _PROGRAMS[expression]
 
 
-def _activation(value: Any, old: Any) -> dict[str, Any]:
+def activation(value: Any, old: Any) -> dict[str, Any]:
     activation = {"self": json_to_cel(value)}
     if old is not ABSENT:
         activation["oldSelf"] = json_to_cel(old)
     return activation
 
 
-def _message(rule: Mapping[str, Any], value: Any, old: Any) -> str:
+def rule_message(rule: Mapping[str, Any], value: Any, old: Any = ABSENT) -> str:
+    """What a failed rule says: its messageExpression's result, else its message, else the rule."""
     if rule.get("messageExpression"):
         try:
-            message = _program(rule["messageExpression"]).evaluate(_activation(value, old))
+            message = program(rule["messageExpression"]).evaluate(activation(value, old))
         except CELEvalError:
             message = None
         if isinstance(message, StringType) and str(message).strip():
@@ -265,11 +267,11 @@ def evaluate_rules(
             continue  # a transition rule runs only on update
         result.evaluated.append((path or ".", rule["rule"]))
         try:
-            verdict = _program(rule["rule"]).evaluate(_activation(value, old))
+            verdict = program(rule["rule"]).evaluate(activation(value, old))
         except CELEvalError:  # as on a real API server, a rule that cannot be evaluated rejects
             verdict = None
         if not (isinstance(verdict, BoolType) and bool(verdict)):
-            result.errors.append(f"{path}: {_message(rule, value, old)}")
+            result.errors.append(f"{path}: {rule_message(rule, value, old)}")
     if isinstance(value, dict):
         # an atomic map or object is replaced whole: its old members do not correlate (MapIsCorrelatable)
         correlated = ABSENT if node.get("x-kubernetes-map-type") == "atomic" else old

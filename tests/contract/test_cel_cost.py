@@ -99,10 +99,10 @@ def test_the_mig_layout_rule_fits_only_because_profiles_has_max_items() -> None:
 
 
 def test_a_rule_on_a_field_cel_cannot_see_is_a_compile_error() -> None:
-    """spec.nodes keeps unknown fields and has no type: the API server gives CEL no declaration for it."""
+    """spec.accelerator keeps unknown fields and has no type: the API server gives CEL no declaration for it."""
     spec = _crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    with pytest.raises(CELCompileError, match="undefined field 'nodes'"):
-        estimate("self.nodes > 0", spec)
+    with pytest.raises(CELCompileError, match="undefined field 'accelerator'"):
+        estimate("self.accelerator == 'H100'", spec)
 
 
 # ------------------------------------------------------------------ the estimator can fail

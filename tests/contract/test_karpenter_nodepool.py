@@ -91,28 +91,29 @@ def _examples() -> Iterator[tuple[str, str, dict[str, Any]]]:
 POOLS: list[tuple[str, str, dict[str, Any]]] = [
     *_examples(),
     *(
-        (f"catalog-{e.name}", f"p-{e.name.lower()}", _karpenter({"accelerator": e.name, "nodes": {"min": 0, "max": 4}}))
+        (f"catalog-{e.name}", f"p-{e.name.lower()}", _karpenter({"accelerator": e.name, "nodes": 0, "maxNodes": 4}))
         for e in catalog.ACCELERATORS
         if e.detection.karpenter_names
     ),
     (
         "typed-a100-80gb-x8-from-zero",
         "a100",
-        _karpenter({"accelerator": {"name": "A100", "memory": "80GB", "count": 8}, "nodes": {"min": 0, "max": 2}}),
+        _karpenter({"accelerator": {"name": "A100", "memory": "80GB", "count": 8}, "nodes": 0, "maxNodes": 2}),
     ),
-    ("h100-most-nodes", "big", _karpenter({"accelerator": "H100:8", "nodes": {"min": 0, "max": api.MAX_NODES}})),
+    ("h100-most-nodes", "big", _karpenter({"accelerator": "H100:8", "nodes": 0, "maxNodes": api.MAX_NODES})),
     ("h100-fixed-count", "fixed", _karpenter({"accelerator": "H100:8", "nodes": 3})),
     (
         "h100-mig",
         "mig",
-        _karpenter({"accelerator": "H100:8", "mig": {"profile": "3g.40gb"}, "nodes": {"min": 1, "max": 2}}),
+        _karpenter({"accelerator": "H100:8", "mig": {"profile": "3g.40gb"}, "nodes": 1, "maxNodes": 2}),
     ),
     (
         "l4-shared-with-selector",
         "inference",
         {
             "accelerator": "L4:1",
-            "nodes": {"min": 0, "max": 20},
+            "nodes": 0,
+            "maxNodes": 20,
             "sharing": {"timeSlicing": {"replicas": 4}},
             "dedicated": False,
             "nodeSelector": {"topology.kubernetes.io/zone": "us-east-1a", "karpenter.sh/capacity-type": "spot"},
@@ -125,13 +126,14 @@ POOLS: list[tuple[str, str, dict[str, Any]]] = [
         _karpenter(
             {
                 "accelerator": "Trainium2:16",
-                "nodes": {"min": 1, "max": 8},
+                "nodes": 1,
+                "maxNodes": 8,
                 "nodeSelector": {"karpenter.k8s.aws/instance-family": "trn2", "kubernetes.io/arch": "amd64"},
             }
         ),
     ),
-    ("v100-32gb-memory-bounds", "v100", _karpenter({"accelerator": "V100-32GB:8", "nodes": {"min": 0, "max": 1}})),
-    ("long-pool-name", "x" * 53, _karpenter({"accelerator": "B200:8", "nodes": {"min": 0, "max": 2}})),
+    ("v100-32gb-memory-bounds", "v100", _karpenter({"accelerator": "V100-32GB:8", "nodes": 0, "maxNodes": 1})),
+    ("long-pool-name", "x" * 53, _karpenter({"accelerator": "B200:8", "nodes": 0, "maxNodes": 2})),
 ]
 
 
@@ -148,7 +150,7 @@ def test_the_examples_are_among_the_pools() -> None:
 
 
 def test_defaults_are_applied_as_the_api_server_does(schema: dict[str, Any]) -> None:
-    nodepool = rendered("h200-burst", _karpenter({"accelerator": "H200:8", "nodes": {"min": 1, "max": 4}}))
+    nodepool = rendered("h200-burst", _karpenter({"accelerator": "H200:8", "nodes": 1, "maxNodes": 4}))
     assert "budgets" not in nodepool["spec"]["disruption"]
     assert "expireAfter" not in nodepool["spec"]["template"]["spec"]
     stored = copy.deepcopy(nodepool)
@@ -161,20 +163,22 @@ def test_defaults_are_applied_as_the_api_server_does(schema: dict[str, Any]) -> 
 UPDATES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     (
         "scale-and-node-class",
-        _karpenter({"accelerator": "H100:8", "nodes": {"min": 1, "max": 4}}),
+        _karpenter({"accelerator": "H100:8", "nodes": 1, "maxNodes": 4}),
         {
             "accelerator": "H100:8",
-            "nodes": {"min": 0, "max": 16},
+            "nodes": 0,
+            "maxNodes": 16,
             "provisioner": {"type": "karpenter", "nodeClass": "gpu"},
         },
     ),
     (
         "dedicated-off-selector-added",
-        _karpenter({"accelerator": "L40S:4", "nodes": {"min": 0, "max": 2}}),
+        _karpenter({"accelerator": "L40S:4", "nodes": 0, "maxNodes": 2}),
         _karpenter(
             {
                 "accelerator": "L40S:4",
-                "nodes": {"min": 0, "max": 2},
+                "nodes": 0,
+                "maxNodes": 2,
                 "dedicated": False,
                 "nodeSelector": {"topology.kubernetes.io/zone": "eu-west-1b"},
             }
@@ -182,8 +186,8 @@ UPDATES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ),
     (
         "mig-layout-changed",
-        _karpenter({"accelerator": "A100-80GB:8", "nodes": {"min": 1, "max": 2}}),
-        _karpenter({"accelerator": "A100-80GB:8", "mig": {"profile": "1g.10gb"}, "nodes": {"min": 1, "max": 2}}),
+        _karpenter({"accelerator": "A100-80GB:8", "nodes": 1, "maxNodes": 2}),
+        _karpenter({"accelerator": "A100-80GB:8", "mig": {"profile": "1g.10gb"}, "nodes": 1, "maxNodes": 2}),
     ),
 ]
 
@@ -321,7 +325,7 @@ BROKEN: list[tuple[str, Mutation, str]] = [
 
 @pytest.mark.parametrize(("mutate", "expected"), [b[1:] for b in BROKEN], ids=[b[0] for b in BROKEN])
 def test_a_broken_nodepool_is_rejected(schema: dict[str, Any], mutate: Mutation, expected: str) -> None:
-    nodepool = rendered("h200-burst", _karpenter({"accelerator": "H200:8", "nodes": {"min": 1, "max": 4}}))
+    nodepool = rendered("h200-burst", _karpenter({"accelerator": "H200:8", "nodes": 1, "maxNodes": 4}))
     assert admit(schema, nodepool).errors == []
     broken = copy.deepcopy(nodepool)
     mutate(broken)
@@ -339,7 +343,7 @@ def test_a_broken_nodepool_is_rejected(schema: dict[str, Any], mutate: Mutation,
     ids=["node class group", "node class kind", "dynamic to static"],
 )
 def test_a_forbidden_update_is_rejected(schema: dict[str, Any], mutate: Mutation, expected: str) -> None:
-    stored = rendered("h200-burst", _karpenter({"accelerator": "H200:8", "nodes": {"min": 1, "max": 4}}))
+    stored = rendered("h200-burst", _karpenter({"accelerator": "H200:8", "nodes": 1, "maxNodes": 4}))
     updated = copy.deepcopy(stored)
     mutate(updated)
     assert admit(schema, updated).errors == [], "a create would be accepted: only the transition rule refuses it"
@@ -352,7 +356,7 @@ def test_a_forbidden_update_is_rejected(schema: dict[str, Any], mutate: Mutation
 )
 def test_a_pool_selecting_on_a_key_karpenter_refuses_is_set_aside(schema: dict[str, Any], key: str) -> None:
     """Its NodePool would be refused at every write: the pool is set aside, naming the key, instead."""
-    spec = _karpenter({"accelerator": "H100:8", "nodes": {"min": 0, "max": 2}, "nodeSelector": {key: "v"}})
+    spec = _karpenter({"accelerator": "H100:8", "nodes": 0, "maxNodes": 2, "nodeSelector": {key: "v"}})
     checked, problems = validation.validate_spec(spec)
     assert checked is not None and not problems
     pool = PoolInput(name="sel", spec=checked, uid="uid-sel", generation=1)
