@@ -1,5 +1,6 @@
 """accelpool on a real Kubernetes (kind): install the chart, apply examples/, see llm-training Ready,
-break a GPU and see its node quarantined, delete the pools and see nothing left behind.
+see examples/invalid/ refused at admission, break a GPU and see its node quarantined, delete the
+pools and see nothing left behind.
 
 The workers are labelled like GPU Feature Discovery labels 8-GPU H100 nodes (tests/e2e/kind-config.yaml)
 and advertise `nvidia.com/gpu: 8`; the operator runs the agents with the fake backend. A GPU
@@ -11,6 +12,7 @@ The tests run in order and share one installation.
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
+from accelpool import admission, validation
 from tests.conftest import ROOT
+from tests.crd_admission import admission_errors
 from tests.e2e.conftest import NAMESPACE, RELEASE, Cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
@@ -111,6 +115,22 @@ def test_every_example_is_admitted_and_llm_training_becomes_ready(installed: Clu
     for name in _pool_names():
         status = _pool(installed, name).get("status") or {}
         assert status.get("phase"), f"{name} has no phase: the operator did not handle it"
+
+
+def test_the_api_server_refuses_what_accelpool_validate_refuses(installed: Cluster) -> None:
+    """examples/invalid/ with `kubectl apply --dry-run=server`: the CRD's schema and CEL refuse some,
+    the operator's admission webhook the rest, in `accelpool validate`'s words."""
+    crd = yaml.safe_load((CHART / "crds" / "accelpool.io_computepools.yaml").read_text())
+    for path in sorted((ROOT / "examples" / "invalid").glob("*.yaml")):
+        [obj] = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        refused = subprocess.run(
+            ["kubectl", "apply", "--dry-run=server", "-f", str(path)],
+            capture_output=True, text=True, env=installed.env(), timeout=60, check=False,
+        )  # fmt: skip
+        assert refused.returncode != 0, f"{path.name} was admitted"
+        if not admission_errors(crd, obj):  # only the webhook can refuse it
+            message = admission.denial_message(validation.validate_object(obj))
+            assert f'admission webhook "computepools.accelpool.io" denied the request: {message}' in refused.stderr
 
 
 def test_a_gpu_fault_quarantines_its_node(installed: Cluster, images: tuple[str, str]) -> None:
