@@ -326,6 +326,7 @@ async def measure(node_count: int, pool_count: int, idle: float, log: Path) -> d
                 str(free_port()),
                 "--log-level",
                 "quiet",
+                "--webhook-port=0",
                 stdout=log_file,
                 stderr=log_file,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},

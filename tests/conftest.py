@@ -1,4 +1,8 @@
-"""Shared test settings: tool discovery honours REQUIRE_TOOLS=1 (CI), where a missing tool fails the test."""
+"""Shared test settings: tool discovery honours REQUIRE_TOOLS=1 (CI), where a missing tool fails the test.
+
+Every test can also ask for the fixtures of `tests.admission_webhook` (`webhook_errors`: the
+operator's admission webhook over HTTPS, with the chart's certificate).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS_BIN = ROOT / ".tools" / "bin"
+pytest_plugins = ["tests.admission_webhook"]
 
 
 def require_tool(name: str) -> str:

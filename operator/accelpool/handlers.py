@@ -14,7 +14,8 @@
   released, its config keys removed and its DaemonSet and NodePool deleted.
 - `@kopf.on.startup/login/probe/cleanup`: settings from `memo.config` (set by `accelpool run`)
   or the ACCELPOOL_* variables (under `kopf run`), the API credentials, the reconciler task, the
-  /metrics server, the liveness probe.
+  /metrics server, the liveness probe, and the admission webhook's HTTPS server
+  (`accelpool.webhook`; missing certificate files stop the operator at startup).
 
 kopf's persistence: the finalizer is `accelpool.io/finalizer`; handler progress and the diff
 base are kept in memory (`MemoryProgressStorage`, `MemoryDiffBaseStorage`), because the pool
@@ -33,7 +34,7 @@ from typing import Any, TypeVar
 
 import kopf
 
-from accelpool import api, patches
+from accelpool import api, patches, webhook
 from accelpool.kube import Credentials, KubeClient
 from accelpool.metrics import OperatorMetrics, serve
 from accelpool.nodes import NodeView
@@ -150,6 +151,22 @@ def configure(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
 # ---------------------------------------------------------------- activities
 
 
+@kopf.on.startup(id="webhook")
+async def start_webhook(memo: Any, **_: Any) -> None:
+    if getattr(memo, "webhook_server", None) is None:
+        memo.webhook_server = await serve_webhook(_config(memo))
+
+
+async def serve_webhook(config: OperatorConfig) -> webhook.WebhookServer | None:
+    """The admission webhook's server, unless --webhook-port=0; no certificate stops the operator."""
+    if not config.webhook_port:
+        return None
+    try:
+        return await webhook.serve(config.webhook_cert_dir, config.webhook_port)
+    except webhook.CertificateError as error:
+        raise kopf.PermanentError(str(error)) from error
+
+
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
     node_index: kopf.Index[str, NodeView] = kwargs[NODE_INDEX]
@@ -210,6 +227,9 @@ async def cleanup(memo: Any, **_: Any) -> None:
     server = getattr(memo, "metrics_server", None)
     if server is not None:
         await server.cleanup()
+    admission_server = getattr(memo, "webhook_server", None)
+    if isinstance(admission_server, webhook.WebhookServer):
+        await admission_server.close()
 
 
 # ---------------------------------------------------------------- indexes: the reconciler's inputs

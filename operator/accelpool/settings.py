@@ -17,6 +17,8 @@ from typing import Any
 from accelpool import api, conventions
 from accelpool.render import AgentSettings
 
+DEFAULT_WEBHOOK_PORT = 9443
+DEFAULT_WEBHOOK_CERT_DIR = "/etc/accelpool/webhook"
 LOG_LEVELS = ("quiet", "info", "verbose", "debug")
 AGENT_BACKENDS = ("nvml", "cuda", "cpu", "fake")
 
@@ -80,6 +82,19 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("--metrics-address", "metrics_address", "0.0.0.0", "address of the /metrics server"),
     _Option("--metrics-port", "metrics_port", 8080, "port of /metrics (0: off)", parse=int),
     _Option("--liveness-port", "liveness_port", 8081, "port of kopf's liveness endpoint /healthz (0: off)", parse=int),
+    _Option(
+        "--webhook-port",
+        "webhook_port",
+        DEFAULT_WEBHOOK_PORT,
+        "HTTPS port of the ComputePool validating admission webhook (0: off)",
+        parse=int,
+    ),
+    _Option(
+        "--webhook-cert-dir",
+        "webhook_cert_dir",
+        DEFAULT_WEBHOOK_CERT_DIR,
+        "directory holding the webhook's serving certificate and key, tls.crt and tls.key",
+    ),
     _Option(
         "--liveness",
         "liveness",
@@ -185,6 +200,8 @@ class OperatorConfig:
     metrics_port: int = 8080
     liveness_port: int = 8081
     liveness: str | None = None
+    webhook_port: int = DEFAULT_WEBHOOK_PORT
+    webhook_cert_dir: str = DEFAULT_WEBHOOK_CERT_DIR
     agent: AgentSettings = field(default_factory=AgentSettings)
     events_namespace: str = "default"
     resync_seconds: float = 300.0

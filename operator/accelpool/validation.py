@@ -53,15 +53,20 @@ class Verdict:
 
     @property
     def rejection(self) -> str:
-        """The API server's answer to creating this object, as `kubectl apply` prints it after `Error from server`."""
+        """What `kubectl apply` prints when the API server refuses to create this object.
+
+        A schema or CEL error and a webhook denial read alike: kubectl rebuilds both from the
+        status causes (k8s.io/kubectl pkg/cmd/util/helpers.go checkErr), and the webhook sends one
+        cause per field error as the server's own validation does (`accelpool.admission`). Other
+        clients print the status message instead; for a denial that is `admission webhook
+        "computepools.accelpool.io" denied the request: ` and `denial_message`.
+        """
         if self.stage == "decode":
             found = ", ".join(p.message for p in self.problems)
             return (
                 f'{self.kind} in version "{api.VERSION}" cannot be handled as a {self.kind}: '
                 f"strict decoding error: {found}"
             )
-        if self.stage == "webhook":
-            return f'admission webhook "{WEBHOOK_NAME}" denied the request: {denial_message(self.problems)}'
         # kubectl rebuilds the message from the status causes (k8s.io/kubectl pkg/cmd/util/helpers.go).
         if len(self.problems) == 1:
             return f'The {self.kind} "{self.name}" is invalid: {self.problems[0]}'
@@ -70,10 +75,14 @@ class Verdict:
 
 def denial_message(problems: Iterable[api.Problem]) -> str:
     """What the admission webhook denies an object with: its field error, or each of them on a line."""
-    texts = [str(p) for p in problems]
-    if len(texts) == 1:
-        return texts[0]
-    return f"{len(texts)} problems:\n" + "\n".join(f"* {text}" for text in texts)
+    return listed([str(p) for p in problems])
+
+
+def listed(lines: list[str]) -> str:
+    """One line alone; several as `N problems:` and a `* ` line each."""
+    if len(lines) == 1:
+        return lines[0]
+    return f"{len(lines)} problems:\n" + "\n".join(f"* {line}" for line in lines)
 
 
 def validate_object(document: Any) -> Verdict:

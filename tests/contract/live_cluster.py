@@ -198,6 +198,7 @@ class LiveCluster:
             "--metrics-address=127.0.0.1",
             f"--liveness-port={free_port()}",
             "--agent-backend=fake",
+            "--webhook-port=0",  # no API server here calls a webhook
         ]
         log = (self.workdir / "operator.log").open("ab")
         try:

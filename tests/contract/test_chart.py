@@ -44,6 +44,9 @@ pytestmark = pytest.mark.contract
 KUBERNETES_VERSION = "1.35.0"
 GOLDEN = Path(__file__).resolve().parent / "golden" / "chart-default.yaml"
 MONITORING_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+CERT_MANAGER_KINDS = {"Certificate", "Issuer"}
+"""Kinds of CRDs that kubernetes-validate has no schema for: checked by apiVersion, kind and metadata."""
+GENERATED_TLS = re.compile(r"^(\s*(?:ca\.crt|tls\.crt|tls\.key|caBundle): )\S+$", re.MULTILINE)
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 Objects = list[dict[str, Any]]
@@ -80,11 +83,13 @@ def test_helm_lint_is_clean(helm: str) -> None:
 
 def test_every_object_validates(rendered: Objects) -> None:
     """Built-in kinds strictly against the Kubernetes OpenAPI schemas (unknown fields are errors);
-    Prometheus Operator kinds (CRDs not in kubernetes-validate) by apiVersion, kind and metadata."""
+    Prometheus Operator and cert-manager kinds (CRDs not in kubernetes-validate) by apiVersion,
+    kind and metadata."""
     for obj in rendered:
         name = f"{obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
-        if obj["kind"] in MONITORING_KINDS:
-            assert obj["apiVersion"] == "monitoring.coreos.com/v1", name
+        if obj["kind"] in MONITORING_KINDS | CERT_MANAGER_KINDS:
+            group = "monitoring.coreos.com" if obj["kind"] in MONITORING_KINDS else "cert-manager.io"
+            assert obj["apiVersion"] == f"{group}/v1", name
             assert DNS_SUBDOMAIN.match(obj["metadata"]["name"]), name
             assert DNS_LABEL.match(obj["metadata"]["namespace"]), name
             assert isinstance(obj["spec"], dict) and obj["spec"], name
@@ -97,7 +102,10 @@ def test_every_object_validates(rendered: Objects) -> None:
 
 
 def test_default_render_matches_golden(helm: str) -> None:
-    text = template_text(helm)
+    """The webhook's CA, certificate and key are generated anew by each render: the golden file
+    keeps their place, not their value (tests/contract/test_webhook.py checks them)."""
+    text = GENERATED_TLS.sub(r"\1<generated>", template_text(helm))
+    assert text.count("<generated>") == 4
     if os.environ.get("UPDATE_GOLDENS") == "1":
         GOLDEN.parent.mkdir(parents=True, exist_ok=True)
         GOLDEN.write_text(text)
@@ -269,11 +277,12 @@ def test_operator_probes_and_ports(helm: str, values: list[Path], metrics: int, 
     deployment, container = _operator(objects)
     assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"metrics": metrics, "health": health}
+    assert ports.items() >= {"metrics": metrics, "health": health}.items()
+    assert set(ports) == {"metrics", "health", "webhook"}  # the webhook's: tests/contract/test_webhook.py
     for probe in ("livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert f"--liveness-port={health}" in container["args"] and f"--metrics-port={metrics}" in container["args"]
-    service = one(objects, "Service")
+    service = one(objects, "Service", f"{deployment['metadata']['name']}-metrics")
     assert service["spec"]["ports"] == [
         {"name": "metrics", "port": metrics, "targetPort": "metrics", "protocol": "TCP"}
     ]
@@ -407,7 +416,7 @@ def test_a_digest_pins_every_image(full_objects: Objects, helm: str) -> None:
 
 def test_service_monitor_selects_the_metrics_service(full_objects: Objects) -> None:
     monitor = one(full_objects, "ServiceMonitor")
-    service = one(full_objects, "Service")
+    service = one(full_objects, "Service", "gpu-pools-operator-metrics")
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": [service["metadata"]["namespace"]]}
@@ -491,8 +500,11 @@ def test_operator_network_policy_admits_the_scrapers_and_helm_test(full_objects:
     policy = one(full_objects, "NetworkPolicy", "gpu-pools-operator")
     assert policy["metadata"]["namespace"] == deployment["metadata"]["namespace"] == NAMESPACE
     assert _selects(policy["spec"]["podSelector"], deployment["spec"]["template"]["metadata"]["labels"])
-    [rule] = policy["spec"]["ingress"]
+    rule, webhook_rule = policy["spec"]["ingress"]
     assert rule["ports"] == [{"port": 9090, "protocol": "TCP"}]  # metrics only: the kubelet probes the health port
+    assert webhook_rule == {
+        "ports": [{"port": 8443, "protocol": "TCP"}]
+    }  # the API server: tests/contract/test_webhook.py
     assert rule["from"][: len(values["metricsFrom"])] == values["metricsFrom"]
     [test_peer] = rule["from"][len(values["metricsFrom"]) :]
     test_pod = one(full_objects, "Pod")
@@ -518,8 +530,9 @@ def test_no_scrapers_means_no_one_reaches_the_agents(helm: str) -> None:
     """An empty `metricsFrom` must not turn into a rule without `from` (which admits everyone)."""
     objects = render(helm, set_values=["networkPolicy.enabled=true", "networkPolicy.metricsFrom=null"])
     assert one(objects, "NetworkPolicy", "accelpool-agent")["spec"]["ingress"] == []
-    [rule] = one(objects, "NetworkPolicy", "accelpool-operator")["spec"]["ingress"]
+    rule, webhook_rule = one(objects, "NetworkPolicy", "accelpool-operator")["spec"]["ingress"]
     assert [set(peer) for peer in rule["from"]] == [{"podSelector"}]
+    assert "from" not in webhook_rule and webhook_rule["ports"] == [{"port": 9443, "protocol": "TCP"}]
 
 
 def test_prometheus_rule_carries_every_alert_with_extra_labels(full_objects: Objects) -> None:
@@ -599,6 +612,15 @@ def test_dashboard_label_is_configurable(helm: str) -> None:
         ("networkPolicy.ingress=x", "additional properties 'ingress'"),
         ("replicaCount=2", "additional properties 'replicaCount'"),
         ("operator.replicas=2", "additional properties 'replicas'"),
+        ("webhook.enabled=maybe", "/webhook/enabled"),
+        ("webhook.port=0", "/webhook/port"),
+        ("webhook.failurePolicy=Sometimes", "/webhook/failurePolicy"),
+        ("webhook.timeoutSeconds=31", "/webhook/timeoutSeconds"),
+        ("webhook.certManager.enabled=1", "/webhook/certManager/enabled"),
+        ("webhook.certManager.issuerRef.kind=Vault", "/webhook/certManager/issuerRef/kind"),
+        ("webhook.certManager.issuerRef.kind=ClusterIssuer", "properties 'name' required"),
+        ("webhook.certManager.issuer=ca", "additional properties 'issuer'"),
+        ("webhook.caBundle=x", "additional properties 'caBundle'"),
     ],
 )
 def test_schema_rejects_bad_values(helm: str, assignment: str, says: str) -> None:
@@ -629,11 +651,30 @@ def test_notes_tell_the_user_what_to_do_next(helm: str) -> None:
         "namespace accelpool-agents, port 9402",
         'job="accelpool-agent"',
         "NetworkPolicies gpu-pools-agent (namespace accelpool-agents) and gpu-pools-operator",
+        "ValidatingWebhookConfiguration gpu-pools sends every ComputePool created",
+        "failurePolicy Ignore: while no operator pod is ready, pools are admitted unchecked",
+        "issued by cert-manager (Certificate gpu-pools-operator-webhook",
     ):
         assert expected in notes, expected
     assert "Off in this release" not in notes
     default_notes = run_helm(helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client")
     assert "nvidia.namespace is unset" in default_notes
+    assert (
+        "failurePolicy Fail: while no operator pod is ready, ComputePools cannot be created or edited" in default_notes
+    )
+    assert "generated by Helm into Secret accelpool-operator-webhook-tls and kept on upgrades" in default_notes
+    without = run_helm(
+        helm,
+        "install",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        "--dry-run=client",
+        "--set",
+        "webhook.enabled=false",
+    )
+    assert "The webhook is off" in without and "ValidatingWebhookConfiguration" not in without
     assert "NetworkPolicies" not in default_notes
     assert "--set metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true" in default_notes
 

@@ -1,5 +1,6 @@
 """accelpool on a real Kubernetes (kind): install the chart, apply examples/, see llm-training Ready,
-break a GPU and see its node quarantined, delete the pools and see nothing left behind.
+see examples/invalid/ refused at admission, break a GPU and see its node quarantined, delete the
+pools and see nothing left behind.
 
 The workers are labelled like GPU Feature Discovery labels 8-GPU H100 nodes (tests/e2e/kind-config.yaml)
 and advertise `nvidia.com/gpu: 8`; the operator runs the agents with the fake backend. A GPU
@@ -11,6 +12,7 @@ The tests run in order and share one installation.
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ import yaml
 
 from tests.conftest import ROOT
 from tests.e2e.conftest import NAMESPACE, RELEASE, Cluster
+from tests.unit.api.test_examples import expected_rejection
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
@@ -111,6 +114,20 @@ def test_every_example_is_admitted_and_llm_training_becomes_ready(installed: Clu
     for name in _pool_names():
         status = _pool(installed, name).get("status") or {}
         assert status.get("phase"), f"{name} has no phase: the operator did not handle it"
+
+
+def test_the_api_server_refuses_what_accelpool_validate_refuses(installed: Cluster) -> None:
+    """examples/invalid/ with `kubectl apply --dry-run=server`: strict decoding, the CRD's schema and
+    CEL, or the operator's admission webhook refuse each, with what its `# expect:` comment quotes
+    (which `accelpool validate` prints too: tests/unit/api/test_examples.py)."""
+    for path in sorted((ROOT / "examples" / "invalid").glob("*.yaml")):
+        refused = subprocess.run(
+            ["kubectl", "apply", "--dry-run=server", "-f", str(path)],
+            capture_output=True, text=True, env=installed.env(), timeout=60, check=False,
+        )  # fmt: skip
+        assert refused.returncode != 0, f"{path.name} was admitted"
+        said = "\n".join(line.rstrip() for line in refused.stderr.splitlines())
+        assert expected_rejection(path) in said, (path.name, refused.stderr)
 
 
 def test_a_gpu_fault_quarantines_its_node(installed: Cluster, images: tuple[str, str]) -> None:

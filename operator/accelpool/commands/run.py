@@ -1,12 +1,15 @@
 """`accelpool run`: the operator (kopf), watching ComputePools and Nodes cluster-wide.
 
     accelpool run                                   # in-cluster, ConfigMaps in accelpool-system
-    accelpool run --kubeconfig ~/.kube/config --namespace gpu-operator
-    accelpool run --server http://127.0.0.1:8001    # kubectl proxy, or the demo's emulator
+    accelpool run --kubeconfig ~/.kube/config --namespace gpu-operator --webhook-port=0
+    accelpool run --server http://127.0.0.1:8001 --webhook-port=0   # kubectl proxy, or the demo's emulator
 
 Every flag has an ACCELPOOL_<FLAG> environment variable (see --help). Serves /metrics on
---metrics-port (8080) and kopf's liveness endpoint /healthz on --liveness-port (8081). Runs
-standalone unless --peering names a kopf peering object (hot standby). Exit 0 on SIGTERM/SIGINT.
+--metrics-port (8080), kopf's liveness endpoint /healthz on --liveness-port (8081), and the
+ComputePool admission webhook over HTTPS on --webhook-port (9443) with the certificate in
+--webhook-cert-dir; without that certificate it exits at once (status 2) unless --webhook-port=0,
+as outside a cluster, where no API server calls it. Runs standalone unless --peering names a kopf
+peering object (hot standby). Exit 0 on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ import asyncio
 import importlib
 import logging
 import os
+import sys
 from typing import Any
 
 import kopf
 
+from accelpool import webhook
 from accelpool.settings import OperatorConfig, add_arguments
 
 
@@ -46,6 +51,12 @@ def _configure_logging(level: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = OperatorConfig.from_args(args)
+    if config.webhook_port:
+        try:
+            webhook.tls_context(config.webhook_cert_dir)
+        except webhook.CertificateError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     _configure_logging(config.log_level)
     importlib.import_module("accelpool.handlers")  # registers the handlers with kopf's default registry
     asyncio.run(

@@ -116,6 +116,7 @@ async def _start_operator(server: str, metrics_port: int, log_dir: Path) -> asyn
         str(metrics_port),
         "--liveness-port",
         str(free_port()),
+        "--webhook-port=0",  # the emulator does not call admission webhooks
     ]
     log_file = (log_dir / "operator.log").open("ab")
     process = await asyncio.create_subprocess_exec(*command, stdout=log_file, stderr=log_file, env=dict(os.environ))

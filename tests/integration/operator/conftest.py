@@ -421,6 +421,7 @@ class Operator:
             "ACCELPOOL_STATUS_SETTLE": "0.2",
             "ACCELPOOL_NOT_READY_GRACE": "1",
             "ACCELPOOL_AGENT_IMAGE": "registry.example/accelpool-agent:test",
+            "ACCELPOOL_WEBHOOK_PORT": "0",  # the emulator does not call admission webhooks
         }
         for key, value in env.items():
             monkeypatch.setenv(key, value)

@@ -64,7 +64,8 @@ async def test_karpenter_pool_gets_an_owned_nodepool(cluster: Cluster, operator:
         "burst",
         {
             "accelerator": "H200:8",
-            "nodes": {"min": 1, "max": 4},
+            "nodes": 1,
+            "maxNodes": 4,
             "provisioner": {"type": "karpenter", "nodeClass": "gpu"},
         },
     )
@@ -106,6 +107,6 @@ async def test_karpenter_pool_gets_an_owned_nodepool(cluster: Cluster, operator:
 async def test_karpenter_pool_without_karpenter_says_so(cluster: Cluster, operator: Operator) -> None:
     await operator.start()
     await cluster.apply_pool(
-        "burst", {"accelerator": "H200:8", "nodes": {"min": 1, "max": 2}, "provisioner": {"type": "karpenter"}}
+        "burst", {"accelerator": "H200:8", "nodes": 1, "maxNodes": 2, "provisioner": {"type": "karpenter"}}
     )
     await cluster.wait_for(lambda: cluster.condition("burst", "NodesSelected").get("reason") == "KarpenterNotInstalled")

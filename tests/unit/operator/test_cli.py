@@ -211,3 +211,30 @@ def test_run_settings_flags_over_environment_over_defaults() -> None:
     chart_style = parser.parse_args(["--config-namespace", "nv", "--liveness", "http://0.0.0.0:9/healthz"])
     assert OperatorConfig.from_args(chart_style).liveness_endpoint == "http://0.0.0.0:9/healthz"
     assert OperatorConfig.from_args(chart_style).namespace == "nv"
+
+
+def test_webhook_settings_default_on_and_port_zero_turns_it_off() -> None:
+    defaults = OperatorConfig.from_env({})
+    assert (defaults.webhook_port, defaults.webhook_cert_dir) == (9443, "/etc/accelpool/webhook")
+    from_env = OperatorConfig.from_env({"ACCELPOOL_WEBHOOK_PORT": "0", "ACCELPOOL_WEBHOOK_CERT_DIR": "/certs"})
+    assert (from_env.webhook_port, from_env.webhook_cert_dir) == (0, "/certs")
+    parser = argparse.ArgumentParser()
+    add_arguments(parser, {"ACCELPOOL_WEBHOOK_PORT": "0"})
+    assert OperatorConfig.from_args(parser.parse_args([])).webhook_port == 0
+    assert OperatorConfig.from_args(parser.parse_args(["--webhook-port", "8443"])).webhook_port == 8443
+
+
+def test_run_without_the_webhook_certificate_stops_naming_the_path_and_the_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "not-mounted"
+    assert cli.main(["run", f"--webhook-cert-dir={missing}", "--server=http://127.0.0.1:9"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: webhook certificate file {missing / 'tls.crt'} not found.")
+    for hint in ("webhook.enabled", "webhook.certManager.enabled", "--webhook-port=0", "ACCELPOOL_WEBHOOK_CERT_DIR"):
+        assert hint in error, hint
+    missing.mkdir()
+    (missing / "tls.crt").write_text("not a certificate")
+    (missing / "tls.key").write_text("not a key")
+    assert cli.main(["run", f"--webhook-cert-dir={missing}", "--server=http://127.0.0.1:9"]) == 2
+    assert "cannot load the webhook certificate" in capsys.readouterr().err

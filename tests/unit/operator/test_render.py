@@ -181,7 +181,7 @@ def test_nodepool_requirements_narrow_the_memory_variant_and_count() -> None:
 )
 def test_nodepool_requirements_refuse_selector_keys_karpenter_refuses(key: str, allowed: bool) -> None:
     """Karpenter's NodePool CRD rules on requirements[].key: a refused key is an error, not a NodePool."""
-    body = {"accelerator": "H100:8", "nodes": {"min": 0, "max": 2}, "provisioner": {"type": "karpenter"}}
+    body = {"accelerator": "H100:8", "nodes": 0, "maxNodes": 2, "provisioner": {"type": "karpenter"}}
     found = pool("sel", {**body, "nodeSelector": {key: "v"}}).spec
     assert found is not None
     if allowed:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import kopf
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from accelpool import handlers
@@ -104,3 +107,15 @@ def test_metrics_exposition_of_a_plan() -> None:
     )
     assert families["accelpool_reconcile_duration_seconds"].type == "histogram"
     assert families["accelpool_remediations"].type == "counter"
+
+
+async def test_the_webhook_startup_handler_stops_kopf_without_a_certificate(tmp_path: Path) -> None:
+    """Under `kopf run` (no `accelpool run` pre-check) the missing file is a permanent startup failure."""
+    config = OperatorConfig(webhook_cert_dir=str(tmp_path / "missing"))
+    with pytest.raises(kopf.PermanentError, match=r"missing/tls\.crt not found"):
+        await handlers.serve_webhook(config)
+
+
+async def test_the_webhook_startup_handler_does_nothing_with_port_zero(tmp_path: Path) -> None:
+    config = OperatorConfig(webhook_port=0, webhook_cert_dir=str(tmp_path / "missing"))
+    assert await handlers.serve_webhook(config) is None
