@@ -45,6 +45,12 @@ RULES_NOT_CHECKED = (
     "correct the existing errors to complete validation"
 )
 INT32_MAX = 2**31 - 1
+OBJECT_META = (
+    *("name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation"),
+    *("creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations"),
+    *("ownerReferences", "finalizers", "managedFields"),
+)
+"""metav1.ObjectMeta's JSON fields (k8s.io/apimachinery pkg/apis/meta/v1 types.go)."""
 
 
 @dataclass
@@ -131,7 +137,9 @@ def _unknown_fields(node: dict[str, Any], value: Any, path: str) -> list[str]:
         for key, item in value.items():
             child = f"{path}.{key}" if path else key
             if properties is not None and key in properties:
-                if not (path == "" and key == "metadata"):  # ObjectMeta is decoded by its own rules
+                if path == "" and key == "metadata":  # ObjectMeta is decoded by its own Go type
+                    found += [f"metadata.{k}" for k in (item if isinstance(item, dict) else {}) if k not in OBJECT_META]
+                else:
                     found += _unknown_fields(properties[key], item, child)
             elif isinstance(additional, dict):
                 found += _unknown_fields(additional, item, child)

@@ -98,10 +98,15 @@ def validate_object(document: Any) -> Verdict:
     body = {key: api.as_sent(value) for key, value in document.items() if key != "status"}
     if isinstance(body.get("spec"), Mapping):
         body["spec"] = _without_nulls(api.ComputePoolSpec, body["spec"])
+    unknown_metadata = [
+        api.Problem(f"metadata.{key}", value, f'unknown field "metadata.{key}"', error_type="UnknownField")
+        for key, value in (metadata.items() if isinstance(metadata, Mapping) else ())
+        if key not in OBJECT_META_FIELDS
+    ]
     try:
         pool = api.ComputePool.model_validate(body, context={"structural_only": True})
     except ValidationError as error:
-        problems = _merge(_problem(e) for e in error.errors())
+        problems = unknown_metadata + _merge(_problem(e) for e in error.errors())
         problems += _checked_anyway(problems)
         unknown = [p for p in problems if p.error_type == "UnknownField"]
         if unknown:
@@ -116,6 +121,8 @@ def validate_object(document: Any) -> Verdict:
         if schema:
             return Verdict(kind, name, None, tuple(schema), "schema")
         return Verdict(kind, name, None, tuple(p for p in problems if _webhook_only(p)), "webhook")
+    if unknown_metadata:
+        return Verdict(kind, name, None, tuple(unknown_metadata), "decode")
     scale = _scale_problems(body)
     if scale:
         return Verdict(kind, name, None, tuple(scale), "schema")
@@ -287,6 +294,27 @@ def _without_nulls(model: type[BaseModel], value: Mapping[str, Any]) -> dict[str
         kept[key] = _without_nulls(inner, item) if inner is not None and isinstance(item, Mapping) else item
     return kept
 
+
+OBJECT_META_FIELDS = frozenset(
+    {
+        "name",
+        "generateName",
+        "namespace",
+        "selfLink",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "finalizers",
+        "managedFields",
+    }
+)
+"""metav1.ObjectMeta's fields (k8s.io/apimachinery pkg/apis/meta/v1 types.go): strict decoding refuses others."""
 
 _WEBHOOK_FIELDS = ("spec.accelerator",)
 """Fields the CRD's schema leaves open (two shapes) but requires: only the webhook judges what is in them."""

@@ -202,3 +202,13 @@ def test_a_rule_that_errors_rejects(definition: dict[str, Any]) -> None:
     spec["x-kubernetes-validations"] = [{"rule": "self.noSuchField == 1", "message": "never"}]
     answer = admission.create(broken, pool({"accelerator": "H100"}))
     assert answer.stage == "schema" and "evaluating rule: never" in answer.errors[0]
+
+
+def test_a_misspelled_metadata_field_fails_strict_decoding(
+    definition: dict[str, Any], webhook_errors: WebhookErrors
+) -> None:
+    """metadata is decoded as metav1.ObjectMeta: `lables` is as unknown there as `gpus` is in spec."""
+    obj = pool({"accelerator": "H100"})
+    obj["metadata"]["lables"] = {"team": "ml"}
+    answer, verdict = _agree(definition, obj, webhook_errors)
+    assert answer.errors == ['unknown field "metadata.lables"'] and verdict.stage == "decode"
