@@ -113,6 +113,11 @@ def test_printer_columns_and_scale_paths_point_at_fields(definition: dict[str, A
         assert field["type"] == expected, column
     for key, json_path in version["subresources"]["scale"].items():
         assert _resolve(schema, json_path) is not None, f"scale {key} points at missing {json_path}"
+    # The server reads specReplicasPath as an int64 on every write and on every GET of /scale: one
+    # shape only, and a default so that a pool that never set it has a scale to read.
+    replicas = _resolve(schema, version["subresources"]["scale"]["specReplicasPath"])
+    assert replicas is not None and replicas["type"] == "integer" and replicas["minimum"] == 0
+    assert "default" in replicas and "x-kubernetes-preserve-unknown-fields" not in replicas
 
 
 def test_cel_rules_compile(definition: dict[str, Any]) -> None:
