@@ -1,5 +1,10 @@
 """Runs the demo: API server, fleet, simulators, the real operator, agents, and a live pool table.
 
+The simulated cluster has what accelpool's install needs (the namespace, the agents' ServiceAccount, the
+`nvidia` RuntimeClass the GPU Operator's toolkit creates), a DaemonSet controller
+(`accelpool.demo.daemonsets`), NVIDIA's node-side components and a kubelet for the agent pods
+(`accelpool.demo.simulators`).
+
 Called by `accelpool demo`. Everything listens on 127.0.0.1 only; every process it starts is
 stopped when it ends (Ctrl-C, SIGTERM, or after `--for SECONDS`): the simulators first, then the
 operator and the agents at once, each given a few seconds before it is killed.
@@ -22,7 +27,7 @@ import kmock
 import yaml
 
 from accelpool import api, conventions, crd
-from accelpool.demo import cluster, nvidia
+from accelpool.demo import cluster, daemonsets, nvidia
 from accelpool.demo.apiserver import DemoApiServer
 from accelpool.demo.simulators import (
     DEMO_INSTALLATION,
@@ -42,6 +47,9 @@ NAMESPACE = conventions.DEFAULT_NAMESPACE
 MIG_CONFIG_MAP = conventions.DEFAULT_MIG_CONFIGMAP
 DEVICE_PLUGIN_CONFIG_MAP = conventions.DEFAULT_DEVICE_PLUGIN_CONFIGMAP
 POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
+AGENT_SERVICE_ACCOUNT = "accelpool-agent"
+NVIDIA_RUNTIME_CLASS = "nvidia"
+RUNTIME_CLASSES_PATH = "/apis/node.k8s.io/v1/runtimeclasses"
 
 
 @dataclass(frozen=True)
@@ -98,8 +106,18 @@ def example_pools(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
     return pools
 
 
+def runtime_class(name: str = NVIDIA_RUNTIME_CLASS) -> dict[str, Any]:
+    """The RuntimeClass the GPU Operator's container toolkit creates (handler: the NVIDIA runtime)."""
+    return {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": name}, "handler": name}
+
+
 async def _seed(client: KubeClient, fleet: list[dict[str, Any]]) -> None:
     await client.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd.custom_resource_definition())
+    await client.create(RUNTIME_CLASSES_PATH, runtime_class())
+    await client.create(
+        f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": AGENT_SERVICE_ACCOUNT}},
+    )
     for node in fleet:
         await client.create("/api/v1/nodes", node)
 
@@ -169,12 +187,18 @@ async def simulated_cluster(
             client, NAMESPACE, DEVICE_PLUGIN_CONFIG_MAP, MIG_CONFIG_MAP, nvidia.Simulation(installation)
         )
         kubelet = Kubelet(client, server=server, namespace=NAMESPACE, log_dir=log_dir)
+        controller_client = KubeClient(Credentials(server=server), user_agent=daemonsets.USER_AGENT)
+        controller = daemonsets.DaemonSetController(controller_client, NAMESPACE)
         operator: asyncio.subprocess.Process | None = None
         tasks: list[asyncio.Task[None]] = []
         try:
             await _seed(client, fleet)
             operator = await _start_operator(server, operator_metrics_port or free_port(), log_dir)
-            tasks = [asyncio.create_task(components.run()), asyncio.create_task(kubelet.run())]
+            tasks = [
+                asyncio.create_task(components.run()),
+                asyncio.create_task(controller.run()),
+                asyncio.create_task(kubelet.run()),
+            ]
             yield SimulatedCluster(server, client, log_dir, operator, kubelet, components)
         finally:
             # Stop the simulators first (no agent is restarted meanwhile), then every process at
@@ -183,6 +207,7 @@ async def simulated_cluster(
                 task.cancel()
             stopping = [*tasks, kubelet.stop_all(), *([stop_process(operator)] if operator is not None else [])]
             await asyncio.gather(*stopping, return_exceptions=True)
+            await controller_client.close()
             await client.close()
 
 
