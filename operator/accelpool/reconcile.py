@@ -13,8 +13,9 @@ A pass (`reconcile_once`):
    met a 409 since), lists them and plans again with what the API server says when the index
    disagrees (a watch that lagged, an operator resumed after a pause);
 4. writes, in an order that never leaves a node pointing at a missing config: ConfigMap keys
-   added → agent DaemonSets and Karpenter NodePools → node patches (merge patches carrying
-   `metadata.resourceVersion`; a 409 re-reads the node and plans again) → ConfigMap keys
+   added → agent DaemonSets and Karpenter NodePools (server-side apply, see `_Writes._ensure`) →
+   node patches (merge patches carrying `metadata.resourceVersion`; a 409 re-reads the node and
+   plans again) → ConfigMap keys
    removed → objects of deleted pools removed → Events (deduplicated);
 5. publishes each pool's status for the status writer and records metrics.
 
@@ -61,6 +62,8 @@ BACKOFF_START, BACKOFF_MAX = 0.5, 30.0
 TRANSIENT = (ApiError, OSError, asyncio.TimeoutError, aiohttp.ClientError)
 """Errors a later pass may not see again: API errors, connection trouble, timeouts."""
 NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
+FIELD_MANAGER = "accelpool"
+"""The operator's field manager in server-side apply (agent DaemonSets, Karpenter NodePools)."""
 POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 POOL_CHECK_SECONDS = 10.0
 """A pass that would write lists the pools first when it has not done so for this long (or after a 409):
@@ -784,32 +787,32 @@ class _Writes:
     async def _ensure(
         self, pool: str, desired: dict[str, Any], cache: dict[str, dict[str, Any]], collection: str, resource: str
     ) -> None:
+        """Server-side apply of the rendered object, when its spec hash differs from what is there.
+
+        The operator owns these objects whole, and their controllers (the DaemonSet controller, Karpenter)
+        write only `.status`, after every change. An update carrying the resourceVersion of the
+        operator's last write would meet a 409 almost every time; an apply without one cannot conflict
+        on versions, leaves the controller's fields alone, removes what an earlier rendering set and this
+        one does not, and creates the object when it is missing (one request either way).
+        """
         name = desired["metadata"]["name"]
         current = cache.get(name)
-        wanted_hash = desired["metadata"]["annotations"][conventions.SPEC_HASH_ANNOTATION]
+        if (
+            current is not None
+            and _hash(current) == desired["metadata"]["annotations"][conventions.SPEC_HASH_ANNOTATION]
+        ):
+            return
+        path = f"{collection}/{name}"
         try:
-            if current is None:
-                try:
-                    response = await self.client.create(collection, desired)
-                    self._wrote("create", resource)
-                except ConflictError:
-                    response = await self.client.get(f"{collection}/{name}")
-                    if _hash(response) != wanted_hash:
-                        self.conflicts += 1
-                        self.conflicted_pools.add(pool)
-                        cache[name] = response
-                        return
-                cache[name] = response
-            elif _hash(current) != wanted_hash:
-                body = copy.deepcopy(desired)
-                version = (current.get("metadata") or {}).get("resourceVersion")
-                if version:
-                    body["metadata"]["resourceVersion"] = version
-                response = await self.client.replace(f"{collection}/{name}", body)
-                self._wrote("replace", resource)
-                cache[name] = response
-        except ConflictError:
-            cache[name] = await self.client.get(f"{collection}/{name}")
+            response = await self.client.apply(path, desired, field_manager=FIELD_MANAGER)
+            self._wrote("apply", resource)
+            cache[name] = response
+        except ConflictError:  # another field manager's apply (forced, ours wins), or a racing create
+            fresh = await self.client.get_or_none(path)
+            if fresh is None:
+                cache.pop(name, None)
+            else:
+                cache[name] = fresh
             self.conflicts += 1
             self.conflicted_pools.add(pool)
         except NotFoundError as error:
