@@ -46,6 +46,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from accelpool import api, catalog, conventions, nvidia
+from accelpool.agents import AgentObservation
 from accelpool.nodes import HealthCondition, NodeChange, NodeView, Taint, format_time, parse_time, tolerated
 from accelpool.poolstatus import (
     Breaker,
@@ -113,6 +114,9 @@ class PlannerOptions:
     """A health condition not rewritten for this long is read as Unknown (its agent stopped)."""
     healthy_since: Mapping[str, datetime] = field(default_factory=dict)
     """When the operator first saw AcceleratorHealthy True, for conditions without lastTransitionTime."""
+    agents: Mapping[str, AgentObservation] | None = None
+    """Each pool's agent DaemonSet, pods and FailedCreate Events (`accelpool.agents.observe`); None when
+    they were not observed (an offline plan), so AgentReady rests on the agents' reports alone."""
 
 
 # ---------------------------------------------------------------- outputs
@@ -957,6 +961,7 @@ class _Planner:
             breaker=work.breaker,
             resolved=work.resolved,
             agent_verifies=entry.vendor == catalog.Vendor.NVIDIA or self.options.agent_backend in ("fake", "cpu"),
+            agents=None if self.options.agents is None else self.options.agents.get(pool.name, AgentObservation()),
         )
         status = compute_status(facts)
         peak = entry.peaks.get(work.spec.health.matmul.dtype)

@@ -19,6 +19,12 @@ A pass (`reconcile_once`):
    removed → objects of deleted pools removed → Events (deduplicated);
 5. publishes each pool's status for the status writer and records metrics.
 
+Before planning, at most every `--agent-check-interval`, it lists the agents' DaemonSets, their pods
+and the FailedCreate Events of DaemonSets in the agent namespace (one list each for all pools, with
+label and field selectors), for the pools' AgentReady (`accelpool.agents`); while there are pools it
+plans again at that interval, so an agent the DaemonSet controller cannot create is reported without
+waiting for its node's health report to go stale. A failed list keeps the last observation.
+
 One reconciler per operator, one pass at a time: cross-pool decisions are made on one view of
 the cluster, so no two pools can claim a node, and writes to the shared ConfigMaps are
 serialized. Failed writes mark their pools failed (their statuses are not published) and the
@@ -43,7 +49,7 @@ from typing import Any
 
 import aiohttp
 
-from accelpool import api, conventions, inputs, nvidia, patches, render
+from accelpool import agents, api, conventions, inputs, nvidia, patches, render
 from accelpool.kube import ApiError, ConflictError, KubeClient, NotFoundError
 from accelpool.metrics import OperatorMetrics
 from accelpool.nodes import NodeView
@@ -176,6 +182,8 @@ class Reconciler:
         self._daemonsets: dict[str, dict[str, Any]] = {}
         self._nodepools: dict[str, dict[str, Any]] = {}
         self._karpenter = False
+        self._agents: dict[str, agents.AgentObservation] | None = None
+        self._agents_at: float | None = None
         self._loaded_at: float | None = None
         self._requeue_at: float | None = None
         self._retry_at: float | None = None
@@ -362,6 +370,8 @@ class Reconciler:
         deadlines = [t for t in (self._requeue_at, self._retry_at) if t is not None]
         if self._loaded_at is not None:
             deadlines.append(self._loaded_at + self.config.resync_seconds)
+        if self._agents_at is not None and self._planned_pools:
+            deadlines.append(self._agents_at + self.config.agent_check_seconds)
         if not deadlines:
             return None
         return max(0.0, min(deadlines) - now)
@@ -416,6 +426,31 @@ class Reconciler:
             self._nodepools = {n["metadata"]["name"]: n for n in nodepools if _managed(n)}
         self._unplannable.clear()  # set-aside pools are tried again at every resync
         self._loaded_at = self._clock()
+
+    async def _observe_agents(self) -> None:
+        """The agents' DaemonSets, pods and FailedCreate Events, for all pools (at most every agent check)."""
+        now = self._clock()
+        if self._agents_at is not None and now - self._agents_at < self.config.agent_check_seconds:
+            return
+        namespace = self.config.agent.namespace
+        try:
+            daemonsets = await self.client.list(
+                f"/apis/apps/v1/namespaces/{namespace}/daemonsets",
+                label_selector=f"{conventions.MANAGED_BY_LABEL}={conventions.MANAGED_BY}",
+            )
+            pods = await self.client.list(
+                f"/api/v1/namespaces/{namespace}/pods", label_selector=agents.POD_LABEL_SELECTOR
+            )
+            events = await self.client.list(
+                f"/api/v1/namespaces/{namespace}/events", field_selector=agents.EVENT_FIELD_SELECTOR
+            )
+        except TRANSIENT as error:  # RBAC of an older chart, a slow API server: AgentReady rests on reports
+            if self._agents is not None or self._agents_at is None:
+                log.warning("the agents' DaemonSets, pods and Events could not be listed: %s", error)
+            self._agents_at = now
+            return
+        self._agents = agents.observe(daemonsets, pods, events)
+        self._agents_at = now
 
     def _configmap_path(self, name: str, *, collection: bool = False) -> str:
         base = f"/api/v1/namespaces/{self.config.namespace}/configmaps"
@@ -519,6 +554,8 @@ class Reconciler:
 
     async def _pass(self, number: int) -> PassResult:
         records = self._pool_records()
+        if records:
+            await self._observe_agents()
         pools = [self._pool_input(r) for r in records.values()]
         views = self._node_views()
         options = PlannerOptions(
@@ -529,6 +566,7 @@ class Reconciler:
             agent_backend=self.config.agent.backend,
             tolerated_taints=self.config.tolerated_taints,
             healthy_since=self._healthy_since(views),
+            agents=self._agents,
         )
         live_specs = {_spec_key(r) for r in records.values()}
         self._unplannable = {k: v for k, v in self._unplannable.items() if k in live_specs}

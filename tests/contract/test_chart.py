@@ -133,7 +133,8 @@ AGENT_CLUSTER_RULES = [
     {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
 ]
 DAEMONSET_RULES = [
-    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get", "list", "create", "patch", "delete"]}
+    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get", "list", "create", "patch", "delete"]},
+    {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["list"]},
 ]
 EVENT_RULES = [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
 

@@ -494,6 +494,7 @@ class Operator:
             "ACCELPOOL_DEBOUNCE": "0.02",
             "ACCELPOOL_STATUS_INTERVAL": "30",
             "ACCELPOOL_STATUS_SETTLE": "0.2",
+            "ACCELPOOL_AGENT_CHECK_INTERVAL": "0.3",
             "ACCELPOOL_NOT_READY_GRACE": "1",
             "ACCELPOOL_AGENT_IMAGE": "registry.example/accelpool-agent:test",
         }

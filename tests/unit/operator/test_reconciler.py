@@ -376,3 +376,26 @@ async def test_an_agent_daemonset_is_applied_only_when_what_is_rendered_changes(
     await upgraded.reconciler.reconcile_once()
     assert [w for w in fake.writes if w[1] == path] == [("APPLY", path)]
     assert fake.objects[path]["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example/agent:2"
+
+
+@pytest.mark.looptime
+async def test_the_agents_are_listed_once_per_check_interval_for_all_pools(looptime: float) -> None:
+    fake = cluster(node_body("n1"), node_body("n2"))
+    pools = [record("a", {"accelerator": "H100", "nodes": 1}), record("b", {"accelerator": "H100", "nodes": 1})]
+    harness = Harness(fake, pools, agent_check_seconds=30.0)
+    harness.reconciler.indexed()
+    task = asyncio.create_task(harness.reconciler.run())
+    lists = (
+        "/apis/apps/v1/namespaces/accelpool-system/daemonsets",
+        "/api/v1/namespaces/accelpool-system/pods",
+        "/api/v1/namespaces/accelpool-system/events",
+    )
+    try:
+        for _ in range(4):  # passes in quick succession (node events, say) list nothing again
+            await harness.reconciler.request_pass()
+        assert [fake.reads.count(path) for path in lists[1:]] == [1, 1]
+        await asyncio.sleep(95)  # nothing else happens: a pass every interval, and one list each
+        assert [fake.reads.count(path) for path in lists[1:]] == [4, 4]
+        assert fake.reads.count(lists[0]) == 1 + 4, "the DaemonSets: once at start (the cache), once per check"
+    finally:
+        task.cancel()
