@@ -30,6 +30,7 @@ from typing import Any
 
 import aiohttp.web
 import attrs
+import jsonpatch
 import kmock
 import yaml
 from kmock._internal import rendering  # the request type kmock hands to its serving hooks
@@ -171,6 +172,15 @@ async def serve_replace(
         raw = stored.raw
         await emulator._buses[resource].put({"type": "MODIFIED", "object": raw})
     return aiohttp.web.json_response(raw)
+
+
+def check_json_patch(current: Mapping[str, Any], operations: list[Any]) -> None:
+    """A JSON patch that cannot be applied (a failed `test`, a missing path) is a 422, as the API server's
+    jsonPatcher answers it (k8s.io/apiserver/pkg/endpoints/handlers/patch.go); kmock would answer 500."""
+    try:
+        jsonpatch.apply_patch(copy.deepcopy(dict(current)), operations)
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as error:
+        raise kmock.KubernetesError(422, "Invalid", f"the JSON patch could not be applied: {error}") from None
 
 
 def exists(emulator: kmock.KubernetesEmulator, resource: str, namespace: str | None, name: str) -> bool:
@@ -578,6 +588,7 @@ class DemoApiServer(kmock.KubernetesEmulator):
                     merged[condition.get("type")] = {**merged.get(condition.get("type"), {}), **condition}
                 status["conditions"] = list(merged.values())
         elif isinstance(request.data, list):  # a JSON patch
+            check_json_patch(current, request.data)
             for op in request.data:
                 tests_version = op.get("op") == "test" and op.get("path") == "/metadata/resourceVersion"
                 if tests_version and op.get("value") != metadata.get("resourceVersion"):

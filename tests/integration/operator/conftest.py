@@ -42,7 +42,14 @@ from kopf.testing import KopfRunner
 
 from accelpool import api, catalog, conventions
 from accelpool.demo import daemonsets, nvidia
-from accelpool.demo.apiserver import RESOURCES, is_apply, prepare_create, serve_apply, serve_replace
+from accelpool.demo.apiserver import (
+    RESOURCES,
+    check_json_patch,
+    is_apply,
+    prepare_create,
+    serve_apply,
+    serve_replace,
+)
 from accelpool.kube import Credentials, KubeClient
 
 POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
@@ -119,6 +126,7 @@ class Emulator(kmock.KubernetesEmulator):
             if request.resource.plural == api.PLURAL and not request.subresource and "spec" in request.data:
                 request.data["metadata"]["generation"] = int(metadata.get("generation") or 1) + 1
         elif isinstance(request.data, list):
+            check_json_patch(stored.raw, request.data)
             for op in request.data:
                 tests_version = op.get("op") == "test" and op.get("path") == "/metadata/resourceVersion"
                 if tests_version and op.get("value") != metadata.get("resourceVersion"):
@@ -314,12 +322,16 @@ class Cluster:
         message: str = "",
         bad_gpus: tuple[int, ...] = (),
         tflops: float | None = None,
+        pool: str | None = None,
     ) -> None:
-        """The agent's report: the AcceleratorHealthy condition and the accelpool.io/health annotation."""
+        """The agent's report: the AcceleratorHealthy condition and the accelpool.io/health annotation
+        (naming the pool whose agent writes it, when given)."""
         report: dict[str, Any] = {
             "status": "Healthy" if healthy else "Unhealthy",
             "reason": reason or ("AllChecksPassed" if healthy else "XidError79"),
         }
+        if pool is not None:
+            report["pool"] = pool
         if message:
             report["message"] = message
         if bad_gpus:
