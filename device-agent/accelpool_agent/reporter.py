@@ -3,11 +3,10 @@
 Two objects are written on the agent's own Node:
 
 - the condition `AcceleratorHealthy` in `status.conditions` (PATCH `/api/v1/nodes/<node>/status`,
-  a strategic-merge patch carrying only this condition, so the kubelet's conditions are merged
-  by type, not replaced). `lastTransitionTime` changes only when the status does;
-  `lastHeartbeatTime` is refreshed by a rewrite every `heartbeat_seconds` even when nothing
-  changed, so a stale condition means a dead agent.
-- the annotation `accelpool.io/health` (a merge patch on `/api/v1/nodes/<node>`), the compact
+  touching only this condition: the kubelet's stay as they are; see the guarded writes below).
+  `lastTransitionTime` changes only when the status does; `lastHeartbeatTime` is refreshed by a
+  rewrite every `heartbeat_seconds` even when nothing changed, so a stale condition means a dead agent.
+- the annotation `accelpool.io/health` (PATCH `/api/v1/nodes/<node>`), the compact
   `HealthReport` the operator reads. It names its writer (`pool`, `agent`) and carries the last
   compute verdict per GPU and check kind (`verdicts`, stamped with when it was first reached, so
   a repeating verdict causes no write). Its TFLOPS are rounded to three significant figures and
