@@ -21,8 +21,8 @@ true as soon as the reconciler's writes land. Conditions, in order:
 
 Phase: Failed (invalid) > Pending (no members) / Provisioning (karpenter short of min) >
 Degraded (unhealthy, quarantined, MIG failed, not Ready, short of nodes, or agents that cannot
-run) > Configuring (MIG, device plugin or agents not there yet) > Ready. `lastTransitionTime` is carried over from the
-previous status while a condition's status does not change. Pure.
+run) > Configuring (MIG, device plugin or agents not there yet) > Ready. `lastTransitionTime` is
+carried over from the previous status while a condition's status does not change. Pure.
 """
 
 from __future__ import annotations

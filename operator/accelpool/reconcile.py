@@ -15,8 +15,7 @@ A pass (`reconcile_once`):
 4. writes, in an order that never leaves a node pointing at a missing config: ConfigMap keys
    added → agent DaemonSets and Karpenter NodePools (server-side apply, see `_Writes._ensure`) →
    node patches (merge patches carrying `metadata.resourceVersion`; a 409 re-reads the node and
-   plans again) → ConfigMap keys
-   removed → objects of deleted pools removed → Events (deduplicated);
+   plans again) → ConfigMap keys removed → objects of deleted pools removed → Events (deduplicated);
 5. publishes each pool's status for the status writer and records metrics.
 
 Before planning, at most every `--agent-check-interval`, it lists the agents' DaemonSets, their pods
@@ -845,7 +844,7 @@ class _Writes:
             response = await self.client.apply(path, desired, field_manager=FIELD_MANAGER)
             self._wrote("apply", resource)
             cache[name] = response
-        except ConflictError:  # another field manager's apply (forced, ours wins), or a racing create
+        except ConflictError:  # not expected (forced, no resourceVersion): re-read, and the next pass applies again
             fresh = await self.client.get_or_none(path)
             if fresh is None:
                 cache.pop(name, None)

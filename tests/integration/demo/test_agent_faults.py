@@ -55,7 +55,11 @@ async def test_a_missing_runtime_class_shows_in_agent_ready_until_cleared() -> N
         assert pool_rows([pool])[1][-2:] == ("Degraded", "AgentReady=False/RuntimeClassNotFound")
         events = await demo.client.list(f"/api/v1/namespaces/{NAMESPACE}/events")
         assert any(e["reason"] == "FailedCreate" and e["involvedObject"]["kind"] == "DaemonSet" for e in events)
-        assert "h100-1" not in demo.kubelet.agents, "no pod, no agent"
+
+        async def no_agent() -> bool:
+            return "h100-1" not in demo.kubelet.agents
+
+        await eventually(no_agent, 10, "no pod on h100-1, no agent")
 
         await inject(demo.server, "h100-1", "clear")  # the RuntimeClass is back
         await eventually(lambda: phase_is("Ready"), 30, "the pool Ready again")
