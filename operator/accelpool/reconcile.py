@@ -346,8 +346,9 @@ class Reconciler:
         while True:
             wait = self._wait_seconds()
             if wait is None or wait > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._dirty.wait(), wait)
+                with contextlib.suppress(TimeoutError):  # asyncio.timeout: a cancellation is never lost
+                    async with asyncio.timeout(wait):
+                        await self._dirty.wait()
             if self._retry_at is not None and self._clock() < self._retry_at:
                 await asyncio.sleep(self._retry_at - self._clock())
             if self.config.debounce_seconds > 0:

@@ -129,8 +129,11 @@ class DaemonSetController:
             if wake is None:
                 await asyncio.sleep(poll_seconds)
                 continue
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that
+            # arrives as the wait completes, and the loop would never stop.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), poll_seconds)
+                async with asyncio.timeout(poll_seconds):
+                    await wake.wait()
             wake.clear()
 
     async def sync(self) -> None:
