@@ -44,7 +44,7 @@ import kmock
 
 from accelpool import api, catalog, conventions, crd
 from accelpool.demo import nvidia
-from accelpool.demo.apiserver import RESOURCES, serve_replace
+from accelpool.demo.apiserver import RESOURCES, is_apply, prepare_create, serve_apply, serve_replace
 
 BIN = Path(sys.executable).parent
 POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
@@ -117,12 +117,10 @@ class Emulator(kmock.KubernetesEmulator):
     async def _serve(self, request: Any) -> Any:
         if request.method == kmock.method.PUT and request.resource is not None and request.name:
             return await serve_replace(self, request, str(next(self._versions)))
-        if request.action == kmock.action.CREATE and isinstance(request.data, dict):
-            metadata = request.data.setdefault("metadata", {})
-            metadata.setdefault("uid", str(uuid.uuid4()))
-            metadata.setdefault("creationTimestamp", _now())
-            metadata.setdefault("generation", 1)
-            metadata["resourceVersion"] = str(next(self._versions))
+        if is_apply(request) and request.resource is not None and request.name:
+            return await serve_apply(self, request, str(next(self._versions)))
+        if request.action == kmock.action.CREATE:
+            prepare_create(self, request, str(next(self._versions)))
         elif request.action == kmock.action.UPDATE and request.resource is not None and request.name:
             try:
                 stored = self.objects[request.resource, request.namespace, request.name]

@@ -8,7 +8,8 @@
 Blocking work runs in dedicated threads: the telemetry tick in its own, the waits for compute
 children in the agent's (one per GPU checked in parallel), so hung GPUs can delay neither the
 telemetry nor the HTTP endpoints. SIGTERM kills running compute children at once and stops
-within seconds, well inside the pod's termination grace period.
+within seconds, well inside the pod's termination grace period; from then on nothing is reported
+(the checks it killed say nothing about the GPUs, and the operator may have released the node).
 
 At start, the node is read once and the compute verdicts an earlier agent recorded in the
 annotation are restored, so a failure stands across restarts. After each loop step, the report
@@ -98,13 +99,15 @@ class Daemon:
         return await asyncio.get_running_loop().run_in_executor(self._telemetry, self.agent.tick)
 
     async def publish(self, report: NodeReport) -> None:
-        if self.reporter is None:
+        if self.reporter is None or self.stopping:
             return
         if not self._restored:
             report = await self.restore() or report
         if not report.complete and report.status is not HealthStatus.UNHEALTHY:
             return
         async with self._publish_lock:
+            if self.stopping:  # SIGTERM while this report waited for the one before it
+                return
             try:
                 await self.reporter.report(report)
             except Exception:  # a reporter bug must not stop the agent

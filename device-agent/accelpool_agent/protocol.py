@@ -18,6 +18,8 @@ from pydantic.alias_generators import to_camel
 
 CONDITION_TYPE = "AcceleratorHealthy"
 HEALTH_ANNOTATION = "accelpool.io/health"
+POOL_LABEL = "accelpool.io/pool"
+"""The operator's membership label on a node; an agent reports only while its node carries its pool's."""
 CONFIG_ENV = "ACCELPOOL_AGENT_CONFIG"
 """Environment variable holding the AgentConfig as JSON (the DaemonSet sets it)."""
 

@@ -17,8 +17,8 @@ DOMAIN = "accelpool.io"
 
 # ---------------------------------------------------------------- node labels and taints we set
 
-POOL_LABEL = f"{DOMAIN}/pool"
-"""Label `accelpool.io/pool=<pool>` on every member: the source of truth for membership."""
+POOL_LABEL = protocol.POOL_LABEL
+"""Label `accelpool.io/pool=<pool>` on every member: the source of truth for membership (the agents read it)."""
 POOL_TAINT_KEY = f"{DOMAIN}/pool"
 """Taint `accelpool.io/pool=<pool>:NoSchedule` on members of dedicated pools."""
 QUARANTINE_TAINT_KEY = f"{DOMAIN}/quarantined"

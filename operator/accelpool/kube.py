@@ -2,8 +2,9 @@
 
 Used by the operator's handlers (nodes, ConfigMaps, DaemonSets, Events, Karpenter NodePools)
 and by the device agent's reporter (its node's status and annotations). It knows just enough
-of the API: JSON requests, merge/strategic/JSON patches, conflicts as `ConflictError`, and
-credentials from a kubeconfig, the in-cluster service account, or a plain server URL.
+of the API: JSON requests, merge/strategic/JSON patches, server-side apply (`apply`), label and
+field selectors on lists, conflicts as `ConflictError`, and credentials from a kubeconfig, the
+in-cluster service account, or a plain server URL.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
     "strategic": "application/strategic-merge-patch+json",
     "json": "application/json-patch+json",
 }
+APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
+"""Server-side apply. JSON is YAML, so the body is sent as JSON (as client-go's Apply does)."""
+USER_AGENT = "accelpool"
 JsonObject = dict[str, Any]
 
 
@@ -124,8 +128,9 @@ def _materialise(path: str | None, data: str | None) -> str | None:
 class KubeClient:
     """JSON over HTTP to one API server; one aiohttp session, reused."""
 
-    def __init__(self, credentials: Credentials, *, timeout: float = 30.0) -> None:
+    def __init__(self, credentials: Credentials, *, timeout: float = 30.0, user_agent: str = USER_AGENT) -> None:
         self.credentials = credentials
+        self.user_agent = user_agent
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
 
@@ -142,7 +147,7 @@ class KubeClient:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            headers = {"Accept": "application/json", "User-Agent": "accelpool"}
+            headers = {"Accept": "application/json", "User-Agent": self.user_agent}
             if self.credentials.token:
                 headers["Authorization"] = f"Bearer {self.credentials.token}"
             connector = aiohttp.TCPConnector(ssl=self.credentials.ssl_context(), limit=64)
@@ -179,9 +184,13 @@ class KubeClient:
         except NotFoundError:
             return None
 
-    async def list(self, path: str, *, label_selector: str | None = None) -> list[JsonObject]:
-        params = {"labelSelector": label_selector} if label_selector else None
-        items: list[JsonObject] = (await self.request("GET", path, params=params)).get("items") or []
+    async def list(
+        self, path: str, *, label_selector: str | None = None, field_selector: str | None = None
+    ) -> list[JsonObject]:
+        params = {
+            key: value for key, value in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if value
+        }
+        items: list[JsonObject] = (await self.request("GET", path, params=params or None)).get("items") or []
         return items
 
     async def create(self, path: str, body: JsonObject) -> JsonObject:
@@ -192,6 +201,13 @@ class KubeClient:
 
     async def patch(self, path: str, body: Any, *, patch_type: PatchType = "merge") -> JsonObject:
         return await self.request("PATCH", path, body=body, content_type=_PATCH_CONTENT_TYPES[patch_type])
+
+    async def apply(self, path: str, body: JsonObject, *, field_manager: str, force: bool = True) -> JsonObject:
+        """Server-side apply of `body` (the whole intent, without resourceVersion) at `path`, creating the
+        object if it does not exist. Fields `field_manager` applied before and left out now are removed;
+        fields other managers own (a controller's status) are left alone, so no concurrent write conflicts."""
+        params = {"fieldManager": field_manager, "force": "true" if force else "false"}
+        return await self.request("PATCH", path, body=body, params=params, content_type=APPLY_CONTENT_TYPE)
 
     async def delete(self, path: str) -> None:
         with contextlib.suppress(NotFoundError):

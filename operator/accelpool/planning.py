@@ -3,7 +3,8 @@
 `plan(pools, nodes, config, options)` decides, in one pass over the cluster:
 
 1. **Membership.** A node labelled `accelpool.io/pool=<p>` belongs to pool p (the label is the
-   source of truth, also across operator restarts). It stays a member while it still matches
+   source of truth, also across operator restarts). A node in no pool loses what an agent wrote
+   after its release (`without_agent_leftovers`). It stays a member while it still matches
    (accelerator, memory variant, form factor, device count, nodeSelector); a member whose
    accelerator labels vanish for a while (GFD relabelling during a MIG change) is kept. Nodes
    of deleted pools, of pools that no longer exist (`release_orphans`) and members that stopped
@@ -46,6 +47,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from accelpool import api, catalog, conventions, nvidia
+from accelpool.agents import AgentObservation
 from accelpool.nodes import HealthCondition, NodeChange, NodeView, Taint, format_time, parse_time, tolerated
 from accelpool.poolstatus import (
     Breaker,
@@ -113,6 +115,9 @@ class PlannerOptions:
     """A health condition not rewritten for this long is read as Unknown (its agent stopped)."""
     healthy_since: Mapping[str, datetime] = field(default_factory=dict)
     """When the operator first saw AcceleratorHealthy True, for conditions without lastTransitionTime."""
+    agents: Mapping[str, AgentObservation] | None = None
+    """Each pool's agent DaemonSet, pods and FailedCreate Events (`accelpool.agents.observe`); None when
+    they were not observed (an offline plan), so AgentReady rests on the agents' reports alone."""
 
 
 # ---------------------------------------------------------------- outputs
@@ -484,6 +489,24 @@ class _Planner:
         self.released_by[pool].append(view.name)
         self.free[view.name] = edit.view_after()
 
+    def without_agent_leftovers(self, view: NodeView) -> NodeView:
+        """A node in no pool keeps nothing an agent wrote.
+
+        `release` takes the agent's annotation and condition off a node, but the agent pod outlives the
+        release (it is terminating, or its node is slow to hear of it) and may write its report once
+        more, after its pool is gone: the annotation goes, and the condition unless it is a False that has
+        not aged out (as on release, a node known to be bad stays out of other pools until then).
+        """
+        annotated = conventions.HEALTH_ANNOTATION in view.annotations
+        condition = view.health_index is not None and not (view.health is not None and view.health.unhealthy)
+        if not annotated and not condition:
+            return view
+        edit = self.edit(view)
+        if annotated:
+            edit.annotations[conventions.HEALTH_ANNOTATION] = None
+        edit.drop_health = condition
+        return edit.view_after()
+
     # ------------------------------------------------------------ 1. membership
 
     def start(self) -> None:
@@ -517,7 +540,7 @@ class _Planner:
                 )
             owner = view.pool
             if owner is None:
-                self.free[view.name] = view
+                self.free[view.name] = self.without_agent_leftovers(view)
                 continue
             if view.detected is not None:
                 self.held_by_entry[view.detected.accelerator.name] += 1
@@ -957,6 +980,7 @@ class _Planner:
             breaker=work.breaker,
             resolved=work.resolved,
             agent_verifies=entry.vendor == catalog.Vendor.NVIDIA or self.options.agent_backend in ("fake", "cpu"),
+            agents=None if self.options.agents is None else self.options.agents.get(pool.name, AgentObservation()),
         )
         status = compute_status(facts)
         peak = entry.peaks.get(work.spec.health.matmul.dtype)

@@ -11,15 +11,18 @@ true as soon as the reconciler's writes land. Conditions, in order:
 - MigConfigured: every member's `nvidia.com/mig.config.state` is success for the pool's config
   (False: Pending or Failed naming the nodes; True/NotRequested without MIG).
 - DevicePluginConfigured: the pool's device-plugin key is written and every member selects it.
-- AgentReady: every member's agent has reported (`AcceleratorHealthy` present).
+- AgentReady: every member's agent reports (`AcceleratorHealthy` present and live), and nothing
+  Kubernetes says about the agents stands in the way (`accelpool.agents.judge`: the DaemonSet
+  controller's FailedCreate Events naming a missing RuntimeClass or ServiceAccount, image pulls,
+  crash loops); False names the obstacle and the setting that removes it.
 - Healthy: no member is quarantined or unhealthy (False: NodeQuarantined naming node, GPU and why;
   NodeUnhealthy when remediation is off; CircuitBreakerOpen when quarantine was refused).
 - Ready: the phase is Ready.
 
 Phase: Failed (invalid) > Pending (no members) / Provisioning (karpenter short of min) >
-Degraded (unhealthy, quarantined, MIG failed, not Ready, or short of nodes) > Configuring (MIG,
-device plugin or agents not there yet) > Ready. `lastTransitionTime` is carried over from the
-previous status while a condition's status does not change. Pure.
+Degraded (unhealthy, quarantined, MIG failed, not Ready, short of nodes, or agents that cannot
+run) > Configuring (MIG, device plugin or agents not there yet) > Ready. `lastTransitionTime` is
+carried over from the previous status while a condition's status does not change. Pure.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from accelpool import api, catalog, conventions, nvidia
+from accelpool import agents, api, catalog, conventions, nvidia
 from accelpool.nodes import NodeChange, NodeView, Taint, format_time
 
 ConditionStatus = Literal["True", "False", "Unknown"]
@@ -133,6 +136,8 @@ class PoolFacts:
     """The spec's accelerator, when the caller has resolved it already."""
     unplannable: bool = False
     """The spec passed validation but planning or rendering the pool failed (`problems` says how)."""
+    agents: agents.AgentObservation | None = None
+    """What Kubernetes says about the pool's agent DaemonSet and pods; None when it was not observed."""
 
 
 def describe_health(view: NodeView) -> str:
@@ -257,7 +262,6 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
     unhealthy = [m for m in members if not m.quarantined and m.view.health is not None and m.view.health.unhealthy]
     not_ready = [m for m in members if not m.view.ready]
     cordoned = [m for m in members if m.unschedulable and not m.quarantined]
-    reported = [m for m in members if m.view.health is not None and not m.view.health.silent]
     silent = [m for m in members if m.view.health is None or m.view.health.silent]
     per_gpu = nvidia.resources_per_gpu(spec, resolved)
     layout = _layout(members, spec, entry, key, per_gpu) if nvidia_pool else _Layout()
@@ -389,19 +393,16 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
             + (f", {spec.sharing.mode} x{spec.sharing.replicas})" if spec.sharing else ")"),
         )
 
-    if silent:
-        conditions.add(
-            "AgentReady",
-            False,
-            "WaitingForAgents",
-            f"{len(silent)} of {len(members)} members have no live {conventions.HEALTH_CONDITION} report: "
-            f"{_names(silent)}",
-        )
-    else:
-        note = "" if facts.agent_verifies else f" (the agent cannot verify {entry.vendor.value} devices)"
-        conditions.add(
-            "AgentReady", True, "Reporting", f"{len(reported)} of {len(members)} members report health{note}"
-        )
+    agent_verdict = agents.judge(
+        facts.agents,
+        members=[m.name for m in members],
+        silent=[m.name for m in silent],
+        now=facts.now,
+        silent_text=_names(silent),
+        reporting_note="" if facts.agent_verifies else f" (the agent cannot verify {entry.vendor.value} devices)",
+    )
+    agents_blocked = not agent_verdict.ok and agent_verdict.reason != "WaitingForAgents"
+    conditions.add("AgentReady", agent_verdict.ok, agent_verdict.reason, agent_verdict.message)
 
     quarantine_details = "; ".join(f"{m.name}: {describe_health(m.view)}" for m in quarantined[:MESSAGE_NODES])
     if len(quarantined) > MESSAGE_NODES:
@@ -439,6 +440,8 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
         degraded.append(f"{len(not_ready)} not Ready ({_names(not_ready)})")
     if cordoned:
         degraded.append(f"{len(cordoned)} cordoned ({_names(cordoned)})")
+    if agents_blocked and members:
+        degraded.append(f"agents cannot run ({agent_verdict.reason})")
     configuring: list[str] = []
     if mig_pending:
         configuring.append(f"MIG pending on {len(mig_pending)}")

@@ -13,10 +13,16 @@ A pass (`reconcile_once`):
    met a 409 since), lists them and plans again with what the API server says when the index
    disagrees (a watch that lagged, an operator resumed after a pause);
 4. writes, in an order that never leaves a node pointing at a missing config: ConfigMap keys
-   added → agent DaemonSets and Karpenter NodePools → node patches (merge patches carrying
-   `metadata.resourceVersion`; a 409 re-reads the node and plans again) → ConfigMap keys
-   removed → objects of deleted pools removed → Events (deduplicated);
+   added → agent DaemonSets and Karpenter NodePools (server-side apply, see `_Writes._ensure`) →
+   node patches (merge patches carrying `metadata.resourceVersion`; a 409 re-reads the node and
+   plans again) → ConfigMap keys removed → objects of deleted pools removed → Events (deduplicated);
 5. publishes each pool's status for the status writer and records metrics.
+
+Before planning, at most every `--agent-check-interval`, it lists the agents' DaemonSets, their pods
+and the FailedCreate Events of DaemonSets in the agent namespace (one list each for all pools, with
+label and field selectors), for the pools' AgentReady (`accelpool.agents`); while there are pools it
+plans again at that interval, so an agent the DaemonSet controller cannot create is reported without
+waiting for its node's health report to go stale. A failed list keeps the last observation.
 
 One reconciler per operator, one pass at a time: cross-pool decisions are made on one view of
 the cluster, so no two pools can claim a node, and writes to the shared ConfigMaps are
@@ -42,7 +48,7 @@ from typing import Any
 
 import aiohttp
 
-from accelpool import api, conventions, inputs, nvidia, patches, render
+from accelpool import agents, api, conventions, inputs, nvidia, patches, render
 from accelpool.kube import ApiError, ConflictError, KubeClient, NotFoundError
 from accelpool.metrics import OperatorMetrics
 from accelpool.nodes import NodeView
@@ -61,6 +67,8 @@ BACKOFF_START, BACKOFF_MAX = 0.5, 30.0
 TRANSIENT = (ApiError, OSError, asyncio.TimeoutError, aiohttp.ClientError)
 """Errors a later pass may not see again: API errors, connection trouble, timeouts."""
 NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
+FIELD_MANAGER = "accelpool"
+"""The operator's field manager in server-side apply (agent DaemonSets, Karpenter NodePools)."""
 POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 POOL_CHECK_SECONDS = 10.0
 """A pass that would write lists the pools first when it has not done so for this long (or after a 409):
@@ -173,6 +181,8 @@ class Reconciler:
         self._daemonsets: dict[str, dict[str, Any]] = {}
         self._nodepools: dict[str, dict[str, Any]] = {}
         self._karpenter = False
+        self._agents: dict[str, agents.AgentObservation] | None = None
+        self._agents_at: float | None = None
         self._loaded_at: float | None = None
         self._requeue_at: float | None = None
         self._retry_at: float | None = None
@@ -336,8 +346,9 @@ class Reconciler:
         while True:
             wait = self._wait_seconds()
             if wait is None or wait > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._dirty.wait(), wait)
+                with contextlib.suppress(TimeoutError):  # asyncio.timeout: a cancellation is never lost
+                    async with asyncio.timeout(wait):
+                        await self._dirty.wait()
             if self._retry_at is not None and self._clock() < self._retry_at:
                 await asyncio.sleep(self._retry_at - self._clock())
             if self.config.debounce_seconds > 0:
@@ -359,6 +370,8 @@ class Reconciler:
         deadlines = [t for t in (self._requeue_at, self._retry_at) if t is not None]
         if self._loaded_at is not None:
             deadlines.append(self._loaded_at + self.config.resync_seconds)
+        if self._agents_at is not None and self._planned_pools:
+            deadlines.append(self._agents_at + self.config.agent_check_seconds)
         if not deadlines:
             return None
         return max(0.0, min(deadlines) - now)
@@ -413,6 +426,31 @@ class Reconciler:
             self._nodepools = {n["metadata"]["name"]: n for n in nodepools if _managed(n)}
         self._unplannable.clear()  # set-aside pools are tried again at every resync
         self._loaded_at = self._clock()
+
+    async def _observe_agents(self) -> None:
+        """The agents' DaemonSets, pods and FailedCreate Events, for all pools (at most every agent check)."""
+        now = self._clock()
+        if self._agents_at is not None and now - self._agents_at < self.config.agent_check_seconds:
+            return
+        namespace = self.config.agent.namespace
+        try:
+            daemonsets = await self.client.list(
+                f"/apis/apps/v1/namespaces/{namespace}/daemonsets",
+                label_selector=f"{conventions.MANAGED_BY_LABEL}={conventions.MANAGED_BY}",
+            )
+            pods = await self.client.list(
+                f"/api/v1/namespaces/{namespace}/pods", label_selector=agents.POD_LABEL_SELECTOR
+            )
+            events = await self.client.list(
+                f"/api/v1/namespaces/{namespace}/events", field_selector=agents.EVENT_FIELD_SELECTOR
+            )
+        except TRANSIENT as error:  # RBAC of an older chart, a slow API server: AgentReady rests on reports
+            if self._agents is not None or self._agents_at is None:
+                log.warning("the agents' DaemonSets, pods and Events could not be listed: %s", error)
+            self._agents_at = now
+            return
+        self._agents = agents.observe(daemonsets, pods, events)
+        self._agents_at = now
 
     def _configmap_path(self, name: str, *, collection: bool = False) -> str:
         base = f"/api/v1/namespaces/{self.config.namespace}/configmaps"
@@ -516,6 +554,8 @@ class Reconciler:
 
     async def _pass(self, number: int) -> PassResult:
         records = self._pool_records()
+        if records:
+            await self._observe_agents()
         pools = [self._pool_input(r) for r in records.values()]
         views = self._node_views()
         options = PlannerOptions(
@@ -526,6 +566,7 @@ class Reconciler:
             agent_backend=self.config.agent.backend,
             tolerated_taints=self.config.tolerated_taints,
             healthy_since=self._healthy_since(views),
+            agents=self._agents,
         )
         live_specs = {_spec_key(r) for r in records.values()}
         self._unplannable = {k: v for k, v in self._unplannable.items() if k in live_specs}
@@ -784,32 +825,32 @@ class _Writes:
     async def _ensure(
         self, pool: str, desired: dict[str, Any], cache: dict[str, dict[str, Any]], collection: str, resource: str
     ) -> None:
+        """Server-side apply of the rendered object, when its spec hash differs from what is there.
+
+        The operator owns these objects whole, and their controllers (the DaemonSet controller, Karpenter)
+        write only `.status`, after every change. An update carrying the resourceVersion of the
+        operator's last write would meet a 409 almost every time; an apply without one cannot conflict
+        on versions, leaves the controller's fields alone, removes what an earlier rendering set and this
+        one does not, and creates the object when it is missing (one request either way).
+        """
         name = desired["metadata"]["name"]
         current = cache.get(name)
-        wanted_hash = desired["metadata"]["annotations"][conventions.SPEC_HASH_ANNOTATION]
+        if (
+            current is not None
+            and _hash(current) == desired["metadata"]["annotations"][conventions.SPEC_HASH_ANNOTATION]
+        ):
+            return
+        path = f"{collection}/{name}"
         try:
-            if current is None:
-                try:
-                    response = await self.client.create(collection, desired)
-                    self._wrote("create", resource)
-                except ConflictError:
-                    response = await self.client.get(f"{collection}/{name}")
-                    if _hash(response) != wanted_hash:
-                        self.conflicts += 1
-                        self.conflicted_pools.add(pool)
-                        cache[name] = response
-                        return
-                cache[name] = response
-            elif _hash(current) != wanted_hash:
-                body = copy.deepcopy(desired)
-                version = (current.get("metadata") or {}).get("resourceVersion")
-                if version:
-                    body["metadata"]["resourceVersion"] = version
-                response = await self.client.replace(f"{collection}/{name}", body)
-                self._wrote("replace", resource)
-                cache[name] = response
-        except ConflictError:
-            cache[name] = await self.client.get(f"{collection}/{name}")
+            response = await self.client.apply(path, desired, field_manager=FIELD_MANAGER)
+            self._wrote("apply", resource)
+            cache[name] = response
+        except ConflictError:  # not expected (forced, no resourceVersion): re-read, and the next pass applies again
+            fresh = await self.client.get_or_none(path)
+            if fresh is None:
+                cache.pop(name, None)
+            else:
+                cache[name] = fresh
             self.conflicts += 1
             self.conflicted_pools.add(pool)
         except NotFoundError as error:

@@ -163,6 +163,14 @@ OPTIONS: tuple[_Option, ...] = (
         "hold a pool's status change this long so quick successive changes make one write",
         parse=seconds,
     ),
+    _Option(
+        "--agent-check-interval",
+        "agent_check_seconds",
+        30.0,
+        "list the agents' DaemonSets, pods and FailedCreate Events (one list each, all pools) at most this "
+        "often, and plan again this often, so AgentReady says why agents cannot run",
+        parse=seconds,
+    ),
     _Option("--debounce", "debounce_seconds", 0.1, "gather changes this long before a reconcile pass", parse=seconds),
     _Option(
         "--not-ready-grace",
@@ -207,6 +215,7 @@ class OperatorConfig:
     resync_seconds: float = 300.0
     status_resync_seconds: float = 60.0
     status_settle_seconds: float = 1.0
+    agent_check_seconds: float = 30.0
     debounce_seconds: float = 0.1
     not_ready_grace_seconds: float = 300.0
     tolerated_taints: tuple[str, ...] = conventions.ACCELERATOR_TAINTS

@@ -2,9 +2,9 @@
 
 On a background thread's event loop: kmock's Kubernetes emulator served over HTTP (the demo's
 `DemoApiServer`), three simulated 8-GPU H100 nodes, the real operator (`accelpool run --server
-...`, a subprocess) and the demo's simulated kubelet, which runs one real `accelpool-agent`
-process (fake backend) per node an agent DaemonSet selects, restarted with `--fault` when the node
-carries the demo's fault annotation. `running()` yields once this is in place:
+...`, a subprocess), the demo's DaemonSet controller (a pod per node an agent DaemonSet selects) and
+its simulated kubelet, which runs one real `accelpool-agent` process (fake backend) per pod,
+restarted with `--fault` when the node carries the demo's fault annotation. `running()` yields once this is in place:
 
 - pool `llm-training` (2 nodes, maxUnavailable 1): node A's agent has `0:xid=79` (GPU 0 fell off
   the bus; A is quarantined), node B's has `1:slow-matmul=4,hot` (GPU 1 is slow and at its
@@ -37,8 +37,9 @@ import attrs
 import kmock
 
 from accelpool import api, crd
-from accelpool.demo import cluster
+from accelpool.demo import cluster, daemonsets
 from accelpool.demo.apiserver import DemoApiServer
+from accelpool.demo.run import install_prerequisites
 from accelpool.demo.simulators import FAULT_ANNOTATION, Kubelet, free_port
 from accelpool.kube import ApiError, Credentials, KubeClient
 
@@ -157,21 +158,24 @@ class LiveCluster:
         try:
             async with self.emulator, kmock.Server(self.emulator) as http:
                 server = str(http.url).rstrip("/")
-                async with KubeClient(Credentials(server=server)) as client:
+                controller_client = KubeClient(Credentials(server=server), user_agent=daemonsets.USER_AGENT)
+                async with KubeClient(Credentials(server=server)) as client, controller_client:
                     self.client = client
                     self.kubelet = Kubelet(client, server=server, namespace=NAMESPACE, log_dir=self.workdir)
                     operator_port = free_port()
                     self.topology.operator = f"127.0.0.1:{operator_port}"
                     self.operator = await self._seed_and_start(client, server, operator_port)
-                    kubelet_task = asyncio.create_task(self.kubelet.run())
+                    controller = daemonsets.DaemonSetController(controller_client, NAMESPACE)
+                    tasks = [asyncio.create_task(controller.run()), asyncio.create_task(self.kubelet.run())]
                     try:
                         await self._scenario()
                         ready.set_result(None)
                         await self._stop.wait()
                     finally:
-                        kubelet_task.cancel()
+                        for task in tasks:
+                            task.cancel()
                         with contextlib.suppress(asyncio.CancelledError):
-                            await kubelet_task
+                            await asyncio.gather(*tasks)
                         await _terminate(self.operator)
         except BaseException as error:
             if not ready.done():
@@ -186,6 +190,7 @@ class LiveCluster:
 
     async def _seed_and_start(self, client: KubeClient, server: str, metrics_port: int) -> asyncio.subprocess.Process:
         await client.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd.custom_resource_definition())
+        await install_prerequisites(client, NAMESPACE)
         fleet = cluster.nodes(cluster.parse((ROOT / "examples" / "demo-cluster.yaml").read_text()))
         for node in [n for n in fleet if n["metadata"]["name"].startswith("h100-")][:3]:
             await client.create("/api/v1/nodes", node)

@@ -5,7 +5,8 @@ accelpool demo --for 25 --no-tui       run 25 s, print the final table (exit 1 u
 accelpool demo inject h100-1 xid=79    give h100-1's agent a fault (GPU 0; '3:xid=79' for GPU 3)
 accelpool demo inject h100-1 mig-broken                 h100-1's MIG manager reports success, creates nothing
 accelpool demo inject h100-1 strategy-override=single   cluster-wide MIG strategy (off to remove; h100-1 unused)
-accelpool demo inject h100-1 clear     remove h100-1's faults
+accelpool demo inject h100-1 no-runtime-class  no nvidia RuntimeClass; h100-1's agent pod cannot come back
+accelpool demo inject h100-1 clear     remove h100-1's faults (and bring the RuntimeClass back)
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def register(subparsers: Any) -> None:
     inject.add_argument(
         "fault",
         help="xid=79, ecc-dbe, slow-matmul=3, wrong-results, hang, lost, N:FAULT (agent); mig-broken; "
-        "strategy-override=single|mixed|off (cluster-wide); or clear",
+        "strategy-override=single|mixed|off (cluster-wide); no-runtime-class; or clear",
     )
     inject.add_argument("--server", default=f"http://127.0.0.1:{DEFAULT_PORT}")
     inject.set_defaults(func=run_inject)

@@ -4,7 +4,10 @@ kmock stores and streams objects like an API server; this subclass adds what the
 kubectl rely on and kmock lacks:
 
 - writes as the API server does them: a new `resourceVersion` on every write, 409 Conflict for a
-  stale one, PUT replacing an object (404 for a missing one), uid and timestamps on creation;
+  stale one, PUT replacing an object (404 for a missing one), uid and timestamps on creation, names
+  generated from `generateName`, server-side apply (`serve_apply`);
+- the two admission plugins that refuse agent pods on a cluster not set up for them (`admit_pod`:
+  a missing ServiceAccount or RuntimeClass), with the API server's own messages;
 - a bounded footprint however long it runs: kmock keeps every request, every object version and
   every error, and finds each request's reaction by scanning all the requests it has kept, which
   made an hour-long demo quadratic and CPU-bound (too busy to shut down on Ctrl-C);
@@ -20,13 +23,16 @@ import asyncio
 import copy
 import datetime
 import itertools
+import random
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import aiohttp.web
 import attrs
+import jsonpatch
 import kmock
+import yaml
 from kmock._internal import rendering  # the request type kmock hands to its serving hooks
 
 from accelpool import api, crd
@@ -42,6 +48,13 @@ RESOURCES: dict[str, kmock.ResourceInfo] = {
     "apps/v1/daemonsets": kmock.ResourceInfo(
         kind="DaemonSet", singular="daemonset", namespaced=True, shortnames={"ds"}, subresources={"status"}
     ),
+    "v1/pods": kmock.ResourceInfo(
+        kind="Pod", singular="pod", namespaced=True, shortnames={"po"}, subresources={"status"}
+    ),
+    "v1/serviceaccounts": kmock.ResourceInfo(
+        kind="ServiceAccount", singular="serviceaccount", namespaced=True, shortnames={"sa"}
+    ),
+    "node.k8s.io/v1/runtimeclasses": kmock.ResourceInfo(kind="RuntimeClass", singular="runtimeclass", namespaced=False),
     "apiextensions.k8s.io/v1/customresourcedefinitions": kmock.ResourceInfo(
         kind="CustomResourceDefinition", singular="customresourcedefinition", namespaced=False, shortnames={"crd"}
     ),
@@ -92,6 +105,11 @@ def _conflict(resource: kmock.resource, name: str) -> kmock.KubernetesError:
         f'Operation cannot be fulfilled on {_qualified(resource)} "{name}": the object has been modified; '
         "please apply your changes to the latest version and try again",
     )
+
+
+def _forbidden(resource: str, name: str, why: str) -> kmock.KubernetesError:
+    """`admission.NewForbidden` (k8s.io/apiserver/pkg/admission/errors.go): `pods "x" is forbidden: why`."""
+    return kmock.KubernetesError(403, "Forbidden", f'{resource} "{name}" is forbidden: {why}')
 
 
 def _stored(emulator: kmock.KubernetesEmulator, request: rendering.Request) -> dict[str, Any] | None:
@@ -156,6 +174,312 @@ async def serve_replace(
     return aiohttp.web.json_response(raw)
 
 
+def check_json_patch(current: Mapping[str, Any], operations: list[Any]) -> None:
+    """A JSON patch that cannot be applied (a failed `test`, a missing path) is a 422, as the API server's
+    jsonPatcher answers it (k8s.io/apiserver/pkg/endpoints/handlers/patch.go); kmock would answer 500."""
+    try:
+        jsonpatch.apply_patch(copy.deepcopy(dict(current)), operations)
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as error:
+        raise kmock.KubernetesError(422, "Invalid", f"the JSON patch could not be applied: {error}") from None
+
+
+def exists(emulator: kmock.KubernetesEmulator, resource: str, namespace: str | None, name: str) -> bool:
+    try:
+        return not emulator.objects[resource, namespace, name].deleted
+    except KeyError:
+        return False
+
+
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+"""The characters of generated names (k8s.io/apimachinery/pkg/util/rand: no vowels, no look-alike digits)."""
+NAME_SUFFIX_LENGTH = 5
+"""k8s.io/apiserver/pkg/storage/names/generate.go: `randomLength`, the suffix added to `generateName`."""
+MAX_GENERATED_NAME_BASE = 63 - NAME_SUFFIX_LENGTH
+
+
+def generate_name(metadata: dict[str, Any]) -> None:
+    """A name from `generateName` (`accelpool-agent-h100-` → `accelpool-agent-h100-x7k2p`), as the API server
+    makes it (k8s.io/apiserver/pkg/storage/names/generate.go) before admission, so refusals name the pod."""
+    if not metadata.get("name") and metadata.get("generateName"):
+        base = str(metadata["generateName"])[:MAX_GENERATED_NAME_BASE]
+        metadata["name"] = base + "".join(random.choices(NAME_ALPHABET, k=NAME_SUFFIX_LENGTH))
+
+
+DEFAULT_SERVICE_ACCOUNT = "default"
+"""Every namespace has it (kube-controller-manager's serviceaccount controller creates it)."""
+
+
+def admit_pod(emulator: kmock.KubernetesEmulator, namespace: str | None, pod: Mapping[str, Any]) -> None:
+    """The admission plugins that refuse a pod on a cluster not set up for it, in the API server's order
+    (pkg/kubeapiserver/options/plugins.go lists ServiceAccount before RuntimeClass) and with their messages:
+
+    - plugin/pkg/admission/serviceaccount/admission.go: `error looking up service account <ns>/<name>: <err>`,
+      the error being the lister's NotFound, `serviceaccount "<name>" not found`;
+    - plugin/pkg/admission/runtimeclass/admission.go: `pod rejected: RuntimeClass "<name>" not found`.
+
+    Both are wrapped by admission.NewForbidden: 403, `pods "<name>" is forbidden: ...`. Quotas and Pod Security
+    admission are not modelled."""
+    metadata = pod.get("metadata") or {}
+    name = str(metadata.get("name") or metadata.get("generateName") or "Unknown")
+    spec = pod.get("spec") or {}
+    account = str(spec.get("serviceAccountName") or spec.get("serviceAccount") or DEFAULT_SERVICE_ACCOUNT)
+    if account != DEFAULT_SERVICE_ACCOUNT and not exists(emulator, "v1/serviceaccounts", namespace, account):
+        raise _forbidden(
+            "pods",
+            name,
+            f'error looking up service account {namespace}/{account}: serviceaccount "{account}" not found',
+        )
+    runtime_class = spec.get("runtimeClassName")
+    if runtime_class and not exists(emulator, "node.k8s.io/v1/runtimeclasses", None, str(runtime_class)):
+        raise _forbidden("pods", name, f'pod rejected: RuntimeClass "{runtime_class}" not found')
+
+
+def prepare_create(emulator: kmock.KubernetesEmulator, request: rendering.Request, version: str) -> None:
+    """What the API server does to a create before storing it: a name from `generateName`, the namespace of
+    the URL, admission (`admit_pod` for pods, whose status starts `Pending` as the pod strategy sets it), then
+    uid, creationTimestamp, generation and `version` as the resourceVersion."""
+    body = request.data
+    if not isinstance(body, dict):
+        return
+    metadata = body.setdefault("metadata", {})
+    generate_name(metadata)
+    if request.namespace and not metadata.get("namespace"):
+        metadata["namespace"] = request.namespace
+    resource = request.resource
+    if resource is not None and resource.plural == "pods" and not resource.group and not request.subresource:
+        admit_pod(emulator, request.namespace or metadata.get("namespace"), body)
+        body["status"] = {"phase": "Pending"}
+    metadata.setdefault("uid", str(uuid.uuid4()))
+    metadata.setdefault("creationTimestamp", _now())
+    metadata.setdefault("generation", 1)
+    metadata["resourceVersion"] = version
+
+
+# ---------------------------------------------------------------- server-side apply
+
+APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
+_UNOWNED_METADATA = frozenset(
+    {"name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp"}
+    | {"managedFields", "selfLink"}
+)
+Path = tuple[str, ...]
+
+
+def is_apply(request: rendering.Request) -> bool:
+    content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+    return request.method == kmock.method.PATCH and content_type == APPLY_CONTENT_TYPE
+
+
+def _owned_paths(config: Mapping[str, Any], has_status: bool) -> set[Path]:
+    """The fields an applied configuration sets: every leaf (a scalar, a list, an empty map) by its path."""
+    paths: set[Path] = set()
+
+    def walk(value: Any, path: Path) -> None:
+        if isinstance(value, Mapping) and value:
+            for key, child in value.items():
+                walk(child, (*path, str(key)))
+        else:
+            paths.add(path)
+
+    for key, value in config.items():
+        if key in ("apiVersion", "kind") or (key == "status" and has_status):
+            continue
+        if key == "metadata":
+            for meta_key, meta_value in (value or {}).items():
+                if meta_key not in _UNOWNED_METADATA:
+                    walk(meta_value, ("metadata", str(meta_key)))
+        else:
+            walk(value, (str(key),))
+    return paths
+
+
+def _fields_v1(paths: set[Path]) -> dict[str, Any]:
+    """Paths as `managedFields[].fieldsV1` (`{"f:spec": {"f:template": {...}}}`); lists are atomic here."""
+    root: dict[str, Any] = {}
+    for path in sorted(paths):
+        node = root
+        for part in path:
+            node = node.setdefault(f"f:{part}", {})
+    return root
+
+
+def _paths_of(fields: Mapping[str, Any], prefix: Path = ()) -> set[Path]:
+    found: set[Path] = set()
+    for key, child in fields.items():
+        if not key.startswith("f:"):
+            continue  # `k:`/`v:`/`i:` list items and the `.` self marker: not produced by this model
+        path = (*prefix, key[2:])
+        found |= _paths_of(child, path) if child else {path}
+    return found
+
+
+def _value_at(obj: Any, path: Path) -> Any:
+    for part in path:
+        if not isinstance(obj, Mapping) or part not in obj:
+            return _MISSING
+        obj = obj[part]
+    return obj
+
+
+_MISSING = object()
+
+
+def _remove_path(obj: dict[str, Any], path: Path) -> None:
+    node: Any = obj
+    for part in path[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            return
+    node.pop(path[-1], None)
+
+
+def _merge_applied(target: dict[str, Any], config: Mapping[str, Any]) -> None:
+    for key, value in config.items():
+        if isinstance(value, Mapping) and value and isinstance(target.get(key), dict):
+            _merge_applied(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+async def serve_apply(
+    emulator: kmock.KubernetesEmulator, request: rendering.Request, version: str
+) -> aiohttp.web.StreamResponse:
+    """Server-side apply (PATCH `application/apply-patch+yaml`), as k8s.io/apiserver's patch handler
+    (pkg/endpoints/handlers/patch.go, `applyPatcher`) and sigs.k8s.io/structured-merge-diff do it for one
+    field manager:
+
+    - the `fieldManager` query parameter is required; the body is the whole intent (YAML or JSON);
+    - a missing object is created (a 201, as `applyPatcher.createNewObject`);
+    - fields this manager applied before and leaves out now are removed, unless another applier owns them;
+      fields nobody applied (another writer's, a controller's status) are kept; the rest is merged in;
+    - `metadata.resourceVersion`, when sent, is a precondition (409 when stale); without it an apply never
+      conflicts on versions, so a controller writing `.status` in between cannot make it fail;
+    - the status of a resource with a status subresource is not written through the main resource;
+    - a new generation when the spec changes; nothing written (same resourceVersion) when nothing changes;
+    - ownership is recorded in `metadata.managedFields` (operation Apply, FieldsV1); a field another applier
+      owns with a different value is a 409 conflict unless `force=true`, which takes it over.
+
+    Simplified: lists are atomic (real SSA merges list-maps such as containers by key; for a manager that
+    owns a whole list, as accelpool does, the result is the same), and writers other than appliers do not
+    appear in managedFields."""
+    resource, name = request.resource, request.name
+    assert resource is not None and name is not None
+    manager = request.params.get("fieldManager")
+    if not manager:
+        raise kmock.KubernetesError(400, "BadRequest", "PATCH with an apply patch type requires a fieldManager")
+    if request.subresource:
+        raise kmock.KubernetesError(400, "BadRequest", "apply to a subresource is not modelled by this emulator")
+    config = request.data if isinstance(request.data, dict) else yaml.safe_load(request.text or "")
+    if not isinstance(config, dict) or not config.get("apiVersion") or not config.get("kind"):
+        raise kmock.KubernetesError(400, "BadRequest", "an applied configuration needs apiVersion and kind")
+    sent_metadata = dict(config.get("metadata") or {})
+    if sent_metadata.get("name") not in (None, name):
+        raise kmock.KubernetesError(
+            400,
+            "BadRequest",
+            f"the name of the object ({sent_metadata['name']}) does not match the name on the URL ({name})",
+        )
+    info = emulator.resources.get(resource)
+    has_status = isinstance(info, kmock.ResourceInfo) and "status" in info.subresources
+    force = request.params.get("force") == "true"
+    owned = _owned_paths(config, has_status)
+    body = {k: copy.deepcopy(v) for k, v in config.items() if not (k == "status" and has_status)}
+    body["metadata"] = {k: v for k, v in sent_metadata.items() if k not in _UNOWNED_METADATA}
+    entry = {
+        "manager": manager,
+        "operation": "Apply",
+        "apiVersion": config["apiVersion"],
+        "time": _now(),
+        "fieldsType": "FieldsV1",
+        "fieldsV1": _fields_v1(owned),
+    }
+    key = (resource, request.namespace, name)
+    async with emulator._lock:
+        current = _stored(emulator, request)
+        if current is None:
+            if sent_metadata.get("resourceVersion"):
+                raise _not_found(resource, name)
+            created = body
+            created["metadata"] = {
+                **body["metadata"],
+                "name": name,
+                **({"namespace": request.namespace} if request.namespace else {}),
+                "uid": str(uuid.uuid4()),
+                "creationTimestamp": _now(),
+                "generation": 1,
+                "resourceVersion": version,
+                "managedFields": [entry],
+            }
+            if key in emulator.objects:
+                emulator.objects[key].create(created)
+            else:
+                emulator.objects[key] = created
+            raw = emulator.objects[key].raw
+            await emulator._buses[resource].put({"type": "ADDED", "object": raw})
+            return aiohttp.web.json_response(raw, status=201)
+        metadata = current.get("metadata") or {}
+        sent = sent_metadata.get("resourceVersion")
+        if sent and sent != metadata.get("resourceVersion"):
+            raise _conflict(resource, name)
+        entries = [dict(e) for e in metadata.get("managedFields") or []]
+        appliers = [e for e in entries if e.get("operation") == "Apply" and e.get("manager") != manager]
+        others = {str(e.get("manager")): _paths_of(e.get("fieldsV1") or {}) for e in appliers}
+        previous = next(
+            (
+                _paths_of(e.get("fieldsV1") or {})
+                for e in entries
+                if e.get("operation") == "Apply" and e.get("manager") == manager
+            ),
+            set(),
+        )
+        contested = {
+            other: {p for p in paths & owned if _value_at(current, p) != _value_at(config, p)}
+            for other, paths in others.items()
+        }
+        contested = {other: paths for other, paths in contested.items() if paths}
+        if contested and not force:
+            fields = sorted("." + ".".join(p) for paths in contested.values() for p in paths)
+            owners = ", ".join(f'"{m}"' for m in sorted(contested))
+            raise kmock.KubernetesError(
+                409,
+                "Conflict",
+                f"Apply failed with {len(fields)} conflicts: conflict with {owners}: {', '.join(fields)}",
+            )
+        result = copy.deepcopy(current)
+        for path in previous - owned:
+            if not any(path in paths for paths in others.values()):
+                _remove_path(result, path)
+        _merge_applied(result, body)
+        for applier in appliers:
+            taken = contested.get(str(applier.get("manager")))
+            if taken:
+                applier["fieldsV1"] = _fields_v1(others[str(applier["manager"])] - taken)
+        kept = [e for e in entries if not (e.get("operation") == "Apply" and e.get("manager") == manager)]
+        result["metadata"] = {
+            **result.get("metadata", {}),
+            **{k: metadata[k] for k in _UNOWNED_METADATA if k in metadata},
+        }
+        if has_status:
+            result["status"] = copy.deepcopy(current.get("status"))
+            result = {k: v for k, v in result.items() if v is not None}
+        unchanged = _without_managed_fields(result) == _without_managed_fields(current)
+        if unchanged and previous == owned and not contested:
+            return aiohttp.web.json_response(current)
+        if result.get("spec") != current.get("spec"):
+            result["metadata"]["generation"] = int(metadata.get("generation") or 1) + 1
+        result["metadata"]["resourceVersion"] = version
+        result["metadata"]["managedFields"] = [*kept, entry]
+        stored = emulator.objects[key]
+        stored.history.append(result)
+        raw = stored.raw
+        await emulator._buses[resource].put({"type": "MODIFIED", "object": raw})
+    return aiohttp.web.json_response(raw)
+
+
+def _without_managed_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
+    return {**obj, "metadata": {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}}
+
+
 def _json_path(obj: Any, path: str) -> Any:
     for part in path.lstrip(".").split("."):
         if not isinstance(obj, dict):
@@ -212,12 +536,15 @@ class DemoApiServer(kmock.KubernetesEmulator):
             if request.method == kmock.method.PUT and request.resource is not None and request.name is not None:
                 async with self._writing:
                     return await serve_replace(self, request, str(next(self._versions)))
+            if is_apply(request) and request.resource is not None and request.name is not None:
+                async with self._writing:
+                    return await serve_apply(self, request, str(next(self._versions)))
             if request.action == kmock.action.UPDATE:
                 async with self._writing:
                     self._check_update(request)
                     return await super()._handle(request)
-            if request.action == kmock.action.CREATE and isinstance(request.data, dict):
-                self._stamp_creation(request.data)
+            if request.action == kmock.action.CREATE:
+                prepare_create(self, request, str(next(self._versions)))
             return await super()._handle(request)
         finally:
             del self._routing[task]
@@ -233,14 +560,6 @@ class DemoApiServer(kmock.KubernetesEmulator):
             key = (request.resource, request.namespace, request.name)
             if key in self.objects:
                 del self.objects[key].history[:-VERSIONS_KEPT]
-
-    def _stamp_creation(self, body: dict[str, Any]) -> None:
-        """What a real API server sets on creation: uid, creationTimestamp, generation, resourceVersion."""
-        metadata = body.setdefault("metadata", {})
-        metadata.setdefault("uid", str(uuid.uuid4()))
-        metadata.setdefault("creationTimestamp", _now())
-        metadata.setdefault("generation", 1)
-        metadata["resourceVersion"] = str(next(self._versions))
 
     def _check_update(self, request: rendering.Request) -> None:
         """A patch, as the API server takes it: 409 for a stale resourceVersion, a new one for every
@@ -269,6 +588,7 @@ class DemoApiServer(kmock.KubernetesEmulator):
                     merged[condition.get("type")] = {**merged.get(condition.get("type"), {}), **condition}
                 status["conditions"] = list(merged.values())
         elif isinstance(request.data, list):  # a JSON patch
+            check_json_patch(current, request.data)
             for op in request.data:
                 tests_version = op.get("op") == "test" and op.get("path") == "/metadata/resourceVersion"
                 if tests_version and op.get("value") != metadata.get("resourceVersion"):

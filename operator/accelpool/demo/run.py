@@ -1,5 +1,10 @@
 """Runs the demo: API server, fleet, simulators, the real operator, agents, and a live pool table.
 
+The simulated cluster has what accelpool's install needs (the namespace, the agents' ServiceAccount, the
+`nvidia` RuntimeClass the GPU Operator's toolkit creates), a DaemonSet controller
+(`accelpool.demo.daemonsets`), NVIDIA's node-side components and a kubelet for the agent pods
+(`accelpool.demo.simulators`).
+
 Called by `accelpool demo`. Everything listens on 127.0.0.1 only; every process it starts is
 stopped when it ends (Ctrl-C, SIGTERM, or after `--for SECONDS`): the simulators first, then the
 operator and the agents at once, each given a few seconds before it is killed.
@@ -22,7 +27,7 @@ import kmock
 import yaml
 
 from accelpool import api, conventions, crd
-from accelpool.demo import cluster, nvidia
+from accelpool.demo import cluster, daemonsets, nvidia
 from accelpool.demo.apiserver import DemoApiServer
 from accelpool.demo.simulators import (
     DEMO_INSTALLATION,
@@ -42,6 +47,12 @@ NAMESPACE = conventions.DEFAULT_NAMESPACE
 MIG_CONFIG_MAP = conventions.DEFAULT_MIG_CONFIGMAP
 DEVICE_PLUGIN_CONFIG_MAP = conventions.DEFAULT_DEVICE_PLUGIN_CONFIGMAP
 POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
+AGENT_SERVICE_ACCOUNT = "accelpool-agent"
+NVIDIA_RUNTIME_CLASS = "nvidia"
+RUNTIME_CLASSES_PATH = "/apis/node.k8s.io/v1/runtimeclasses"
+AGENT_CHECK_SECONDS = 3.0
+"""The demo's operator looks at its agents' DaemonSets, pods and Events this often (30 s by default)."""
+NO_RUNTIME_CLASS = "no-runtime-class"
 
 
 @dataclass(frozen=True)
@@ -55,9 +66,10 @@ class DemoOptions:
 
 
 def pool_rows(pools: list[dict[str, Any]]) -> list[tuple[str, ...]]:
-    """The live table: one row per pool, from its status. Pure."""
+    """The live table: one row per pool, from its status; WHY is the first condition that is not True
+    (`AgentReady=False/RuntimeClassNotFound`). Pure."""
     rows: list[tuple[str, ...]] = [
-        ("POOL", "ACCELERATOR", "MEMBERS", "READY", "QUARANTINED", "GPUS", "TFLOPS", "PHASE")
+        ("POOL", "ACCELERATOR", "MEMBERS", "READY", "QUARANTINED", "GPUS", "TFLOPS", "PHASE", "WHY")
     ]
     for pool in sorted(pools, key=lambda p: p["metadata"]["name"]):
         status = pool.get("status") or {}
@@ -74,9 +86,17 @@ def pool_rows(pools: list[dict[str, Any]]) -> list[tuple[str, ...]]:
                 str(capacity.get("gpus", 0)),
                 f"{tflops:,.0f}" if isinstance(tflops, int | float) else "-",
                 str(status.get("phase") or "Pending"),
+                _why(status),
             )
         )
     return rows
+
+
+def _why(status: dict[str, Any]) -> str:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") != "Ready" and condition.get("status") != "True":
+            return f"{condition.get('type')}={condition.get('status')}/{condition.get('reason')}"
+    return "-"
 
 
 def all_ready(pools: list[dict[str, Any]]) -> bool:
@@ -98,8 +118,24 @@ def example_pools(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
     return pools
 
 
+def runtime_class(name: str = NVIDIA_RUNTIME_CLASS) -> dict[str, Any]:
+    """The RuntimeClass the GPU Operator's container toolkit creates (handler: the NVIDIA runtime)."""
+    return {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": name}, "handler": name}
+
+
+async def install_prerequisites(client: KubeClient, namespace: str = NAMESPACE) -> None:
+    """What accelpool's chart (the agents' ServiceAccount) and the GPU Operator (the `nvidia` RuntimeClass)
+    put in a cluster before any pool exists."""
+    await client.create(RUNTIME_CLASSES_PATH, runtime_class())
+    await client.create(
+        f"/api/v1/namespaces/{namespace}/serviceaccounts",
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": AGENT_SERVICE_ACCOUNT}},
+    )
+
+
 async def _seed(client: KubeClient, fleet: list[dict[str, Any]]) -> None:
     await client.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd.custom_resource_definition())
+    await install_prerequisites(client)
     for node in fleet:
         await client.create("/api/v1/nodes", node)
 
@@ -117,6 +153,8 @@ async def _start_operator(server: str, metrics_port: int, log_dir: Path) -> asyn
         "--liveness-port",
         str(free_port()),
         "--webhook-port=0",  # the emulator does not call admission webhooks
+        "--agent-check-interval",
+        str(AGENT_CHECK_SECONDS),
     ]
     log_file = (log_dir / "operator.log").open("ab")
     process = await asyncio.create_subprocess_exec(*command, stdout=log_file, stderr=log_file, env=dict(os.environ))
@@ -130,6 +168,7 @@ def banner(server: str, metrics_port: int, log_dir: Path) -> str:
   metrics      operator http://127.0.0.1:{metrics_port}/metrics; agents: {log_dir}/agents.txt
   faults       accelpool demo inject NODE xid=79   (ecc-dbe, slow-matmul=3, wrong-results, hang, lost; N:FAULT; clear)
   NVIDIA       accelpool demo inject NODE mig-broken; accelpool demo inject NODE strategy-override=single (off)
+  agents       accelpool demo inject NODE no-runtime-class   (no nvidia RuntimeClass: NODE's agent pod cannot return)
   logs         {log_dir}
 """
 
@@ -170,12 +209,18 @@ async def simulated_cluster(
             client, NAMESPACE, DEVICE_PLUGIN_CONFIG_MAP, MIG_CONFIG_MAP, nvidia.Simulation(installation)
         )
         kubelet = Kubelet(client, server=server, namespace=NAMESPACE, log_dir=log_dir)
+        controller_client = KubeClient(Credentials(server=server), user_agent=daemonsets.USER_AGENT)
+        controller = daemonsets.DaemonSetController(controller_client, NAMESPACE)
         operator: asyncio.subprocess.Process | None = None
         tasks: list[asyncio.Task[None]] = []
         try:
             await _seed(client, fleet)
             operator = await _start_operator(server, operator_metrics_port or free_port(), log_dir)
-            tasks = [asyncio.create_task(components.run()), asyncio.create_task(kubelet.run())]
+            tasks = [
+                asyncio.create_task(components.run()),
+                asyncio.create_task(controller.run()),
+                asyncio.create_task(kubelet.run()),
+            ]
             yield SimulatedCluster(server, client, log_dir, operator, kubelet, components)
         finally:
             # Stop the simulators first (no agent is restarted meanwhile), then every process at
@@ -184,6 +229,7 @@ async def simulated_cluster(
                 task.cancel()
             stopping = [*tasks, kubelet.stop_all(), *([stop_process(operator)] if operator is not None else [])]
             await asyncio.gather(*stopping, return_exceptions=True)
+            await controller_client.close()
             await client.close()
 
 
@@ -228,9 +274,23 @@ async def inject(server: str, node: str, fault: str) -> str:
     - `mig-broken`: NODE's MIG manager reports success and creates nothing (the layout never appears);
     - `strategy-override=single|mixed|off`: the cluster-wide MIG strategy (the GPU Operator's
       ClusterPolicy `spec.mig.strategy`) for every node's device plugin and GFD; NODE is not used;
-    - `clear`: NODE's agent and MIG faults removed.
+    - `no-runtime-class`: the `nvidia` RuntimeClass is deleted (a cluster without the GPU Operator's
+      toolkit) and NODE's agent pod with it (as an eviction would): the DaemonSet controller's attempts
+      to create it again are refused (FailedCreate), and the pool's AgentReady says why;
+    - `clear`: NODE's agent and MIG faults removed, and the `nvidia` RuntimeClass back.
     """
     async with KubeClient(Credentials(server=server)) as client:
+        if fault == NO_RUNTIME_CLASS:
+            await client.delete(f"{RUNTIME_CLASSES_PATH}/{NVIDIA_RUNTIME_CLASS}")
+            pods = await client.list(f"/api/v1/namespaces/{NAMESPACE}/pods")
+            evicted = [p["metadata"]["name"] for p in pods if (p.get("spec") or {}).get("nodeName") == node]
+            for name in evicted:
+                await client.delete(f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")
+            pods_text = ", ".join(evicted) or "none"
+            return (
+                f"RuntimeClass {NVIDIA_RUNTIME_CLASS} deleted, and {node}'s agent pod ({pods_text}): "
+                "the DaemonSet controller cannot create it again (kubectl get events)"
+            )
         if fault.startswith(STRATEGY_OVERRIDE):
             strategy = fault.removeprefix(STRATEGY_OVERRIDE)
             if strategy not in ("single", "mixed", "off"):
@@ -257,5 +317,7 @@ async def inject(server: str, node: str, fault: str) -> str:
         annotations: dict[str, str | None] = {FAULT_ANNOTATION: value}
         if fault == "clear":
             annotations[MIG_FAULT_ANNOTATION] = None
+            if await client.get_or_none(f"{RUNTIME_CLASSES_PATH}/{NVIDIA_RUNTIME_CLASS}") is None:
+                await client.create(RUNTIME_CLASSES_PATH, runtime_class())
         await client.patch(f"/api/v1/nodes/{node}", {"metadata": {"annotations": annotations}})
         return f"{node}: fault {fault!r} set; its agent restarts with it"

@@ -4,11 +4,12 @@
   sidecar, the MIG manager, the kubelet's ConfigMap sync delay) against every NVIDIA node:
   GFD labels, `nvidia.com/mig.config.state`, and the plugin's resources in capacity/allocatable;
   what they report (a missing config key, a failed MIG config) is logged and recorded as Events.
-- `Kubelet` plays the kubelet for the operator's agent DaemonSets: one real `accelpool-agent`
-  process (fake backend) per node the DaemonSet selects, configured from the DaemonSet's own
-  env; restarted with the new config when the operator replaces the DaemonSet (all of the
-  pool's agents at once, where a real rollout would honour maxUnavailable), and with `--fault`
-  when the node carries the demo's fault annotation.
+- `Kubelet` plays the kubelet for the agent pods the DaemonSet controller
+  (`accelpool.demo.daemonsets`) creates: one real `accelpool-agent` process (fake backend) per pod,
+  configured from the pod's env, reported Running and Ready in the pod's status; stopped when its
+  pod goes (a changed DaemonSet's pods are replaced by the controller, so its agents restart with the
+  new config), and restarted with `--fault` when the node carries the demo's fault annotation. A
+  node whose pod could not be created (the controller's FailedCreate) runs no agent.
 """
 
 from __future__ import annotations
@@ -149,17 +150,20 @@ class AgentProcess:
     fault: str | None
     config: str
     process: asyncio.subprocess.Process
+    pod: str = ""
 
 
 @dataclass
 class Kubelet:
-    """Runs one real agent process (fake backend) per node selected by an agent DaemonSet."""
+    """Runs one real agent process (fake backend) per agent pod bound to a node, keyed by node."""
 
     client: KubeClient
     server: str
     namespace: str
     log_dir: Path
     agents: dict[str, AgentProcess] = field(default_factory=dict)
+    _reported: set[str] = field(default_factory=set)
+    """Pods whose Running/Ready status this kubelet has written."""
 
     async def run(self) -> None:
         try:
@@ -173,36 +177,65 @@ class Kubelet:
             await self.stop_all()
 
     async def step(self) -> None:
-        daemonsets = await self.client.list(f"/apis/apps/v1/namespaces/{self.namespace}/daemonsets")
+        pods = await self.client.list(f"/api/v1/namespaces/{self.namespace}/pods")
         nodes = {n["metadata"]["name"]: n for n in await self.client.list("/api/v1/nodes")}
-        wanted: dict[str, tuple[str, str | None]] = {}
-        for daemonset in daemonsets:
-            template = daemonset.get("spec", {}).get("template", {}).get("spec", {})
-            selector = template.get("nodeSelector") or {}
-            config = _agent_config(template)
-            for name, node in nodes.items():
-                labels = _labels(node)
-                if selector and all(labels.get(k) == v for k, v in selector.items()):
-                    fault = (node["metadata"].get("annotations") or {}).get(FAULT_ANNOTATION)
-                    wanted[name] = (config, fault)
+        wanted: dict[str, tuple[str, str, str | None]] = {}
+        for item in sorted(pods, key=lambda p: str(p["metadata"]["name"])):
+            node_name = str((item.get("spec") or {}).get("nodeName") or "")
+            if node_name not in nodes or node_name in wanted or item["metadata"].get("deletionTimestamp"):
+                continue
+            fault = (nodes[node_name]["metadata"].get("annotations") or {}).get(FAULT_ANNOTATION)
+            wanted[node_name] = (str(item["metadata"]["name"]), _agent_config(item.get("spec") or {}), fault)
         for name in list(self.agents):
             agent = self.agents[name]
             if (
                 name not in wanted
-                or wanted[name] != (agent.config, agent.fault)
+                or wanted[name] != (agent.pod, agent.config, agent.fault)
                 or agent.process.returncode is not None
             ):
                 await self._stop(name)
         started = False
-        for name, (config, fault) in wanted.items():
+        for name, (pod, config, fault) in wanted.items():
             if name not in self.agents:
-                self.agents[name] = await self._start(name, nodes[name], config, fault)
+                self.agents[name] = await self._start(name, nodes[name], config, fault, pod)
                 started = True
+            if pod not in self._reported:
+                await self._report_running(pod)
+        self._reported &= {pod for pod, _, _ in wanted.values()}
         if started or len(self.agents) != len(wanted):
             listing = "".join(f"{a.node}  http://127.0.0.1:{a.port}/metrics\n" for a in self.agents.values())
             (self.log_dir / "agents.txt").write_text(listing)
 
-    async def _start(self, node_name: str, node: dict[str, Any], config: str, fault: str | None) -> AgentProcess:
+    async def _report_running(self, pod: str) -> None:
+        """The pod's status as the kubelet writes it once its container runs and its readinessProbe passes."""
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        conditions = [
+            {"type": kind, "status": "True", "lastTransitionTime": now}
+            for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+        ]
+        status = {
+            "phase": "Running",
+            "conditions": conditions,
+            "containerStatuses": [
+                {
+                    "name": "agent",
+                    "ready": True,
+                    "started": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": now}},
+                }
+            ],
+        }
+        try:
+            await self.client.patch(f"/api/v1/namespaces/{self.namespace}/pods/{pod}/status", {"status": status})
+        except ApiError as error:
+            log.info("kubelet: pod %s: %s", pod, error)
+            return
+        self._reported.add(pod)
+
+    async def _start(
+        self, node_name: str, node: dict[str, Any], config: str, fault: str | None, pod: str = ""
+    ) -> AgentProcess:
         port = free_port()
         model, count = _fake_gpus(node)
         command = [
@@ -221,11 +254,11 @@ class Kubelet:
         ]
         if fault:
             command += ["--fault", fault if ":" in fault.split("=")[0] else f"0:{fault}"]
-        env = {**os.environ, "ACCELPOOL_AGENT_CONFIG": config, "NODE_NAME": node_name}
+        env = {**os.environ, "ACCELPOOL_AGENT_CONFIG": config, "NODE_NAME": node_name, "POD_NAME": pod or node_name}
         log_file = (self.log_dir / f"agent-{node_name}.log").open("ab")
         process = await asyncio.create_subprocess_exec(*command, env=env, stdout=log_file, stderr=log_file)
         log_file.close()
-        return AgentProcess(node=node_name, port=port, fault=fault, config=config, process=process)
+        return AgentProcess(node=node_name, port=port, fault=fault, config=config, process=process, pod=pod)
 
     async def _stop(self, node_name: str) -> None:
         await stop_process(self.agents.pop(node_name).process)

@@ -2,8 +2,9 @@
 
 The emulator merges patches as plain JSON (lists are replaced). A real API server applies a
 strategic-merge patch to `status.conditions` by condition `type`, which is why the agent can send
-only its own condition without erasing the kubelet's. `StrategicNodeEmulator` emulates exactly
-that (and nothing more), so the tests can check that the kubelet's `Ready` condition survives.
+only its own condition without erasing the kubelet's, and refuses a JSON patch whose `test` fails
+with 422 (kmock: 500). `StrategicNodeEmulator` emulates exactly that (and nothing more), so the
+tests can check that the kubelet's `Ready` condition survives.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from typing import Any
 import kmock
 import pytest
 
+from accelpool.demo.apiserver import check_json_patch
 from accelpool.kube import Credentials, KubeClient
 
 
 class StrategicNodeEmulator(kmock.KubernetesEmulator):
     async def _handle(self, request: Any) -> Any:
+        if request.method == "PATCH" and isinstance(request.data, list) and request.resource is not None:
+            check_json_patch(self.objects[request.resource, None, request.name].raw, request.data)
         content_type = request.headers.get("Content-Type", "")
         resource = request.resource
         data = request.data if isinstance(request.data, dict) else {}
@@ -49,7 +53,12 @@ def node_object(name: str = NODE, **extra: Any) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": {"accelpool.io/pool": "llm-training"}, **extra.get("metadata", {})},
+        "metadata": {
+            "name": name,
+            "labels": {"accelpool.io/pool": "llm-training"},
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+            **extra.get("metadata", {}),
+        },
         "status": {
             "conditions": [
                 {

@@ -95,7 +95,7 @@ async def test_condition_and_annotation_are_written(cluster: kmock.KubernetesEmu
         "lastTransitionTime": iso(clock.now),
     }
     ready = [c for c in node(cluster)["status"]["conditions"] if c["type"] == "Ready"]
-    assert ready and ready[0]["reason"] == "KubeletReady"  # strategic merge by type: the kubelet's stays
+    assert ready and ready[0]["reason"] == "KubeletReady"  # appended to the list: the kubelet's stays
     health = annotation(cluster)
     assert (health.status, health.reason, health.tflops, health.dtype) == (
         HealthStatus.HEALTHY,
@@ -103,10 +103,47 @@ async def test_condition_and_annotation_are_written(cluster: kmock.KubernetesEmu
         6350.0,  # three significant figures: noise does not rewrite the node
         "bf16",
     )
-    status_patch = next(r for r in cluster if r.method == "PATCH" and r.url.path.endswith("/status"))
-    assert "strategic-merge-patch" in status_patch.headers["Content-Type"]
-    assert [c["type"] for c in status_patch.data["status"]["conditions"]] == [CONDITION_TYPE]
+    assert node(cluster)["metadata"]["annotations"]["node.alpha.kubernetes.io/ttl"] == "0", "others' stay"
+    status_patch, node_patch = [r for r in cluster if r.method == "PATCH"]
+    pool_test = {"op": "test", "path": "/metadata/labels/accelpool.io~1pool", "value": "llm-training"}
+    for patch in (status_patch, node_patch):  # both refused by the API server once the node left the pool
+        assert patch.headers["Content-Type"] == "application/json-patch+json"
+        assert patch.data[0] == pool_test
+    assert status_patch.data[1:] == [{"op": "add", "path": "/status/conditions/-", "value": written}]
+    assert node_patch.data[1]["path"] == "/metadata/annotations/accelpool.io~1health"
     assert reporter.stats.writes == {"condition": 1, "annotation": 1}
+
+
+async def test_a_node_that_left_the_agents_pool_gets_no_report(
+    cluster: kmock.KubernetesEmulator, client: KubeClient
+) -> None:
+    """The operator released the node (the pool was deleted) while the agent's pod still runs: the
+    agent's writes are refused in the same request, and it writes nothing more until the node is back."""
+    clock = ManualClock()
+    reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=clock)
+    assert await reporter.report(report()) == ["condition", "annotation"]
+    index = [c["type"] for c in node(cluster)["status"]["conditions"]].index(CONDITION_TYPE)
+    # The operator's release: the pool label, the annotation and the condition go.
+    cluster.objects["v1/nodes", None, NODE].patch(
+        {"metadata": {"labels": {"accelpool.io/pool": None}, "annotations": {HEALTH_ANNOTATION: None}}}
+    )
+    conditions = [c for c in node(cluster)["status"]["conditions"] if c["type"] != CONDITION_TYPE]
+    cluster.objects["v1/nodes", None, NODE].patch({"status": {"conditions": conditions}})
+    released = node(cluster)
+
+    failing = report(HealthStatus.UNHEALTHY, "XidError79", "XID 79 (GPU has fallen off the bus) on GPU 3", bad=(3,))
+    assert await reporter.report(failing) == []  # the checks killed at SIGTERM, say
+    assert node(cluster) == released, "nothing written on a node of no pool"
+    assert index == 1 and reporter.stats.errors == 1
+    patches = len(writes(cluster))
+    clock.advance(HEARTBEAT)
+    assert await reporter.report(failing) == []
+    assert len(writes(cluster)) == patches, "it knows: no more writes, only a read now and then"
+
+    cluster.objects["v1/nodes", None, NODE].patch({"metadata": {"labels": {"accelpool.io/pool": "llm-training"}}})
+    clock.advance(60)
+    assert await reporter.report(failing) == ["condition", "annotation"]
+    assert condition(cluster)["status"] == "False"
 
 
 async def test_nothing_is_rewritten_when_nothing_changed(cluster: kmock.KubernetesEmulator, client: KubeClient) -> None:

@@ -1,6 +1,8 @@
 """The demo's API server as the operator and its agents meet it over HTTP: writes with the API
-server's resourceVersion semantics (PUT included), a simulated kubelet that rolls a replaced agent
-DaemonSet onto its agents, and a footprint that stays bounded however many requests it serves."""
+server's resourceVersion semantics (PUT and server-side apply included), the admission that refuses
+agent pods on a cluster without their ServiceAccount or RuntimeClass, the DaemonSet controller and
+kubelet that roll an applied agent DaemonSet onto its agents, and a footprint that stays bounded
+however many requests it serves."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from typing import Any
 import kmock
 import pytest
 
-from accelpool.demo.apiserver import DemoApiServer
+from accelpool.demo.apiserver import NAME_ALPHABET, DemoApiServer
+from accelpool.demo.daemonsets import DaemonSetController
 from accelpool.demo.simulators import Kubelet
 from accelpool.kube import ApiError, ConflictError, Credentials, KubeClient, NotFoundError
 
@@ -106,23 +109,28 @@ def _environment(pid: int) -> dict[str, str]:
     return dict(entry.decode().split("=", 1) for entry in raw if b"=" in entry)
 
 
-async def test_kubelet_restarts_agents_with_a_replaced_daemonsets_config(
+async def test_an_applied_daemonset_change_rolls_onto_the_agents(
     api: tuple[DemoApiServer, KubeClient], tmp_path: Path
 ) -> None:
-    """The operator replaces its agent DaemonSet (PUT with the resourceVersion it read) when a
-    pool's health policy changes; the kubelet must run the pool's agents with the new config."""
+    """The operator applies its agent DaemonSet when a pool's health policy changes; the DaemonSet
+    controller replaces the pool's pods and the kubelet runs their agents with the new config."""
     _, client = api
+    path = f"{DAEMONSETS}/accelpool-agent-training"
     await client.create("/api/v1/nodes", node("l4-1"))
-    created = await client.create(DAEMONSETS, daemonset('{"interval": 900}'))
+    await client.apply(path, daemonset('{"interval": 900}'), field_manager="accelpool")
+    controller = DaemonSetController(client, NAMESPACE)
     kubelet = Kubelet(client, server=client.credentials.server, namespace=NAMESPACE, log_dir=tmp_path)
     try:
+        await controller.sync()
         await kubelet.step()
         before = kubelet.agents["l4-1"].process
         assert _environment(before.pid)[CONFIG] == '{"interval": 900}'
+        await controller.sync()  # the kubelet reported the pod Ready
+        status = (await client.get(path))["status"]
+        assert (status["desiredNumberScheduled"], status["numberReady"], status["numberUnavailable"]) == (1, 1, 0)
 
-        body = copy.deepcopy(daemonset('{"interval": 600}'))
-        body["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"]
-        await client.replace(f"{DAEMONSETS}/accelpool-agent-training", body)
+        await client.apply(path, daemonset('{"interval": 600}'), field_manager="accelpool")
+        await controller.sync()
         await kubelet.step()
 
         after = kubelet.agents["l4-1"].process
@@ -132,6 +140,91 @@ async def test_kubelet_restarts_agents_with_a_replaced_daemonsets_config(
     finally:
         await kubelet.stop_all()
     assert after.returncode is not None
+
+
+async def test_apply_creates_merges_and_prunes_like_the_api_server(api: tuple[DemoApiServer, KubeClient]) -> None:
+    _, client = api
+    path = f"{DAEMONSETS}/accelpool-agent-training"
+    intent = daemonset('{"a": 1}')
+    intent["metadata"]["labels"] = {"team": "ml", "tier": "gpu"}
+    created = await client.apply(path, intent, field_manager="accelpool")
+    assert created["metadata"]["generation"] == 1
+    (entry,) = created["metadata"]["managedFields"]
+    assert (entry["manager"], entry["operation"]) == ("accelpool", "Apply")
+    assert entry["fieldsV1"]["f:metadata"]["f:labels"] == {"f:team": {}, "f:tier": {}}
+
+    same = await client.apply(path, intent, field_manager="accelpool")
+    assert same["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"], "a no-op writes nothing"
+
+    # A controller writes the status (PUT with what it read); an apply without a resourceVersion
+    # cannot conflict with it, keeps it, and drops what the applier set before and leaves out now.
+    await client.replace(f"{path}/status", {**created, "status": {"numberReady": 1}})
+    await client.patch(path, {"metadata": {"annotations": {"someone.else/note": "kept"}}})
+    del intent["metadata"]["labels"]["tier"]
+    intent["spec"]["template"]["spec"]["runtimeClassName"] = "nvidia"
+    applied = await client.apply(path, intent, field_manager="accelpool")
+    assert applied["status"] == {"numberReady": 1}
+    assert applied["metadata"]["labels"] == {"team": "ml"}
+    assert applied["metadata"]["annotations"] == {"someone.else/note": "kept"}
+    assert applied["metadata"]["generation"] == 2
+    assert applied["spec"]["template"]["spec"]["runtimeClassName"] == "nvidia"
+
+    stale = copy.deepcopy(intent)
+    stale["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"]
+    with pytest.raises(ConflictError):  # a resourceVersion, when sent, is a precondition
+        await client.apply(path, stale, field_manager="accelpool")
+    with pytest.raises(ApiError) as missing:
+        await client.request("PATCH", path, body=intent, content_type="application/apply-patch+yaml")
+    assert missing.value.status == 400, "an apply names its field manager"
+
+
+async def test_apply_conflicts_with_another_applier_unless_forced(api: tuple[DemoApiServer, KubeClient]) -> None:
+    _, client = api
+    path = f"{DAEMONSETS}/accelpool-agent-training"
+    await client.apply(path, daemonset('{"a": 1}'), field_manager="accelpool")
+    other = daemonset('{"a": 2}')
+    with pytest.raises(ConflictError):
+        await client.apply(path, other, field_manager="kubectl", force=False)
+    taken = await client.apply(path, other, field_manager="kubectl", force=True)
+    assert taken["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] == '{"a": 2}'
+    owners = {e["manager"]: e["fieldsV1"] for e in taken["metadata"]["managedFields"]}
+    assert "f:containers" in owners["kubectl"]["f:spec"]["f:template"]["f:spec"]
+    accelpool = owners["accelpool"]["f:spec"]["f:template"]["f:spec"]
+    assert "f:containers" not in accelpool and "f:nodeSelector" in accelpool, "an equal value is owned by both"
+
+
+async def test_admission_refuses_pods_without_their_service_account_or_runtime_class(
+    api: tuple[DemoApiServer, KubeClient],
+) -> None:
+    _, client = api
+    pods = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "accelpool-agent-training-"},
+        "spec": {"serviceAccountName": "accelpool-agent", "runtimeClassName": "nvidia", "containers": []},
+    }
+    with pytest.raises(ApiError) as no_account:
+        await client.create(pods, pod)
+    assert no_account.value.status == 403
+    name, _, why = no_account.value.message.partition('" is forbidden: ')
+    assert name.startswith('pods "accelpool-agent-training-')
+    assert len(suffix := name.removeprefix('pods "accelpool-agent-training-')) == 5 and set(suffix) <= set(
+        NAME_ALPHABET
+    )
+    assert why == (
+        'error looking up service account accelpool-system/accelpool-agent: serviceaccount "accelpool-agent" not found'
+    )
+
+    await client.create(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts", {"metadata": {"name": "accelpool-agent"}})
+    with pytest.raises(ApiError) as no_class:
+        await client.create(pods, pod)
+    assert no_class.value.message.endswith(' is forbidden: pod rejected: RuntimeClass "nvidia" not found')
+
+    await client.create("/apis/node.k8s.io/v1/runtimeclasses", {"metadata": {"name": "nvidia"}, "handler": "nvidia"})
+    created = await client.create(pods, pod)
+    assert created["metadata"]["name"].startswith("accelpool-agent-training-")
+    assert created["metadata"]["namespace"] == NAMESPACE and created["status"] == {"phase": "Pending"}
 
 
 async def test_footprint_stays_bounded_however_many_requests(api: tuple[DemoApiServer, KubeClient]) -> None:

@@ -75,8 +75,9 @@ async def test_examples_become_ready_kubectl_sees_them_and_a_fault_quarantines()
 
         await eventually(quarantined_and_replaced, 30, f"{victim} quarantined and replaced by a spare")
 
-        # A health policy edit: the operator replaces the pool's agent DaemonSet (PUT, with the
-        # resourceVersion it read), and the kubelet restarts the pool's agents with its new config.
+        # A health policy edit: the operator applies the pool's changed agent DaemonSet (server-side
+        # apply), the DaemonSet controller replaces its pods, and the kubelet runs their agents with
+        # the new config.
         daemonset_path = f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/{conventions.agent_name('llm-training')}"
         old_config = _agent_config(await demo.client.get(daemonset_path))
         members = {n for n, a in demo.kubelet.agents.items() if a.config == old_config}

@@ -1,12 +1,20 @@
 """The real operator (`kopf run -m accelpool.handlers` under `KopfRunner`) against kmock's emulator.
 
-`Emulator` is kmock's `KubernetesEmulator` with what a real API server stamps on creation (uid,
-creationTimestamp, generation, resourceVersion — kopf's own patches test the latter) and a
-`generation` bump on spec changes, and PUT as the API server does it (the demo's `serve_replace`:
-404 when missing, 409 for a stale resourceVersion), nothing more: no selectors, no garbage
-collection. Every request it serves wakes `Cluster.wait_for`, so tests wait for
-conditions on the stored objects without sleeping. Writes are attributed by User-Agent: the
-operator's own client says `accelpool`, kopf says `kopf/…`, the tests say `accelpool-test`.
+`Emulator` is kmock's `KubernetesEmulator` with what a real API server does on creation (the demo's
+`prepare_create`: uid, creationTimestamp, generation, resourceVersion — kopf's own patches test the
+latter —, names from `generateName`, and the ServiceAccount and RuntimeClass admission of pods), a
+`generation` bump on spec changes, PUT as the API server does it (`serve_replace`: 404 when missing,
+409 for a stale resourceVersion) and server-side apply (`serve_apply`), nothing more: no selectors, no
+garbage collection. It records every refused request with its status (`refused`), and every request it
+serves wakes `Cluster.wait_for`, so tests wait for conditions on the stored objects without sleeping.
+
+Behind the operator, the demo's DaemonSet controller (`accelpool.demo.daemonsets`) runs as in a real
+cluster: pods for the nodes each DaemonSet selects, FailedCreate Events when admission refuses them,
+and `.status` written after every change (which moves the DaemonSet's resourceVersion). The cluster
+starts with what the chart and the GPU Operator install: the agents' ServiceAccount and the `nvidia`
+RuntimeClass. Nobody plays the kubelet for pods unless a test does (they stay Pending). Writes are
+attributed by User-Agent: the operator's own client says `accelpool`, kopf says `kopf/…`, the tests
+say `accelpool-test`, the DaemonSet controller `kube-controller-manager/…`.
 
 The operator runs in KopfRunner's thread with its own event loop; the emulator serves it from
 the test's loop, so the test must keep awaiting (never block) while the operator runs.
@@ -33,8 +41,16 @@ import pytest
 from kopf.testing import KopfRunner
 
 from accelpool import api, catalog, conventions
-from accelpool.demo import nvidia
-from accelpool.demo.apiserver import RESOURCES, serve_replace
+from accelpool.demo import daemonsets, nvidia
+from accelpool.demo.apiserver import (
+    RESOURCES,
+    check_json_patch,
+    is_apply,
+    prepare_create,
+    serve_apply,
+    serve_replace,
+)
+from accelpool.kube import Credentials, KubeClient
 
 POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 NAMESPACE = "accelpool-system"
@@ -42,6 +58,10 @@ DP_CONFIGMAP = "accelpool-device-plugin-config"
 MIG_CONFIGMAP = "accelpool-mig-parted-config"
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 TEST_AGENT = "accelpool-test"
+AGENT_SERVICE_ACCOUNT = "accelpool-agent"
+RUNTIME_CLASSES = "/apis/node.k8s.io/v1/runtimeclasses"
+CONTROLLER_INPUTS = frozenset({"daemonsets", "pods", "nodes", "runtimeclasses", "serviceaccounts"})
+"""What the DaemonSet controller's informers watch (and what decides whether a pod can be created)."""
 
 
 @attrs.define(kw_only=True)
@@ -49,8 +69,12 @@ class Emulator(kmock.KubernetesEmulator):
     """kmock's emulator, stamping metadata on creation and waking waiters on every request."""
 
     changed: asyncio.Event = attrs.field(factory=asyncio.Event, init=False)
+    controller_wake: asyncio.Event = attrs.field(factory=asyncio.Event, init=False)
+    """Set by every write to what the DaemonSet controller watches (`CONTROLLER_INPUTS`)."""
     before_update: list[Callable[[Any], None]] = attrs.field(factory=list, init=False)
     """One-shot hooks run before an update is checked and stored (a concurrent writer, say)."""
+    refused: list[tuple[Any, int]] = attrs.field(factory=list, init=False)
+    """Every request answered with an error, and its HTTP status (409: a conflict)."""
     _versions: Iterator[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -60,22 +84,29 @@ class Emulator(kmock.KubernetesEmulator):
 
     async def _handle(self, request: Any) -> Any:
         try:
-            if request.method == kmock.method.PUT and request.resource is not None and request.name:
-                return await serve_replace(self, request, str(next(self._versions)))
-            if request.action == kmock.action.CREATE and isinstance(request.data, dict):
-                metadata = request.data.setdefault("metadata", {})
-                metadata.setdefault("uid", str(uuid.uuid4()))
-                metadata.setdefault("creationTimestamp", _now())
-                metadata.setdefault("generation", 1)
-                metadata["resourceVersion"] = str(next(self._versions))
-            elif request.action == kmock.action.UPDATE and request.resource is not None and request.name:
-                hooks, self.before_update = self.before_update, []
-                for hook in hooks:
-                    hook(request)
-                self._version_update(request)
-            return await super()._handle(request)
+            return await self._serve(request)
+        except kmock.KubernetesError as error:
+            self.refused.append((request, error.status))
+            raise
         finally:
+            written = request.method.value in WRITE_METHODS and request.resource is not None
+            if written and request.resource.plural in CONTROLLER_INPUTS:
+                self.controller_wake.set()
             self.changed.set()
+
+    async def _serve(self, request: Any) -> Any:
+        if request.method == kmock.method.PUT and request.resource is not None and request.name:
+            return await serve_replace(self, request, str(next(self._versions)))
+        if is_apply(request) and request.resource is not None and request.name:
+            return await serve_apply(self, request, str(next(self._versions)))
+        if request.action == kmock.action.CREATE:
+            prepare_create(self, request, str(next(self._versions)))
+        elif request.action == kmock.action.UPDATE and request.resource is not None and request.name:
+            hooks, self.before_update = self.before_update, []
+            for hook in hooks:
+                hook(request)
+            self._version_update(request)
+        return await super()._handle(request)
 
     def _version_update(self, request: Any) -> None:
         """Like the API server: a stale resourceVersion is a 409; every write gets a new one."""
@@ -95,6 +126,7 @@ class Emulator(kmock.KubernetesEmulator):
             if request.resource.plural == api.PLURAL and not request.subresource and "spec" in request.data:
                 request.data["metadata"]["generation"] = int(metadata.get("generation") or 1) + 1
         elif isinstance(request.data, list):
+            check_json_patch(stored.raw, request.data)
             for op in request.data:
                 tests_version = op.get("op") == "test" and op.get("path") == "/metadata/resourceVersion"
                 if tests_version and op.get("value") != metadata.get("resourceVersion"):
@@ -115,6 +147,17 @@ class Emulator(kmock.KubernetesEmulator):
     @property
     def request_count(self) -> int:
         return len(list(self))
+
+    def conflicts(self, plural: str, *, agent: str | None = None) -> list[Any]:
+        """Requests on `plural` refused with 409 (optionally only those whose User-Agent starts with `agent`)."""
+        return [
+            request
+            for request, status in self.refused
+            if status == 409
+            and request.resource is not None
+            and request.resource.plural == plural
+            and (agent is None or request.headers.get("User-Agent", "").startswith(agent))
+        ]
 
 
 def _now() -> str:
@@ -213,6 +256,16 @@ class Cluster:
     def daemonset(self, pool: str) -> dict[str, Any] | None:
         return self._get("apps/v1/daemonsets", NAMESPACE, conventions.agent_name(pool))
 
+    def pods(self, pool: str) -> list[dict[str, Any]]:
+        """The pool's agent pods (those the DaemonSet controller created)."""
+        return [
+            copy.deepcopy(obj.raw)
+            for (resource, _, _), obj in self.emulator.objects.items()
+            if resource == "v1/pods"
+            and not obj.deleted
+            and (obj.raw["metadata"].get("labels") or {}).get(conventions.POOL_LABEL) == pool
+        ]
+
     def events(self) -> list[dict[str, Any]]:
         return [
             copy.deepcopy(obj.raw)
@@ -269,12 +322,16 @@ class Cluster:
         message: str = "",
         bad_gpus: tuple[int, ...] = (),
         tflops: float | None = None,
+        pool: str | None = None,
     ) -> None:
-        """The agent's report: the AcceleratorHealthy condition and the accelpool.io/health annotation."""
+        """The agent's report: the AcceleratorHealthy condition and the accelpool.io/health annotation
+        (naming the pool whose agent writes it, when given)."""
         report: dict[str, Any] = {
             "status": "Healthy" if healthy else "Unhealthy",
             "reason": reason or ("AllChecksPassed" if healthy else "XidError79"),
         }
+        if pool is not None:
+            report["pool"] = pool
         if message:
             report["message"] = message
         if bad_gpus:
@@ -388,15 +445,45 @@ def free_port() -> int:
         return port
 
 
+def install_prerequisites(emulator: Emulator) -> None:
+    """What the chart and the GPU Operator put in a cluster: the namespace, the agents' ServiceAccount
+    (charts/accelpool/templates/serviceaccounts.yaml) and the `nvidia` RuntimeClass (the GPU Operator's
+    container toolkit creates it)."""
+    emulator.objects["v1/namespaces", None, NAMESPACE] = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": NAMESPACE, "uid": str(uuid.uuid4()), "resourceVersion": "1"},
+    }
+    emulator.objects["v1/serviceaccounts", NAMESPACE, AGENT_SERVICE_ACCOUNT] = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": AGENT_SERVICE_ACCOUNT, "namespace": NAMESPACE, "uid": str(uuid.uuid4())},
+    }
+    emulator.objects["node.k8s.io/v1/runtimeclasses", None, "nvidia"] = {
+        "apiVersion": "node.k8s.io/v1",
+        "kind": "RuntimeClass",
+        "metadata": {"name": "nvidia", "uid": str(uuid.uuid4())},
+        "handler": "nvidia",
+    }
+
+
 @pytest.fixture
 async def cluster() -> AsyncIterator[Cluster]:
     emulator = Emulator()
+    install_prerequisites(emulator)
     async with emulator, kmock.Server(emulator) as server:
         url = str(server.url).rstrip("/")
         client = TestClient(url)
+        controller_client = KubeClient(Credentials(server=url), user_agent=daemonsets.USER_AGENT)
+        controller = daemonsets.DaemonSetController(controller_client, NAMESPACE)
+        running = asyncio.create_task(controller.run(emulator.controller_wake))
         try:
             yield Cluster(emulator, url, client)
         finally:
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+            await controller_client.close()
             await client.close()
 
 
@@ -419,6 +506,7 @@ class Operator:
             "ACCELPOOL_DEBOUNCE": "0.02",
             "ACCELPOOL_STATUS_INTERVAL": "30",
             "ACCELPOOL_STATUS_SETTLE": "0.2",
+            "ACCELPOOL_AGENT_CHECK_INTERVAL": "0.3",
             "ACCELPOOL_NOT_READY_GRACE": "1",
             "ACCELPOOL_AGENT_IMAGE": "registry.example/accelpool-agent:test",
             "ACCELPOOL_WEBHOOK_PORT": "0",  # the emulator does not call admission webhooks

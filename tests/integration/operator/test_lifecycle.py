@@ -215,6 +215,42 @@ async def test_delete_leaves_nothing_behind(cluster: Cluster, operator: Operator
     assert daemonsets == []
 
 
+def health_left(cluster: Cluster, node: str) -> tuple[bool, set[str]]:
+    """Whether the node carries an agent's annotation, and the statuses of its AcceleratorHealthy conditions."""
+    body = cluster.node(node)
+    annotated = conventions.HEALTH_ANNOTATION in (body["metadata"].get("annotations") or {})
+    statuses = {
+        c["status"] for c in body["status"].get("conditions") or [] if c["type"] == conventions.HEALTH_CONDITION
+    }
+    return annotated, statuses
+
+
+async def test_what_an_agent_writes_after_its_pool_is_deleted_is_removed(cluster: Cluster, operator: Operator) -> None:
+    """The pool's agent pod outlives the release of its node (terminating, on a slow node) and writes its
+    report once more: a node in no pool keeps nothing an agent wrote."""
+    seed(cluster, gpu_node("h100-1"))
+    await operator.start()
+    await cluster.apply_pool("train", {"accelerator": "H100:8"})
+    await cluster.wait_for(lambda: cluster.members("train") == ["h100-1"])
+    await cluster.settle_members("train")
+    await cluster.wait_for(lambda: cluster.status("train").get("phase") == "Ready", what="train Ready")
+
+    await cluster.delete_pool("train")
+    await cluster.wait_for(lambda: cluster.pool("train") is None, what="train deleted")
+    assert health_left(cluster, "h100-1") == (False, set())
+
+    await cluster.report_health("h100-1", tflops=650.0, pool="train")  # the terminating agent's last report
+    await cluster.wait_for(lambda: health_left(cluster, "h100-1") == (False, set()), what="the leftover removed")
+    assert conventions.POOL_LABEL not in cluster.labels("h100-1")
+
+    # An Unhealthy verdict stays until it ages out, as on release: a node known to be bad is not claimed.
+    await cluster.report_health("h100-1", healthy=False, pool="train")
+    await cluster.wait_for(lambda: health_left(cluster, "h100-1") == (False, {"False"}), what="the annotation removed")
+    await cluster.apply_pool("next", {"accelerator": "H100:8"})
+    await cluster.wait_for(lambda: cluster.status("next").get("phase") == "Pending", what="next Pending")
+    assert cluster.members("next") == []
+
+
 async def test_an_invalid_pool_is_reported_and_nothing_is_touched(cluster: Cluster, operator: Operator) -> None:
     seed(cluster, gpu_node("h100-1"), gpu_node("l4-1", "L4", 1))
     await operator.start()

@@ -95,6 +95,23 @@ async def test_an_xid_is_reported_within_a_tick() -> None:
 
 
 @pytest.mark.looptime
+async def test_nothing_is_reported_after_sigterm() -> None:
+    """The checks SIGTERM kills say nothing about the GPUs, and the operator may have released the node:
+    a report that arrives once the daemon is stopping is dropped."""
+    daemon, reporter = daemon_for("2:xid=79")
+    stop = asyncio.Event()
+    task = asyncio.create_task(daemon.run(stop))
+    await asyncio.sleep(1)
+    stop.set()
+    await task
+    reported = len(reporter.reports)
+    report = await asyncio.to_thread(daemon.agent.tick)
+    assert report.status is HealthStatus.UNHEALTHY
+    await daemon.publish(report)
+    assert len(reporter.reports) == reported
+
+
+@pytest.mark.looptime
 async def test_liveness_follows_the_telemetry_loop() -> None:
     daemon, _ = daemon_for()
     assert daemon.liveness()[0]  # starting

@@ -56,11 +56,27 @@ def test_pool_table() -> None:
             },
         },
         {"metadata": {"name": "a"}},
+        {
+            "metadata": {"name": "c"},
+            "status": {
+                "accelerator": "H100-80GB x8",
+                "phase": "Degraded",
+                "nodes": {"members": 2, "desired": 2, "ready": 0, "quarantined": 0},
+                "conditions": [
+                    {"type": "Valid", "status": "True", "reason": "Valid"},
+                    {"type": "AgentReady", "status": "False", "reason": "RuntimeClassNotFound"},
+                    {"type": "Ready", "status": "False", "reason": "Degraded"},
+                ],
+            },
+        },
     ]
     lines = format_table(pool_rows(pools)).splitlines()
-    assert lines[0].split() == ["POOL", "ACCELERATOR", "MEMBERS", "READY", "QUARANTINED", "GPUS", "TFLOPS", "PHASE"]
-    assert lines[1].split() == ["a", "-", "0/?", "0", "0", "0", "-", "Pending"]
-    assert lines[2].split() == ["b", "L4", "2/2", "2", "0", "2", "195", "Ready"]
+    assert lines[0].split() == [
+        "POOL", "ACCELERATOR", "MEMBERS", "READY", "QUARANTINED", "GPUS", "TFLOPS", "PHASE", "WHY"
+    ]  # fmt: skip
+    assert lines[1].split() == ["a", "-", "0/?", "0", "0", "0", "-", "Pending", "-"]
+    assert lines[2].split() == ["b", "L4", "2/2", "2", "0", "2", "195", "Ready", "-"]
+    assert lines[3].split()[-2:] == ["Degraded", "AgentReady=False/RuntimeClassNotFound"]
 
 
 async def test_inject_refuses_an_unknown_strategy_before_calling_the_api() -> None:

@@ -147,7 +147,7 @@ async def test_a_pool_whose_daemonset_cannot_be_rendered_does_not_block_the_othe
     result = await harness.reconciler.reconcile_once()
 
     assert result.ok
-    daemonsets = {p for v, p in fake.writes if v == "POST" and "daemonsets" in p}
+    daemonsets = {p for v, p in fake.writes if v == "APPLY" and "daemonsets" in p}
     assert daemonsets, "the healthy pool's agent DaemonSet is created"
     assert all(
         "accelpool-agent-bad" not in o["metadata"]["name"] for p, o in fake.objects.items() if "/daemonsets/" in p

@@ -59,7 +59,9 @@ class FakeApi:
         except NotFoundError:
             return None
 
-    async def list(self, path: str, *, label_selector: str | None = None) -> list[dict[str, Any]]:
+    async def list(
+        self, path: str, *, label_selector: str | None = None, field_selector: str | None = None
+    ) -> list[dict[str, Any]]:
         self.reads.append(path)
         if path.startswith("/apis/karpenter.sh"):
             raise NotFoundError(404, "NotFound", path)
@@ -102,6 +104,16 @@ class FakeApi:
 
     async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         self.writes.append(("PUT", path))
+        obj = copy.deepcopy(body)
+        self._bump(obj)
+        self.objects[path] = obj
+        return copy.deepcopy(obj)
+
+    async def apply(self, path: str, body: dict[str, Any], *, field_manager: str, force: bool = True) -> dict[str, Any]:
+        """Server-side apply by the one manager that owns these objects: the applied object replaces it."""
+        self._maybe_fail("PATCH", path)
+        self.writes.append(("APPLY", path))
+        assert field_manager and "resourceVersion" not in body.get("metadata", {})
         obj = copy.deepcopy(body)
         self._bump(obj)
         self.objects[path] = obj
@@ -193,10 +205,8 @@ async def test_a_pass_writes_once_and_a_stale_index_does_not_cause_a_second_writ
     first = await harness.reconciler.reconcile_once()
     assert first.ok
     assert harness.node_writes() == ["/api/v1/nodes/n1", "/api/v1/nodes/n2"]
-    assert {w[1] for w in fake.writes if w[0] == "POST"} >= {
-        "/api/v1/namespaces/accelpool-system/configmaps",
-        "/apis/apps/v1/namespaces/accelpool-system/daemonsets",
-    }
+    assert "/api/v1/namespaces/accelpool-system/configmaps" in {w[1] for w in fake.writes if w[0] == "POST"}
+    assert ("APPLY", "/apis/apps/v1/namespaces/accelpool-system/daemonsets/accelpool-agent-p") in fake.writes
     writes = len(fake.writes)
     again = await harness.reconciler.reconcile_once()  # the index has not seen the writes yet
     assert again.ok and len(fake.writes) == writes
@@ -347,14 +357,16 @@ async def test_passes_never_overlap() -> None:
     assert labels == {"n1": "a", "n2": "b", "n3": None}
 
 
-async def test_an_agent_daemonset_is_replaced_only_when_what_is_rendered_changes() -> None:
+async def test_an_agent_daemonset_is_applied_only_when_what_is_rendered_changes() -> None:
     fake = cluster(node_body("n1"))
     pools = [record("p", {"accelerator": "H100"})]
     first = Harness(fake, pools)
     await first.reconciler.reconcile_once()
     path = "/apis/apps/v1/namespaces/accelpool-system/daemonsets/accelpool-agent-p"
     assert fake.objects[path]["spec"]["template"]["spec"]["containers"][0]["image"].startswith("ghcr.io/")
-    # Restarted with the same settings: nothing to write. With another image: one replace.
+    assert [w for w in fake.writes if w[1] == path] == [("APPLY", path)]  # created by the apply
+    fake.writes.clear()
+    # Restarted with the same settings: nothing to write. With another image: one apply.
     same = Harness(fake, pools)
     await same.reconciler.reconcile_once()
     assert [w for w in fake.writes if w[1] == path] == []
@@ -362,5 +374,28 @@ async def test_an_agent_daemonset_is_replaced_only_when_what_is_rendered_changes
 
     upgraded = Harness(fake, pools, agent=AgentSettings(image="registry.example/agent:2"))
     await upgraded.reconciler.reconcile_once()
-    assert [w for w in fake.writes if w[1] == path] == [("PUT", path)]
+    assert [w for w in fake.writes if w[1] == path] == [("APPLY", path)]
     assert fake.objects[path]["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example/agent:2"
+
+
+@pytest.mark.looptime
+async def test_the_agents_are_listed_once_per_check_interval_for_all_pools(looptime: float) -> None:
+    fake = cluster(node_body("n1"), node_body("n2"))
+    pools = [record("a", {"accelerator": "H100", "nodes": 1}), record("b", {"accelerator": "H100", "nodes": 1})]
+    harness = Harness(fake, pools, agent_check_seconds=30.0)
+    harness.reconciler.indexed()
+    task = asyncio.create_task(harness.reconciler.run())
+    lists = (
+        "/apis/apps/v1/namespaces/accelpool-system/daemonsets",
+        "/api/v1/namespaces/accelpool-system/pods",
+        "/api/v1/namespaces/accelpool-system/events",
+    )
+    try:
+        for _ in range(4):  # passes in quick succession (node events, say) list nothing again
+            await harness.reconciler.request_pass()
+        assert [fake.reads.count(path) for path in lists[1:]] == [1, 1]
+        await asyncio.sleep(95)  # nothing else happens: a pass every interval, and one list each
+        assert [fake.reads.count(path) for path in lists[1:]] == [4, 4]
+        assert fake.reads.count(lists[0]) == 1 + 4, "the DaemonSets: once at start (the cache), once per check"
+    finally:
+        task.cancel()

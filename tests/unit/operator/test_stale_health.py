@@ -105,6 +105,27 @@ def test_a_released_node_loses_the_agents_condition_unless_it_says_the_node_is_b
     assert patches.health_removal(broken, result.changes["m2"]) is None, "a known-bad node stays out of pools"
 
 
+def test_what_an_agent_writes_on_a_node_in_no_pool_is_removed() -> None:
+    """The agent of a deleted pool may write once more after the release: a free node keeps nothing."""
+    report = '{"pool":"gone","agent":"accelpool-agent-gone-x7k2","reason":"AllChecksPassed","status":"Healthy"}'
+    written = node_body("n1", annotations={conventions.HEALTH_ANNOTATION: report})
+    rewritten = _with_heartbeat(written, "True", "AllChecksPassed", timedelta(seconds=5))
+    result = run([], [rewritten])
+    change = result.changes["n1"]
+    assert change.annotations == {conventions.HEALTH_ANNOTATION: None}
+    assert patches.health_removal(rewritten, change) is not None
+    assert patches.node_patch(rewritten, change) == {
+        "metadata": {"annotations": {conventions.HEALTH_ANNOTATION: None}, "resourceVersion": "1"}
+    }
+    fresh_false = _with_heartbeat(node_body("n2"), "False", "XidError79", timedelta(minutes=1))
+    stale_false = _with_heartbeat(node_body("n3"), "False", "XidError79", timedelta(hours=2))
+    clean = node_body("n4")
+    result = run([], [fresh_false, stale_false, NodeView.from_body(clean)])
+    assert "n2" not in result.changes, "a known-bad node keeps its False until it ages out"
+    assert patches.health_removal(stale_false, result.changes["n3"]) is not None
+    assert "n4" not in result.changes, "nothing to remove, nothing written"
+
+
 async def test_the_reconciler_takes_the_condition_off_a_node_whose_pool_is_gone() -> None:
     body = _member_body("m1", "gone")
     body["status"]["conditions"].append(
