@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ from accelpool.demo.apiserver import NAME_ALPHABET, DemoApiServer
 from accelpool.demo.daemonsets import DaemonSetController
 from accelpool.demo.simulators import Kubelet
 from accelpool.kube import ApiError, ConflictError, Credentials, KubeClient, NotFoundError
+from tests.conftest import ROOT, require_tool
+from tests.unit.api.test_examples import expected_rejection
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 NAMESPACE = "accelpool-system"
@@ -246,3 +249,64 @@ async def test_footprint_stays_bounded_however_many_requests(api: tuple[DemoApiS
     assert requests_kept <= 1
     assert len(emulator.errors) <= 100  # of the 500 404s served: the most recent ones
     assert all(len(obj.history) <= 2 for obj in emulator.objects.values())
+
+
+POOLS = "/apis/accelpool.io/v1alpha1/computepools"
+
+
+def _kubectl(server: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [require_tool("kubectl"), "--server", server, *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[KubeClient, str]]:
+    """The demo's API server and its URL, for the real kubectl."""
+    emulator = DemoApiServer()
+    async with emulator, kmock.Server(emulator) as http:
+        url = str(http.url).rstrip("/")
+        async with KubeClient(Credentials(server=url)) as client:
+            yield client, url
+
+
+async def test_kubectl_apply_is_answered_as_the_api_server_with_the_chart_answers_it(
+    served: tuple[KubeClient, str],
+) -> None:
+    """Every file in examples/invalid/ is refused with the words its `# expect:` comment quotes; a
+    valid pool is stored; an unknown field is dropped for a client that does not ask for strictness."""
+    client, url = served
+    for path in sorted((ROOT / "examples" / "invalid").glob("*.yaml")):
+        if path.name == "unknown-field.yaml":
+            continue  # kubectl asks for strict validation only of a server that publishes OpenAPI v3
+        refused = await asyncio.to_thread(_kubectl, url, "create", "--validate=false", "-f", str(path))
+        assert refused.returncode != 0, path.name
+        said = "\n".join(line.rstrip() for line in refused.stderr.splitlines())
+        assert expected_rejection(path) in said, (path.name, refused.stderr)
+    assert (await client.list(POOLS)) == []
+    misspelled = _pool("misspelled", {"accelerator": "H100", "gpus": 8})
+    with pytest.raises(ApiError) as strict:
+        await client.create(f"{POOLS}?fieldValidation=Strict", misspelled)
+    assert strict.value.status == 400
+    assert strict.value.message == expected_rejection(ROOT / "examples" / "invalid" / "unknown-field.yaml")
+    loose = await client.create(POOLS, misspelled)
+    assert loose["spec"] == {"accelerator": "H100"}
+
+
+async def test_kubectl_scale_sets_nodes_through_the_scale_subresource(served: tuple[KubeClient, str]) -> None:
+    client, url = served
+    await client.create(POOLS, _pool("burst", {"accelerator": "H200:8", "provisioner": {"type": "karpenter"}}))
+    scaled = await asyncio.to_thread(_kubectl, url, "scale", "cpool", "burst", "--replicas=3")
+    assert scaled.returncode == 0, scaled.stderr
+    pool = await client.get(f"{POOLS}/burst")
+    assert pool["spec"]["nodes"] == 3 and pool["metadata"]["generation"] == 2
+    scale = await client.get(f"{POOLS}/burst/scale")
+    assert (scale["kind"], scale["spec"]["replicas"]) == ("Scale", 3)
+    await client.patch(f"{POOLS}/burst", {"spec": {"maxNodes": 4}})
+    too_many = await asyncio.to_thread(_kubectl, url, "scale", "cpool", "burst", "--replicas=5")
+    assert too_many.returncode != 0 and "maxNodes must be at least nodes" in too_many.stderr
+    assert (await client.get(f"{POOLS}/burst"))["spec"]["nodes"] == 3
+
+
+def _pool(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "accelpool.io/v1alpha1", "kind": "ComputePool", "metadata": {"name": name}, "spec": spec}
