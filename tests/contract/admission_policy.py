@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import celpy
+import jsonpatch
 from celpy import celtypes
 from celpy.adapter import json_to_cel
 from celpy.celparser import CELParseError
@@ -310,12 +311,18 @@ def _strategic(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
 
 
 def patched_node(
-    old: dict[str, Any], body: dict[str, Any], patch_type: str, *, subresource: str = "", manager: str = "agent"
+    old: dict[str, Any], body: Any, patch_type: str, *, subresource: str = "", manager: str = "agent"
 ) -> dict[str, Any]:
-    """The Node that validating admission sees for a PATCH of `old` with `body`."""
-    if patch_type not in ("merge", "strategic"):
+    """The Node that validating admission sees for a PATCH of `old` with `body`.
+
+    A JSON patch (RFC 6902) whose `test` fails raises `jsonpatch.JsonPatchTestFailed`: the API server
+    answers 422 before admission (k8s.io/apiserver pkg/endpoints/handlers/patch.go)."""
+    if patch_type not in ("merge", "strategic", "json"):
         raise ValueError(f"patch type {patch_type!r} is not modelled")
-    new = _strategic(old, body) if patch_type == "strategic" else merge_patch(old, body)
+    if patch_type == "json":
+        new = jsonpatch.apply_patch(old, body)
+    else:
+        new = _strategic(old, body) if patch_type == "strategic" else merge_patch(old, body)
     if subresource == "status":
         new["spec"] = copy.deepcopy(old.get("spec", {}))
     elif subresource == "":

@@ -135,7 +135,7 @@ def binding(default_objects: Objects) -> dict[str, Any]:
 
 
 def patch(
-    body: dict[str, Any],
+    body: Any,
     *,
     node: str = OWN,
     subresource: str = "",
@@ -258,18 +258,21 @@ def test_schema_rejects_bad_switches(helm: str, assignment: str, says: str) -> N
 
 
 class RecordingClient(KubeClient):
-    """The NodeReporter's API client, answering from one Node and recording its writes."""
+    """The NodeReporter's API client, answering from one Node, storing each patch as the API server
+    would, and recording each write with the node it was applied to."""
 
     def __init__(self, node: dict[str, Any]) -> None:  # no connection: nothing leaves the process
         self.node = node
-        self.writes: list[tuple[str, Any, PatchType]] = []
+        self.writes: list[tuple[str, Any, PatchType, dict[str, Any]]] = []
 
     async def get(self, path: str) -> dict[str, Any]:
         assert path == f"/api/v1/nodes/{self.node['metadata']['name']}", path
         return copy.deepcopy(self.node)
 
     async def patch(self, path: str, body: Any, *, patch_type: PatchType = "merge") -> dict[str, Any]:
-        self.writes.append((path, copy.deepcopy(body), patch_type))
+        subresource = "status" if path.endswith("/status") else ""
+        self.writes.append((path, copy.deepcopy(body), patch_type, copy.deepcopy(self.node)))
+        self.node = patched_node(self.node, body, patch_type, subresource=subresource)
         return copy.deepcopy(self.node)
 
 
@@ -303,15 +306,15 @@ def test_every_write_of_the_real_reporter_is_admitted(policy: dict[str, Any], bi
     clock.advance(600)
     asyncio.run(reporter.report(report(HealthStatus.HEALTHY, "AllChecksPassed")))
 
-    kinds = {(path, patch_type) for path, _, patch_type in client.writes}
-    assert kinds == {(f"/api/v1/nodes/{OWN}/status", "strategic"), (f"/api/v1/nodes/{OWN}", "merge")}
+    # The reporter guards each write with a JSON patch `test` of the node's pool label (a node released
+    # meanwhile refuses it); where the node has no condition list yet, the first is a strategic merge.
+    kinds = {(path, patch_type) for path, _, patch_type, _ in client.writes}
+    assert (f"/api/v1/nodes/{OWN}", "json") in kinds and (f"/api/v1/nodes/{OWN}/status", "json") in kinds, kinds
     assert len(client.writes) >= 4
-    for path, body, patch_type in client.writes:
+    for path, body, patch_type, old in client.writes:
         subresource = "status" if path.endswith("/status") else ""
-        new = patched_node(client.node, body, patch_type, subresource=subresource)
-        decision = admit(policy, binding, patch(body, subresource=subresource, patch_type=patch_type, old=client.node))
+        decision = admit(policy, binding, patch(body, subresource=subresource, patch_type=patch_type, old=old))
         assert decision.matched and decision.allowed, (path, body, decision.message)
-        client.node = new  # the next write starts from what this one stored
 
 
 def test_agent_updates_its_own_health_annotation(policy: dict[str, Any], binding: dict[str, Any]) -> None:
