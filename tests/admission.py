@@ -90,7 +90,7 @@ def create(
     obj = _prune_nulls(schema, _pruned(schema, obj))
     obj.pop("status", None)  # the status subresource: a create never writes status
     _apply_defaults(schema, obj)
-    errors = _schema_errors(schema, obj, "")
+    errors = _name_errors((obj.get("metadata") or {}).get("name")) + _schema_errors(schema, obj, "")
     errors += _scale_errors(version.get("subresources", {}).get("scale"), obj)
     if any(_blocking(error) for error in errors):
         errors.append(RULES_NOT_CHECKED)
@@ -266,6 +266,24 @@ def _schema_errors(node: dict[str, Any], value: Any, path: str) -> list[str]:
             elif isinstance(additional, dict):
                 errors += _schema_errors(additional, item, child)
     return errors
+
+
+DNS1123_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+
+
+def _name_errors(name: Any) -> list[str]:
+    """ObjectMeta's name rules, checked before the schema (apiextensions-apiserver
+    pkg/registry/customresource/validator.go: ValidateObjectMetaAccessor, NameIsDNSSubdomain;
+    k8s.io/apimachinery pkg/util/validation validation.go IsDNS1123Subdomain)."""
+    if not name:
+        return ["metadata.name: Required value: name or generateName is required"]
+    if not isinstance(name, str) or (re.fullmatch(DNS1123_SUBDOMAIN, name) and len(name) <= 253):
+        return []
+    return [
+        f"metadata.name: Invalid value: {go_value(name)}: a lowercase RFC 1123 subdomain must consist of lower "
+        "case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character "
+        f"(e.g. 'example.com', regex used for validation is '{DNS1123_SUBDOMAIN}')"
+    ]
 
 
 def _blocking(error: str) -> bool:

@@ -857,9 +857,31 @@ class ComputePoolStatus(Model):
 
 
 class ObjectMeta(BaseModel):
+    """What the API server decodes of metadata; the name's rules are `name_problems`, in the server's order."""
+
     model_config = ConfigDict(extra="allow", populate_by_name=True)
-    name: str = Field(min_length=1, max_length=MAX_POOL_NAME, pattern=f"^{DNS1123_SUBDOMAIN}$")
+    name: str = ""
     generation: int | None = None
+
+
+def name_problems(name: Any) -> list[Problem]:
+    """A ComputePool's name as the API server judges it: ObjectMeta's rules (k8s.io/apiextensions-apiserver
+    pkg/registry/customresource/validator.go: ValidateObjectMetaAccessor with NameIsDNSSubdomain), then the
+    CRD schema's `maxLength` (a pool's name is the value of its nodes' `accelpool.io/pool` label)."""
+    if not isinstance(name, str):
+        return []  # ObjectMeta's decoder refuses it first (a type error on metadata.name)
+    if not name:
+        return [Problem("metadata.name", None, "name or generateName is required", error_type="Required")]
+    problems = []
+    if not re.fullmatch(DNS1123_SUBDOMAIN, name) or len(name) > 253:
+        problems.append(Problem("metadata.name", name, DNS1123_SUBDOMAIN_MESSAGE))
+    if len(name) > MAX_POOL_NAME:
+        problems.append(
+            Problem(
+                "metadata.name", name, f"may not be more than {MAX_POOL_NAME} bytes", error_type="TooLong", shown=None
+            )
+        )
+    return problems
 
 
 class ComputePool(BaseModel):

@@ -103,10 +103,12 @@ def validate_object(document: Any) -> Verdict:
         for key, value in (metadata.items() if isinstance(metadata, Mapping) else ())
         if key not in OBJECT_META_FIELDS
     ]
+    unknown_metadata += _unknown_in_status(document.get("status"))
+    naming = api.name_problems(metadata.get("name", "")) if isinstance(metadata, Mapping) else []
     try:
         pool = api.ComputePool.model_validate(body, context={"structural_only": True})
     except ValidationError as error:
-        problems = unknown_metadata + _merge(_problem(e) for e in error.errors())
+        problems = unknown_metadata + naming + _merge(_problem(e) for e in error.errors())
         problems += _checked_anyway(problems)
         unknown = [p for p in problems if p.error_type == "UnknownField"]
         if unknown:
@@ -123,11 +125,28 @@ def validate_object(document: Any) -> Verdict:
         return Verdict(kind, name, None, tuple(p for p in problems if _webhook_only(p)), "webhook")
     if unknown_metadata:
         return Verdict(kind, name, None, tuple(unknown_metadata), "decode")
-    scale = _scale_problems(body)
-    if scale:
-        return Verdict(kind, name, None, tuple(scale), "schema")
+    schema = naming + _scale_problems(body)
+    if any(p.error_type in _BLOCKING for p in schema):
+        schema.append(_RULES_NOT_CHECKED)
+    if schema:
+        return Verdict(kind, name, None, tuple(schema), "schema")
     found = tuple(api.spec_problems(pool.spec))
     return Verdict(kind, name, None if found else pool, found, "webhook" if found else None)
+
+
+def _unknown_in_status(status: Any) -> list[api.Problem]:
+    """Strict decoding reads `status` too, though a create or update then drops it: its unknown fields."""
+    if not isinstance(status, Mapping):
+        return []
+    try:
+        api.ComputePoolStatus.model_validate(api.as_sent(status))
+    except ValidationError as error:
+        return [
+            _unknown_field(("status", *e["loc"]), e.get("input"))
+            for e in error.errors()
+            if e["type"] == "extra_forbidden"
+        ]
+    return []
 
 
 def _checked_anyway(problems: list[api.Problem]) -> list[api.Problem]:
@@ -425,8 +444,6 @@ def _schema_problem(path: str, error: Mapping[str, Any]) -> api.Problem:
         return api.Problem(path, value, f"{name} in body should be greater than or equal to {api.go_value(ctx['ge'])}")
     if kind == "less_than_equal":
         return api.Problem(path, value, f"{name} in body should be less than or equal to {api.go_value(ctx['le'])}")
-    if path == "metadata.name" and kind == "string_pattern_mismatch":
-        return api.Problem(path, value, api.DNS1123_SUBDOMAIN_MESSAGE)
     if kind == "string_pattern_mismatch":
         return api.Problem(path, value, f"{name} in body should match '{ctx['pattern']}'")
     if kind in ("literal_error", "enum"):

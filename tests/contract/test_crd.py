@@ -13,8 +13,9 @@ import kubernetes_validate
 import pytest
 import yaml
 from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
-from accelpool import crd
+from accelpool import api, crd
 from accelpool.admission import PROBLEM_CHARS
 from accelpool.textio import one_line
 from accelpool.validation import validate_object
@@ -23,7 +24,7 @@ from tests.admission import version_schema
 from tests.admission_webhook import WebhookErrors
 from tests.cases import CASES, Case, pool
 from tests.unit.api.test_examples import expected_rejection
-from tests.unit.api.test_properties import SPECS
+from tests.unit.api.test_properties import JSONISH, SPECS
 
 pytestmark = pytest.mark.contract
 ROOT = Path(__file__).resolve().parents[2]
@@ -177,6 +178,33 @@ def test_any_spec_gets_the_same_answer_from_the_api_server_and_validate(
     except ValueError:
         assume(False)  # NaN and infinities are not JSON: no API request can carry them
     _agree(yaml.safe_load(CRD_FILE.read_text()), pool(spec), webhook_errors)
+
+
+DOCUMENTS = st.builds(
+    lambda metadata, spec, extra: (
+        {"apiVersion": api.API_VERSION, "kind": api.KIND, "metadata": metadata, "spec": spec} | extra
+    ),
+    st.fixed_dictionaries(
+        {"name": st.one_of(st.from_regex(r"[a-z0-9]{1,70}", fullmatch=True), st.text(max_size=5), st.just("Bad_Name"))},
+        optional={"labels": st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=2), "lables": JSONISH},
+    ),
+    SPECS,
+    st.dictionaries(st.sampled_from(["status", "foo"]), JSONISH, max_size=1),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(document=DOCUMENTS)
+def test_any_document_gets_the_same_answer_from_the_api_server_and_validate(
+    document: dict[str, Any], webhook_errors: WebhookErrors
+) -> None:
+    """Names (ObjectMeta's rules, then the schema's maxLength), misspelled metadata, a status with
+    unknown fields (strict decoding reads it; a create drops it), an unknown top-level field."""
+    try:
+        json.dumps(document, allow_nan=False)
+    except ValueError:
+        assume(False)
+    _agree(yaml.safe_load(CRD_FILE.read_text()), document, webhook_errors)
 
 
 def test_unknown_fields_are_dropped_for_clients_that_do_not_ask_for_strict_validation(
