@@ -22,18 +22,24 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# Every dependency comes from requirements-dev.lock, each file checked against its hash; accelpool
-# itself (editable, not hashable) is installed on top without resolving anything.
-$(VENV)/.installed: pyproject.toml requirements-dev.lock | $(BIN)/python
+# The repository's four distributions (see pyproject.toml), installed editable from their directories.
+PACKAGES := core operator device-agent demo
+PACKAGE_MANIFESTS := $(foreach p,$(PACKAGES),$(p)/pyproject.toml)
+
+# Every dependency comes from requirements-dev.lock, each file checked against its hash; accelpool's
+# own distributions (editable, not hashable) are installed on top without resolving anything.
+$(VENV)/.installed: pyproject.toml $(PACKAGE_MANIFESTS) requirements-dev.lock | $(BIN)/python
 	$(BIN)/pip install -q --require-hashes -r requirements-dev.lock
-	$(BIN)/pip install -q --no-deps -e .
+	$(BIN)/pip install -q --no-deps $(foreach p,$(PACKAGES),-e ./$(p))
 	touch $@
 
 install: $(VENV)/.installed ## create .venv and install accelpool with its dev dependencies (from requirements-dev.lock)
 
-# Lock files with hashes, universal (Linux x86_64 and aarch64, CPython 3.11 and 3.12 alike), from
-# pyproject.toml: the dev environment (make install, CI), the two images' runtimes, and the build
-# backend the images build accelpool's wheel with. Existing pins are kept unless LOCK_ARGS=--upgrade
+# Lock files with hashes, universal (Linux x86_64 and aarch64, CPython 3.11 and 3.12 alike): the dev
+# environment (make install, CI: every distribution's dependencies and the dev group), the operator
+# image (core + operator), the agent image (core + device-agent with CUDA; no kopf), and the build
+# backend the images build the wheels with. hack/requirements.py lists each one's third-party
+# requirements from the pyproject.toml files. Existing pins are kept unless LOCK_ARGS=--upgrade
 # (or --upgrade-package NAME). Resolving needs PyPI.
 UV_VERSION := 0.13.9
 UV := $(TOOLS)/uv/bin/uv
@@ -45,12 +51,11 @@ $(UV):
 	$(PYTHON) -m venv $(TOOLS)/uv
 	$(TOOLS)/uv/bin/pip install -q 'uv==$(UV_VERSION)'
 
-lock: $(UV) ## regenerate requirements-{dev,operator,agent,build}.lock from pyproject.toml
-	$(UV_COMPILE) pyproject.toml --extra dev -o requirements-dev.lock
-	$(UV_COMPILE) pyproject.toml -o requirements-operator.lock
-	$(UV_COMPILE) pyproject.toml --extra gpu -o requirements-agent.lock
-	$(PYTHON) -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"], sep="\n")' \
-	  | $(UV_COMPILE) - -o requirements-build.lock
+lock: $(UV) ## regenerate requirements-{dev,operator,agent,build}.lock from the pyproject.toml files
+	$(PYTHON) hack/requirements.py dev | $(UV_COMPILE) - -o requirements-dev.lock
+	$(PYTHON) hack/requirements.py operator | $(UV_COMPILE) - -o requirements-operator.lock
+	$(PYTHON) hack/requirements.py agent | $(UV_COMPILE) - -o requirements-agent.lock
+	$(PYTHON) hack/requirements.py build | $(UV_COMPILE) - -o requirements-build.lock
 
 $(TOOLS_BIN)/helm $(TOOLS_BIN)/kubectl:
 	mkdir -p $(TOOLS)/dl $(TOOLS_BIN)
@@ -137,4 +142,4 @@ bench: install ## run the benchmarks in benchmarks/ and rewrite benchmarks/RESUL
 	$(BIN)/python benchmarks/run.py --output benchmarks/RESULTS.md
 
 clean: ## remove the virtualenv, tools and caches
-	rm -rf $(VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache

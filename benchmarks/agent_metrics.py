@@ -27,7 +27,7 @@ from accelpool_agent.clock import ManualClock
 from accelpool_agent.compute.runner import InlineRunner
 from accelpool_agent.config import AgentSettings
 from accelpool_agent.metrics import build_registry
-from accelpool_agent.protocol import AgentConfig
+from accelpool_core.protocol import AgentConfig
 
 BIN = Path(sys.executable).parent
 

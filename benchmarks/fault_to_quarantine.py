@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from accelpool import api
-from accelpool.demo.run import POOLS_PATH, inject, load_fleet, simulated_cluster
+from accelpool_demo.run import POOLS_PATH, inject, load_fleet, simulated_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 QUARANTINE_TAINT = "accelpool.io/quarantined"

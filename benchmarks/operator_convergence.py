@@ -5,7 +5,7 @@ resourceVersion on every write, as an API server does); N GPU nodes of mixed mod
 (GFD, GKE, Karpenter and AMD labels); `accelpool run` is started as a subprocess against it; P
 ComputePools are applied at once (plain, MIG single and mixed, time-sliced). A simulator in
 this process plays NVIDIA's components on every NVIDIA node (the demo's simulation,
-`accelpool.demo.nvidia`, with no delays: GFD labels, the device plugin's resources, the
+`accelpool_demo.nvidia`, with no delays: GFD labels, the device plugin's resources, the
 MIG manager's `nvidia.com/mig.config.state`) and the agents (`AcceleratorHealthy=True` and the
 health annotation on every member), through the API, as soon as the operator's writes show up.
 
@@ -42,9 +42,10 @@ import aiohttp
 import attrs
 import kmock
 
-from accelpool import api, catalog, conventions, crd
-from accelpool.demo import nvidia
-from accelpool.demo.apiserver import RESOURCES, is_apply, prepare_create, serve_apply, serve_replace
+from accelpool import api, conventions, crd
+from accelpool_core import catalog
+from accelpool_demo import nvidia
+from accelpool_demo.apiserver import RESOURCES, is_apply, prepare_create, serve_apply, serve_replace
 
 BIN = Path(sys.executable).parent
 POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"

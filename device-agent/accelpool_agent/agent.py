@@ -26,7 +26,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from accelpool import catalog
 from accelpool_agent import rules, xids
 from accelpool_agent.backends import Backend
 from accelpool_agent.clock import Clock, SystemClock
@@ -46,8 +45,9 @@ from accelpool_agent.model import (
     NodeReport,
     Telemetry,
 )
-from accelpool_agent.protocol import AgentConfig, HealthStatus
-from accelpool_agent.protocol import CheckVerdict as WireVerdict
+from accelpool_core import catalog
+from accelpool_core.protocol import AgentConfig, HealthStatus
+from accelpool_core.protocol import CheckVerdict as WireVerdict
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the console script is re-imported by every compute child: k
     from accelpool_agent.agent import Agent
     from accelpool_agent.config import AgentSettings
     from accelpool_agent.model import NodeReport
-    from accelpool_agent.protocol import AgentConfig
+    from accelpool_core.protocol import AgentConfig
 
 log = logging.getLogger("accelpool_agent")
 
@@ -252,8 +252,8 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         reporter = None
         client = None
         if not args.no_report:
-            from accelpool.kube import Credentials, KubeClient
             from accelpool_agent.reporter import NodeReporter
+            from accelpool_core.kube import Credentials, KubeClient
 
             client = KubeClient(Credentials.discover(args.kubeconfig, args.server))
             reporter = NodeReporter(

@@ -16,7 +16,7 @@ import yaml
 
 from accelpool_agent.compute import ComputeSizes
 from accelpool_agent.model import DTYPES
-from accelpool_agent.protocol import CONFIG_ENV, AgentConfig
+from accelpool_core.protocol import CONFIG_ENV, AgentConfig
 
 
 class ConfigError(ValueError):

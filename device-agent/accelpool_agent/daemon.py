@@ -28,7 +28,7 @@ from typing import Protocol
 
 from accelpool_agent.agent import Agent, ReportStats
 from accelpool_agent.model import NodeReport
-from accelpool_agent.protocol import HealthReport, HealthStatus
+from accelpool_core.protocol import HealthReport, HealthStatus
 
 log = logging.getLogger(__name__)
 

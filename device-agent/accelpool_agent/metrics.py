@@ -30,7 +30,7 @@ from prometheus_client.registry import Collector
 
 from accelpool_agent.agent import AgentSnapshot
 from accelpool_agent.model import THROTTLE_REASONS, CheckStatus, GpuReport
-from accelpool_agent.protocol import HealthStatus
+from accelpool_core.protocol import HealthStatus
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # compute children unpickle these classes: keep pydantic out of their imports
-    from accelpool_agent.protocol import HealthReport, HealthStatus
+    from accelpool_core.protocol import HealthReport, HealthStatus
 
 
 class CheckStatus(enum.StrEnum):
@@ -355,8 +355,8 @@ class NodeReport:
         return self.status.value == "Healthy"
 
     def health_report(self) -> HealthReport:
-        from accelpool_agent.protocol import CheckVerdict as WireVerdict
-        from accelpool_agent.protocol import HealthReport
+        from accelpool_core.protocol import CheckVerdict as WireVerdict
+        from accelpool_core.protocol import HealthReport
 
         verdicts = {
             gpu.device.uuid: {

@@ -41,11 +41,11 @@ from datetime import UTC, datetime
 
 import aiohttp
 
-from accelpool.kube import ApiError, KubeClient, NotFoundError
 from accelpool_agent.agent import ReportStats
 from accelpool_agent.clock import Clock, SystemClock
 from accelpool_agent.model import NodeReport
-from accelpool_agent.protocol import CONDITION_TYPE, HEALTH_ANNOTATION, POOL_LABEL, HealthReport
+from accelpool_core.kube import ApiError, KubeClient, NotFoundError
+from accelpool_core.protocol import CONDITION_TYPE, HEALTH_ANNOTATION, POOL_LABEL, HealthReport
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 
 from accelpool_agent import xids
 from accelpool_agent.model import Check, CheckResult, CheckStatus, GpuReport, Measurement, Telemetry
-from accelpool_agent.protocol import HealthStatus
+from accelpool_core.protocol import HealthStatus
 
 RETIRED_PAGES_LIMIT = 60
 """Retired pages at which NVIDIA considers a (pre-Ampere) GPU for replacement."""

@@ -30,7 +30,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from accelpool import catalog
+from accelpool_core import catalog
 
 GROUP = "accelpool.io"
 VERSION = "v1alpha1"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from accelpool_agent import protocol
+from accelpool_core import protocol
 
 DOMAIN = "accelpool.io"
 

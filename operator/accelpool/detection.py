@@ -16,7 +16,7 @@ supply a count the first lacks):
    `karpenter.k8s.aws/instance-accelerator-name` (+ `-count`) for Neuron devices.
 5. `node.kubernetes.io/instance-type` (and the legacy beta label) from the catalog's instance table.
 
-Pure: lookup tables are built once from `accelpool.catalog` at import. Called when the operator
+Pure: lookup tables are built once from `accelpool_core.catalog` at import. Called when the operator
 indexes a Node and by `accelpool plan`.
 """
 
@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from accelpool import catalog
+from accelpool_core import catalog
 
 GFD_PRODUCT = "nvidia.com/gpu.product"
 GFD_COUNT = "nvidia.com/gpu.count"

@@ -35,11 +35,11 @@ from typing import Any, TypeVar
 import kopf
 
 from accelpool import api, patches, webhook
-from accelpool.kube import Credentials, KubeClient
 from accelpool.metrics import OperatorMetrics, serve
 from accelpool.nodes import NodeView
 from accelpool.reconcile import PoolRecord, Reconciler
 from accelpool.settings import OperatorConfig
+from accelpool_core.kube import Credentials, KubeClient
 
 RESOURCE = (api.GROUP, api.VERSION, api.PLURAL)
 STATUS_TICK_SECONDS = 1.0

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from accelpool import conventions
 from accelpool.detection import Detected, detect, label_problems
-from accelpool_agent.protocol import HealthReport
+from accelpool_core.protocol import HealthReport
 
 _KEPT_ANNOTATIONS = (conventions.HEALTH_ANNOTATION,)
 

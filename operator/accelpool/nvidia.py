@@ -22,7 +22,8 @@ from typing import Any
 
 import yaml
 
-from accelpool import api, catalog, conventions
+from accelpool import api, conventions
+from accelpool_core import catalog
 
 CONFIG_VERSION = "v1"
 DEFAULT_DEVICE_PLUGIN_CONFIG: dict[str, Any] = {"version": CONFIG_VERSION, "flags": {"migStrategy": "none"}}

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from accelpool import api, catalog, conventions, nvidia
+from accelpool import api, conventions, nvidia
 from accelpool.agents import AgentObservation
 from accelpool.nodes import HealthCondition, NodeChange, NodeView, Taint, format_time, parse_time, tolerated
 from accelpool.poolstatus import (
@@ -59,6 +59,7 @@ from accelpool.poolstatus import (
     health_reason,
     invalid_status,
 )
+from accelpool_core import catalog
 
 # ---------------------------------------------------------------- inputs
 

@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from accelpool import agents, api, catalog, conventions, nvidia
+from accelpool import agents, api, conventions, nvidia
 from accelpool.nodes import NodeChange, NodeView, Taint, format_time
+from accelpool_core import catalog
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 MemberHealth = Literal["Healthy", "Unhealthy", "Unknown", "Quarantined"]

@@ -49,11 +49,11 @@ from typing import Any
 import aiohttp
 
 from accelpool import agents, api, conventions, inputs, nvidia, patches, render
-from accelpool.kube import ApiError, ConflictError, KubeClient, NotFoundError
 from accelpool.metrics import OperatorMetrics
 from accelpool.nodes import NodeView
 from accelpool.planning import ConfigState, EventIntent, Plan, PlannerOptions, PoolInput, PoolPlan, plan
 from accelpool.settings import OperatorConfig
+from accelpool_core.kube import ApiError, ConflictError, KubeClient, NotFoundError
 
 log = logging.getLogger("accelpool.reconcile")
 

@@ -25,8 +25,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from accelpool import api, catalog, conventions
-from accelpool_agent.protocol import CONFIG_ENV, AgentConfig, MatmulPolicy
+from accelpool import api, conventions
+from accelpool_core import catalog
+from accelpool_core.protocol import CONFIG_ENV, AgentConfig, MatmulPolicy
 
 AGENT_PORT = 9402
 AGENT_LIVENESS_PATH = "/healthz"

@@ -37,11 +37,11 @@ import attrs
 import kmock
 
 from accelpool import api, crd
-from accelpool.demo import cluster, daemonsets
-from accelpool.demo.apiserver import DemoApiServer
-from accelpool.demo.run import install_prerequisites
-from accelpool.demo.simulators import FAULT_ANNOTATION, Kubelet, free_port
-from accelpool.kube import ApiError, Credentials, KubeClient
+from accelpool_core.kube import ApiError, Credentials, KubeClient
+from accelpool_demo import cluster, daemonsets
+from accelpool_demo.apiserver import DemoApiServer
+from accelpool_demo.run import install_prerequisites
+from accelpool_demo.simulators import FAULT_ANNOTATION, Kubelet, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "accelpool-system"

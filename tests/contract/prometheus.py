@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from accelpool.demo.simulators import free_port
+from accelpool_demo.simulators import free_port
 
 T = TypeVar("T")
 

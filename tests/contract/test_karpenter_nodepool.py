@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
-from accelpool import api, catalog, render, validation
+from accelpool import api, render, validation
 from accelpool.planning import ConfigState, PlannerOptions, PoolInput, plan
 from accelpool.reconcile import render_owned
+from accelpool_core import catalog
 from tests.k8s_cel import ABSENT, Evaluation, evaluate_rules, functions_called, unsupported_functions, uses_old_self
 from tests.structural import apply_defaults, schema_errors
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from accelpool.kube import KubeClient, PatchType
 from accelpool_agent.clock import ManualClock
 from accelpool_agent.model import NodeReport
-from accelpool_agent.protocol import CONDITION_TYPE, HEALTH_ANNOTATION, HealthStatus
 from accelpool_agent.reporter import NodeReporter
+from accelpool_core.kube import KubeClient, PatchType
+from accelpool_core.protocol import CONDITION_TYPE, HEALTH_ANNOTATION, HealthStatus
 from tests.conftest import require_tool
 from tests.contract.admission_policy import Decision, Request, admit, patched_node
 from tests.contract.chart import FULL_VALUES, NAMESPACE, HelmFailed, find, one, render

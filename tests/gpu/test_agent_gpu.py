@@ -19,7 +19,7 @@ from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask
 from accelpool_agent.compute.runner import ProcessRunner
 from accelpool_agent.config import AgentSettings
 from accelpool_agent.model import Check, CheckStatus, DeviceInfo
-from accelpool_agent.protocol import AgentConfig, HealthStatus
+from accelpool_core.protocol import AgentConfig, HealthStatus
 
 NO_GPU = "no NVIDIA GPU/driver on this machine"
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from accelpool import catalog
 from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask
 from accelpool_agent.faults import Fault
 from accelpool_agent.model import DeviceInfo, Telemetry, XidEvent
+from accelpool_core import catalog
 
 BACKENDS = ("nvml", "cuda", "cpu", "fake")
 

@@ -14,7 +14,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from accelpool import catalog
 from accelpool_agent import faults as fault_kinds
 from accelpool_agent.backends import BackendError
 from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask, FakeProfile
@@ -29,6 +28,7 @@ from accelpool_agent.model import (
     Telemetry,
     XidEvent,
 )
+from accelpool_core import catalog
 
 MAX_FAKE_GPUS = 64
 

@@ -8,8 +8,9 @@ import json
 import sys
 from typing import Any
 
-from accelpool import api, catalog
+from accelpool import api
 from accelpool.textio import format_table
+from accelpool_core import catalog
 
 
 def register(subparsers: Any) -> None:

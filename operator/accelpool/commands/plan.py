@@ -37,11 +37,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from accelpool import api, conventions, inputs
-from accelpool.kube import ApiError, Credentials, KubeClient, NotFoundError
 from accelpool.nodes import NodeView, parse_time
 from accelpool.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
 from accelpool.settings import AGENT_BACKENDS, seconds
 from accelpool.textio import add_filename_argument, format_table, read_objects
+from accelpool_core.kube import ApiError, Credentials, KubeClient, NotFoundError
 
 POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 HIDDEN_LABELS = frozenset({conventions.MIG_CONFIG_STATE_LABEL})

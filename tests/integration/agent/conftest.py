@@ -14,8 +14,8 @@ from typing import Any
 import kmock
 import pytest
 
-from accelpool.demo.apiserver import check_json_patch
-from accelpool.kube import Credentials, KubeClient
+from accelpool_core.kube import Credentials, KubeClient
+from accelpool_demo.apiserver import check_json_patch
 
 
 class StrategicNodeEmulator(kmock.KubernetesEmulator):

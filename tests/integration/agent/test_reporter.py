@@ -18,11 +18,11 @@ from typing import Any
 import kmock
 import pytest
 
-from accelpool.kube import Credentials, KubeClient
 from accelpool_agent.clock import ManualClock
 from accelpool_agent.model import NodeReport
-from accelpool_agent.protocol import CONDITION_TYPE, HEALTH_ANNOTATION, HealthReport, HealthStatus
 from accelpool_agent.reporter import NodeReporter
+from accelpool_core.kube import Credentials, KubeClient
+from accelpool_core.protocol import CONDITION_TYPE, HEALTH_ANNOTATION, HealthReport, HealthStatus
 
 from .conftest import NODE, StrategicNodeEmulator, node_object
 

@@ -13,7 +13,6 @@ from typing import Any
 import kmock
 import pytest
 
-from accelpool.kube import KubeClient
 from accelpool_agent.agent import Agent
 from accelpool_agent.backends.fake import FakeBackend, parse_fake_gpus
 from accelpool_agent.clock import ManualClock
@@ -22,8 +21,9 @@ from accelpool_agent.config import AgentSettings
 from accelpool_agent.daemon import Daemon
 from accelpool_agent.faults import faults_by_gpu, parse_fault_spec
 from accelpool_agent.model import Check
-from accelpool_agent.protocol import CONDITION_TYPE, HEALTH_ANNOTATION, AgentConfig, HealthReport, HealthStatus
 from accelpool_agent.reporter import NodeReporter
+from accelpool_core.kube import KubeClient
+from accelpool_core.protocol import CONDITION_TYPE, HEALTH_ANNOTATION, AgentConfig, HealthReport, HealthStatus
 
 from .conftest import NODE, StrategicNodeEmulator
 

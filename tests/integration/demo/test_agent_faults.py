@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from accelpool.demo import cluster
-from accelpool.demo.run import NAMESPACE, POOLS_PATH, inject, pool_rows, simulated_cluster
+from accelpool_demo import cluster
+from accelpool_demo.run import NAMESPACE, POOLS_PATH, inject, pool_rows, simulated_cluster
 from tests.integration.demo.test_demo import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]

@@ -16,10 +16,10 @@ from typing import Any
 import kmock
 import pytest
 
-from accelpool.demo.apiserver import NAME_ALPHABET, DemoApiServer
-from accelpool.demo.daemonsets import DaemonSetController
-from accelpool.demo.simulators import Kubelet
-from accelpool.kube import ApiError, ConflictError, Credentials, KubeClient, NotFoundError
+from accelpool_core.kube import ApiError, ConflictError, Credentials, KubeClient, NotFoundError
+from accelpool_demo.apiserver import NAME_ALPHABET, DemoApiServer
+from accelpool_demo.daemonsets import DaemonSetController
+from accelpool_demo.simulators import Kubelet
 from tests.conftest import ROOT, require_tool
 from tests.unit.api.test_examples import expected_rejection
 

@@ -10,9 +10,9 @@ from typing import Any
 import kmock
 import pytest
 
-from accelpool.demo.apiserver import DemoApiServer
-from accelpool.demo.daemonsets import REVISION_LABEL, DaemonSetController, should_run
-from accelpool.kube import Credentials, KubeClient
+from accelpool_core.kube import Credentials, KubeClient
+from accelpool_demo.apiserver import DemoApiServer
+from accelpool_demo.daemonsets import REVISION_LABEL, DaemonSetController, should_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 NAMESPACE = "accelpool-system"

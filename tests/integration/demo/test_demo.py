@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from accelpool import conventions
-from accelpool.demo.run import NAMESPACE, POOLS_PATH, all_ready, example_pools, inject, load_fleet, simulated_cluster
+from accelpool_demo.run import NAMESPACE, POOLS_PATH, all_ready, example_pools, inject, load_fleet, simulated_cluster
 from tests.conftest import require_tool
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

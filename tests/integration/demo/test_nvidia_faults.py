@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from accelpool import conventions
-from accelpool.demo import cluster, nvidia
-from accelpool.demo.run import POOLS_PATH, inject, simulated_cluster
+from accelpool_demo import cluster, nvidia
+from accelpool_demo.run import POOLS_PATH, inject, simulated_cluster
 from tests.integration.demo.test_demo import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from accelpool.demo.run import POOLS_PATH, all_ready
-from accelpool.kube import ApiError, Credentials, KubeClient
+from accelpool_core.kube import ApiError, Credentials, KubeClient
+from accelpool_demo.run import POOLS_PATH, all_ready
 from tests.integration.operator.conftest import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

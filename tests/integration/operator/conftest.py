@@ -8,7 +8,7 @@ latter —, names from `generateName`, and the ServiceAccount and RuntimeClass a
 garbage collection. It records every refused request with its status (`refused`), and every request it
 serves wakes `Cluster.wait_for`, so tests wait for conditions on the stored objects without sleeping.
 
-Behind the operator, the demo's DaemonSet controller (`accelpool.demo.daemonsets`) runs as in a real
+Behind the operator, the demo's DaemonSet controller (`accelpool_demo.daemonsets`) runs as in a real
 cluster: pods for the nodes each DaemonSet selects, FailedCreate Events when admission refuses them,
 and `.status` written after every change (which moves the DaemonSet's resourceVersion). The cluster
 starts with what the chart and the GPU Operator install: the agents' ServiceAccount and the `nvidia`
@@ -40,9 +40,11 @@ import kmock
 import pytest
 from kopf.testing import KopfRunner
 
-from accelpool import api, catalog, conventions
-from accelpool.demo import daemonsets, nvidia
-from accelpool.demo.apiserver import (
+from accelpool import api, conventions
+from accelpool_core import catalog
+from accelpool_core.kube import Credentials, KubeClient
+from accelpool_demo import daemonsets, nvidia
+from accelpool_demo.apiserver import (
     RESOURCES,
     check_json_patch,
     is_apply,
@@ -50,7 +52,6 @@ from accelpool.demo.apiserver import (
     serve_apply,
     serve_replace,
 )
-from accelpool.kube import Credentials, KubeClient
 
 POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 NAMESPACE = "accelpool-system"

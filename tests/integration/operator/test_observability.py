@@ -6,7 +6,7 @@ import aiohttp
 import kmock
 
 from accelpool import conventions
-from accelpool.demo.apiserver import VERBS
+from accelpool_demo.apiserver import VERBS
 
 from .conftest import Cluster, Operator, gpu_node, seed
 

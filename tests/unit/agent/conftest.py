@@ -16,7 +16,7 @@ from accelpool_agent.clock import Clock, ManualClock
 from accelpool_agent.compute.runner import InlineRunner
 from accelpool_agent.config import AgentSettings
 from accelpool_agent.faults import faults_by_gpu, parse_fault_spec
-from accelpool_agent.protocol import AgentConfig
+from accelpool_core.protocol import AgentConfig
 
 MakeAgent = Callable[..., Agent]
 

@@ -8,7 +8,7 @@ import pytest
 
 from accelpool_agent.backends import BackendError, create_backend, detect_model
 from accelpool_agent.config import ConfigError, load_config
-from accelpool_agent.protocol import CONFIG_ENV, AgentConfig
+from accelpool_core.protocol import CONFIG_ENV, AgentConfig
 
 
 def test_defaults_without_file_or_env() -> None:

@@ -12,8 +12,8 @@ from accelpool_agent.agent import ReportStats
 from accelpool_agent.daemon import Daemon
 from accelpool_agent.metrics import build_registry
 from accelpool_agent.model import NodeReport
-from accelpool_agent.protocol import AgentConfig, HealthStatus
 from accelpool_agent.server import make_app, parse_listen
+from accelpool_core.protocol import AgentConfig, HealthStatus
 
 from .conftest import make_fake_agent
 

@@ -8,7 +8,7 @@ from accelpool_agent.backends.fake import FakeBackend
 from accelpool_agent.clock import ManualClock
 from accelpool_agent.faults import parse_fault_spec
 from accelpool_agent.model import Check, CheckStatus, GpuReport, NodeReport
-from accelpool_agent.protocol import AgentConfig, HealthStatus
+from accelpool_core.protocol import AgentConfig, HealthStatus
 
 from .conftest import MakeAgent
 
@@ -250,7 +250,7 @@ async def test_same_seed_same_report_other_seed_other_values(make_agent: MakeAge
 
 @pytest.mark.parametrize("gpus", ["H100:8", "A100-40GB:8", "L4:1", "B200:8", "H200:8", "MI300X:8", "T4:4"])
 async def test_fake_telemetry_is_realistic(make_agent: MakeAgent, gpus: str) -> None:
-    from accelpool import catalog
+    from accelpool_core import catalog
 
     accelerator = catalog.lookup(gpus.split(":")[0])
     report = await cycle(make_agent, gpus=gpus)

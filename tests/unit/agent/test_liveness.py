@@ -27,8 +27,8 @@ from accelpool_agent.compute import ComputeJob
 from accelpool_agent.compute.runner import timed_out
 from accelpool_agent.daemon import Daemon
 from accelpool_agent.model import Measurement
-from accelpool_agent.protocol import AgentConfig
 from accelpool_agent.server import MetricsRenderer, make_app
+from accelpool_core.protocol import AgentConfig
 
 from .conftest import make_fake_agent
 

@@ -138,7 +138,7 @@ async def test_no_backend_means_no_gpu_series_and_backend_down() -> None:
     from accelpool_agent.backends.nvml import NvmlBackend
     from accelpool_agent.compute.runner import InlineRunner
     from accelpool_agent.config import AgentSettings
-    from accelpool_agent.protocol import AgentConfig
+    from accelpool_core.protocol import AgentConfig
 
     from .fake_nvml import FakeNvml
 

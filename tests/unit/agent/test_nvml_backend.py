@@ -12,7 +12,7 @@ from accelpool_agent.compute import ComputeSizes, ComputeTask
 from accelpool_agent.compute.runner import InlineRunner
 from accelpool_agent.config import AgentSettings
 from accelpool_agent.model import Check, CheckStatus
-from accelpool_agent.protocol import AgentConfig, HealthStatus
+from accelpool_core.protocol import AgentConfig, HealthStatus
 
 from .fake_nvml import FakeNvml
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from accelpool_agent.protocol import HealthReport, HealthStatus
+from accelpool_core.protocol import HealthReport, HealthStatus
 
 
 def test_an_annotation_from_an_older_agent_still_parses() -> None:

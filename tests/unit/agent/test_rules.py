@@ -18,7 +18,7 @@ from accelpool_agent.model import (
     RowRemap,
     Telemetry,
 )
-from accelpool_agent.protocol import HealthStatus
+from accelpool_core.protocol import HealthStatus
 
 POLICY = rules.Policy(dtype="bf16", min_efficiency=0.6, min_bandwidth_efficiency=0.6, check_timeout_seconds=30)
 H100 = rules.Expected(tflops={"bf16": 989.0, "fp32": 67.0}, bandwidth_bytes_per_second=3.35e12)

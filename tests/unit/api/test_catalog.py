@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from accelpool import catalog
+from accelpool_core import catalog
 
 # (catalog name, memory GB, fp32, tf32, fp16, bf16, fp8, bandwidth GB/s) — reference/hardware.md, dense.
 HARDWARE_TABLE = [

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from accelpool import catalog, cli, crd
+from accelpool import cli, crd
+from accelpool_core import catalog
 
 
 def test_table_lists_every_entry(capsys: pytest.CaptureFixture[str]) -> None:

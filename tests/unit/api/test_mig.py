@@ -6,8 +6,9 @@ import re
 
 import pytest
 
-from accelpool import api, catalog
+from accelpool import api
 from accelpool.validation import validate_spec
+from accelpool_core import catalog
 
 # The reference table, verbatim: "GPU | profiles × max instances per GPU". The GH200 rows carry `+me`, as
 # NVIDIA's default mig-parted config lists them (`all-1g.12gb.me`, `all-1g.18gb.me` for GH200).

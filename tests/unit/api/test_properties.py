@@ -7,8 +7,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accelpool import catalog
 from accelpool.validation import validate_object, validate_spec
+from accelpool_core import catalog
 
 NAMES = st.sampled_from([*(a.name for a in catalog.ACCELERATORS), "H100:8", "a100-80gb:4", "nope", "", "H100:0"])
 PROFILES = st.sampled_from([*sorted({p.name for a in catalog.ACCELERATORS for p in a.mig_profiles}), "9g.1gb", "x"])

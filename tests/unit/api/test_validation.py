@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from accelpool import catalog, cli
+from accelpool import cli
 from accelpool.validation import validate_object, validate_spec
+from accelpool_core import catalog
 from tests.cases import CASES, Case, pool
 
 

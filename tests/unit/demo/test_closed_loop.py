@@ -13,10 +13,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from accelpool import conventions, nvidia, patches
-from accelpool.demo.nvidia import Installation, Simulation
 from accelpool.nodes import NodeView
 from accelpool.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
 from accelpool.validation import validate_spec
+from accelpool_demo.nvidia import Installation, Simulation
 from tests.unit.operator.test_reconciler import merge
 
 START = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)

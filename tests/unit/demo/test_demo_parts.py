@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from accelpool.demo import cluster
-from accelpool.demo.run import inject, pool_rows
 from accelpool.textio import format_table
+from accelpool_demo import cluster
+from accelpool_demo.run import inject, pool_rows
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 import yaml
 
-from accelpool import catalog, conventions
-from accelpool.demo import nvidia
-from accelpool.demo.nvidia import Gpu, Installation, PluginConfig, Replicated
+from accelpool import conventions
+from accelpool_core import catalog
+from accelpool_demo import nvidia
+from accelpool_demo.nvidia import Gpu, Installation, PluginConfig, Replicated
 
 MIG_STATE = conventions.MIG_CONFIG_STATE_LABEL
 

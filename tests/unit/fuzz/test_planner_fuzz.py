@@ -23,10 +23,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accelpool import api, catalog, conventions, render
+from accelpool import api, conventions, render
 from accelpool.nodes import NodeView
 from accelpool.planning import ConfigState, PlannerOptions, PoolInput, plan
 from accelpool.validation import validate_spec
+from accelpool_core import catalog
 
 NOW = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)
 FUZZ = settings(max_examples=120, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from accelpool import catalog, conventions, inputs, validation
+from accelpool import conventions, inputs, validation
 from accelpool.nodes import NodeView
 from accelpool.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
+from accelpool_core import catalog
 
 ROOT = Path(__file__).resolve().parents[3]
 LOCAL_FIXTURE = ROOT / "tests" / "fixtures" / "operator" / "cluster-nodes.yaml"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 from pathlib import Path
 
@@ -238,3 +239,14 @@ def test_run_without_the_webhook_certificate_stops_naming_the_path_and_the_value
     (missing / "tls.key").write_text("not a key")
     assert cli.main(["run", f"--webhook-cert-dir={missing}", "--server=http://127.0.0.1:9"]) == 2
     assert "cannot load the webhook certificate" in capsys.readouterr().err
+
+
+def test_demo_is_a_plugin_and_says_how_to_install_it_when_absent(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`accelpool demo` comes from accelpool-demo's entry point; the operator alone names what to install."""
+    assert "demo" in {e.name for e in importlib.metadata.entry_points(group=cli.PLUGIN_GROUP)}  # installed here
+    monkeypatch.setattr("accelpool.cli.entry_points", lambda group: ())
+    assert cli.main(["demo", "--for", "5"]) == 2
+    error = capsys.readouterr().err
+    assert "accelpool-demo" in error and "pip install -e ./demo" in error and "accelpool[demo]" in error

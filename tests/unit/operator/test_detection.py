@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from accelpool import catalog, conventions
+from accelpool import conventions
 from accelpool.detection import detect
 from accelpool.nodes import NodeView
+from accelpool_core import catalog
 
 from .conftest import fixture_nodes, member, members, node_body, pool, run
 

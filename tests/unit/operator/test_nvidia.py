@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from accelpool import api, catalog, nvidia
+from accelpool import api, nvidia
 from accelpool.validation import validate_spec
+from accelpool_core import catalog
 
 
 def spec(body: dict[str, Any]) -> api.ComputePoolSpec:

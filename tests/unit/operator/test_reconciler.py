@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from accelpool import api, conventions
-from accelpool.kube import ApiError, ConflictError, NotFoundError
 from accelpool.metrics import OperatorMetrics
 from accelpool.nodes import NodeView
 from accelpool.reconcile import PoolRecord, Reconciler
 from accelpool.settings import OperatorConfig
+from accelpool_core.kube import ApiError, ConflictError, NotFoundError
 
 from .conftest import member, node_body
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import yaml
 
-from accelpool import catalog
+from accelpool_core import catalog
 
 LabelStyle = Literal["gfd", "gke", "gke-tpu", "amd", "karpenter", "none"]
 _STYLES = ("gfd", "gke", "gke-tpu", "amd", "karpenter", "none")

@@ -1,6 +1,6 @@
 """The DaemonSet controller of a simulated cluster: pods for every node a DaemonSet selects, and its status.
 
-Used by the demo (`accelpool.demo.run`) and by the operator's integration tests, against their API
+Used by the demo (`accelpool_demo.run`) and by the operator's integration tests, against their API
 emulators, through the API like kube-controller-manager's own controller
 (pkg/controller/daemon/daemon_controller.go), whose behaviour it follows where accelpool meets it:
 
@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from accelpool.kube import ApiError, ConflictError, KubeClient, NotFoundError
+from accelpool_core.kube import ApiError, ConflictError, KubeClient, NotFoundError
 
-log = logging.getLogger("accelpool.demo.daemonsets")
+log = logging.getLogger("accelpool_demo.daemonsets")
 
 USER_AGENT = "kube-controller-manager/v1.36.0 (linux/amd64) kubernetes/daemon-set-controller"
 COMPONENT = "daemonset-controller"

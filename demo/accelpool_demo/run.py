@@ -2,8 +2,8 @@
 
 The simulated cluster has what accelpool's install needs (the namespace, the agents' ServiceAccount, the
 `nvidia` RuntimeClass the GPU Operator's toolkit creates), a DaemonSet controller
-(`accelpool.demo.daemonsets`), NVIDIA's node-side components and a kubelet for the agent pods
-(`accelpool.demo.simulators`).
+(`accelpool_demo.daemonsets`), NVIDIA's node-side components and a kubelet for the agent pods
+(`accelpool_demo.simulators`).
 
 Called by `accelpool demo`. Everything listens on 127.0.0.1 only; every process it starts is
 stopped when it ends (Ctrl-C, SIGTERM, or after `--for SECONDS`): the simulators first, then the
@@ -27,9 +27,11 @@ import kmock
 import yaml
 
 from accelpool import api, conventions, crd
-from accelpool.demo import cluster, daemonsets, nvidia
-from accelpool.demo.apiserver import DemoApiServer
-from accelpool.demo.simulators import (
+from accelpool.textio import format_table
+from accelpool_core.kube import ApiError, Credentials, KubeClient
+from accelpool_demo import cluster, daemonsets, nvidia
+from accelpool_demo.apiserver import DemoApiServer
+from accelpool_demo.simulators import (
     DEMO_INSTALLATION,
     FAULT_ANNOTATION,
     GPU_OPERATOR_CONFIG_MAP,
@@ -40,8 +42,6 @@ from accelpool.demo.simulators import (
     free_port,
     stop_process,
 )
-from accelpool.kube import ApiError, Credentials, KubeClient
-from accelpool.textio import format_table
 
 NAMESPACE = conventions.DEFAULT_NAMESPACE
 MIG_CONFIG_MAP = conventions.DEFAULT_MIG_CONFIGMAP

@@ -52,7 +52,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelpool.demo.run import DemoOptions, example_pools, load_fleet, run_demo
+    from accelpool_demo.run import DemoOptions, example_pools, load_fleet, run_demo
 
     options = DemoOptions(
         fleet=load_fleet(args.cluster),
@@ -89,7 +89,7 @@ async def _until_signalled(main: Coroutine[Any, Any, bool]) -> bool:
 
 
 def run_inject(args: argparse.Namespace) -> int:
-    from accelpool.demo.run import inject
+    from accelpool_demo.run import inject
 
     try:
         print(asyncio.run(inject(args.server, args.node, args.fault)))

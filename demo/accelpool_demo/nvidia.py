@@ -2,7 +2,7 @@
 
 One simulation for the demo, the operator's integration tests and the convergence benchmark. The
 core is pure (no I/O, no clock of its own: every step takes `now`); `Simulation` keeps the
-per-node state between steps; the drivers (`accelpool.demo.simulators.NvidiaComponents`, the
+per-node state between steps; the drivers (`accelpool_demo.simulators.NvidiaComponents`, the
 integration tests' conftest, benchmarks/operator_convergence.py) read nodes and ConfigMaps,
 call `Simulation.node`, and send the `NodeChanges` it returns.
 
@@ -52,8 +52,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from accelpool import catalog, conventions, detection
+from accelpool import conventions, detection
 from accelpool import nvidia as nvidia_configs
+from accelpool_core import catalog
 
 Strategy = Literal["none", "single", "mixed"]
 STRATEGIES: tuple[Strategy, ...] = ("none", "single", "mixed")

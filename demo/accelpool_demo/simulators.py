@@ -1,11 +1,11 @@
 """Stand-ins for the node-side components a real GPU cluster runs, talking to the API over HTTP.
 
-- `NvidiaComponents` runs `accelpool.demo.nvidia` (GFD, the device plugin and its config-manager
+- `NvidiaComponents` runs `accelpool_demo.nvidia` (GFD, the device plugin and its config-manager
   sidecar, the MIG manager, the kubelet's ConfigMap sync delay) against every NVIDIA node:
   GFD labels, `nvidia.com/mig.config.state`, and the plugin's resources in capacity/allocatable;
   what they report (a missing config key, a failed MIG config) is logged and recorded as Events.
 - `Kubelet` plays the kubelet for the agent pods the DaemonSet controller
-  (`accelpool.demo.daemonsets`) creates: one real `accelpool-agent` process (fake backend) per pod,
+  (`accelpool_demo.daemonsets`) creates: one real `accelpool-agent` process (fake backend) per pod,
   configured from the pod's env, reported Running and Ready in the pod's status; stopped when its
   pod goes (a changed DaemonSet's pods are replaced by the controller, so its agents restart with the
   new config), and restarted with `--fault` when the node carries the demo's fault annotation. A
@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accelpool import catalog
-from accelpool.demo import nvidia
-from accelpool.kube import ApiError, KubeClient
+from accelpool_core import catalog
+from accelpool_core.kube import ApiError, KubeClient
+from accelpool_demo import nvidia
 
-log = logging.getLogger("accelpool.demo")
+log = logging.getLogger("accelpool_demo")
 
 FAULT_ANNOTATION = "accelpool.io/demo-fault"
 """`accelpool demo inject NODE xid=79` sets it; the simulated kubelet restarts that node's agent."""
@@ -56,7 +56,7 @@ def _labels(node: dict[str, Any]) -> dict[str, str]:
 
 @dataclass
 class NvidiaComponents:
-    """Drives `accelpool.demo.nvidia.Simulation` against the API: NVIDIA's GFD, device plugin, config-manager
+    """Drives `accelpool_demo.nvidia.Simulation` against the API: NVIDIA's GFD, device plugin, config-manager
     sidecar and MIG manager on every NVIDIA node, reading the operator's two ConfigMaps."""
 
     client: KubeClient
