@@ -770,11 +770,6 @@ _INDEX = _build_index()
 BY_NAME: dict[str, Accelerator] = {accelerator.name: accelerator for accelerator in ACCELERATORS}
 
 
-def known_names() -> list[str]:
-    """Every name and alias the catalog answers to, canonical names first."""
-    return [a.name for a in ACCELERATORS] + sorted(k for k in _INDEX if k not in {_key(a.name) for a in ACCELERATORS})
-
-
 def lookup(name: str) -> Accelerator:
     """The catalog entry for a name or alias (case-insensitive), or UnknownAcceleratorError."""
     found = _INDEX.get(_key(name))

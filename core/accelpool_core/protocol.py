@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -114,7 +114,3 @@ class HealthReport(_Wire):
     @classmethod
     def from_annotation(cls, text: str) -> HealthReport:
         return cls.model_validate_json(text)
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
