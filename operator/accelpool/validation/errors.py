@@ -23,6 +23,7 @@ WEBHOOK_FIELDS = ("spec.accelerator",)
 
 
 def webhook_only(problem: api.Problem) -> bool:
+    """Whether only the webhook reports `problem` (it is inside `accelerator`, not its absence)."""
     return problem.path.startswith(WEBHOOK_FIELDS) and not (
         problem.path in WEBHOOK_FIELDS and problem.error_type == "Required"
     )
@@ -47,10 +48,12 @@ def wire_path(loc: tuple[int | str, ...]) -> tuple[str, type[BaseModel] | None]:
 
 
 def wire_fields(model: type[BaseModel]) -> dict[str, Any]:
+    """`model`'s fields by their name on the wire (camelCase), with their annotations."""
     return {(info.alias or name): info.annotation for name, info in model.model_fields.items()}
 
 
 def model_of(annotation: Any) -> type[BaseModel] | None:
+    """The model a field's annotation holds (through `X | None` and `list[X]`), if any."""
     candidates = [annotation, *getattr(annotation, "__args__", ())]
     for candidate in candidates:
         for inner in (candidate, *getattr(candidate, "__args__", ())):
@@ -91,6 +94,7 @@ def json_type(value: Any) -> str:
 
 
 def field_problem(error: Mapping[str, Any]) -> api.Problem:
+    """One pydantic error as the API server's field error (or the webhook's, inside `accelerator`)."""
     loc = tuple(error["loc"])
     path, _ = wire_path(loc)
     value = error.get("input")
@@ -161,6 +165,7 @@ def _supported(ctx: Mapping[str, Any]) -> list[str]:
 
 
 def unknown_field(loc: tuple[int | str, ...], value: Any) -> api.Problem:
+    """Strict decoding's error for an unknown field at `loc`, with the valid fields there as a hint."""
     parent_path, parent_model = wire_path(loc[:-1])
     field = str(loc[-1])
     prefix = "" if parent_path == "(document)" else f"{parent_path}."
