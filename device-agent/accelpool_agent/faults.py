@@ -8,7 +8,7 @@ value and the valid choices, for the CLI to print (exit status 2).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -176,12 +176,5 @@ def faults_by_gpu(specs: Iterable[FaultSpec], gpu_count: int) -> dict[int, tuple
 
 
 def find(faults: Iterable[Fault], kind: FaultKind) -> list[Fault]:
+    """The faults of one kind, in order (what a fake backend injects for that kind)."""
     return [fault for fault in faults if fault.kind is kind]
-
-
-def has(faults: Iterable[Fault], kind: FaultKind) -> bool:
-    return any(fault.kind is kind for fault in faults)
-
-
-def describe_faults(faults: Mapping[int, tuple[Fault, ...]]) -> str:
-    return "; ".join(f"GPU {index}: {', '.join(map(str, items))}" for index, items in faults.items())

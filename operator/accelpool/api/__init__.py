@@ -1,0 +1,137 @@
+"""The ComputePool API (`accelpool.io/v1alpha1`): pydantic models for spec and status, and their validation.
+
+This package is the one model everything else is generated from: the CRD schema and its CEL
+rules (`accelpool.crd`), `accelpool validate`, and the operator's `Valid` condition all call
+into it. Structural rules (types, ranges, exclusive fields) live on the models; rules that need
+the catalog (is this MIG profile offered by that GPU, does the layout fit) live in
+`spec_problems`, which names the field path, the bad value and what would be valid.
+
+Callers use the names re-exported here (`from accelpool import api`; `api.ComputePoolSpec`); the
+modules behind them, in dependency order:
+
+- `problems`: `Problem`, a field error in the API server's words, and `go_value`/`as_sent`;
+- `rules`: `Rule` (one cross-field rule in CEL and Python) and the `Model` base;
+- `names`: group, version, kind, and `name_problems` for a pool's name;
+- `devices`, `health`: the spec's parts (accelerator, MIG, sharing; health policy, durations);
+- `resolution`: the accelerator resolved against the catalog, and `spec_problems`;
+- `spec`, `status`, `pool`: `ComputePoolSpec`, `ComputePoolStatus`, the whole `ComputePool`.
+
+Pure: no I/O. Callers: `accelpool.crd`, `accelpool.validation`, the planner and the handlers.
+"""
+
+from accelpool.api.devices import (
+    ACCELERATOR_STRING_PATTERN,
+    MAX_TIME_SLICING_REPLICAS,
+    MEMORY_PATTERN,
+    MIG_PROFILE_PATTERN,
+    MPS_LIMIT_CAPABILITY,
+    MPS_MAX_CLIENTS,
+    MPS_MAX_CLIENTS_BEFORE_7_5,
+    AcceleratorRequest,
+    MigSpec,
+    MpsSpec,
+    SharingSpec,
+    TimeSlicingSpec,
+)
+from accelpool.api.health import (
+    DURATION_PATTERN,
+    MAX_DURATION_LENGTH,
+    MAX_HOLD_DOWN,
+    MAX_INTERVAL,
+    MIN_INTERVAL,
+    PERCENT_PATTERN,
+    HealthSpec,
+    MatmulPolicy,
+    parse_duration,
+)
+from accelpool.api.names import (
+    API_VERSION,
+    CATEGORIES,
+    DNS1123_SUBDOMAIN,
+    DNS1123_SUBDOMAIN_MESSAGE,
+    GROUP,
+    KIND,
+    MAX_POOL_NAME,
+    PLURAL,
+    SHORT_NAMES,
+    SINGULAR,
+    VERSION,
+    name_problems,
+)
+from accelpool.api.pool import ComputePool, ObjectMeta
+from accelpool.api.problems import AUTO, ErrorType, Problem, as_sent, go_float, go_value
+from accelpool.api.resolution import ResolvedAccelerator, max_instances_that_fit, resolve_accelerator, spec_problems
+from accelpool.api.rules import Model, Rule, RuledModel
+from accelpool.api.spec import MAX_NODES, ComputePoolSpec, ProvisionerSpec
+from accelpool.api.status import (
+    MAX_STATUS_MEMBERS,
+    Capacity,
+    ComputePoolStatus,
+    Condition,
+    Member,
+    NodeCounts,
+    Scheduling,
+    Toleration,
+)
+
+__all__ = [
+    "ACCELERATOR_STRING_PATTERN",
+    "API_VERSION",
+    "AUTO",
+    "CATEGORIES",
+    "DNS1123_SUBDOMAIN",
+    "DNS1123_SUBDOMAIN_MESSAGE",
+    "DURATION_PATTERN",
+    "GROUP",
+    "KIND",
+    "MAX_DURATION_LENGTH",
+    "MAX_HOLD_DOWN",
+    "MAX_INTERVAL",
+    "MAX_NODES",
+    "MAX_POOL_NAME",
+    "MAX_STATUS_MEMBERS",
+    "MAX_TIME_SLICING_REPLICAS",
+    "MEMORY_PATTERN",
+    "MIG_PROFILE_PATTERN",
+    "MIN_INTERVAL",
+    "MPS_LIMIT_CAPABILITY",
+    "MPS_MAX_CLIENTS",
+    "MPS_MAX_CLIENTS_BEFORE_7_5",
+    "PERCENT_PATTERN",
+    "PLURAL",
+    "SHORT_NAMES",
+    "SINGULAR",
+    "VERSION",
+    "AcceleratorRequest",
+    "Capacity",
+    "ComputePool",
+    "ComputePoolSpec",
+    "ComputePoolStatus",
+    "Condition",
+    "ErrorType",
+    "HealthSpec",
+    "MatmulPolicy",
+    "Member",
+    "MigSpec",
+    "Model",
+    "MpsSpec",
+    "NodeCounts",
+    "ObjectMeta",
+    "Problem",
+    "ProvisionerSpec",
+    "ResolvedAccelerator",
+    "Rule",
+    "RuledModel",
+    "Scheduling",
+    "SharingSpec",
+    "TimeSlicingSpec",
+    "Toleration",
+    "as_sent",
+    "go_float",
+    "go_value",
+    "max_instances_that_fit",
+    "name_problems",
+    "parse_duration",
+    "resolve_accelerator",
+    "spec_problems",
+]

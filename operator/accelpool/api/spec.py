@@ -1,0 +1,138 @@
+"""`ComputePoolSpec`: what a platform engineer asks for, checked structurally and against the catalog.
+
+The spec's own fields and cross-field rules are here; its parts are in `accelpool.api.devices`
+(accelerator, MIG, sharing) and `accelpool.api.health`; the catalog-dependent checks are in
+`accelpool.api.resolution`, which the spec runs after its fields unless validated with the
+`structural_only` context.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from accelpool.api.devices import AcceleratorRequest, MigSpec, SharingSpec
+from accelpool.api.health import HealthSpec
+from accelpool.api.resolution import ResolvedAccelerator, max_instances_that_fit, resolve_accelerator, spec_problems
+from accelpool.api.rules import Model, Rule, RuledModel
+
+MAX_NODES = 10_000
+
+
+class ProvisionerSpec(Model):
+    """Where member nodes come from."""
+
+    type: Literal["static", "karpenter"] = Field(
+        "static", description="static claims existing nodes; karpenter renders a karpenter.sh/v1 NodePool."
+    )
+    node_class: str = Field(
+        "default",
+        min_length=1,
+        max_length=253,
+        description="karpenter only: the EC2NodeClass the NodePool's nodes use.",
+    )
+
+
+class ComputePoolSpec(RuledModel):
+    """What a platform engineer asks for: an accelerator, a node count, a layout, a health policy."""
+
+    accelerator: AcceleratorRequest = Field(
+        description=(
+            "The accelerator, as a string NAME[:COUNT] ('H100', 'H100:8', 'a100-80gb:4') "
+            "or typed {name, memory, formFactor, count}."
+        ),
+        json_schema_extra={"x-accelpool-union": "accelerator"},
+    )
+    nodes: int = Field(
+        1,
+        ge=0,
+        le=MAX_NODES,
+        description=(
+            "Desired member nodes; the fewest for provisioner karpenter, which may grow the pool to maxNodes. "
+            "`kubectl scale cpool NAME --replicas=N` sets it."
+        ),
+    )
+    max_nodes: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_NODES,
+        description="provisioner karpenter only: the most member nodes (the NodePool's limits); nodes when unset.",
+    )
+    mig: MigSpec | None = Field(None, description="MIG layout of every GPU (MIG-capable NVIDIA GPUs only).")
+    sharing: SharingSpec | None = Field(None, description="Time-slicing or MPS (exclusive with mig).")
+    node_selector: dict[str, str] = Field(default_factory=dict, description="Extra label constraints on member nodes.")
+    dedicated: bool = Field(True, description="Taint members accelpool.io/pool=<name>:NoSchedule.")
+    provisioner: ProvisionerSpec = Field(default_factory=ProvisionerSpec)
+    health: HealthSpec = Field(default_factory=HealthSpec)
+
+    @field_validator("accelerator", mode="before")
+    @classmethod
+    def _accelerator_string(cls, value: Any) -> Any:
+        return AcceleratorRequest.parse(value) if isinstance(value, str) else value
+
+    # MPS on MIG is refused by the device plugin under any MIG strategy, not only mixed as the shared
+    # reference says (NVIDIA/k8s-device-plugin internal/plugin/mps.go getMPSOptions: "sharing using MPS
+    # is not supported for MIG devices"); the code wins.
+    rules = (
+        Rule(
+            "!(has(self.mig) && has(self.sharing))",
+            lambda s: "mig" not in s or "sharing" not in s,
+            "mig and sharing are mutually exclusive: partition GPUs or share them, not both "
+            "(NVIDIA's device plugin refuses MPS on MIG devices; time-slicing MIG devices is not offered)",
+        ),
+        Rule(
+            "!has(self.maxNodes) || (has(self.provisioner) && self.provisioner.type == 'karpenter')",
+            lambda s: "maxNodes" not in s or (s.get("provisioner") or {}).get("type", "static") == "karpenter",
+            "maxNodes needs provisioner type karpenter; a static pool claims exactly nodes nodes",
+            field="maxNodes",
+        ),
+        Rule(
+            "!has(self.maxNodes) || self.maxNodes >= (has(self.nodes) ? self.nodes : 1)",
+            lambda s: "maxNodes" not in s or s["maxNodes"] >= s.get("nodes", 1),
+            "maxNodes must be at least nodes (the fewest member nodes)",
+            field="maxNodes",
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _catalog(self, info: ValidationInfo) -> ComputePoolSpec:
+        if not (info.context or {}).get("structural_only"):
+            problems = spec_problems(self)
+            if problems:
+                raise ValueError("; ".join(str(p) for p in problems))
+        return self
+
+    @property
+    def most_nodes(self) -> int:
+        """The pool's ceiling: maxNodes for a Karpenter pool that sets it, else nodes."""
+        return self.max_nodes if self.max_nodes is not None else self.nodes
+
+    def resolve(self) -> ResolvedAccelerator:
+        """The catalog entry this spec asks for; raises ValueError when spec_problems would report."""
+        resolved, problems = resolve_accelerator(self.accelerator)
+        if resolved is None:
+            raise ValueError("; ".join(str(p) for p in problems))
+        return resolved
+
+    def mig_layout(self) -> list[str]:
+        """The per-GPU MIG layout, with the `profile` shorthand expanded. Empty without MIG."""
+        if self.mig is None:
+            return []
+        if self.mig.profiles is not None:
+            return list(self.mig.profiles)
+        assert self.mig.profile is not None
+        entry = self.resolve().entry
+        profile = entry.mig_profile(self.mig.profile)
+        if profile is None:
+            return [self.mig.profile]
+        return [profile.name] * max_instances_that_fit(entry, profile)
+
+    def mig_strategy(self) -> Literal["none", "single", "mixed"]:
+        if self.mig is None:
+            return "none"
+        if self.mig.strategy is not None:
+            return self.mig.strategy
+        return "single" if len(set(self.mig_layout())) == 1 else "mixed"

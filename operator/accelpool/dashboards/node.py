@@ -1,0 +1,174 @@
+"""*GPU Node*, the drill-down into one node's GPUs and its agent's checks, as rows of declared panels.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from accelpool.dashboards.panels import GPU, NODE, Panel, Row, queries
+
+
+def rows() -> tuple[Row, ...]:
+    """The GPU Node dashboard's rows, top to bottom."""
+    return (
+        Row(
+            "Node",
+            (
+                Panel(
+                    "Node health",
+                    "The agent's verdict (node condition AcceleratorHealthy): 1 healthy, 0 unhealthy or unknown.",
+                    queries((f"accelpool_node_healthy{{{NODE}}}", "{{node}}")),
+                    kind="stat",
+                    width=6,
+                    height=5,
+                    thresholds=((1, "green"),),
+                ),
+                Panel(
+                    "Check results",
+                    "The latest result of every check on every GPU: 0 pass, 1 warn, 2 fail, with the reason "
+                    "(skipped checks are absent).",
+                    queries((f"accelpool_check_status{{{GPU}}}", "")),
+                    kind="table",
+                    width=18,
+                    height=10,
+                    thresholds=((1, "orange"), (2, "red")),
+                ),
+                Panel(
+                    "Check cycle",
+                    "Seconds since the agent's last full check cycle ended, and how long that cycle took.",
+                    queries(
+                        (f"time() - accelpool_node_last_cycle_timestamp_seconds{{{NODE}}}", "{{node}} age"),
+                        (f"accelpool_node_cycle_duration_seconds{{{NODE}}}", "{{node}} duration"),
+                    ),
+                    unit="s",
+                    width=6,
+                    height=5,
+                ),
+            ),
+        ),
+        Row(
+            "Per GPU",
+            (
+                Panel(
+                    "Utilization",
+                    "Fraction of time a kernel ran, per GPU.",
+                    queries((f"accelpool_gpu_utilization_ratio{{{GPU}}}", "{{node}} GPU {{gpu}}")),
+                    unit="percentunit",
+                    min=0,
+                    max=1,
+                ),
+                Panel(
+                    "Memory used",
+                    "Device memory in use per GPU.",
+                    queries((f"accelpool_gpu_memory_used_bytes{{{GPU}}}", "{{node}} GPU {{gpu}}")),
+                    unit="bytes",
+                    min=0,
+                ),
+                Panel(
+                    "Temperature",
+                    "Per GPU, with the lowest slowdown temperature among them.",
+                    queries(
+                        (f"accelpool_gpu_temperature_celsius{{{GPU}}}", "{{node}} GPU {{gpu}}"),
+                        (f"min(accelpool_gpu_slowdown_temperature_celsius{{{GPU}}})", "slowdown"),
+                    ),
+                    unit="celsius",
+                ),
+                Panel(
+                    "Power",
+                    "Power draw per GPU, with the lowest power limit among them.",
+                    queries(
+                        (f"accelpool_gpu_power_watts{{{GPU}}}", "{{node}} GPU {{gpu}}"),
+                        (f"min(accelpool_gpu_power_limit_watts{{{GPU}}})", "limit"),
+                    ),
+                    unit="watt",
+                    min=0,
+                ),
+                Panel(
+                    "SM clock",
+                    "Streaming-multiprocessor clock per GPU against its maximum; it drops under throttling.",
+                    queries(
+                        (f"accelpool_gpu_sm_clock_hertz{{{GPU}}}", "{{node}} GPU {{gpu}}"),
+                        (f"max(accelpool_gpu_sm_clock_max_hertz{{{GPU}}})", "max"),
+                    ),
+                    unit="hertz",
+                    min=0,
+                ),
+                Panel(
+                    "Clock throttling",
+                    "GPUs whose clocks are held back, per NVML clock-event reason.",
+                    queries((f"sum by (reason) (accelpool_gpu_clock_throttle{{{GPU}}})", "{{reason}}")),
+                    min=0,
+                ),
+            ),
+        ),
+        Row(
+            "Checks and memory health",
+            (
+                Panel(
+                    "Matmul TFLOPS",
+                    "Measured dense matmul throughput per GPU and dtype.",
+                    queries((f"accelpool_check_matmul_tflops{{{GPU}}}", "{{node}} GPU {{gpu}} {{dtype}}")),
+                    unit="none",
+                    min=0,
+                ),
+                Panel(
+                    "Matmul efficiency",
+                    "Measured / the catalog's dense peak per GPU and dtype; below the pool's "
+                    "health.matmul.minEfficiency the GPU fails.",
+                    queries((f"accelpool_check_matmul_efficiency_ratio{{{GPU}}}", "{{node}} GPU {{gpu}} {{dtype}}")),
+                    unit="percentunit",
+                    min=0,
+                ),
+                Panel(
+                    "Memory bandwidth",
+                    "Measured device-to-device copy bandwidth per GPU (bytes read + written).",
+                    queries((f"accelpool_check_bandwidth_bytes_per_second{{{GPU}}}", "{{node}} GPU {{gpu}}")),
+                    unit="Bps",
+                    min=0,
+                ),
+                Panel(
+                    "XID errors",
+                    "Critical XID errors per GPU since the agent started, by XID.",
+                    queries((f"accelpool_gpu_xid_errors_total{{{GPU}}}", "{{node}} GPU {{gpu}} XID {{xid}}")),
+                    min=0,
+                ),
+                Panel(
+                    "ECC errors and remapped rows",
+                    "Volatile ECC errors by type, and memory rows remapped, per GPU.",
+                    queries(
+                        (
+                            f'accelpool_gpu_ecc_errors_total{{{GPU}, scope="volatile"}}',
+                            "{{node}} GPU {{gpu}} ECC {{error_type}}",
+                        ),
+                        (f"accelpool_gpu_remapped_rows{{{GPU}}}", "{{node}} GPU {{gpu}} remapped {{error_type}}"),
+                    ),
+                    min=0,
+                ),
+                Panel(
+                    "PCIe link width",
+                    "Lanes the PCIe link trained at, per GPU; below the maximum means a degraded link.",
+                    queries(
+                        (f"accelpool_gpu_pcie_link_width{{{GPU}}}", "{{node}} GPU {{gpu}}"),
+                        (f"max(accelpool_gpu_pcie_link_max_width{{{GPU}}})", "max"),
+                    ),
+                    min=0,
+                ),
+                Panel(
+                    "Agent collectors",
+                    "Per-collector scrape duration of the agent, and how many collectors failed (no data).",
+                    queries(
+                        (
+                            f"accelpool_agent_scrape_collector_duration_seconds{{{NODE}}}",
+                            "{{node}} {{collector}}",
+                        ),
+                        (
+                            f"sum by (node) (1 - accelpool_agent_scrape_collector_success{{{NODE}}})",
+                            "{{node}} failing collectors",
+                        ),
+                    ),
+                    unit="s",
+                    min=0,
+                ),
+            ),
+        ),
+    )
