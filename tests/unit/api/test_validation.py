@@ -102,7 +102,7 @@ def test_a_form_factor_in_several_memory_sizes_needs_the_memory(monkeypatch: pyt
         )
         for gb in (32, 48)
     ]
-    monkeypatch.setattr(catalog, "ACCELERATORS", (*catalog.ACCELERATORS, *pcie))
+    monkeypatch.setattr("accelpool_core.catalog.index.ACCELERATORS", (*catalog.ACCELERATORS, *pcie))
     problems = validate_spec({"accelerator": {"name": "V100", "formFactor": "PCIe"}})[1]
     assert [(p.path, p.message) for p in problems] == [
         ("spec.accelerator.memory", "V100 PCIe comes with 32GB, 48GB: say which with memory")
