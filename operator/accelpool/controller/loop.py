@@ -88,11 +88,11 @@ class Controller:
         self.client = client
         self.metrics = metrics
         self._clock = clock or _loop_time
-        self.state = ClusterState(config, client, self._clock)
-        self.planner = Planner(config, wall_clock)
+        self._state = ClusterState(config, client, self._clock)
+        self._planner = Planner(config, wall_clock)
         events = EventRecorder(config.events_namespace, client, metrics, self._clock, wall_clock)
-        self.writer = Writer(config, client, self.state, events, metrics)
-        self.status = StatusWriter(config, client, self.state, metrics, self._clock)
+        self._writer = Writer(config, client, self._state, events, metrics)
+        self._status = StatusWriter(config, client, self._state, metrics, self._clock)
         self.task: asyncio.Task[None] | None = None
         self.last: PassResult | None = None
         self._gate = Gate()
@@ -111,7 +111,7 @@ class Controller:
     # ------------------------------------------------------------ inputs (from the kopf handlers)
 
     def bind(self, nodes: Callable[[], Iterable[NodeView]], pools: Callable[[], Iterable[PoolRecord]]) -> None:
-        self.state.bind(nodes, pools)
+        self._state.bind(nodes, pools)
 
     def indexed(self) -> None:
         """kopf has listed every resource (its handlers only run after that): the loop may start."""
@@ -120,11 +120,11 @@ class Controller:
             self._dirty.set()
 
     def node_changed(self, name: str, view: NodeView | None) -> None:
-        if self.state.node_event(name, view):
+        if self._state.node_event(name, view):
             self._dirty.set()
 
     def pool_changed(self, name: str, record: PoolRecord | None) -> None:
-        if self.state.pool_event(name, record):
+        if self._state.pool_event(name, record):
             self._dirty.set()
 
     # ------------------------------------------------------------ hot standby
@@ -162,7 +162,7 @@ class Controller:
     def probe(self) -> dict[str, Any]:
         if self.task is not None and self.task.done() and not self.task.cancelled():
             raise RuntimeError(f"the reconcile loop stopped: {self.task.exception()!r}")
-        pools, nodes = self.state.planned_counts
+        pools, nodes = self._state.planned_counts
         last = self.last
         return {
             "active": self.active,
@@ -197,9 +197,8 @@ class Controller:
 
     async def _wait_for_work(self) -> None:
         """Until a nudge or the earliest deadline (requeue, resync, agent check, a due status), then any backoff."""
-        deadlines = [
-            t for t in (self._requeue_at, self._retry_at, self.state.wake_at(), self.status.wake_at()) if t is not None
-        ]
+        candidates = (self._requeue_at, self._retry_at, self._state.wake_at(), self._status.wake_at())
+        deadlines = [t for t in candidates if t is not None]
         wait = max(0.0, min(deadlines) - self._clock()) if deadlines else None
         if wait is None or wait > 0:
             with contextlib.suppress(TimeoutError):  # asyncio.timeout: a cancellation is never lost
@@ -217,8 +216,8 @@ class Controller:
                 return PassResult(number, True, paused=True)
             if self._reload:
                 self._reload = False
-                self.state.invalidate()
-                self.status.forget()
+                self._state.invalidate()
+                self._status.forget()
             started = time.perf_counter()
             try:
                 result = await self._pass(number, self._gate.permit())
@@ -240,29 +239,29 @@ class Controller:
 
     async def _pass(self, number: int, permit: Permit) -> PassResult:
         # 1. load
-        snapshot = await self.state.snapshot()
+        snapshot = await self._state.snapshot()
         # 2. plan (pure), with the pools listed first when the pass would write and they are due a check
-        desired = self.planner.decide(snapshot, self.status.previous)
+        desired = self._planner.decide(snapshot, self._status.previous)
         if (
-            self.state.pool_check_due()
-            and self.writer.would_write(desired, snapshot)
-            and await self.state.check_pools(snapshot.pools)
+            self._state.pool_check_due()
+            and self._writer.would_write(desired, snapshot)
+            and await self._state.check_pools(snapshot.pools)
         ):
-            snapshot = await self.state.snapshot()
-            desired = self.planner.decide(snapshot, self.status.previous)
+            snapshot = await self._state.snapshot()
+            desired = self._planner.decide(snapshot, self._status.previous)
         # 3. write the difference
-        outcome = await self.writer.write(desired, snapshot, permit)
+        outcome = await self._writer.write(desired, snapshot, permit)
         if outcome.conflicts:
-            self.state.write_conflicted()
+            self._state.write_conflicted()
         # 4. write statuses
         unpublished = outcome.unpublished(desired.plan)
-        self.status.publish(desired.plan, unpublished, snapshot.pools)
-        statuses = await self.status.write_due(snapshot.pools, permit)
+        self._status.publish(desired.plan, unpublished, snapshot.pools)
+        statuses = await self._status.write_due(snapshot.pools, permit)
         # 5. record
-        self.state.planned(snapshot)
+        self._state.planned_with(snapshot)
         self._record(desired.plan)
-        released = {p.name for p in desired.plan.pools if p.deleting and p.name not in unpublished}
-        released = released if outcome.complete else set()
+        deleted = {p.name for p in desired.plan.pools if p.deleting}
+        released = deleted - unpublished if outcome.complete else set()
         self._released = (self._released | released) & set(snapshot.pools)
         error = outcome.first_error or statuses.first_error
         return PassResult(

@@ -152,7 +152,7 @@ class ClusterState:
             loaded_at=self._loaded_at,
         )
 
-    def planned(self, snapshot: Snapshot) -> None:
+    def planned_with(self, snapshot: Snapshot) -> None:
         """A pass planned with `snapshot`: node and pool events are compared with it from now on."""
         self._planned_nodes = snapshot.nodes_by_name
         self._planned_pools = dict(snapshot.pools)

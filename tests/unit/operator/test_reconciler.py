@@ -266,6 +266,9 @@ async def test_failed_writes_mark_only_their_pool_and_statuses_of_others_are_pub
     assert result.failed_pools == {"h100"}
     assert harness.status("h100") == {}
     assert harness.status("l4")["phase"] == "Configuring"
+    warnings = [o for p, o in fake.objects.items() if "/events/" in p and o["reason"] == "WriteFailed"]
+    assert [(e["involvedObject"]["name"], e["type"]) for e in warnings] == [("h100", "Warning")]
+    assert "node n1" in warnings[0]["message"] and "boom" in warnings[0]["message"]
 
 
 @pytest.mark.looptime
@@ -284,6 +287,23 @@ async def test_the_loop_backs_off_between_failing_passes(looptime: float) -> Non
     assert elapsed == pytest.approx(0.5 + 1 + 2, abs=0.01), "exponential backoff: 0.5 s, doubling"
     assert harness.controller.last.number == 4
     assert harness.controller.metrics.reconciles == {"error": 3, "success": 1}
+
+
+@pytest.mark.looptime
+async def test_a_crashing_pass_never_stops_the_loop(looptime: float) -> None:
+    fake = cluster(node_body("n1"))
+    fake.fail["POST /api/v1/namespaces"] = [KeyError("a bug in a write")]
+    harness = Harness(fake, [record("p", {"accelerator": "H100"})])
+    harness.controller.indexed()
+    harness.controller.task = asyncio.create_task(harness.controller.run())
+    try:
+        while harness.controller.last is None or not harness.controller.last.ok:  # noqa: ASYNC110 (looptime)
+            await asyncio.sleep(0.001)
+        assert harness.controller.metrics.reconciles == {"error": 1, "success": 1}
+        assert harness.controller.probe()["last_ok"] is True, "alive, and the retried pass went through"
+        assert harness.status("p")["phase"] == "Configuring"
+    finally:
+        harness.controller.task.cancel()
 
 
 @pytest.mark.looptime
