@@ -20,6 +20,7 @@ while there are pools, so a status someone else changed is put right within that
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -99,32 +100,49 @@ class StatusWriter:
         self._published_at = now
 
     async def write_due(self, pools: Mapping[str, PoolRecord], permit: Permit) -> StatusWrites:
-        """PATCHes the statuses whose time has come with what differs from the stored ones."""
+        """PATCHes the statuses whose time has come with what differs from the stored ones (`--write-concurrency`
+        at once)."""
         now = self._clock()
-        count, first_error = 0, None
-        for name, planned in self._planned.items():
-            record = pools.get(name)
-            if planned.due is None or planned.due > now or record is None:
-                continue
-            diff = patches.merge_diff(dict(self._state.pool_status(record)), planned.document)
-            if diff is None:
-                planned.due = None
-                continue
-            permit.check()
-            try:
-                response = await self._client.patch(apiserver.pool_status(name), {"status": diff})
-            except NotFoundError:
-                planned.due = None  # the pool is gone: the watch will say so
-                continue
-            except TRANSIENT as error:  # still due: the next pass tries again
-                log.warning("status of pool %s: %s", name, error)
-                first_error = first_error or f"status of pool {name}: {error}"
-                continue
+        due = [
+            (pools[name], planned)
+            for name, planned in self._planned.items()
+            if planned.due is not None and planned.due <= now and name in pools
+        ]
+        semaphore = asyncio.Semaphore(max(1, self._config.write_concurrency))
+        written: list[str] = []
+        errors: list[str] = []
+
+        async def write(record: PoolRecord, planned: _Planned) -> None:
+            async with semaphore:
+                try:
+                    if await self._write(record, planned, permit):
+                        written.append(record.name)
+                except TRANSIENT as error:  # still due: the next pass tries again
+                    log.warning("status of pool %s: %s", record.name, error)
+                    errors.append(f"status of pool {record.name}: {error}")
+
+        results = await asyncio.gather(*(write(record, planned) for record, planned in due), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result  # Paused, or a bug: every other status write has finished
+        return StatusWrites(len(written), errors[0] if errors else None)
+
+    async def _write(self, record: PoolRecord, planned: _Planned, permit: Permit) -> bool:
+        """Whether the pool's status had to be written (and was)."""
+        diff = patches.merge_diff(dict(self._state.pool_status(record)), planned.document)
+        if diff is None:
             planned.due = None
-            count += 1
-            self._metrics.write("patch", "computepools/status")
-            self._state.remember_status(record, dict(response.get("status") or {}))
-        return StatusWrites(count, first_error)
+            return False
+        permit.check()
+        try:
+            response = await self._client.patch(apiserver.pool_status(record.name), {"status": diff})
+        except NotFoundError:
+            planned.due = None  # the pool is gone: the watch will say so
+            return False
+        planned.due = None
+        self._metrics.write("patch", "computepools/status")
+        self._state.remember_status(record, dict(response.get("status") or {}))
+        return True
 
     def wake_at(self) -> float | None:
         """When a pass is needed for statuses: the earliest due one, and the next `--status-interval` check."""
