@@ -113,6 +113,7 @@ class Writer:
         return False
 
     async def write(self, desired: Desired, snapshot: Snapshot, permit: Permit) -> WriteOutcome:
+        """Writes what differs, in the order of the module docstring; `Paused` when the permit is revoked."""
         outcome = WriteOutcome()
         await self._configmaps(desired.configmaps.staged, outcome, permit)
         if not outcome.blocked:
@@ -121,12 +122,9 @@ class Writer:
             if not outcome.unwritten_nodes:
                 await self._configmaps(desired.configmaps.final, outcome, permit)
             await self._delete_unwanted(desired.plan, outcome, permit)
-        failures = [
-            EventIntent("ComputePool", pool, p.uid, "Warning", "WriteFailed", f"writes for pool {pool} failed: {why}")
-            for pool, why in sorted(outcome.pool_errors.items())
-            if (p := desired.plan.pool(pool)) is not None
-        ]
-        outcome.count += await self._events.post([*desired.plan.events, *failures], permit)
+        outcome.count += await self._events.post(
+            [*desired.plan.events, *_failure_events(desired.plan, outcome)], permit
+        )
         return outcome
 
     def _wrote(self, verb: str, resource: str, outcome: WriteOutcome) -> None:
@@ -296,6 +294,20 @@ class Writer:
             return
         self._wrote("patch", "nodes/status", outcome)
         self._state.remember_node(before, response)
+
+
+def _failure_events(plan: Plan, outcome: WriteOutcome) -> list[EventIntent]:
+    """A Warning on each pool whose writes failed, naming the first error (`kubectl describe` shows it)."""
+    events = []
+    for name, why in sorted(outcome.pool_errors.items()):
+        pool = plan.pool(name)
+        if pool is not None:
+            events.append(
+                EventIntent(
+                    "ComputePool", name, pool.uid, "Warning", "WriteFailed", f"writes for pool {name} failed: {why}"
+                )
+            )
+    return events
 
 
 def _wanted(plan: Plan, pool: str, kind: Owned, *, current_name: bool) -> bool:
