@@ -1,26 +1,24 @@
-"""The kopf handlers: thin, typed, and all delegating to the one `Reconciler` kept in kopf's memo.
+"""The kopf handlers: thin, typed, and all delegating to the one `Controller` kept in kopf's memo.
 
-- `@kopf.index` of Nodes (`node_views`: name → `NodeView`) and of ComputePools (`pool_records`):
-  the reconciler's inputs, kept current by kopf's watches; no list call per reconcile.
-- `@kopf.on.event` for Nodes and ComputePools: nudge the reconciler when something planning
+kopf does what it is good at; the controller (`accelpool.controller`) does the rest:
+
+- `@kopf.index` of Nodes (`node_views`: name → `NodeView`) and of ComputePools (`pool_records`:
+  name → `PoolRecord`): the controller's inputs, kept current by kopf's watches; no list call per pass.
+- `@kopf.on.event` for Nodes and ComputePools: nudge the controller when something planning
   depends on changed (labels, taints, cordon, Ready, AcceleratorHealthy, the health annotation,
-  the spec, deletion).
-- `@kopf.on.resume/create/update` (spec) for ComputePools: wait for a reconcile pass covering
-  the change; `kopf.TemporaryError` when its writes failed.
-- `@kopf.timer` per ComputePool, the status writer: waits until the reconciler publishes a
-  status that differs from the object's, and writes the difference with `patch.status`
-  (observedGeneration included). Nothing is written while the status is unchanged.
-- `@kopf.on.delete` (the finalizer `accelpool.io/finalizer`): waits until the pool's nodes are
-  released, its config keys removed and its DaemonSet and NodePool deleted.
+  the spec, deletion); the controller decides whether it did.
+- `@kopf.on.delete` (the finalizer `accelpool.io/finalizer`): waits until a pass has released
+  the pool's nodes, removed its config keys and deleted its DaemonSet and NodePool.
 - `@kopf.on.startup/login/probe/cleanup`: settings from `memo.config` (set by `accelpool run`)
-  or the ACCELPOOL_* variables (under `kopf run`), the API credentials, the reconciler task, the
+  or the ACCELPOOL_* variables (under `kopf run`), the API credentials, the controller's task, the
   /metrics server, the liveness probe, and the admission webhook's HTTPS server
   (`accelpool.webhook`; missing certificate files stop the operator at startup).
 
-kopf's persistence: the finalizer is `accelpool.io/finalizer`; handler progress and the diff
-base are kept in memory (`MemoryProgressStorage`, `MemoryDiffBaseStorage`), because the pool
-handlers are idempotent nudges and kopf's annotations would cost writes on every pool; only a
-delayed retry "touches" the pool (an `accelpool.io/` annotation) to be woken up.
+Statuses are written by the controller's passes, not by a handler. kopf's persistence: the
+finalizer is `accelpool.io/finalizer`; handler progress and the diff base are kept in memory
+(`MemoryProgressStorage`, `MemoryDiffBaseStorage`), because kopf's annotations would cost writes
+on every pool; only a delayed retry of the delete handler "touches" the pool (an `accelpool.io/`
+annotation) to be woken up.
 """
 
 from __future__ import annotations
@@ -34,17 +32,15 @@ from typing import Any, TypeVar
 
 import kopf
 
-from accelpool import api, patches, webhook
+from accelpool import api, webhook
+from accelpool.controller import Controller
+from accelpool.inputs import PoolRecord
 from accelpool.metrics import OperatorMetrics, serve
 from accelpool.nodes import NodeView
-from accelpool.reconcile import PoolRecord, Reconciler
 from accelpool.settings import OperatorConfig
 from accelpool_core.kube import Credentials, KubeClient
 
 RESOURCE = (api.GROUP, api.VERSION, api.PLURAL)
-STATUS_TICK_SECONDS = 1.0
-"""The status writer's shortest interval between two writes of one pool."""
-PASS_WAIT_SECONDS = 120.0
 RELEASE_WAIT_SECONDS = 60.0
 FINALIZER = f"{api.GROUP}/finalizer"
 NODE_INDEX = "node_views"
@@ -61,11 +57,11 @@ def _config(memo: Any) -> OperatorConfig:
     return config
 
 
-def _reconciler(memo: Any) -> Reconciler:
-    reconciler = getattr(memo, "reconciler", None)
-    if not isinstance(reconciler, Reconciler):
-        raise kopf.TemporaryError("the reconciler is not started yet", delay=1)
-    return reconciler
+def _controller(memo: Any) -> Controller:
+    controller = getattr(memo, "controller", None)
+    if not isinstance(controller, Controller):
+        raise kopf.TemporaryError("the controller is not started yet", delay=1)
+    return controller
 
 
 def _values(index: kopf.Index[str, _V]) -> Callable[[], Iterable[_V]]:
@@ -83,10 +79,9 @@ def _first(index: kopf.Index[str, _V], key: str) -> _V | None:
 class MemoryDiffBaseStorage(kopf.DiffBaseStorage):
     """Keeps each pool's last handled spec in memory instead of writing it into an annotation.
 
-    The pool handlers only nudge the reconciler, which compares specs itself, so kopf needs its
-    diff base only to tell creations from updates while it runs. After a restart every pool
-    counts as new once, which costs one nudge per pool instead of one API write per pool and
-    spec change.
+    The controller compares specs itself, so kopf needs its diff base only for its own
+    bookkeeping while it runs. After a restart every pool counts as new once, which costs
+    nothing instead of one API write per pool and spec change.
     """
 
     def __init__(self) -> None:
@@ -103,10 +98,10 @@ class MemoryDiffBaseStorage(kopf.DiffBaseStorage):
 class MemoryProgressStorage(kopf.ProgressStorage):
     """Keeps handler progress (retries, delays) in memory; only the wake-up "touch" is written.
 
-    kopf's annotation storage marks every object it handles (one write per pool). The pool
-    handlers are short and idempotent, so losing their retry counts on a restart costs
-    nothing; when a handler asks to be retried later, kopf still touches the object (an
-    annotation under accelpool.io/) to get the event that retries it.
+    kopf's annotation storage marks every object it handles (one write per pool). The delete
+    handler is idempotent, so losing its retry count on a restart costs nothing; when it asks
+    to be retried later, kopf still touches the object (an annotation under accelpool.io/) to
+    get the event that retries it.
     """
 
     def __init__(self) -> None:
@@ -175,10 +170,10 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logge
     configure(settings, config)
     client = KubeClient(Credentials.discover(config.kubeconfig, config.server))
     metrics = OperatorMetrics()
-    reconciler = Reconciler(config, client, metrics)
-    reconciler.bind(nodes=_values(node_index), pools=_values(pool_index))
-    reconciler.task = asyncio.create_task(reconciler.run(), name="accelpool reconciler")
-    memo.reconciler = reconciler
+    controller = Controller(config, client, metrics)
+    controller.bind(nodes=_values(node_index), pools=_values(pool_index))
+    controller.task = asyncio.create_task(controller.run(), name="accelpool controller")
+    memo.controller = controller
     memo.metrics_server = (
         await serve(metrics, config.metrics_address, config.metrics_port) if config.metrics_port else None
     )
@@ -211,19 +206,19 @@ async def login(memo: Any, **_: Any) -> kopf.ConnectionInfo:
 
 
 @kopf.on.probe(id="reconciler")
-async def reconciler_probe(memo: Any, **_: Any) -> dict[str, Any]:
-    return _reconciler(memo).probe()
+async def controller_probe(memo: Any, **_: Any) -> dict[str, Any]:
+    return _controller(memo).probe()
 
 
 @kopf.on.cleanup()
 async def cleanup(memo: Any, **_: Any) -> None:
-    reconciler = getattr(memo, "reconciler", None)
-    if isinstance(reconciler, Reconciler):
-        if reconciler.task is not None:
-            reconciler.task.cancel()
+    controller = getattr(memo, "controller", None)
+    if isinstance(controller, Controller):
+        if controller.task is not None:
+            controller.task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await reconciler.task
-        await reconciler.client.close()
+                await controller.task
+        await controller.client.close()
     server = getattr(memo, "metrics_server", None)
     if server is not None:
         await server.cleanup()
@@ -232,7 +227,7 @@ async def cleanup(memo: Any, **_: Any) -> None:
         await admission_server.close()
 
 
-# ---------------------------------------------------------------- indexes: the reconciler's inputs
+# ---------------------------------------------------------------- indexes: the controller's inputs
 
 
 @kopf.index("nodes")
@@ -251,60 +246,26 @@ async def pool_records(name: str, body: kopf.Body, **_: Any) -> dict[str, PoolRe
 @kopf.on.event("nodes")
 async def node_event(name: str, type: str, memo: Any, **kwargs: Any) -> None:
     index: kopf.Index[str, NodeView] = kwargs[NODE_INDEX]
-    reconciler = _reconciler(memo)
-    reconciler.indexed()
-    reconciler.node_changed(name, None if type == "DELETED" else _first(index, name))
+    controller = _controller(memo)
+    controller.indexed()
+    controller.node_changed(name, None if type == "DELETED" else _first(index, name))
 
 
 @kopf.on.event(*RESOURCE)
 async def pool_event(name: str, type: str, memo: Any, **kwargs: Any) -> None:
     index: kopf.Index[str, PoolRecord] = kwargs[POOL_INDEX]
-    reconciler = _reconciler(memo)
-    reconciler.indexed()
-    reconciler.pool_changed(None if type == "DELETED" else _first(index, name), name)
+    controller = _controller(memo)
+    controller.indexed()
+    controller.pool_changed(name, None if type == "DELETED" else _first(index, name))
 
 
-# ---------------------------------------------------------------- pool lifecycle
-
-
-@kopf.on.resume(*RESOURCE)
-@kopf.on.create(*RESOURCE)
-@kopf.on.update(*RESOURCE, field="spec")
-async def reconcile_pool(name: str, memo: Any, **_: Any) -> None:
-    reconciler = _reconciler(memo)
-    reconciler.indexed()
-    result = await reconciler.request_pass(wait_seconds=PASS_WAIT_SECONDS)
-    if result is None:
-        raise kopf.TemporaryError(f"no reconcile pass finished within {PASS_WAIT_SECONDS:.0f}s", delay=10)
-    if name in result.failed_pools:
-        raise kopf.TemporaryError(f"writes for pool {name} failed: {result.error}", delay=5)
-
-
-@kopf.timer(*RESOURCE, interval=STATUS_TICK_SECONDS)
-async def publish_status(name: str, body: kopf.Body, patch: kopf.Patch, memo: Any, **kwargs: Any) -> None:
-    stopped: kopf.DaemonStopped = kwargs["stopped"]
-    reconciler = _reconciler(memo)
-    reconciler.indexed()
-    desired = await reconciler.next_status(
-        name,
-        lambda: dict(body.get("status") or {}),
-        wait_seconds=reconciler.config.status_resync_seconds,
-        stop=stopped.wait(),
-    )
-    if desired is None:
-        return
-    diff = patches.merge_diff(dict(body.get("status") or {}), desired)
-    if not diff:
-        return
-    for key, value in diff.items():
-        patch.status[key] = value
-    reconciler.status_written(name, desired)
+# ---------------------------------------------------------------- the finalizer
 
 
 @kopf.on.delete(*RESOURCE)
 async def release_pool(name: str, memo: Any, logger: kopf.Logger, **_: Any) -> None:
-    reconciler = _reconciler(memo)
-    reconciler.indexed()
-    if not await reconciler.wait_released(name, wait_seconds=RELEASE_WAIT_SECONDS):
+    controller = _controller(memo)
+    controller.indexed()
+    if not await controller.wait_released(name, wait_seconds=RELEASE_WAIT_SECONDS):
         raise kopf.TemporaryError(f"still releasing the nodes and objects of pool {name}", delay=5)
     logger.info("released every node, config key and object of pool %s", name)

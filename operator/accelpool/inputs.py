@@ -1,8 +1,13 @@
 """Raw Kubernetes objects (from the API, the kopf indexes or YAML files) → the planner's inputs. Pure.
 
-- `pool_input(body)`: a ComputePool object → `PoolInput`, validated with `accelpool.validation`
-  (an invalid spec gives `spec=None` and its problems, which become `Valid=False`). A name
-  longer than 63 characters is a problem too: it could not be the value of the pool label.
+- `PoolRecord.from_body(body)`: a ComputePool as the operator keeps it (the kopf index's value, a
+  listed pool): plain immutable copies of its metadata, spec and status. Records compare equal
+  when everything planning reads is equal (the status is not compared), and `validation_key`
+  names the one validation a (uid, spec) ever needs.
+- `pool_input(record, checked=..., previous=...)`: a record → `PoolInput`, validated with
+  `accelpool.validation` unless the caller passes a cached result (`validate(record.spec)`); an
+  invalid spec gives `spec=None` and its problems, which become `Valid=False`. A name longer
+  than 63 characters is a problem too: it could not be the value of the pool label.
 - `pool_from_file(document)`: the same for a ComputePool read from a file, whose `status` is
   not validated (files are often `kubectl get -o yaml` output).
 - `object_problems(body)` / `node_problems(body)`: the shape of an object read from a file,
@@ -15,13 +20,15 @@
   commands read files with `accelpool.textio.read_objects`, which bounds what a file may cost.
 - `config_state(device_plugin, mig)`: the two NVIDIA ConfigMaps → `ConfigState`.
 
-Callers: the reconciler, `accelpool plan` and `accelpool validate`.
+Callers: the controller (`accelpool.controller`), `accelpool plan` and `accelpool validate`.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -57,39 +64,67 @@ _STATUS_FIELDS = frozenset(
 ) | frozenset(api.ComputePoolStatus.model_fields)
 
 
-def pool_input(body: Mapping[str, Any], *, checked: tuple[Any, ...] | None = None) -> PoolInput:
-    """A ComputePool object → PoolInput. `checked` may carry a cached (spec, problems) validation result."""
-    spec_raw = body.get("spec") or {}
-    if checked is None:
-        checked = validate(spec_raw)
-    spec, problems = checked
-    return _pool(body, spec, problems)
+Checked = tuple[api.ComputePoolSpec | None, tuple[str, ...]]
+"""A spec's validation: the model (None when invalid) and its problems."""
 
 
-def _pool(body: Mapping[str, Any], spec: api.ComputePoolSpec | None, problems: tuple[str, ...]) -> PoolInput:
-    metadata = body.get("metadata") or {}
-    name = str(metadata.get("name", "?"))
-    problems = tuple(_name_problems(name)) + problems
+@dataclass(frozen=True)
+class PoolRecord:
+    """A ComputePool as the operator keeps it (the kopf index's value): plain, immutable copies."""
+
+    name: str
+    uid: str
+    generation: int | None
+    created: str | None
+    deleting: bool
+    spec_key: str
+    """The spec as canonical JSON: records with equal specs compare equal, and it keys the validation cache."""
+    spec: Mapping[str, Any] = field(compare=False)
+    status: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> PoolRecord:
+        metadata = body.get("metadata") or {}
+        spec = copy.deepcopy(dict(body.get("spec") or {}))
+        return cls(
+            name=str(metadata.get("name", "?")),
+            uid=str(metadata.get("uid") or ""),
+            generation=metadata.get("generation"),
+            created=metadata.get("creationTimestamp"),
+            deleting=bool(metadata.get("deletionTimestamp")),
+            spec_key=json.dumps(spec, sort_keys=True, default=str),
+            spec=spec,
+            status=copy.deepcopy(dict(body.get("status") or {})),
+        )
+
+    @property
+    def validation_key(self) -> tuple[str, str]:
+        """The same pool with the same spec validates the same: (uid, spec)."""
+        return (self.uid or self.name, self.spec_key)
+
+
+def pool_input(
+    record: PoolRecord, *, checked: Checked | None = None, previous: api.ComputePoolStatus | None = None
+) -> PoolInput:
+    """A record → PoolInput. `checked`: a cached `validate(record.spec)`; `previous`: the status the pool
+    is known to have (the operator's own latest), else the one the record carries."""
+    spec, problems = checked if checked is not None else validate(record.spec)
+    problems = tuple(_name_problems(record.name)) + problems
     return PoolInput(
-        name=name,
+        name=record.name,
         spec=spec if not problems else None,
         problems=problems,
-        uid=str(metadata.get("uid") or ""),
-        generation=metadata.get("generation"),
-        created=metadata.get("creationTimestamp"),
-        deleting=bool(metadata.get("deletionTimestamp")),
-        previous=previous_status(body.get("status")),
+        uid=record.uid,
+        generation=record.generation,
+        created=record.created,
+        deleting=record.deleting,
+        previous=previous if previous is not None else previous_status(record.status),
     )
 
 
-def validate(spec_raw: Mapping[str, Any]) -> tuple[api.ComputePoolSpec | None, tuple[str, ...]]:
+def validate(spec_raw: Mapping[str, Any]) -> Checked:
     spec, problems = validation.validate_spec(spec_raw)
     return spec, tuple(str(p) for p in problems)
-
-
-def spec_key(spec_raw: Mapping[str, Any]) -> str:
-    """A cache key for a spec's validation result."""
-    return json.dumps(spec_raw, sort_keys=True, default=str)
 
 
 def _documents(text: str) -> Iterator[Mapping[str, Any]]:
@@ -116,7 +151,7 @@ def pool_from_file(document: Mapping[str, Any]) -> PoolInput:
     """A ComputePool read from a file (its shape checked with `object_problems`) → PoolInput."""
     verdict = validation.validate_object({k: v for k, v in document.items() if k != "status"})
     spec = verdict.pool.spec if verdict.pool is not None else None
-    return _pool(document, spec, tuple(str(p) for p in verdict.problems))
+    return pool_input(PoolRecord.from_body(document), checked=(spec, tuple(str(p) for p in verdict.problems)))
 
 
 # ---------------------------------------------------------------- shapes of objects read from files

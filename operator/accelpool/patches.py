@@ -15,7 +15,7 @@
 - `merge_diff(current, desired)`: a JSON merge patch (RFC 7386) from one document to another;
   None when equal. Used for `status`.
 
-Callers: `accelpool.reconcile` and the tests.
+Callers: the controller's writers (`accelpool.controller.writes`, `.status`) and the tests.
 """
 
 from __future__ import annotations

@@ -282,7 +282,7 @@ def _selector_requirement(key: str, value: str) -> dict[str, Any]:
     """A nodeSelector entry as a NodePool requirement. Karpenter's NodePool CRD refuses some keys (the
     requirements[].key pattern and rules of kubernetes-sigs/karpenter pkg/apis/crds/karpenter.sh_nodepools.yaml,
     added by hack/validation/requirements.sh): such a NodePool would be refused at every write, so the
-    pool is set aside with the reason instead (`reconcile.render_owned`)."""
+    pool is set aside with the reason instead (`desired.render_owned`)."""
     restricted = (
         key in ("kubernetes.io/hostname", "karpenter.sh/nodepool")
         or (key != "karpenter.sh/capacity-type" and key.split("/", 1)[0].endswith("karpenter.sh"))

@@ -4,7 +4,7 @@ applied as the API server applies them, the structural schema with unknown field
 (tests/structural.py), and every x-kubernetes-validations rule evaluated with cel-python plus the
 Kubernetes library functions it lacks (tests/k8s_cel.py), transition rules on updates.
 
-NodePools come from the operator's own path: planning (member labels) then `reconcile.render_owned`.
+NodePools come from the operator's own path: planning (member labels) then `desired.render_owned`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from accelpool import api, render, validation
+from accelpool.desired import render_owned
 from accelpool.planning import ConfigState, PlannerOptions, PoolInput, plan
-from accelpool.reconcile import render_owned
 from accelpool_core import catalog
 from tests.k8s_cel import ABSENT, Evaluation, evaluate_rules, functions_called, unsupported_functions, uses_old_self
 from tests.structural import apply_defaults, schema_errors

@@ -83,7 +83,7 @@ async def _from_cluster(
     async with KubeClient(Credentials.discover(args.kubeconfig, args.server)) as client:
         nodes = [NodeView.from_body(n) for n in await client.list("/api/v1/nodes")]
         try:
-            cluster_pools = [inputs.pool_input(p) for p in await client.list(POOLS_PATH)]
+            cluster_pools = [inputs.pool_input(inputs.PoolRecord.from_body(p)) for p in await client.list(POOLS_PATH)]
         except NotFoundError:
             cluster_pools = []
         base = f"/api/v1/namespaces/{args.namespace}/configmaps"

@@ -144,7 +144,7 @@ async def test_a_pool_whose_daemonset_cannot_be_rendered_does_not_block_the_othe
 
     monkeypatch.setattr(render, "agent_config", failing)
     harness = Harness(fake, [record("good", {"accelerator": "H100", "nodes": 2}), record("bad", {"accelerator": "L4"})])
-    result = await harness.reconciler.reconcile_once()
+    result = await harness.controller.reconcile_once()
 
     assert result.ok
     daemonsets = {p for v, p in fake.writes if v == "APPLY" and "daemonsets" in p}
@@ -155,15 +155,14 @@ async def test_a_pool_whose_daemonset_cannot_be_rendered_does_not_block_the_othe
     g2 = fake.node("g2")
     assert any(t["key"] == conventions.QUARANTINE_TAINT_KEY for t in g2["spec"].get("taints", []))
     assert conventions.POOL_LABEL not in fake.node("l1")["metadata"]["labels"], "nothing is claimed for the bad pool"
-    bad = harness.reconciler.status("bad")
-    assert bad is not None
+    bad = harness.status("bad")
     valid = next(c for c in bad["conditions"] if c["type"] == "Valid")
     assert valid["status"] == "False" and valid["reason"] == "PlanningFailed"
     assert "interval_seconds" in valid["message"]
-    good = harness.reconciler.status("good")
-    assert good is not None and good["nodes"]["members"] == 2
+    good = harness.status("good")
+    assert good["nodes"]["members"] == 2
 
     writes = len(fake.writes)
     harness.catch_up()
-    again = await harness.reconciler.reconcile_once()
+    again = await harness.controller.reconcile_once()
     assert again.ok and len(fake.writes) == writes, "a set-aside pool causes no writes on later passes"

@@ -138,7 +138,7 @@ async def test_the_reconciler_takes_the_condition_off_a_node_whose_pool_is_gone(
     )
     fake = cluster(body)
     harness = Harness(fake, [])
-    result = await harness.reconciler.reconcile_once()
+    result = await harness.controller.reconcile_once()
     assert result.ok
     assert ("PATCH", "/api/v1/nodes/m1/status") in fake.writes
     types = [c["type"] for c in fake.node("m1")["status"]["conditions"]]

@@ -12,7 +12,7 @@ import asyncio
 import pytest
 
 from accelpool import conventions
-from accelpool.reconcile import POOLS
+from accelpool.controller.apiserver import POOLS
 
 from .conftest import node_body
 from .test_reconciler import Harness, cluster, record
@@ -35,7 +35,7 @@ def _forget_pool_in_the_api(harness: Harness, pool: str) -> None:
 async def test_a_resumed_operator_writes_nothing_for_pools_deleted_while_it_was_paused(looptime: float) -> None:
     fake = cluster(node_body("n1"), node_body("n2"), node_body("n3"))
     harness = Harness(fake, [record("p", {"accelerator": "H100", "nodes": 2}), record("q", {"accelerator": "H100"})])
-    assert (await harness.reconciler.reconcile_once()).ok
+    assert (await harness.controller.reconcile_once()).ok
     harness.catch_up()
     _forget_pool_in_the_api(harness, "p")
     _forget_pool_in_the_api(harness, "q")
@@ -43,25 +43,25 @@ async def test_a_resumed_operator_writes_nothing_for_pools_deleted_while_it_was_
 
     await asyncio.sleep(13 * 60)  # stopped for 13 minutes
     writes = len(fake.writes)
-    result = await harness.reconciler.reconcile_once()
+    result = await harness.controller.reconcile_once()
 
     assert result.ok
     after = fake.writes[writes:]
     assert [w for w in after if w[1].startswith("/api/v1/nodes/")] == [], "no node is labelled or tainted"
     assert [w for w in after if w[0] in ("POST", "PUT")] == [], "no DaemonSet or ConfigMap is created for them"
     assert {w[0] for w in after} <= {"DELETE", "PATCH"}, "only their leftovers are cleaned up"
-    assert harness.reconciler.status("p") is None
+    assert harness.status("p") == {}
 
     harness.pools = []  # the index catches up
     settled = len(fake.writes)
-    again = await harness.reconciler.reconcile_once()
+    again = await harness.controller.reconcile_once()
     assert again.ok and fake.writes[settled:] == []
 
 
 async def test_a_conflict_makes_the_next_writing_pass_list_the_pools_again() -> None:
     fake = cluster(node_body("n1"))
     harness = Harness(fake, [record("p", {"accelerator": "H100"})])
-    assert (await harness.reconciler.reconcile_once()).ok
+    assert (await harness.controller.reconcile_once()).ok
     harness.catch_up()
     assert fake.reads.count(POOLS) == 1, "the first writing pass lists the pools"
 
@@ -69,10 +69,10 @@ async def test_a_conflict_makes_the_next_writing_pass_list_the_pools_again() -> 
     harness.catch_up()
     fake.node("n2")["metadata"]["resourceVersion"] = "6"  # changed again; the index has not seen it
     harness.pools = [record("p", {"accelerator": "H100", "nodes": 2})]
-    conflicted = await harness.reconciler.reconcile_once()
+    conflicted = await harness.controller.reconcile_once()
     assert conflicted.conflicts == 1
     assert fake.reads.count(POOLS) == 1, "within POOL_CHECK_SECONDS and no 409 yet: the index is trusted"
 
-    retried = await harness.reconciler.reconcile_once()
+    retried = await harness.controller.reconcile_once()
     assert retried.ok and retried.conflicts == 0
     assert fake.reads.count(POOLS) == 2, "after a 409 the next writing pass lists the pools again"

@@ -1,0 +1,96 @@
+"""The "plan" stage of a pass: a `Snapshot` → `Desired`, with what planning remembers between passes.
+
+`Planner.decide(snapshot, previous)` builds each pool's `PoolInput` once, straight from its index
+record, and calls the pure `accelpool.desired.decide`. Between passes it remembers only:
+
+- each pool's spec validation, per (uid, spec): a spec is validated once, not on every pass;
+- the pools set aside because planning or rendering them raised (per uid and spec, so a spec
+  change tries again, as does every reload of the cached objects): they are planned as
+  `Valid=False/PlanningFailed` and nothing is written for them, and the error is logged once;
+- when the operator first saw each node's AcceleratorHealthy True, for conditions that carry no
+  transition time (the hold-down of a quarantine counts from then).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from accelpool import api, inputs
+from accelpool.controller.state import Snapshot
+from accelpool.desired import Desired, decide
+from accelpool.inputs import Checked, PoolRecord
+from accelpool.nodes import NodeView
+from accelpool.planning import PlannerOptions
+from accelpool.settings import OperatorConfig
+
+log = logging.getLogger("accelpool.controller")
+
+
+class Planner:
+    """Plans passes (see the module docstring). One per controller."""
+
+    def __init__(self, config: OperatorConfig, wall_clock: Callable[[], datetime]) -> None:
+        self._config = config
+        self._now = wall_clock
+        self._validated: dict[tuple[str, str], Checked] = {}
+        self._set_aside: dict[tuple[str, str], str] = {}
+        self._set_aside_since: float | None = None
+        self._first_healthy: dict[str, datetime] = {}
+
+    def decide(self, snapshot: Snapshot, previous: Callable[[str], api.ComputePoolStatus | None]) -> Desired:
+        """The pass's desired state; `previous(pool)` is the status the last pass planned for it, if any."""
+        if snapshot.loaded_at != self._set_aside_since:  # the cache was reloaded: try set-aside pools again
+            self._set_aside, self._set_aside_since = {}, snapshot.loaded_at
+        live = {record.validation_key for record in snapshot.pools.values()}
+        self._validated = {key: checked for key, checked in self._validated.items() if key in live}
+        self._set_aside = {key: why for key, why in self._set_aside.items() if key in live}
+        pools = [
+            inputs.pool_input(record, checked=self._checked(record), previous=previous(record.name))
+            for record in snapshot.pools.values()
+        ]
+        known = {
+            record.name: self._set_aside[record.validation_key]
+            for record in snapshot.pools.values()
+            if record.validation_key in self._set_aside
+        }
+        options = PlannerOptions(
+            now=self._now(),
+            release_orphans=True,
+            not_ready_grace_seconds=self._config.not_ready_grace_seconds,
+            karpenter_available=snapshot.karpenter,
+            agent_backend=self._config.agent.backend,
+            tolerated_taints=self._config.tolerated_taints,
+            healthy_since=self._healthy_since(snapshot.nodes),
+            agents=snapshot.agents,
+        )
+        desired = decide(
+            pools,
+            snapshot.nodes,
+            snapshot.config,
+            options,
+            unplannable=known,
+            agent=self._config.agent,
+            current_mig_text=snapshot.mig_text,
+        )
+        for name, why in desired.plan.unplannable.items():
+            record = snapshot.pools.get(name)
+            if record is not None and record.validation_key not in self._set_aside:
+                log.error("pool %s set aside: %s", name, why)
+                self._set_aside[record.validation_key] = why
+        return desired
+
+    def _checked(self, record: PoolRecord) -> Checked:
+        checked = self._validated.get(record.validation_key)
+        if checked is None:
+            checked = self._validated[record.validation_key] = inputs.validate(record.spec)
+        return checked
+
+    def _healthy_since(self, views: Iterable[NodeView]) -> dict[str, datetime]:
+        seen: dict[str, datetime] = {}
+        for view in views:
+            if view.health is not None and view.health.healthy and view.health.since is None:
+                seen[view.name] = self._first_healthy.get(view.name) or self._now()
+        self._first_healthy = seen
+        return seen
