@@ -107,6 +107,7 @@ class FileToken:
             self._token = None
 
     def now(self) -> float:
+        """The time on this token's clock: what a request notes before it is sent, for `reset_older_than`."""
         return self._clock()
 
 
@@ -119,7 +120,8 @@ def token_refresh_time(token: str, now: datetime.datetime) -> datetime.datetime 
     expiry = claims.get("exp")
     if not isinstance(expiry, int | float):
         return None
-    warn_after = (claims.get("kubernetes.io") or {}).get("warnafter")
+    kubernetes = claims.get("kubernetes.io")
+    warn_after = kubernetes.get("warnafter") if isinstance(kubernetes, dict) else None
     end = float(warn_after) if isinstance(warn_after, int | float) else float(expiry)
     issued = claims.get("iat")
     start = float(issued) if isinstance(issued, int | float) and issued < end else end
@@ -159,6 +161,7 @@ class Credentials:
 
     @classmethod
     def in_cluster(cls) -> Credentials:
+        """The pod's ServiceAccount: the API server's Service, its CA, and its token file (re-read)."""
         host = os.environ["KUBERNETES_SERVICE_HOST"]
         port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
         host = f"[{host}]" if ":" in host else host
@@ -214,6 +217,7 @@ class Credentials:
         return self.token
 
     def ssl_context(self) -> ssl.SSLContext | bool:
+        """TLS for aiohttp (False: plain HTTP, or no verification when `insecure`); PEM from memory."""
         if not self.server.startswith("https"):
             return False
         if self.insecure:

@@ -8,10 +8,12 @@ accelpool demo inject - strategy-override=single   cluster-wide MIG strategy (of
 accelpool demo inject h100-1 no-runtime-class  no nvidia RuntimeClass; h100-1's agent pod cannot come back
 accelpool demo inject h100-1 clear     remove h100-1's faults (and bring the RuntimeClass back)
 
-The simulated fleet is accelpool-demo's own (demo-cluster.yaml, package data); the pools applied
-are the examples/ directory of the source tree accelpool-demo is installed from (editable, as
-`make install` does), whatever the working directory: both are found next to the package, never
-relative to where you run it. An installed wheel has no source tree: pass --examples.
+Where it finds what it runs, from any working directory (never relative to where you are):
+the simulated fleet is the demo's own data, shipped with it (accelpool_demo/demo-cluster.yaml,
+package data); the pools applied are the repository's examples/ (the files the README and the
+tests apply), read from the source tree accelpool-demo is installed from (editable, as
+`make install` does) rather than from a copy. An installed wheel has no source tree: pass
+--examples (and --cluster for another fleet).
 """
 
 from __future__ import annotations
@@ -63,7 +65,9 @@ def register(subparsers: Any) -> None:
     )
     inject.add_argument("node", help="a node of the demo cluster (- for a cluster-wide fault)")
     inject.add_argument("fault", type=_injection, help="what to break (the list below)")
-    inject.add_argument("--server", default=f"http://127.0.0.1:{DEFAULT_PORT}")
+    inject.add_argument(
+        "--server", default=f"http://127.0.0.1:{DEFAULT_PORT}", help="the demo's API server (default %(default)s)"
+    )
     inject.set_defaults(func=run_inject)
 
 
