@@ -13,13 +13,11 @@ import asyncio
 import json
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 from accelpool import api
 from accelpool_demo.run import POOLS_PATH, inject, load_fleet, simulated_cluster
 
-ROOT = Path(__file__).resolve().parents[1]
 QUARANTINE_TAINT = "accelpool.io/quarantined"
 POOL = {
     "apiVersion": api.API_VERSION,
@@ -39,7 +37,7 @@ async def _wait(predicate: Any, within: float, interval: float = 0.05) -> float:
 
 
 async def measure(rounds: int) -> list[float]:
-    fleet = [n for n in load_fleet(ROOT / "examples" / "demo-cluster.yaml") if n["metadata"]["name"].startswith("h100")]
+    fleet = [n for n in load_fleet() if n["metadata"]["name"].startswith("h100")]
     latencies = []
     async with simulated_cluster(fleet) as demo:
         await demo.client.create(POOLS_PATH, POOL)

@@ -3,11 +3,15 @@
 Each group is labelled the way its vendor's discovery labels real nodes (NVIDIA GFD, GKE,
 the AMD node labeller, Karpenter on AWS), with capacity for the accelerator's resource, a
 Ready condition, and the kubelet facts `kubectl get nodes -o wide` shows. Pure.
+
+`DEFAULT_FLEET` is the fleet `accelpool demo` simulates: package data (`demo-cluster.yaml` next to
+this module), so the demo finds it from any working directory.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import yaml
@@ -17,6 +21,7 @@ from accelpool_core import catalog
 LabelStyle = Literal["gfd", "gke", "gke-tpu", "amd", "karpenter", "none"]
 _STYLES = ("gfd", "gke", "gke-tpu", "amd", "karpenter", "none")
 _CREATED = "2026-11-01T00:00:00Z"
+DEFAULT_FLEET = Path(__file__).with_name("demo-cluster.yaml")
 
 
 @dataclass(frozen=True)

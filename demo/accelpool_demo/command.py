@@ -3,10 +3,17 @@
 accelpool demo                         live table until Ctrl-C
 accelpool demo --for 25 --no-tui       run 25 s, print the final table (exit 1 unless all Ready)
 accelpool demo inject h100-1 xid=79    give h100-1's agent a fault (GPU 0; '3:xid=79' for GPU 3)
-accelpool demo inject h100-1 mig-broken                 h100-1's MIG manager reports success, creates nothing
-accelpool demo inject h100-1 strategy-override=single   cluster-wide MIG strategy (off to remove; h100-1 unused)
+accelpool demo inject h100-1 mig-broken            h100-1's MIG manager reports success, creates nothing
+accelpool demo inject - strategy-override=single   cluster-wide MIG strategy (off to remove; no node)
 accelpool demo inject h100-1 no-runtime-class  no nvidia RuntimeClass; h100-1's agent pod cannot come back
 accelpool demo inject h100-1 clear     remove h100-1's faults (and bring the RuntimeClass back)
+
+Where it finds what it runs, from any working directory (never relative to where you are):
+the simulated fleet is the demo's own data, shipped with it (accelpool_demo/demo-cluster.yaml,
+package data); the pools applied are the repository's examples/ (the files the README and the
+tests apply), read from the source tree accelpool-demo is installed from (editable, as
+`make install` does) rather than from a copy. An installed wheel has no source tree: pass
+--examples (and --cluster for another fleet).
 """
 
 from __future__ import annotations
@@ -14,11 +21,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+import sys
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from accelpool_demo.injection import VALID_FAULTS, Injection, InjectionError, parse_injection
+
 DEFAULT_PORT = 18080
+USAGE_ERROR = 2
 
 
 def register(subparsers: Any) -> None:
@@ -28,9 +39,14 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--cluster", type=Path, default=Path("examples/demo-cluster.yaml"), help="the simulated fleet")
     parser.add_argument(
-        "--examples", type=Path, action="append", help="ComputePool files or directories to apply (default: examples/)"
+        "--cluster", type=Path, help="a DemoCluster file: the simulated fleet (default: the demo's own, package data)"
+    )
+    parser.add_argument(
+        "--examples",
+        type=Path,
+        action="append",
+        help="ComputePool files or directories to apply, repeatable (default: examples/ of the source tree)",
     )
     parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help="API server port on 127.0.0.1 (default %(default)s)"
@@ -40,23 +56,39 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--no-tui", dest="tui", action="store_false", help="no live table; print the final one")
     parser.set_defaults(func=run)
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
-    inject = actions.add_parser("inject", help="inject a fault into a node's agent or NVIDIA's components")
-    inject.add_argument("node")
-    inject.add_argument(
-        "fault",
-        help="xid=79, ecc-dbe, slow-matmul=3, wrong-results, hang, lost, N:FAULT (agent); mig-broken; "
-        "strategy-override=single|mixed|off (cluster-wide); no-runtime-class; or clear",
+    inject = actions.add_parser(
+        "inject",
+        help="inject a fault into a node's agent or NVIDIA's components",
+        description="Inject FAULT on NODE of the running demo.",
+        epilog=VALID_FAULTS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    inject.add_argument("--server", default=f"http://127.0.0.1:{DEFAULT_PORT}")
+    inject.add_argument("node", help="a node of the demo cluster (- for a cluster-wide fault)")
+    inject.add_argument("fault", type=_injection, help="what to break (the list below)")
+    inject.add_argument(
+        "--server", default=f"http://127.0.0.1:{DEFAULT_PORT}", help="the demo's API server (default %(default)s)"
+    )
     inject.set_defaults(func=run_inject)
 
 
-def run(args: argparse.Namespace) -> int:
-    from accelpool_demo.run import DemoOptions, example_pools, load_fleet, run_demo
+def _injection(text: str) -> Injection:
+    """FAULT, checked by argparse before anything is sent: a usage error (exit 2) lists the valid ones."""
+    try:
+        return parse_injection(text)
+    except InjectionError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
+
+def run(args: argparse.Namespace) -> int:
+    from accelpool_demo.cluster import DEFAULT_FLEET
+    from accelpool_demo.run import SOURCE_EXAMPLES, DemoOptions, example_pools, load_fleet, run_demo
+
+    examples = args.examples or ([SOURCE_EXAMPLES] if SOURCE_EXAMPLES else [])
+    if not examples:
+        print("accelpool demo: no source tree to take examples/ from: no pools applied (--examples adds some)")
     options = DemoOptions(
-        fleet=load_fleet(args.cluster),
-        pools=example_pools(tuple(args.examples or [Path("examples")])),
+        fleet=load_fleet(args.cluster or DEFAULT_FLEET),
+        pools=example_pools(tuple(examples)),
         port=args.port,
         duration=args.duration,
         tui=args.tui,
@@ -89,11 +121,15 @@ async def _until_signalled(main: Coroutine[Any, Any, bool]) -> bool:
 
 
 def run_inject(args: argparse.Namespace) -> int:
+    from accelpool_core.kube import ApiError
     from accelpool_demo.run import inject
 
     try:
-        print(asyncio.run(inject(args.server, args.node, args.fault)))
-    except ValueError as error:
-        print(f"accelpool demo inject: {error}")
-        return 2
+        print(asyncio.run(inject(args.server, args.node, args.fault.text)))
+    except InjectionError as error:
+        print(f"accelpool demo inject: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    except (OSError, ApiError) as error:
+        print(f"accelpool demo inject: {args.server}: {error} (is `accelpool demo` running?)", file=sys.stderr)
+        return 1
     return 0

@@ -5,9 +5,14 @@ The simulated cluster has what accelpool's install needs (the namespace, the age
 (`accelpool_demo.daemonsets`), NVIDIA's node-side components and a kubelet for the agent pods
 (`accelpool_demo.simulators`).
 
-Called by `accelpool demo`. Everything listens on 127.0.0.1 only; every process it starts is
-stopped when it ends (Ctrl-C, SIGTERM, or after `--for SECONDS`): the simulators first, then the
-operator and the agents at once, each given a few seconds before it is killed.
+Called by `accelpool demo`. Everything listens on 127.0.0.1 only (the operator's /metrics and
+/healthz included); every process it starts is stopped when it ends (Ctrl-C, SIGTERM, an error,
+or after `--for SECONDS`): the simulators first, then the operator and the agents at once, each
+given a few seconds before it is killed; then its temporary directory (the logs) is removed.
+
+Where things are, from any working directory: the fleet is package data (`cluster.DEFAULT_FLEET`);
+the example pools are the `examples/` directory of the source tree the demo is installed from
+(`SOURCE_TREE`: an editable install, as `make install` makes), none for an installed wheel.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from accelpool.textio import format_table
 from accelpool_core.kube import ApiError, Credentials, KubeClient
 from accelpool_demo import cluster, daemonsets, nvidia
 from accelpool_demo.apiserver import DemoApiServer
+from accelpool_demo.injection import Injection, InjectionError, InjectionKind, check_gpus, parse_injection
 from accelpool_demo.simulators import (
     DEMO_INSTALLATION,
     FAULT_ANNOTATION,
@@ -39,6 +45,7 @@ from accelpool_demo.simulators import (
     MIG_STRATEGY_KEY,
     Kubelet,
     NvidiaComponents,
+    fake_gpus,
     free_port,
     stop_process,
 )
@@ -52,7 +59,13 @@ NVIDIA_RUNTIME_CLASS = "nvidia"
 RUNTIME_CLASSES_PATH = "/apis/node.k8s.io/v1/runtimeclasses"
 AGENT_CHECK_SECONDS = 3.0
 """The demo's operator looks at its agents' DaemonSets, pods and Events this often (30 s by default)."""
-NO_RUNTIME_CLASS = "no-runtime-class"
+LOCALHOST = "127.0.0.1"
+_PACKAGE = Path(__file__).resolve().parent
+SOURCE_TREE = _PACKAGE.parents[1] if (_PACKAGE.parent / "pyproject.toml").exists() else None
+"""The repository the demo runs from (its distribution's pyproject.toml sits next to the package), if any."""
+SOURCE_EXAMPLES = SOURCE_TREE / "examples" if SOURCE_TREE else None
+"""The example pools `accelpool demo` applies unless given --examples."""
+KNOWN_NODES_SHOWN = 6
 
 
 @dataclass(frozen=True)
@@ -103,7 +116,7 @@ def all_ready(pools: list[dict[str, Any]]) -> bool:
     return bool(pools) and all((p.get("status") or {}).get("phase") == "Ready" for p in pools)
 
 
-def load_fleet(cluster_file: Path) -> list[dict[str, Any]]:
+def load_fleet(cluster_file: Path = cluster.DEFAULT_FLEET) -> list[dict[str, Any]]:
     return cluster.nodes(cluster.parse(cluster_file.read_text()))
 
 
@@ -148,10 +161,11 @@ async def _start_operator(server: str, metrics_port: int, log_dir: Path) -> asyn
         server,
         "--namespace",
         NAMESPACE,
+        "--metrics-address",
+        LOCALHOST,
         "--metrics-port",
         str(metrics_port),
-        "--liveness-port",
-        str(free_port()),
+        f"--liveness=http://{LOCALHOST}:{free_port()}/healthz",
         "--webhook-port=0",  # the emulator does not call admission webhooks
         "--agent-check-interval",
         str(AGENT_CHECK_SECONDS),
@@ -162,15 +176,33 @@ async def _start_operator(server: str, metrics_port: int, log_dir: Path) -> asyn
     return process
 
 
-def banner(server: str, metrics_port: int, log_dir: Path) -> str:
+def banner(server: str, metrics_port: int, log_dir: Path, cwd: Path | None = None) -> str:
+    """The hints: commands as the README's quick start gives them (from the repository's root,
+    `.tools/bin/kubectl` and `.venv/bin/accelpool`), valid from `cwd` (default: the working directory)."""
+    kubectl, accelpool = (_shown(path, cwd or Path.cwd()) for path in _tools())
+    inject = f"{accelpool} demo inject"
     return f"""accelpool demo: a simulated GPU cluster on this machine
-  kubectl      kubectl --server {server} get cpool        (get nodes --show-labels, get cpool NAME -o yaml)
-  metrics      operator http://127.0.0.1:{metrics_port}/metrics; agents: {log_dir}/agents.txt
-  faults       accelpool demo inject NODE xid=79   (ecc-dbe, slow-matmul=3, wrong-results, hang, lost; N:FAULT; clear)
-  NVIDIA       accelpool demo inject NODE mig-broken; accelpool demo inject NODE strategy-override=single (off)
-  agents       accelpool demo inject NODE no-runtime-class   (no nvidia RuntimeClass: NODE's agent pod cannot return)
-  logs         {log_dir}
+  kubectl      {kubectl} --server {server} get cpool        (get nodes --show-labels, get cpool NAME -o yaml)
+  metrics      operator http://{LOCALHOST}:{metrics_port}/metrics; agents: {log_dir}/agents.txt
+  faults       {inject} NODE xid=79   (ecc-dbe, slow-matmul=3, wrong-results, hang, lost; N:FAULT; clear)
+  NVIDIA       {inject} NODE mig-broken; {inject} - strategy-override=single (off)
+  agents       {inject} NODE no-runtime-class   (no nvidia RuntimeClass: NODE's agent pod cannot return)
+  logs         {log_dir}   (removed when the demo ends)
 """
+
+
+def _tools() -> tuple[Path, Path]:
+    """kubectl (in a source tree, the copy `make demo` fetches; else the one on PATH) and this environment's
+    accelpool."""
+    kubectl = SOURCE_TREE / ".tools" / "bin" / "kubectl" if SOURCE_TREE else Path("kubectl")
+    return kubectl, Path(sys.executable).parent / "accelpool"
+
+
+def _shown(path: Path, cwd: Path) -> str:
+    """PATH as the README writes it from the repository's root (relative); absolute from anywhere else."""
+    if SOURCE_TREE is not None and cwd == SOURCE_TREE and path.is_relative_to(SOURCE_TREE):
+        return str(path.relative_to(SOURCE_TREE))
+    return str(path)
 
 
 @dataclass
@@ -193,8 +225,24 @@ async def simulated_cluster(
     operator_metrics_port: int = 0,
     installation: nvidia.Installation = DEMO_INSTALLATION,
 ) -> AsyncIterator[SimulatedCluster]:
-    """API server + fleet + NVIDIA's components + kubelet + the real operator; all stopped on exit."""
-    log_dir = Path(tempfile.mkdtemp(prefix="accelpool-demo-"))
+    """API server + fleet + NVIDIA's components + kubelet + the real operator; all stopped on exit, however
+    it comes (cancelled, an error), and then the temporary directory of their logs removed."""
+    with tempfile.TemporaryDirectory(prefix="accelpool-demo-", ignore_cleanup_errors=True) as log_dir:
+        async with _cluster_logging_to(
+            Path(log_dir), fleet, port=port, operator_metrics_port=operator_metrics_port, installation=installation
+        ) as demo:
+            yield demo
+
+
+@contextlib.asynccontextmanager
+async def _cluster_logging_to(
+    log_dir: Path,
+    fleet: list[dict[str, Any]],
+    *,
+    port: int,
+    operator_metrics_port: int,
+    installation: nvidia.Installation,
+) -> AsyncIterator[SimulatedCluster]:
     emulator = DemoApiServer()
     async with emulator, kmock.Server(emulator, port=port or None) as http:
         server = str(http.url).rstrip("/")
@@ -248,9 +296,8 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> bool:
             while options.duration is None or time.monotonic() - started < options.duration:
                 await asyncio.sleep(1.0)
                 if demo.operator.returncode is not None:
-                    print(
-                        f"the operator exited ({demo.operator.returncode}); see {demo.log_dir}/operator.log", file=out
-                    )
+                    log_tail = _tail(demo.log_dir / "operator.log")
+                    print(f"the operator exited ({demo.operator.returncode}); its log ends:\n{log_tail}", file=out)
                     break
                 pools = await demo.client.list(POOLS_PATH)
                 if options.tui:
@@ -264,11 +311,24 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> bool:
     return all_ready(pools)
 
 
-STRATEGY_OVERRIDE = "strategy-override="
+def _tail(log: Path, lines: int = 20) -> str:
+    """The end of a log the demo's temporary directory holds (it is removed when the demo ends)."""
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+
+class UnknownNodeError(InjectionError):
+    """`accelpool demo inject` named a node the simulated cluster does not have."""
+
+    def __init__(self, node: str, known: list[str]) -> None:
+        shown = ", ".join(sorted(known)[:KNOWN_NODES_SHOWN])
+        more = f", ... ({len(known)} in all)" if len(known) > KNOWN_NODES_SHOWN else ""
+        super().__init__(f"no node {node!r} in the demo cluster; its nodes: {shown or 'none'}{more}")
 
 
 async def inject(server: str, node: str, fault: str) -> str:
-    """Inject a fault; returns what it did.
+    """Inject a fault (see `accelpool_demo.injection`); returns what it did. A fault the agent would refuse
+    (`xid=abc`), a GPU NODE does not have, and an unknown NODE raise `InjectionError` before anything is
+    written.
 
     - an agent fault (`xid=79`, `3:ecc-dbe`, ...): the demo's kubelet restarts NODE's agent with it;
     - `mig-broken`: NODE's MIG manager reports success and creates nothing (the layout never appears);
@@ -279,45 +339,50 @@ async def inject(server: str, node: str, fault: str) -> str:
       to create it again are refused (FailedCreate), and the pool's AgentReady says why;
     - `clear`: NODE's agent and MIG faults removed, and the `nvidia` RuntimeClass back.
     """
+    injection = parse_injection(fault)
     async with KubeClient(Credentials(server=server)) as client:
-        if fault == NO_RUNTIME_CLASS:
-            await client.delete(f"{RUNTIME_CLASSES_PATH}/{NVIDIA_RUNTIME_CLASS}")
-            pods = await client.list(f"/api/v1/namespaces/{NAMESPACE}/pods")
-            evicted = [p["metadata"]["name"] for p in pods if (p.get("spec") or {}).get("nodeName") == node]
-            for name in evicted:
-                await client.delete(f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")
-            pods_text = ", ".join(evicted) or "none"
-            return (
-                f"RuntimeClass {NVIDIA_RUNTIME_CLASS} deleted, and {node}'s agent pod ({pods_text}): "
-                "the DaemonSet controller cannot create it again (kubectl get events)"
+        if injection.names_a_node:
+            target = await client.get_or_none(f"/api/v1/nodes/{node}")
+            if target is None:
+                raise UnknownNodeError(node, [n["metadata"]["name"] for n in await client.list("/api/v1/nodes")])
+            check_gpus(injection, node, fake_gpus(target)[1])
+        return await _apply(client, node, injection)
+
+
+async def _apply(client: KubeClient, node: str, injection: Injection) -> str:
+    node_path = f"/api/v1/nodes/{node}"
+    if injection.kind is InjectionKind.NO_RUNTIME_CLASS:
+        await client.delete(f"{RUNTIME_CLASSES_PATH}/{NVIDIA_RUNTIME_CLASS}")
+        pods = await client.list(f"/api/v1/namespaces/{NAMESPACE}/pods")
+        evicted = [p["metadata"]["name"] for p in pods if (p.get("spec") or {}).get("nodeName") == node]
+        for name in evicted:
+            await client.delete(f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")
+        pods_text = ", ".join(evicted) or "none"
+        return (
+            f"RuntimeClass {NVIDIA_RUNTIME_CLASS} deleted, and {node}'s agent pod ({pods_text}): "
+            "the DaemonSet controller cannot create it again (kubectl get events)"
+        )
+    if injection.kind is InjectionKind.STRATEGY_OVERRIDE:
+        strategy = injection.value
+        path = f"/api/v1/namespaces/{NAMESPACE}/configmaps/{GPU_OPERATOR_CONFIG_MAP}"
+        data = {MIG_STRATEGY_KEY: "" if strategy == "off" else strategy}
+        if await client.get_or_none(path) is None:
+            await client.create(
+                f"/api/v1/namespaces/{NAMESPACE}/configmaps",
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": GPU_OPERATOR_CONFIG_MAP}, "data": data},
             )
-        if fault.startswith(STRATEGY_OVERRIDE):
-            strategy = fault.removeprefix(STRATEGY_OVERRIDE)
-            if strategy not in ("single", "mixed", "off"):
-                raise ValueError(f"{fault}: the strategy is single, mixed or off")
-            path = f"/api/v1/namespaces/{NAMESPACE}/configmaps/{GPU_OPERATOR_CONFIG_MAP}"
-            data = {MIG_STRATEGY_KEY: "" if strategy == "off" else strategy}
-            if await client.get_or_none(path) is None:
-                await client.create(
-                    f"/api/v1/namespaces/{NAMESPACE}/configmaps",
-                    {
-                        "apiVersion": "v1",
-                        "kind": "ConfigMap",
-                        "metadata": {"name": GPU_OPERATOR_CONFIG_MAP},
-                        "data": data,
-                    },
-                )
-            else:
-                await client.patch(path, {"data": data})
-            return f"cluster-wide MIG strategy {strategy}: every device plugin and GFD restart with it"
-        if fault == "mig-broken":
-            await client.patch(f"/api/v1/nodes/{node}", {"metadata": {"annotations": {MIG_FAULT_ANNOTATION: "broken"}}})
-            return f"{node}: its MIG manager now reports success and creates nothing"
-        value = None if fault == "clear" else fault
-        annotations: dict[str, str | None] = {FAULT_ANNOTATION: value}
-        if fault == "clear":
-            annotations[MIG_FAULT_ANNOTATION] = None
-            if await client.get_or_none(f"{RUNTIME_CLASSES_PATH}/{NVIDIA_RUNTIME_CLASS}") is None:
-                await client.create(RUNTIME_CLASSES_PATH, runtime_class())
-        await client.patch(f"/api/v1/nodes/{node}", {"metadata": {"annotations": annotations}})
-        return f"{node}: fault {fault!r} set; its agent restarts with it"
+        else:
+            await client.patch(path, {"data": data})
+        return f"cluster-wide MIG strategy {strategy}: every device plugin and GFD restart with it"
+    if injection.kind is InjectionKind.MIG_BROKEN:
+        await client.patch(node_path, {"metadata": {"annotations": {MIG_FAULT_ANNOTATION: "broken"}}})
+        return f"{node}: its MIG manager now reports success and creates nothing"
+    if injection.kind is InjectionKind.CLEAR:
+        if await client.get_or_none(f"{RUNTIME_CLASSES_PATH}/{NVIDIA_RUNTIME_CLASS}") is None:
+            await client.create(RUNTIME_CLASSES_PATH, runtime_class())
+        await client.patch(
+            node_path, {"metadata": {"annotations": {FAULT_ANNOTATION: None, MIG_FAULT_ANNOTATION: None}}}
+        )
+        return f"{node}: faults cleared; its agent restarts without them"
+    await client.patch(node_path, {"metadata": {"annotations": {FAULT_ANNOTATION: injection.text}}})
+    return f"{node}: fault {injection.text!r} set; its agent restarts with it"

@@ -30,6 +30,7 @@ from typing import Any
 from accelpool_core import catalog
 from accelpool_core.kube import ApiError, KubeClient
 from accelpool_demo import nvidia
+from accelpool_demo.injection import agent_fault_argument
 
 log = logging.getLogger("accelpool_demo")
 
@@ -237,7 +238,7 @@ class Kubelet:
         self, node_name: str, node: dict[str, Any], config: str, fault: str | None, pod: str = ""
     ) -> AgentProcess:
         port = free_port()
-        model, count = _fake_gpus(node)
+        model, count = fake_gpus(node)
         command = [
             str(Path(sys.executable).parent / "accelpool-agent"),
             "run",
@@ -253,7 +254,7 @@ class Kubelet:
             self.server,
         ]
         if fault:
-            command += ["--fault", fault if ":" in fault.split("=")[0] else f"0:{fault}"]
+            command += ["--fault", agent_fault_argument(fault)]
         env = {**os.environ, "ACCELPOOL_AGENT_CONFIG": config, "NODE_NAME": node_name, "POD_NAME": pod or node_name}
         log_file = (self.log_dir / f"agent-{node_name}.log").open("ab")
         process = await asyncio.create_subprocess_exec(*command, env=env, stdout=log_file, stderr=log_file)
@@ -277,7 +278,7 @@ def _agent_config(pod_spec: dict[str, Any]) -> str:
     return "{}"
 
 
-def _fake_gpus(node: dict[str, Any]) -> tuple[str, int]:
+def fake_gpus(node: dict[str, Any]) -> tuple[str, int]:
     """The simulated devices of a demo node: its catalog model and count, from its labels."""
     labels = _labels(node)
     product = labels.get("nvidia.com/gpu.product") or labels.get("amd.com/gpu.product-name")

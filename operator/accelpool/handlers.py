@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -38,7 +39,7 @@ from accelpool.inputs import PoolRecord
 from accelpool.metrics import OperatorMetrics, serve
 from accelpool.nodes import NodeView
 from accelpool.settings import OperatorConfig
-from accelpool_core.kube import Credentials, KubeClient
+from accelpool_core.kube import Credentials, KubeClient, token_refresh_time
 
 RESOURCE = (api.GROUP, api.VERSION, api.PLURAL)
 RELEASE_WAIT_SECONDS = 60.0
@@ -191,17 +192,25 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logge
 
 @kopf.on.login()
 async def login(memo: Any, **_: Any) -> kopf.ConnectionInfo:
+    """The API credentials for kopf, read afresh each time kopf asks: after a 401, and at the
+    `expiration` set here, before the pod's rotating ServiceAccount token goes stale. Embedded
+    certificates and keys are passed as data (kopf holds them in memory)."""
     config = _config(memo)
     credentials = Credentials.discover(config.kubeconfig, config.server)
+    token = credentials.bearer_token()
     return kopf.ConnectionInfo(
         server=credentials.server,
-        token=credentials.token,
-        scheme="Bearer" if credentials.token else None,
+        token=token,
+        scheme="Bearer" if token else None,
         ca_path=credentials.ca_path,
+        ca_data=credentials.ca_data,
         certificate_path=credentials.client_cert_path,
+        certificate_data=credentials.client_cert_data,
         private_key_path=credentials.client_key_path,
+        private_key_data=credentials.client_key_data,
         insecure=credentials.insecure or None,
         default_namespace=config.events_namespace,
+        expiration=token_refresh_time(token, datetime.datetime.now(datetime.UTC)) if token else None,
     )
 
 

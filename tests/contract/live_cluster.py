@@ -43,7 +43,6 @@ from accelpool_demo.apiserver import DemoApiServer
 from accelpool_demo.run import install_prerequisites
 from accelpool_demo.simulators import FAULT_ANNOTATION, Kubelet, free_port
 
-ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "accelpool-system"
 POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 TRAINING, INFERENCE, BATCH = "llm-training", "inference", "batch"
@@ -191,7 +190,7 @@ class LiveCluster:
     async def _seed_and_start(self, client: KubeClient, server: str, metrics_port: int) -> asyncio.subprocess.Process:
         await client.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd.custom_resource_definition())
         await install_prerequisites(client, NAMESPACE)
-        fleet = cluster.nodes(cluster.parse((ROOT / "examples" / "demo-cluster.yaml").read_text()))
+        fleet = cluster.nodes(cluster.parse(cluster.DEFAULT_FLEET.read_text()))
         for node in [n for n in fleet if n["metadata"]["name"].startswith("h100-")][:3]:
             await client.create("/api/v1/nodes", node)
         command = [

@@ -1,9 +1,13 @@
 """The demo as a user meets it: every example pool Ready on the simulated cluster, real kubectl
-against its API server, and an injected XID quarantining a node that a spare then replaces."""
+against its API server, an injected XID quarantining a node that a spare then replaces, the
+operator's endpoints on 127.0.0.1 only, and nothing left in the temporary directory afterwards."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ipaddress
+import os
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
@@ -13,7 +17,16 @@ from typing import Any
 import pytest
 
 from accelpool import conventions
-from accelpool_demo.run import NAMESPACE, POOLS_PATH, all_ready, example_pools, inject, load_fleet, simulated_cluster
+from accelpool_demo.run import (
+    NAMESPACE,
+    POOLS_PATH,
+    SimulatedCluster,
+    all_ready,
+    example_pools,
+    inject,
+    load_fleet,
+    simulated_cluster,
+)
 from tests.conftest import require_tool
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -39,7 +52,7 @@ async def test_examples_become_ready_kubectl_sees_them_and_a_fault_quarantines()
     kubectl_bin = require_tool("kubectl")
     pools = example_pools((ROOT / "examples",))
     assert len(pools) == 7
-    async with simulated_cluster(load_fleet(ROOT / "examples" / "demo-cluster.yaml")) as demo:
+    async with simulated_cluster(load_fleet()) as demo:
         for pool in pools:
             await demo.client.create(POOLS_PATH, pool)
 
@@ -100,6 +113,11 @@ async def test_examples_become_ready_kubectl_sees_them_and_a_fault_quarantines()
         operator_log = (demo.log_dir / "operator.log").read_text()
         assert not [line for line in operator_log.splitlines() if "daemonsets" in line and " 404 " in line]
 
+        listening = listening_addresses(demo.operator.pid)
+        assert len(listening) >= 2, f"/metrics and /healthz: {listening}"
+        assert {host for host, _ in listening} == {"127.0.0.1"}
+    assert not demo.log_dir.exists()
+
 
 def _agent_config(daemonset: dict[str, Any]) -> str:
     (container,) = daemonset["spec"]["template"]["spec"]["containers"]
@@ -109,3 +127,45 @@ def _agent_config(daemonset: dict[str, Any]) -> str:
 def _environment(pid: int) -> dict[str, str]:
     raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     return dict(entry.decode().split("=", 1) for entry in raw if b"=" in entry)
+
+
+def listening_addresses(pid: int) -> set[tuple[str, int]]:
+    """The (address, port) of every TCP socket PID listens on, from /proc (IPv4 and IPv6)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and inode in inodes:  # TCP_LISTEN
+                address, port = local.split(":")
+                found.add((_address(address), int(port, 16)))
+    return found
+
+
+def _address(hex_address: str) -> str:
+    """/proc/net/tcp writes addresses as hex, each 32-bit word in the host's (little-endian) order."""
+    raw = bytes.fromhex(hex_address)
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    return str(ipaddress.ip_address(words))
+
+
+async def test_an_error_inside_the_demo_still_stops_it_and_removes_its_directory() -> None:
+    started: list[SimulatedCluster] = []
+
+    async def failing_demo() -> None:
+        async with simulated_cluster([]) as demo:
+            started.append(demo)
+            assert demo.log_dir.is_dir()
+            raise RuntimeError("a failure")
+
+    with pytest.raises(RuntimeError, match="a failure"):
+        await failing_demo()
+    (demo,) = started
+    assert not demo.log_dir.exists()
+    assert demo.operator.returncode is not None

@@ -1,5 +1,6 @@
-"""`accelpool demo` stops on Ctrl-C (SIGINT) and on SIGTERM: it exits, and the operator and every
-agent process it started are gone with it."""
+"""`accelpool demo` stops on Ctrl-C (SIGINT) and on SIGTERM: it exits, the operator and every agent
+process it started are gone with it, and so is its temporary directory. It runs from a directory
+that is not the repository's: it finds its fleet and the example pools wherever it is started."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from accelpool_demo.run import POOLS_PATH, all_ready
 from tests.integration.operator.conftest import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
-ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 LONG_RUN_REQUESTS = 3000
 
@@ -52,8 +52,10 @@ async def _pools(client: KubeClient) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-async def test_a_signal_stops_the_demo_and_every_process_it_started(stop: signal.Signals) -> None:
+async def test_a_signal_stops_the_demo_and_every_process_it_started(stop: signal.Signals, tmp_path: Path) -> None:
     port = free_port()
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
     demo = await asyncio.create_subprocess_exec(
         str(BIN / "accelpool"),
         "demo",
@@ -62,7 +64,8 @@ async def test_a_signal_stops_the_demo_and_every_process_it_started(stop: signal
         str(port),
         "--metrics-port",
         str(free_port()),
-        cwd=ROOT,
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(temporary)},
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )
@@ -94,3 +97,8 @@ async def test_a_signal_stops_the_demo_and_every_process_it_started(stop: signal
 
     assert code in (0, 130)
     assert not left, f"still running after the demo exited: {left}"
+    assert entries(temporary) == []
+
+
+def entries(directory: Path) -> list[str]:
+    return sorted(path.name for path in directory.iterdir())

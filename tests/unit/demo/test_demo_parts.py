@@ -1,4 +1,5 @@
-"""The demo's pure parts: the fleet description and the pool table."""
+"""The demo's parts that need no cluster: the fleet description, the pool table, the hints it prints, and
+where it finds its fleet and example pools."""
 
 from __future__ import annotations
 
@@ -7,18 +8,14 @@ from typing import Any
 
 import pytest
 
+from accelpool.cli import build_parser
 from accelpool.textio import format_table
 from accelpool_demo import cluster
-from accelpool_demo.run import inject, pool_rows
-
-ROOT = Path(__file__).resolve().parents[3]
+from accelpool_demo.run import SOURCE_EXAMPLES, SOURCE_TREE, banner, example_pools, inject, load_fleet, pool_rows
 
 
 def test_demo_fleet_is_labelled_like_real_nodes() -> None:
-    nodes = {
-        n["metadata"]["name"]: n
-        for n in cluster.nodes(cluster.parse((ROOT / "examples/demo-cluster.yaml").read_text()))
-    }
+    nodes = {n["metadata"]["name"]: n for n in cluster.nodes(cluster.parse(cluster.DEFAULT_FLEET.read_text()))}
     assert nodes["h100-1"]["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
     assert nodes["h100-1"]["status"]["capacity"]["nvidia.com/gpu"] == "8"
     assert nodes["l4-1"]["spec"]["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
@@ -82,3 +79,26 @@ def test_pool_table() -> None:
 async def test_inject_refuses_an_unknown_strategy_before_calling_the_api() -> None:
     with pytest.raises(ValueError, match="single, mixed or off"):
         await inject("http://127.0.0.1:9", "h100-1", "strategy-override=none")
+
+
+def test_the_hints_are_the_readmes_commands() -> None:
+    assert SOURCE_TREE is not None, "the tests run from a source tree"
+    readme = (SOURCE_TREE / "README.md").read_text()
+    hints = banner("http://127.0.0.1:18080", 18081, Path("/tmp/accelpool-demo-x"), cwd=SOURCE_TREE)
+    kubectl = next(line for line in hints.splitlines() if line.lstrip().startswith("kubectl"))
+    assert kubectl.split()[1] == ".tools/bin/kubectl"
+    for command in (".tools/bin/kubectl --server http://127.0.0.1:18080 get cpool", ".venv/bin/accelpool demo inject"):
+        assert command in hints and command in readme
+    elsewhere = banner("http://127.0.0.1:18080", 18081, Path("/tmp/accelpool-demo-x"), cwd=Path("/"))
+    assert f"{SOURCE_TREE}/.tools/bin/kubectl --server" in elsewhere
+
+
+def test_the_fleet_and_the_example_pools_are_found_from_any_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = build_parser().parse_args(["demo"])
+    assert (args.cluster, args.examples) == (None, None)  # the command takes these two:
+    assert cluster.DEFAULT_FLEET.is_absolute() and len(load_fleet(cluster.DEFAULT_FLEET)) == 16
+    assert SOURCE_EXAMPLES is not None and SOURCE_EXAMPLES.is_absolute()
+    assert {p["metadata"]["name"] for p in example_pools((SOURCE_EXAMPLES,))} >= {"llm-training", "l4-inference"}
