@@ -28,8 +28,8 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector
 
-from accelpool_agent.agent import AgentSnapshot
 from accelpool_agent.model import THROTTLE_REASONS, CheckStatus, GpuReport
+from accelpool_agent.snapshot import AgentSnapshot
 from accelpool_core.protocol import HealthStatus
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,6 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from accelpool_agent.agent import AgentSnapshot
 from accelpool_agent.clock import ManualClock
 from accelpool_agent.metrics import (
     AgentCollector,
@@ -26,6 +25,7 @@ from accelpool_agent.metrics import (
     NodeCollector,
     build_registry,
 )
+from accelpool_agent.snapshot import AgentSnapshot
 
 from .conftest import MakeAgent
 
