@@ -127,10 +127,6 @@ class Agent:
     def report(self) -> NodeReport | None:
         return self._snapshot.report
 
-    @property
-    def state(self) -> AgentState:
-        return self._state
-
     # ------------------------------------------------------------------ lifecycle (blocking)
 
     def open(self) -> None:
