@@ -83,6 +83,8 @@ def run_checks(runner: ComputeRunner, job: ComputeJob, timeout_seconds: float) -
 
 
 class Agent:
+    """One node's agent: its backend, its compute runner, what it knows, and the snapshot it shows."""
+
     def __init__(
         self,
         backend: Backend,
