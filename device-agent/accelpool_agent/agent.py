@@ -1,4 +1,4 @@
-"""The agent: keeps what it knows about the node's GPUs and turns it into reports.
+"""The agent: does the device work and keeps what it learns, for the daemon, /metrics and the CLI.
 
 Two activities feed it. A *telemetry tick* (every couple of seconds in the daemon) reads
 telemetry and drains XID events from the backend and re-applies the telemetry rules. A
@@ -6,87 +6,85 @@ telemetry and drains XID events from the backend and re-applies the telemetry ru
 its own child process with a per-check timeout. Each activity ends by publishing an immutable
 `AgentSnapshot` (with its `NodeReport`) that /metrics, the node reporter and the CLI read.
 
-State is per GPU UUID (a replaced GPU starts clean): the XIDs seen since start (fatal ones are
-sticky until the agent restarts), the ECC baseline, and the last verdict of each compute check
-kind (sanity, correctness, matmul, bandwidth). A verdict stands until a later check of the same
-kind on the same GPU produces one: a check that is skipped (busy or lost GPU, an earlier check
-that timed out) keeps the previous verdict in force, marked stale, so a busy bad GPU never turns
-healthy. The verdicts are published in the node annotation and read back at start
-(`restore_verdicts`), so this holds across agent restarts too. A GPU whose compute checks have
-never produced a verdict is "not checked", never "passed" (the node is Unknown/ChecksSkipped).
+One owner: what the agent knows (`AgentState`, `accelpool_agent.state`) and its snapshot change
+only in the agent's coroutines, on the event loop, by the pure steps of `AgentState`. Blocking
+work runs in threads that only return values: every backend call (NVML) in the agent's one
+backend thread, so calls never overlap; the waits for compute children in its check threads,
+one per GPU checked in parallel, so a hung GPU delays neither the telemetry nor the loop. There
+is no lock, and a reader on any thread holds one consistent snapshot.
+
+The compute verdicts are published in the node annotation and read back when the agent starts
+(`restore_verdicts`), so a failure stands across agent restarts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import replace
+from typing import TypeVar
 
 from accelpool_agent import rules, xids
 from accelpool_agent.backends import Backend
 from accelpool_agent.clock import Clock, SystemClock
-from accelpool_agent.compute import ComputeSizes, ComputeTask, split_for_tf32
+from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask, split_for_tf32
 from accelpool_agent.compute.child import not_run
 from accelpool_agent.compute.runner import ComputeRunner
 from accelpool_agent.config import AgentSettings
-from accelpool_agent.model import (
-    CHECK_ORDER,
-    Check,
-    CheckResult,
-    CheckStatus,
-    CheckVerdict,
-    DeviceInfo,
-    GpuReport,
-    Measurement,
-    NodeReport,
-    Telemetry,
-)
-from accelpool_core import catalog
+from accelpool_agent.model import Check, DeviceInfo, Measurement, NodeReport, Telemetry, XidEvent
+from accelpool_agent.snapshot import AgentSnapshot, ReportStats
+from accelpool_agent.state import AgentState, Inventory, Readings, Skipped
 from accelpool_core.protocol import AgentConfig, HealthStatus
 from accelpool_core.protocol import CheckVerdict as WireVerdict
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 _ABORTING = {"CheckTimeout", "ComputeCrashed"}
 
 
-@dataclass(frozen=True)
-class ReportStats:
-    """What the node reporter did (for the agent's own metrics)."""
-
-    writes: dict[str, int] = field(default_factory=dict)
-    errors: int = 0
+def take_inventory(backend: Backend, clock: Clock) -> Inventory:
+    """The backend's devices now. Blocking: runs in the backend thread."""
+    devices = tuple(backend.inventory())
+    return Inventory(devices, backend.error, clock.time())
 
 
-@dataclass(frozen=True)
-class AgentSnapshot:
-    """Everything /metrics shows, as of the last tick or cycle. Replaced, never mutated."""
-
-    node: str
-    pool: str | None
-    backend: str
-    backend_error: str | None
-    report: NodeReport | None
-    started_at: float
-    ticks_total: int = 0
-    cycles_total: int = 0
-    last_cycle_at: float | None = None
-    last_cycle_duration_seconds: float | None = None
-    compute_running: bool = False
-    report_stats: ReportStats = ReportStats()
+def read_devices(backend: Backend, clock: Clock, *, inventory_due: bool, inventory_error: str | None) -> Readings:
+    """One telemetry pass. Blocking: runs in the backend thread. The inventory is taken when due, and
+    again when the backend died or came back during the pass (its devices changed with it)."""
+    inventory = take_inventory(backend, clock) if inventory_due else None
+    telemetry = tuple(backend.telemetry())
+    events = tuple(backend.drain_xid_events())
+    known_error = inventory.error if inventory is not None else inventory_error
+    if (backend.error is None) != (known_error is None):
+        inventory = take_inventory(backend, clock)
+    return Readings(telemetry, events, backend.error, inventory)
 
 
-@dataclass(frozen=True)
-class _ComputeState:
-    outcome: rules.ComputeOutcome
-    at: float
+def run_checks(runner: ComputeRunner, job: ComputeJob, timeout_seconds: float) -> list[Measurement]:
+    """One GPU's compute checks (tf32 in a child of its own). Blocking: runs in a check thread.
+    A check that timed out or crashed leaves the GPU's later checks not run."""
+    measurements: list[Measurement] = []
+    jobs = split_for_tf32(job)
+    for position, part in enumerate(jobs):
+        got = runner.run(part, timeout_seconds)
+        measurements.extend(got)
+        if any(m.reason in _ABORTING for m in got):
+            for later in jobs[position + 1 :]:
+                measurements.extend(
+                    not_run(t, "not run: an earlier check of this GPU did not finish") for t in later.tasks
+                )
+            break
+    return measurements
 
 
 class Agent:
+    """One node's agent: its backend, its compute runner, what it knows, and the snapshot it shows."""
+
     def __init__(
         self,
         backend: Backend,
@@ -101,44 +99,27 @@ class Agent:
         self.settings = settings
         self.runner = runner
         self.clock: Clock = clock or SystemClock()
-        self.policy = rules.Policy(
-            dtype=config.matmul.dtype,
-            min_efficiency=config.matmul.min_efficiency,
-            min_bandwidth_efficiency=config.min_bandwidth_efficiency,
-            check_timeout_seconds=config.check_timeout_seconds,
-        )
-        engine = backend.compute_engine or "cuda"
-        self.sizes = settings.sizes or ComputeSizes.for_engine(engine)
-        self._lock = threading.Lock()
+        self.policy = rules.Policy.from_config(config)
+        self.expected: Callable[[DeviceInfo], rules.Expected] = functools.partial(rules.expected_for, config=config)
+        self.sizes = settings.sizes or ComputeSizes.for_engine(backend.compute_engine or "cuda")
+        self._backend_calls = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accelpool-backend")
+        """The one thread every backend call runs in, one call at a time."""
         self._check_waits = ThreadPoolExecutor(
             max_workers=max(1, settings.parallelism), thread_name_prefix="accelpool-check"
         )
-        """Threads that wait for compute children: hung GPUs block these, never the default pool."""
-        self._devices: list[DeviceInfo] = []
-        self._inventory_at: float | None = None
-        self._inventory_error: str | None = None
-        self._telemetry: dict[str, Telemetry] = {}
-        self._xids: dict[str, rules.XidRecord] = {}
-        self._ecc_baseline: dict[str, int | None] = {}
-        self._compute: dict[str, _ComputeState] = {}
-        self._skipped: dict[str, tuple[str, str]] = {}
-        self._verdicts: dict[str, dict[Check, CheckResult]] = {}
-        """GPU UUID → compute check → its last non-skipped result (what stands)."""
-        self._since: dict[str, dict[Check, float]] = {}
-        self._ran: dict[str, dict[Check, CheckResult]] = {}
-        """GPU UUID → what each compute check gave in the GPU's latest run (skips included)."""
-        self._started = self.clock.time()
+        """Threads that wait for compute children: hung GPUs block these, never the backend thread."""
+        self._state = AgentState()
         self._snapshot = AgentSnapshot(
             node=settings.node_name,
             pool=config.pool,
             backend=backend.name,
             backend_error=None,
             report=None,
-            started_at=self._started,
+            started_at=self.clock.time(),
         )
         self.last_tick_monotonic: float | None = None
 
-    # ------------------------------------------------------------------ public
+    # ------------------------------------------------------------------ what it shows
 
     @property
     def snapshot(self) -> AgentSnapshot:
@@ -148,10 +129,11 @@ class Agent:
     def report(self) -> NodeReport | None:
         return self._snapshot.report
 
+    # ------------------------------------------------------------------ lifecycle (blocking)
+
     def open(self) -> None:
-        with self._lock:
-            self.backend.open()
-            self._refresh_inventory()
+        """Open the backend. Blocking: call before the loops start (`await asyncio.to_thread(agent.open)`)."""
+        self._backend_calls.submit(self.backend.open).result()
 
     def stop_checks(self) -> None:
         """Kill running compute children now and run no more (the agent is stopping)."""
@@ -159,136 +141,104 @@ class Agent:
         self._check_waits.shutdown(wait=False, cancel_futures=True)
 
     def close(self) -> None:
-        with self._lock:
-            self.backend.close()
+        """Close the backend once the loops have stopped. Blocking."""
+        self._backend_calls.submit(self.backend.close).result()
 
-    def tick(self) -> NodeReport:
-        """Read telemetry and XID events, apply the telemetry rules, publish. Blocking (NVML calls)."""
-        with self._lock:
-            now = self.clock.time()
-            if self._inventory_at is None or now - self._inventory_at >= self.settings.inventory_refresh_seconds:
-                self._refresh_inventory()
-            readings = self.backend.telemetry()
-            events = self.backend.drain_xid_events()
-            if (self.backend.error is None) != (self._inventory_error is None):
-                self._refresh_inventory()  # the backend died or came back: its devices changed with it
-            by_index = {device.index: device for device in self._devices}
-            for reading in readings:
-                device = by_index.get(reading.index)
-                if device is None:
-                    continue
-                self._telemetry[device.uuid] = reading
-                if device.uuid not in self._ecc_baseline and reading.ecc is not None:
-                    self._ecc_baseline[device.uuid] = reading.ecc.aggregate_double
-            for event in events:
-                device = by_index.get(event.index)
-                if device is None:
-                    log.warning("XID %d on unknown GPU index %d", event.xid, event.index)
-                    continue
-                informational = xids.classify(event.xid) is xids.XidClass.INFORMATIONAL
-                log.log(
-                    logging.DEBUG if informational else logging.WARNING,
-                    "GPU %d (%s): %s",
-                    device.index,
-                    device.uuid,
-                    xids.describe(event.xid),
-                )
-                record = self._xids.get(device.uuid, rules.XidRecord())
-                self._xids[device.uuid] = record.add(event.xid, event.timestamp or now)
-            snapshot = replace(self._snapshot, ticks_total=self._snapshot.ticks_total + 1)
-            self._snapshot = snapshot
-            self.last_tick_monotonic = self.clock.monotonic()
-            return self._publish(now)
+    # ------------------------------------------------------------------ activities (on the event loop)
+
+    async def tick(self) -> NodeReport:
+        """Read telemetry and XID events, apply the telemetry rules, publish."""
+        now = self.clock.time()
+        due = self._state.inventory_due(now, self.settings.inventory_refresh_seconds)
+        readings = await self._on_backend(
+            functools.partial(
+                read_devices,
+                self.backend,
+                self.clock,
+                inventory_due=due,
+                inventory_error=self._state.inventory_error,
+            )
+        )
+        self._state = self._state.with_readings(readings, now)
+        self._log_xids(readings.xid_events)
+        self._snapshot = replace(self._snapshot, ticks_total=self._snapshot.ticks_total + 1)
+        self.last_tick_monotonic = self.clock.monotonic()
+        return self._publish(now)
 
     async def compute_cycle(self) -> NodeReport:
         """Run the compute checks on every idle, reachable GPU (in parallel), then publish."""
         started = self.clock.monotonic()
-        with self._lock:
-            self._refresh_inventory()
-            devices = list(self._devices)
-            telemetry = dict(self._telemetry)
+        inventory = await self._on_backend(functools.partial(take_inventory, self.backend, self.clock))
+        self._state = self._state.with_inventory(inventory)
+        devices = self._state.devices
+        skipped = {
+            device.uuid: why
+            for device in devices
+            if (why := self._skip_reason(device, self._state.gpu(device.uuid).telemetry)) is not None
+        }
+        self._state = self._state.with_skipped(skipped)
         self._snapshot = replace(self._snapshot, compute_running=True)
         semaphore = asyncio.Semaphore(max(1, self.settings.parallelism))
+        loop = asyncio.get_running_loop()
 
-        async def one(device: DeviceInfo) -> tuple[DeviceInfo, list[Measurement] | None]:
-            why = self._skip_reason(device, telemetry.get(device.uuid))
-            if why is not None:
-                self._skipped[device.uuid] = why
+        async def check(device: DeviceInfo) -> tuple[DeviceInfo, list[Measurement] | None]:
+            job = None if device.uuid in skipped else self._job(device)
+            if job is None:
                 return device, None
             async with semaphore:
-                loop = asyncio.get_running_loop()
-                return device, await loop.run_in_executor(self._check_waits, self._run_device, device)
+                wait = functools.partial(run_checks, self.runner, job, self.config.check_timeout_seconds)
+                return device, await loop.run_in_executor(self._check_waits, wait)
 
         try:
-            results = await asyncio.gather(*(one(device) for device in devices))
+            results = await asyncio.gather(*(check(device) for device in devices))
         finally:
             self._snapshot = replace(self._snapshot, compute_running=False)
         now = self.clock.time()
-        with self._lock:
-            self._apply_compute(results, now)
-            duration = self.clock.monotonic() - started
-            self._snapshot = replace(
-                self._snapshot,
-                cycles_total=self._snapshot.cycles_total + 1,
-                last_cycle_at=now,
-                last_cycle_duration_seconds=duration,
-            )
-            return self._publish(now, cycle_duration=duration)
+        self._state = self._state.with_checks(results, now=now, policy=self.policy, expected=self.expected)
+        duration = self.clock.monotonic() - started
+        self._snapshot = replace(
+            self._snapshot,
+            cycles_total=self._snapshot.cycles_total + 1,
+            last_cycle_at=now,
+            last_cycle_duration_seconds=duration,
+        )
+        return self._publish(now, cycle_duration=duration)
 
     async def full_cycle(self) -> NodeReport:
         """A telemetry tick followed by a compute cycle: what `accelpool-agent check` runs."""
-        await asyncio.to_thread(self.tick)
+        await self.tick()
         return await self.compute_cycle()
 
-    def restore_verdicts(self, verdicts: Mapping[str, Mapping[str, WireVerdict]]) -> NodeReport:
+    async def restore_verdicts(self, recorded: Mapping[str, Mapping[str, WireVerdict]]) -> NodeReport:
         """Take back the compute verdicts a previous agent left on the node; fresher ones win."""
-        with self._lock:
-            now = self.clock.time()
-            for uuid, kinds in verdicts.items():
-                for name, verdict in kinds.items():
-                    try:
-                        check = Check(name)
-                    except ValueError:
-                        continue
-                    if not check.is_compute or check in self._verdicts.get(uuid, {}):
-                        continue
-                    at = verdict.since.timestamp() if verdict.since else now
-                    status = CheckStatus(verdict.status)
-                    when = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                    self._verdicts.setdefault(uuid, {})[check] = CheckResult(
-                        check,
-                        status,
-                        verdict.reason,
-                        f"{verdict.reason} since {when}, as recorded on the node before the agent restarted",
-                        finished_at=at,
-                        summary=f"{check.value} check: {verdict.reason} (recorded before the agent restarted)",
-                    )
-                    self._since.setdefault(uuid, {})[check] = at
-            return self._publish(now)
+        if self._state.inventory_at is None:
+            inventory = await self._on_backend(functools.partial(take_inventory, self.backend, self.clock))
+            self._state = self._state.with_inventory(inventory)
+        now = self.clock.time()
+        self._state = self._state.with_restored(recorded, now)
+        return self._publish(now)
 
     def record_report_stats(self, stats: ReportStats) -> None:
         self._snapshot = replace(self._snapshot, report_stats=stats)
 
     # ------------------------------------------------------------------ internals
 
-    def _refresh_inventory(self) -> None:
-        self._devices = self.backend.inventory()
-        self._inventory_at = self.clock.time()
-        self._inventory_error = self.backend.error
+    async def _on_backend(self, call: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._backend_calls, call)
 
-    def _skip_reason(self, device: DeviceInfo, telemetry: Telemetry | None) -> tuple[str, str] | None:
+    def _skip_reason(self, device: DeviceInfo, telemetry: Telemetry | None) -> Skipped | None:
         if telemetry is not None and telemetry.lost:
-            return "GpuLost", "the GPU does not answer"
+            return Skipped("GpuLost", "the GPU does not answer")
         busy = telemetry.compute_processes if telemetry is not None else None
         if busy and not self.config.force:
-            return (
+            return Skipped(
                 "GpuBusy",
                 f"{busy} compute process(es) on the GPU; checks run only on idle GPUs (force: true overrides)",
             )
         if self.backend.compute_engine is None:
-            return "ComputeUnavailable", f"the {self.backend.name} backend has no compute engine"
+            return Skipped("ComputeUnavailable", f"the {self.backend.name} backend has no compute engine")
         if device.mig_enabled and not device.mig_devices:
-            return "MigNotConfigured", "MIG is enabled but no MIG device exists to run checks on"
+            return Skipped("MigNotConfigured", "MIG is enabled but no MIG device exists to run checks on")
         return None
 
     def _tasks(self, device: DeviceInfo) -> list[ComputeTask]:
@@ -302,146 +252,27 @@ class Agent:
         tasks.append(ComputeTask(Check.BANDWIDTH))
         return tasks
 
-    def _run_device(self, device: DeviceInfo) -> list[Measurement] | None:
-        tasks = self._tasks(device)
-        seed = self.settings.seed * 1000 + device.index
-        job = self.backend.compute_job(device, tasks, self.sizes, seed)
-        if job is None:
-            return None
-        measurements: list[Measurement] = []
-        jobs = split_for_tf32(job)
-        for position, part in enumerate(jobs):
-            got = self.runner.run(part, self.config.check_timeout_seconds)
-            measurements.extend(got)
-            if any(m.reason in _ABORTING for m in got):
-                for later in jobs[position + 1 :]:
-                    measurements.extend(
-                        not_run(t, "not run: an earlier check of this GPU did not finish") for t in later.tasks
-                    )
-                break
-        return measurements
+    def _job(self, device: DeviceInfo) -> ComputeJob | None:
+        """The device's compute job (building one is pure: no device is touched)."""
+        return self.backend.compute_job(
+            device, self._tasks(device), self.sizes, self.settings.seed * 1000 + device.index
+        )
 
-    def expected(self, device: DeviceInfo) -> rules.Expected:
-        accelerator: catalog.Accelerator | None = None
-        for name in (device.model, self.config.accelerator):
-            if name:
-                try:
-                    accelerator = catalog.lookup(name)
-                    break
-                except catalog.UnknownAcceleratorError:
-                    continue
-        tflops: dict[str, float] = dict(self.config.expected_tflops)
-        if not tflops and accelerator is not None:
-            for dtype in ("fp32", "tf32", "fp16", "bf16"):
-                peak = accelerator.peaks.get(dtype)
-                if peak:
-                    tflops[dtype] = float(peak)
-        gbps = self.config.expected_bandwidth_gbps or (accelerator.bandwidth_gbps if accelerator else None)
-        return rules.Expected(tflops=tflops, bandwidth_bytes_per_second=gbps * 1e9 if gbps else None)
-
-    def _apply_compute(self, results: Sequence[tuple[DeviceInfo, list[Measurement] | None]], now: float) -> None:
-        fresh: dict[str, rules.ComputeOutcome] = {}
-        for device, measurements in results:
-            if measurements is None:
-                if device.uuid not in self._skipped:
-                    self._skipped[device.uuid] = ("ComputeUnavailable", "no compute job for this device")
+    def _log_xids(self, events: Sequence[XidEvent]) -> None:
+        for event in events:
+            device = self._state.device_at(event.index)
+            if device is None:
+                log.warning("XID %d on unknown GPU index %d", event.xid, event.index)
                 continue
-            self._skipped.pop(device.uuid, None)
-            fresh[device.uuid] = rules.compute_checks(
-                measurements, policy=self.policy, expected=self.expected(device), now=now
-            )
-        policy_tflops = {
-            device.index: outcome.matmul_tflops[self.policy.dtype]
-            for device, _ in results
-            if (outcome := fresh.get(device.uuid)) is not None and self.policy.dtype in outcome.matmul_tflops
-        }
-        slow = rules.peer_outliers(policy_tflops, self.policy.peer_tolerance)
-        for device, _ in results:
-            outcome = fresh.get(device.uuid)
-            if outcome is None:
-                continue
-            if device.index in slow:
-                checks = tuple(
-                    rules.mark_slower_than_peers(c, slow[device.index], self.policy.peer_tolerance)
-                    if c.check is Check.MATMUL
-                    else c
-                    for c in outcome.checks
-                )
-                outcome = replace(outcome, checks=checks)
-            self._compute[device.uuid] = _ComputeState(outcome, now)
-            self._record_verdicts(device.uuid, outcome.checks, now)
-
-    def _record_verdicts(self, uuid: str, checks: Sequence[CheckResult], now: float) -> None:
-        verdicts = self._verdicts.setdefault(uuid, {})
-        since = self._since.setdefault(uuid, {})
-        self._ran[uuid] = {c.check: c for c in checks}
-        for result in checks:
-            if result.status is CheckStatus.SKIP:
-                continue  # not run: the previous verdict of this kind stands
-            previous = verdicts.get(result.check)
-            if previous is None or (previous.status, previous.reason) != (result.status, result.reason):
-                since[result.check] = now
-            verdicts[result.check] = result
-
-    def _compute_checks(self, device: DeviceInfo) -> tuple[rules.ComputeOutcome | None, tuple[CheckResult, ...]]:
-        state = self._compute.get(device.uuid)
-        outcome = state.outcome if state else None
-        verdicts = self._verdicts.get(device.uuid, {})
-        ran = self._ran.get(device.uuid, {})
-        skipped = self._skipped.get(device.uuid)
-        results: list[CheckResult] = []
-        for check in (Check.SANITY, Check.CORRECTNESS, Check.MATMUL, Check.BANDWIDTH):
-            verdict = verdicts.get(check)
-            latest = None if skipped else ran.get(check)
-            if verdict is not None and latest is verdict:
-                results.append(verdict)
-            elif verdict is not None:
-                why = skipped[1] if skipped else (latest.message if latest else "not run in the latest cycle")
-                results.append(
-                    replace(
-                        verdict, stale=True, message=f"{verdict.message} (from the cycle before; not run now: {why})"
-                    )
-                )
-            elif skipped is not None and not verdicts:
-                reason, why = skipped
-                results.append(CheckResult(check, CheckStatus.SKIP, reason, f"not run: {why}"))
-            elif latest is not None:
-                results.append(latest)
-        return outcome, tuple(results)
+            informational = xids.classify(event.xid) is xids.XidClass.INFORMATIONAL
+            level = logging.DEBUG if informational else logging.WARNING
+            log.log(level, "GPU %d (%s): %s", device.index, device.uuid, xids.describe(event.xid))
 
     def _publish(self, now: float, cycle_duration: float | None = None) -> NodeReport:
-        gpus: list[GpuReport] = []
-        for device in self._devices:
-            telemetry = self._telemetry.get(device.uuid)
-            record = self._xids.get(device.uuid, rules.XidRecord())
-            checks = rules.telemetry_checks(
-                telemetry,
-                record,
-                baseline_aggregate_double=self._ecc_baseline.get(device.uuid),
-                now=now,
-                policy=self.policy,
-            )
-            outcome, compute = self._compute_checks(device)
-            ordered = tuple(sorted([*checks, *compute], key=lambda c: CHECK_ORDER[c.check]))
-            gpus.append(
-                GpuReport(
-                    device=device,
-                    telemetry=telemetry,
-                    checks=ordered,
-                    matmul_tflops=dict(outcome.matmul_tflops) if outcome else {},
-                    matmul_efficiency=dict(outcome.matmul_efficiency) if outcome else {},
-                    expected_tflops=dict(self.expected(device).tflops),
-                    bandwidth_bytes_per_second=outcome.bandwidth_bytes_per_second if outcome else None,
-                    bandwidth_efficiency=outcome.bandwidth_efficiency if outcome else None,
-                    xid_counts=dict(record.counts),
-                    last_xid=record.last_xid,
-                    verdicts={
-                        check: CheckVerdict(result.status, result.reason, self._since[device.uuid][check])
-                        for check, result in self._verdicts.get(device.uuid, {}).items()
-                    },
-                )
-            )
-        verdict = rules.node_verdict(gpus, expected_gpus=self.config.expected_gpus, backend_error=self.backend.error)
+        """Judge the node from the state and replace the snapshot with the new report."""
+        state = self._state
+        gpus = state.gpu_reports(now=now, policy=self.policy, expected=self.expected)
+        verdict = rules.node_verdict(gpus, expected_gpus=self.config.expected_gpus, backend_error=state.backend_error)
         measured = [g.matmul_tflops[self.policy.dtype] for g in gpus if self.policy.dtype in g.matmul_tflops]
         previous = self._snapshot.report
         report = NodeReport(
@@ -451,7 +282,7 @@ class Agent:
             status=verdict.status,
             reason=verdict.reason,
             message=verdict.message,
-            gpus=tuple(gpus),
+            gpus=gpus,
             bad_gpus=verdict.bad_gpus,
             dtype=self.policy.dtype,
             tflops=sum(measured) if measured else None,
@@ -464,5 +295,5 @@ class Agent:
         if previous is None or (previous.status, previous.reason) != (report.status, report.reason):
             level = logging.WARNING if report.status is HealthStatus.UNHEALTHY else logging.INFO
             log.log(level, "node %s: %s (%s) %s", report.node, report.status.value, report.reason, report.message)
-        self._snapshot = replace(self._snapshot, report=report, backend_error=self.backend.error)
+        self._snapshot = replace(self._snapshot, report=report, backend_error=state.backend_error)
         return report

@@ -5,11 +5,12 @@
 - the compute loop runs a full cycle (a fresh tick, then the compute checks on idle GPUs)
   at start and every `AgentConfig.interval_seconds`.
 
-Blocking work runs in dedicated threads: the telemetry tick in its own, the waits for compute
-children in the agent's (one per GPU checked in parallel), so hung GPUs can delay neither the
-telemetry nor the HTTP endpoints. SIGTERM kills running compute children at once and stops
-within seconds, well inside the pod's termination grace period; from then on nothing is reported
-(the checks it killed say nothing about the GPUs, and the operator may have released the node).
+Blocking work runs in the agent's threads (backend calls in its backend thread, the waits for
+compute children in its check threads, one per GPU checked in parallel), so hung GPUs can delay
+neither the telemetry nor the HTTP endpoints; the agent's state changes only on the event loop.
+SIGTERM kills running compute children at once and stops within seconds, well inside the pod's
+termination grace period; from then on nothing is reported (the checks it killed say nothing
+about the GPUs, and the operator may have released the node).
 
 At start, the node is read once and the compute verdicts an earlier agent recorded in the
 annotation are restored, so a failure stands across restarts. After each loop step, the report
@@ -23,11 +24,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
-from accelpool_agent.agent import Agent, ReportStats
+from accelpool_agent.agent import Agent
 from accelpool_agent.model import NodeReport
+from accelpool_agent.snapshot import ReportStats
 from accelpool_core.protocol import HealthReport, HealthStatus
 
 log = logging.getLogger(__name__)
@@ -59,8 +60,6 @@ class Daemon:
         self._restored = reporter is None
         self.started_monotonic = agent.clock.monotonic()
         self.stopping = False
-        self._telemetry = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accelpool-telemetry")
-        """The telemetry tick's own thread: hung compute checks cannot delay it."""
 
     def liveness(self) -> tuple[bool, str]:
         """Alive while telemetry ticks keep coming (or shortly after start)."""
@@ -84,7 +83,7 @@ class Daemon:
         if previous is None or not previous.verdicts:
             return None
         log.info("restoring the compute verdicts of %d GPU(s) recorded on the node", len(previous.verdicts))
-        return await asyncio.to_thread(self.agent.restore_verdicts, previous.verdicts)
+        return await self.agent.restore_verdicts(previous.verdicts)
 
     def readiness(self) -> tuple[bool, str]:
         """Ready from the first telemetry tick until SIGTERM; a GPU's health does not matter."""
@@ -95,8 +94,8 @@ class Daemon:
         return self.liveness()
 
     async def tick(self) -> NodeReport:
-        """One telemetry tick, in the telemetry thread."""
-        return await asyncio.get_running_loop().run_in_executor(self._telemetry, self.agent.tick)
+        """One telemetry tick (its backend calls in the agent's backend thread)."""
+        return await self.agent.tick()
 
     async def publish(self, report: NodeReport) -> None:
         if self.reporter is None or self.stopping:
@@ -158,6 +157,5 @@ class Daemon:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-            await asyncio.get_running_loop().run_in_executor(self._telemetry, self.agent.close)
-            self._telemetry.shutdown(wait=False, cancel_futures=True)
+            await asyncio.to_thread(self.agent.close)
             log.info("stopped")

@@ -41,9 +41,9 @@ from datetime import UTC, datetime
 
 import aiohttp
 
-from accelpool_agent.agent import ReportStats
 from accelpool_agent.clock import Clock, SystemClock
 from accelpool_agent.model import NodeReport
+from accelpool_agent.snapshot import ReportStats
 from accelpool_core.kube import ApiError, KubeClient, NotFoundError
 from accelpool_core.protocol import CONDITION_TYPE, HEALTH_ANNOTATION, POOL_LABEL, HealthReport
 

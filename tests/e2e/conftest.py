@@ -4,7 +4,8 @@ installed with helm, the images built by `make images`.
 Every test here is marked `e2e`. Without Docker, kind, helm or kubectl they skip with the reason
 `hack/e2e-preflight.sh` gives; under `make e2e` (ACCELPOOL_E2E=1) they fail instead. Settings:
 
-- OPERATOR_IMAGE, AGENT_IMAGE: the images to load into kind (`make e2e` passes the ones it built);
+- OPERATOR_IMAGE, AGENT_IMAGE: the images to load into kind (`make e2e` passes the ones it built;
+  unset, the tier skips saying so);
 - E2E_CLUSTER: the kind cluster's name (default accelpool-e2e);
 - E2E_KEEP_CLUSTER=1: leave the cluster running afterwards, for a look around.
 """
@@ -15,7 +16,7 @@ import json
 import os
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -84,12 +85,23 @@ def e2e_ready() -> None:
         pytest.skip(reason)
 
 
+def missing_images(environ: Mapping[str, str]) -> str | None:
+    """Why the images to test are unknown (the variables not set), or None when both are named."""
+    unset = [name for name in ("OPERATOR_IMAGE", "AGENT_IMAGE") if not environ.get(name)]
+    if not unset:
+        return None
+    return f"{' and '.join(unset)} not set: `make e2e` builds the images and sets both"
+
+
 @pytest.fixture(scope="session")
 def images(e2e_ready: None) -> tuple[str, str]:
-    operator, agent = os.environ.get("OPERATOR_IMAGE"), os.environ.get("AGENT_IMAGE")
-    if not operator or not agent:
-        pytest.fail("OPERATOR_IMAGE and AGENT_IMAGE must name the images to test: run `make e2e`, which builds them")
-    return operator, agent
+    """The images to load into kind; skipped (failed under `make e2e`) when they are not named."""
+    why = missing_images(os.environ)
+    if why is not None:
+        if os.environ.get("ACCELPOOL_E2E") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
+    return os.environ["OPERATOR_IMAGE"], os.environ["AGENT_IMAGE"]
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,13 @@
 """The nvml and cuda backends on a real NVIDIA GPU (marked `gpu`; skipped without a GPU and driver).
 
-Run on a GPU machine with `pytest -m gpu -s tests/gpu` to also print the measured TFLOPS per
-dtype (next to torch.matmul at the same size when torch is installed), bandwidth, and cycle time.
+Run on a GPU machine with `make test-gpu`: it installs the `gpu` dependency group (the device
+agent's `cuda` extra, what its image carries, plus torch, which the image does not) and runs
+`pytest -m gpu tests/gpu -s`, printing the measured TFLOPS per dtype next to torch.matmul at the
+same size, the bandwidth and the cycle time. It checks DESIGN.md's matmul targets: ≥ 90% of
+torch.matmul in fp16/bf16, and ≥ 75% of the catalog's dense bf16 peak on H100/H200 SXM.
+
+Without a GPU and driver every test here skips, saying so. With one, a missing CuPy or torch is a
+failure that says how to install them, never a skip: the tier measures what RESULTS.md says.
 """
 
 from __future__ import annotations
@@ -19,9 +25,11 @@ from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask
 from accelpool_agent.compute.runner import ProcessRunner
 from accelpool_agent.config import AgentSettings
 from accelpool_agent.model import Check, CheckStatus, DeviceInfo
+from accelpool_core import catalog
 from accelpool_core.protocol import AgentConfig, HealthStatus
 
 NO_GPU = "no NVIDIA GPU/driver on this machine"
+INSTALL = "`make test-gpu` installs the gpu dependency group (the agent's cuda extra and torch)"
 
 
 def _nvml_gpus() -> int:
@@ -39,10 +47,19 @@ def _nvml_gpus() -> int:
 
 
 HAVE_NVML = _nvml_gpus() > 0
-HAVE_CUPY = importlib.util.find_spec("cupy") is not None
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600)]
 needs_nvml = pytest.mark.skipif(not HAVE_NVML, reason=NO_GPU)
-needs_cuda = pytest.mark.skipif(not (HAVE_NVML and HAVE_CUPY), reason=NO_GPU)
+
+
+def require(module: str, why: str) -> None:
+    """On a GPU machine, a missing module of the gpu group fails the test (it would measure nothing)."""
+    if importlib.util.find_spec(module) is None:
+        pytest.fail(f"{module} is not installed, and the gpu tier needs it {why}: {INSTALL}", pytrace=False)
+
+
+@pytest.fixture
+def cupy_present() -> None:
+    require("cupy", "to run the agent's compute checks")
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +119,8 @@ def _run(device: DeviceInfo, tasks: tuple[ComputeTask, ...], *, tf32: bool = Fal
     return ProcessRunner().run(job, timeout_seconds=300)
 
 
-@needs_cuda
+@needs_nvml
+@pytest.mark.usefixtures("cupy_present")
 def test_cuda_sanity_and_correctness(devices: list[DeviceInfo]) -> None:
     device = devices[0]
     tasks = (
@@ -120,12 +138,11 @@ def test_cuda_sanity_and_correctness(devices: list[DeviceInfo]) -> None:
     assert tf32.status in (CheckStatus.PASS, CheckStatus.SKIP), tf32.message
 
 
-def _torch_tflops(dtype: str, n: int) -> float | None:
-    if importlib.util.find_spec("torch") is None:
-        return None
+def _torch_tflops(dtype: str, n: int) -> float:
+    require("torch", "to compare the matmul check with torch.matmul")
     torch: Any = importlib.import_module("torch")
     if not torch.cuda.is_available():
-        return None
+        pytest.fail(f"torch {torch.__version__} does not see the GPU (a CPU-only build?): {INSTALL}", pytrace=False)
     torch_dtype = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
     torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
     a = torch.randn(n, n, device="cuda", dtype=torch_dtype)
@@ -146,7 +163,8 @@ def _torch_tflops(dtype: str, n: int) -> float | None:
     return float(sorted(samples)[len(samples) // 2]) / 1e12
 
 
-@needs_cuda
+@needs_nvml
+@pytest.mark.usefixtures("cupy_present")
 def test_cuda_matmul_and_bandwidth(devices: list[DeviceInfo]) -> None:
     device = devices[0]
     n = 8192
@@ -165,13 +183,38 @@ def test_cuda_matmul_and_bandwidth(devices: list[DeviceInfo]) -> None:
     print(f"\n{device.name} (n={n}): bandwidth {bandwidth.value / 1e9:.0f} GB/s (read + write)")
     for dtype, value in measured.items():
         torch_value = _torch_tflops(dtype, n)
-        versus = f", torch.matmul {torch_value:.1f} ({value / torch_value:.0%})" if torch_value else ""
-        print(f"  {dtype}: {value:.1f} TFLOPS{versus}")
-        if torch_value and dtype in ("fp16", "bf16"):
-            assert value >= 0.9 * torch_value
+        print(f"  {dtype}: {value:.1f} TFLOPS, torch.matmul {torch_value:.1f} ({value / torch_value:.0%})")
+        if dtype in ("fp16", "bf16"):
+            assert value >= 0.9 * torch_value, f"{dtype}: {value:.1f} TFLOPS < 90% of torch.matmul's {torch_value:.1f}"
 
 
-@needs_cuda
+@needs_nvml
+@pytest.mark.usefixtures("cupy_present")
+def test_bf16_matmul_reaches_75_percent_of_the_dense_peak(devices: list[DeviceInfo]) -> None:
+    """DESIGN.md's target for H100/H200 SXM: the matmul check's bf16 TFLOPS ≥ 75% of the dense peak.
+
+    The peak is the catalog's (`accelpool_core.catalog`, dense, no sparsity: 989 TFLOPS bf16 for
+    both H100 SXM and H200 SXM, NVIDIA's datasheets as collected in shared/reference/hardware.md).
+    Large bf16 GEMMs reach about 80% of it there (H100 SXM 794.5 TFLOPS by stas00's MAMF finder,
+    H200 790; torch 8192³ ≈ 798 measured on an H100 80GB HBM3), so 75% leaves room for noise only.
+    PCIe and power-limited parts reach 60-80%: for them the target does not apply and this skips.
+    """
+    device = devices[0]
+    accelerator = catalog.lookup(device.model) if device.model else None
+    if accelerator is None:
+        pytest.skip(f"{device.name} is not in the catalog: no dense peak to compare with")
+    if accelerator.model not in ("H100", "H200") or accelerator.form_factor is not catalog.FormFactor.SXM:
+        pytest.skip(f"the 75% target is for H100/H200 SXM; this is {accelerator.name} ({accelerator.form_factor})")
+    peak = accelerator.peaks.get("bf16")
+    assert peak, f"the catalog has no bf16 peak for {accelerator.name}"
+    (result,) = _run(device, (ComputeTask(Check.MATMUL, "bf16"),), n=8192)
+    assert result.status is CheckStatus.PASS and result.value is not None, result.message
+    print(f"\n{device.name}: bf16 {result.value:.1f} TFLOPS = {result.value / peak:.0%} of the {peak:g} dense peak")
+    assert result.value >= 0.75 * peak, f"bf16 {result.value:.1f} TFLOPS < 75% of {accelerator.name}'s {peak:g}"
+
+
+@needs_nvml
+@pytest.mark.usefixtures("cupy_present")
 def test_full_cycle_on_this_node() -> None:
     settings = AgentSettings(node_name="gpu-test", backend="nvml", parallelism=8)
     agent = Agent(NvmlBackend(), AgentConfig(check_timeout_seconds=300), settings, ProcessRunner())

@@ -267,9 +267,9 @@ async def test_unreachable_api_is_an_error_not_a_crash() -> None:
         assert reporter.stats.errors == 1
 
 
-async def test_agent_daemon_quarantines_on_xid_within_seconds(cluster: kmock.KubernetesEmulator) -> None:
-    """`accelpool-agent run` on the fake backend: an XID 79 reaches the node as False/XidError79."""
-    started = asyncio.get_running_loop().time()
+async def test_agent_daemon_reports_an_xid_on_the_node(cluster: kmock.KubernetesEmulator) -> None:
+    """`accelpool-agent run` on the fake backend: an XID 79 reaches the node as False/XidError79.
+    How fast is a benchmark's question (benchmarks/agent_xid_report.py), not this test's."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -293,16 +293,13 @@ async def test_agent_daemon_quarantines_on_xid_within_seconds(cluster: kmock.Kub
     )
     try:
         found: dict[str, Any] = {}
-        for _ in range(200):
-            conditions = [c for c in node(cluster)["status"]["conditions"] if c["type"] == CONDITION_TYPE]
-            if conditions and HEALTH_ANNOTATION in node(cluster)["metadata"].get("annotations", {}):
-                found = conditions[0]
-                break
-            await asyncio.sleep(0.05)
-        elapsed = asyncio.get_running_loop().time() - started
+        async with asyncio.timeout(90):  # a hang guard, not a timing
+            while not found:
+                conditions = [c for c in node(cluster)["status"]["conditions"] if c["type"] == CONDITION_TYPE]
+                if conditions and HEALTH_ANNOTATION in node(cluster)["metadata"].get("annotations", {}):
+                    found = conditions[0]
+                await asyncio.sleep(0.05)
         assert (found.get("status"), found.get("reason")) == ("False", "XidError79"), found
-        assert elapsed < 5.0
-        print(f"XID 79 on a fake GPU -> AcceleratorHealthy=False on the node: {elapsed:.2f} s after the agent started")
         health = json.loads(node(cluster)["metadata"]["annotations"][HEALTH_ANNOTATION])
         assert health["status"] == "Unhealthy" and health["badGpus"] == [3]
     finally:

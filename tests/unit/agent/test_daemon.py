@@ -8,11 +8,11 @@ import contextlib
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from accelpool_agent.agent import ReportStats
 from accelpool_agent.daemon import Daemon
 from accelpool_agent.metrics import build_registry
 from accelpool_agent.model import NodeReport
 from accelpool_agent.server import make_app, parse_listen
+from accelpool_agent.snapshot import ReportStats
 from accelpool_core.protocol import AgentConfig, HealthStatus
 
 from .conftest import make_fake_agent
@@ -75,7 +75,7 @@ async def test_loops_follow_their_intervals() -> None:
 @pytest.mark.looptime
 async def test_nothing_healthy_is_reported_before_the_first_cycle() -> None:
     daemon, reporter = daemon_for()
-    report = await asyncio.to_thread(daemon.agent.tick)
+    report = await daemon.agent.tick()
     assert report.status is HealthStatus.HEALTHY and not report.complete
     await daemon.publish(report)
     assert reporter.reports == []
@@ -89,7 +89,7 @@ async def test_nothing_healthy_is_reported_before_the_first_cycle() -> None:
 async def test_an_xid_is_reported_within_a_tick() -> None:
     daemon, reporter = daemon_for("2:xid=79")
     daemon.agent.backend.open()
-    report = await asyncio.to_thread(daemon.agent.tick)
+    report = await daemon.agent.tick()
     await daemon.publish(report)
     assert [r.reason for r in reporter.reports] == ["XidError79"]  # unhealthy goes out before any cycle
 
@@ -105,7 +105,7 @@ async def test_nothing_is_reported_after_sigterm() -> None:
     stop.set()
     await task
     reported = len(reporter.reports)
-    report = await asyncio.to_thread(daemon.agent.tick)
+    report = await daemon.agent.tick()
     assert report.status is HealthStatus.UNHEALTHY
     await daemon.publish(report)
     assert len(reporter.reports) == reported
@@ -117,7 +117,7 @@ async def test_liveness_follows_the_telemetry_loop() -> None:
     assert daemon.liveness()[0]  # starting
     await asyncio.sleep(200)
     assert not daemon.liveness()[0]  # never ticked
-    await asyncio.to_thread(daemon.agent.tick)
+    await daemon.agent.tick()
     assert daemon.liveness()[0]
     await asyncio.sleep(31)
     alive, why = daemon.liveness()

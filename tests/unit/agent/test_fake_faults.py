@@ -186,7 +186,7 @@ async def test_fatal_xid_is_sticky_and_warning_xid_expires(make_agent: MakeAgent
     assert check(first.gpus[0], Check.XID)[0] is CheckStatus.FAIL
     assert check(first.gpus[1], Check.XID)[0] is CheckStatus.WARN
     clock.advance(2 * 3600)
-    later = agent.tick()
+    later = await agent.tick()
     assert check(later.gpus[0], Check.XID) == (CheckStatus.FAIL, "XidError79")
     assert check(later.gpus[1], Check.XID) == (CheckStatus.PASS, "NoRecentXidErrors")
     assert later.gpus[1].xid_counts == {94: 1}

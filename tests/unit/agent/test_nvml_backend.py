@@ -185,7 +185,7 @@ async def test_nvml_dying_mid_run_is_unknown_not_missing_gpus() -> None:
     nvml = FakeNvml(gpus=8)
     agent = agent_on(nvml, AgentConfig(expected_gpus=8))
     nvml.errors[("nvmlDeviceGetUtilizationRates", None)] = pynvml.NVML_ERROR_UNINITIALIZED
-    report = agent.tick()
+    report = await agent.tick()
     assert (report.status, report.reason) == (HealthStatus.UNKNOWN, "BackendUnavailable")
     assert "Uninitialized" in report.message
 

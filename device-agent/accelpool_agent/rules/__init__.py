@@ -1,0 +1,65 @@
+"""Health rules: telemetry and measurements in, pass / warn / fail with a reason out.
+
+Pure functions, the agent's functional core; every rule has unit tests on the fake backend.
+
+- `rules.telemetry`: per GPU, from its latest readings and XIDs (device, xid, ecc, row_remap,
+  retired_pages, thermal, pcie_link), every telemetry tick;
+- `rules.compute`: per GPU, from its compute child's measurements (sanity, correctness, matmul,
+  bandwidth), and the peer comparison across the node's GPUs, every compute cycle;
+- `rules.node`: the node's verdict (Healthy, Unhealthy, Unknown) from its GPUs' reports;
+- `rules.policy`: the thresholds (`Policy`, from the pool's AgentConfig) and what a healthy GPU
+  of a model reaches (`Expected`, from the config or the catalog).
+
+The names below are the rules' public interface; import them from `accelpool_agent.rules`.
+"""
+
+from __future__ import annotations
+
+from accelpool_agent.rules.compute import (
+    ComputeOutcome,
+    compute_checks,
+    mark_slower_than_peers,
+    peer_outliers,
+)
+from accelpool_agent.rules.node import Verdict, node_verdict
+from accelpool_agent.rules.policy import Expected, Policy, expected_for
+from accelpool_agent.rules.telemetry import (
+    POWER_REASONS,
+    RECENT_XIDS_KEPT,
+    RETIRED_PAGES_LIMIT,
+    THERMAL_REASONS,
+    XidRecord,
+    device_rule,
+    ecc_rule,
+    pcie_rule,
+    retired_pages_rule,
+    row_remap_rule,
+    telemetry_checks,
+    thermal_rule,
+    xid_rule,
+)
+
+__all__ = [
+    "POWER_REASONS",
+    "RECENT_XIDS_KEPT",
+    "RETIRED_PAGES_LIMIT",
+    "THERMAL_REASONS",
+    "ComputeOutcome",
+    "Expected",
+    "Policy",
+    "Verdict",
+    "XidRecord",
+    "compute_checks",
+    "device_rule",
+    "ecc_rule",
+    "expected_for",
+    "mark_slower_than_peers",
+    "node_verdict",
+    "pcie_rule",
+    "peer_outliers",
+    "retired_pages_rule",
+    "row_remap_rule",
+    "telemetry_checks",
+    "thermal_rule",
+    "xid_rule",
+]

@@ -1,0 +1,83 @@
+"""The node's verdict from its GPUs' reports.
+
+Unhealthy if any GPU fails (or a working backend sees fewer GPUs than expected: GpuMissing),
+Unknown when the backend itself is unavailable (BackendUnavailable: NVML library missing, driver
+not loaded, init failing; never GpuMissing), when nothing could be checked (NothingChecked), or
+when a GPU's compute checks have never produced a verdict (ChecksSkipped: e.g. a GPU kept busy
+since the agent started, with no verdict left on the node by an earlier agent), Healthy
+otherwise. Messages use stable summaries, never measured numbers, so a noisy TFLOPS reading
+does not rewrite the node. A pure function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from accelpool_agent.model import Check, CheckStatus, GpuReport
+from accelpool_core.protocol import HealthStatus
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: HealthStatus
+    reason: str
+    message: str
+    bad_gpus: tuple[int, ...]
+
+
+_MESSAGE_LIMIT = 1000
+
+
+def _group(gpus: Sequence[GpuReport], status: CheckStatus) -> str:
+    """`XID 79 (GPU has fallen off the bus) on GPU 3; ... on GPUs 1, 5` — each GPU's headline."""
+    groups: dict[str, list[int]] = {}
+    for gpu in gpus:
+        decisive = [c for c in gpu.checks if c.status is status]
+        if decisive:
+            top = min(decisive, key=lambda c: list(Check).index(c.check))
+            groups.setdefault(top.summary or top.reason, []).append(gpu.device.index)
+    parts = [
+        f"{summary} on GPU{'s' if len(indexes) > 1 else ''} {', '.join(map(str, indexes))}"
+        for summary, indexes in groups.items()
+    ]
+    text = "; ".join(parts)
+    return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 3] + "..."
+
+
+def node_verdict(
+    gpus: Sequence[GpuReport], *, expected_gpus: int | None = None, backend_error: str | None = None
+) -> Verdict:
+    failing = [g for g in gpus if g.status is CheckStatus.FAIL]
+    bad = tuple(g.device.index for g in failing)
+    missing = expected_gpus is not None and len(gpus) < expected_gpus
+    if missing and not backend_error:  # only a working backend can say that devices are missing
+        found = f"found {len(gpus)} of {expected_gpus} GPUs"
+        more = f"; {_group(failing, CheckStatus.FAIL)}" if failing else ""
+        return Verdict(HealthStatus.UNHEALTHY, "GpuMissing", f"{found}{more}", bad)
+    if failing:
+        first = failing[0]
+        return Verdict(HealthStatus.UNHEALTHY, first.reason, _group(failing, CheckStatus.FAIL), bad)
+    if backend_error and (missing or not gpus):
+        # NVML missing, driver not loaded, init failing: a runtime problem, not missing GPUs.
+        return Verdict(HealthStatus.UNKNOWN, "BackendUnavailable", backend_error[:_MESSAGE_LIMIT], ())
+    if not gpus:
+        return Verdict(HealthStatus.UNKNOWN, "NoDevices", "no accelerators found on this node", ())
+    if all(g.status is CheckStatus.SKIP for g in gpus):
+        return Verdict(HealthStatus.UNKNOWN, "NothingChecked", "no check could run on any GPU", ())
+    unchecked = [g for g in gpus if g.compute_unchecked]
+    if unchecked:  # not checked is never "passed": no verdict yet, and none left by an earlier agent
+        why: dict[str, list[int]] = {}
+        for unchecked_gpu in unchecked:
+            skip = next(c for c in unchecked_gpu.checks if c.check.is_compute)
+            why.setdefault(skip.reason, []).append(unchecked_gpu.device.index)
+        parts = [f"{reason} on GPU{'s' if len(ix) > 1 else ''} {', '.join(map(str, ix))}" for reason, ix in why.items()]
+        text = "compute checks not run: " + "; ".join(parts)
+        return Verdict(HealthStatus.UNKNOWN, "ChecksSkipped", text[:_MESSAGE_LIMIT], ())
+    warning = [g for g in gpus if g.status is CheckStatus.WARN]
+    if warning:
+        return Verdict(HealthStatus.HEALTHY, "ChecksPassedWithWarnings", _group(warning, CheckStatus.WARN), ())
+    count = len(gpus)
+    return Verdict(
+        HealthStatus.HEALTHY, "AllChecksPassed", f"{count} GPU{'s' if count != 1 else ''} passed all checks", ()
+    )
