@@ -13,7 +13,8 @@
 - `@kopf.on.delete` (the finalizer `accelpool.io/finalizer`): waits until the pool's nodes are
   released, its config keys removed and its DaemonSet and NodePool deleted.
 - `@kopf.on.startup/login/probe/cleanup`: settings from `memo.config` (set by `accelpool run`)
-  or the ACCELPOOL_* variables (under `kopf run`), the API credentials, the reconciler task, the
+  or the ACCELPOOL_* variables (under `kopf run`), the API credentials, the reconciler task (with
+  peering, paused until kopf runs this replica: `accelpool.leadership`), the
   /metrics server, the liveness probe, and the admission webhook's HTTPS server
   (`accelpool.webhook`; missing certificate files stop the operator at startup).
 
@@ -34,7 +35,7 @@ from typing import Any, TypeVar
 
 import kopf
 
-from accelpool import api, patches, webhook
+from accelpool import api, leadership, patches, webhook
 from accelpool.metrics import OperatorMetrics, serve
 from accelpool.nodes import NodeView
 from accelpool.reconcile import PoolRecord, Reconciler
@@ -179,6 +180,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logge
     reconciler.bind(nodes=_values(node_index), pools=_values(pool_index))
     reconciler.task = asyncio.create_task(reconciler.run(), name="accelpool reconciler")
     memo.reconciler = reconciler
+    leadership.follow_kopf(settings, memo, reconciler, lifetime=config.peering_lifetime)
     memo.metrics_server = (
         await serve(metrics, config.metrics_address, config.metrics_port) if config.metrics_port else None
     )

@@ -193,6 +193,9 @@ class Reconciler:
         self._events_posted: dict[tuple[str, str, str, str], float] = {}
         self._breakers_seen: set[tuple[str, str]] = set()
         self._instance = socket.gethostname()
+        self._active = asyncio.Event()
+        self._active.set()
+        self._in_flight: asyncio.Task[PassResult] | None = None
         self.plan: Plan | None = None
         self.task: asyncio.Task[None] | None = None
 
@@ -225,6 +228,32 @@ class Reconciler:
     def pool_changed(self, record: PoolRecord | None, name: str) -> None:
         if record is None or self._planned_pools.get(name) != record:
             self._dirty.set()
+
+    # ------------------------------------------------------------ hot standby (accelpool.leadership)
+
+    @property
+    def active(self) -> bool:
+        """True unless paused: only an active reconciler writes."""
+        return self._active.is_set()
+
+    def pause(self) -> None:
+        """Stop writing at once: no pass starts, and the pass in flight (if any) is cancelled before its next write."""
+        self._active.clear()
+        if self._in_flight is not None:
+            self._in_flight.cancel()
+
+    def resume(self) -> None:
+        """Start writing again; the next pass first reads everything cached anew. No-op while active."""
+        if self.active:
+            return
+        self._loaded_at = self._pools_listed_at = self._agents_at = None
+        self._overlay.clear()
+        self._pool_overlay = {}
+        for published in self._published.values():
+            published.changed.set()
+        self._published.clear()  # the next pass starts from the stored statuses
+        self._active.set()
+        self._dirty.set()
 
     # ------------------------------------------------------------ waiting (for handlers)
 
@@ -332,6 +361,7 @@ class Reconciler:
             raise RuntimeError(f"the reconcile loop stopped: {error!r}")
         last = self._last
         return {
+            "active": self.active,
             "passes": self._started,
             "last_ok": last.ok if last else None,
             "last_error": last.error if last else None,
@@ -344,6 +374,7 @@ class Reconciler:
     async def run(self) -> None:
         await self._ready.wait()
         while True:
+            await self._active.wait()
             wait = self._wait_seconds()
             if wait is None or wait > 0:
                 with contextlib.suppress(TimeoutError):  # asyncio.timeout: a cancellation is never lost
@@ -353,8 +384,18 @@ class Reconciler:
                 await asyncio.sleep(self._retry_at - self._clock())
             if self.config.debounce_seconds > 0:
                 await asyncio.sleep(self.config.debounce_seconds)
+            if not self.active:
+                continue
             self._dirty.clear()
-            result = await self.reconcile_once()
+            self._in_flight = asyncio.ensure_future(self.reconcile_once())
+            try:
+                result = await self._in_flight
+            except asyncio.CancelledError:
+                if _cancelling():
+                    raise
+                continue  # paused mid-pass
+            finally:
+                self._in_flight = None
             if result.ok:
                 self._backoff = BACKOFF_START
                 self._retry_at = None
@@ -702,6 +743,12 @@ def _same_pool(a: PoolRecord | None, b: PoolRecord | None) -> bool:
 
 def _spec_key(record: PoolRecord) -> tuple[str, str]:
     return (record.uid or record.name, record.spec_json)
+
+
+def _cancelling() -> bool:
+    """Whether the running task itself is being cancelled (not only a pass it awaited)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _loop_time() -> float:
