@@ -241,6 +241,7 @@ class Reconciler:
         self._active.clear()
         if self._in_flight is not None:
             self._in_flight.cancel()
+        self.metrics.plan = None  # the leader reports the pools; a standby's last plan would go stale
 
     def resume(self) -> None:
         """Start writing again; the next pass first reads everything cached anew. No-op while active."""

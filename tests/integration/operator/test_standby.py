@@ -80,9 +80,13 @@ class Replica:
         """Every write this replica sent, kopf's peering keepalives excepted."""
         return [r for r in self._sent() if not r.url.path.startswith(f"/apis/{PEERINGS}/")]
 
+    def peering_writes(self) -> list[Any]:
+        """kopf's writes to the peering object: its keepalives (every second or so, paused or not)
+        and, once leading, the removal of dead peers' records."""
+        return [r for r in self._sent() if r.url.path.startswith(f"/apis/{PEERINGS}/")]
+
     def keepalives(self) -> int:
-        """kopf's writes to the peering object: every second or so, paused or not."""
-        return sum(1 for r in self._sent() if r.url.path.startswith(f"/apis/{PEERINGS}/"))
+        return len(self.peering_writes())
 
     def said(self, text: str) -> bool:
         return text in self.log.read_text()
@@ -182,3 +186,5 @@ async def test_the_standby_takes_over_when_the_leader_dies_and_repeats_none_of_i
     assert "replica-a" not in peers(cluster)  # the dead leader's record, cleaned up by the new leader
     peering = cluster.emulator.objects[PEERINGS, None, PEERING].raw
     assert not peering["metadata"].get("finalizers"), "the leadership daemon must not hold the peering object"
+    for write in leader.peering_writes() + standby.peering_writes():  # records only (the emulator stamps versions)
+        assert set(write.data) <= {"status", "metadata"} and set(write.data.get("metadata", {})) <= {"resourceVersion"}
