@@ -188,3 +188,28 @@ async def test_the_standby_takes_over_when_the_leader_dies_and_repeats_none_of_i
     assert not peering["metadata"].get("finalizers"), "the leadership daemon must not hold the peering object"
     for write in leader.peering_writes() + standby.peering_writes():  # records only (the emulator stamps versions)
         assert set(write.data) <= {"status", "metadata"} and set(write.data.get("metadata", {})) <= {"resourceVersion"}
+
+
+async def test_a_leader_that_stops_cleanly_hands_over_at_once(
+    cluster: Cluster, replicas: tuple[Replica, Replica]
+) -> None:
+    """SIGTERM (an upgrade, a drain): kopf stops the leader's daemon and removes its record as it
+    exits, so the standby takes over well before that record's 60 s lifetime would run out."""
+    leader, standby = replicas
+    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 4)))
+    await leader.start("--peering-lifetime=60")
+    await cluster.wait_for(lambda: leader.writes(), within=30, what="the leader's first pass")
+    await standby.start("--peering-lifetime=60")
+    await cluster.wait_for(lambda: "replica-b" in peers(cluster), within=30, what="the standby's record")
+    await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": 2})
+    await cluster.wait_for(lambda: cluster.status("train").get("phase") == "Configuring", what="train Configuring")
+    assert standby.writes() == []
+
+    assert leader.process is not None
+    leader.process.send_signal(signal.SIGTERM)
+    assert await leader.process.wait() == 0
+    assert "replica-a" not in peers(cluster)
+    await cluster.patch_pool("train", {"nodes": 3})
+    await cluster.wait_for(lambda: len(cluster.members("train")) == 3, within=30, what="a takeover before 60 s")
+    news = ("POST /api/v1/namespaces/default/events", f"PATCH {POOLS}/train/status")
+    assert [w for w in described(standby.writes()) if w not in news] == ["PATCH /api/v1/nodes/h100-3"]
