@@ -10,7 +10,8 @@ kopf does what it is good at; the controller (`accelpool.controller`) does the r
 - `@kopf.on.delete` (the finalizer `accelpool.io/finalizer`): waits until a pass has released
   the pool's nodes, removed its config keys and deleted its DaemonSet and NodePool.
 - `@kopf.on.startup/login/probe/cleanup`: settings from `memo.config` (set by `accelpool run`)
-  or the ACCELPOOL_* variables (under `kopf run`), the API credentials, the controller's task, the
+  or the ACCELPOOL_* variables (under `kopf run`), the API credentials, the controller's task (with
+  peering, paused until kopf runs this replica: `accelpool.leadership`), the
   /metrics server, the liveness probe, and the admission webhook's HTTPS server
   (`accelpool.webhook`; missing certificate files stop the operator at startup).
 
@@ -33,7 +34,7 @@ from typing import Any, TypeVar
 
 import kopf
 
-from accelpool import api, webhook
+from accelpool import api, leadership, webhook
 from accelpool.controller import Controller
 from accelpool.inputs import PoolRecord
 from accelpool.metrics import OperatorMetrics, serve
@@ -175,6 +176,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logge
     controller.bind(nodes=_values(node_index), pools=_values(pool_index))
     controller.task = asyncio.create_task(controller.run(), name="accelpool controller")
     memo.controller = controller
+    leadership.follow_kopf(settings, memo, controller, lifetime=config.peering_lifetime)
     memo.metrics_server = (
         await serve(metrics, config.metrics_address, config.metrics_port) if config.metrics_port else None
     )

@@ -40,6 +40,10 @@ def _optional(text: str) -> str | None:
     return text or None
 
 
+def _optional_int(text: str) -> int | None:
+    return int(text) if str(text).strip() else None
+
+
 @dataclass(frozen=True)
 class _Option:
     flag: str
@@ -189,7 +193,29 @@ OPTIONS: tuple[_Option, ...] = (
     ),
     _Option("--write-concurrency", "write_concurrency", 16, "node patches in flight at once", parse=int),
     _Option("--max-workers", "max_workers", 4, "kopf's executor threads (handlers are async)", parse=int),
-    _Option("--peering", "peering", None, "kopf peering name for a hot standby (default: standalone)", parse=_optional),
+    _Option(
+        "--peering",
+        "peering",
+        None,
+        "the ClusterKopfPeering object the replicas share: one leads, the others stand by (default: standalone)",
+        parse=_optional,
+    ),
+    _Option(
+        "--priority",
+        "priority",
+        None,
+        "this replica's kopf peering priority: the live replica with the highest one leads (default with "
+        "--peering: minus its start time in microseconds, so the longest-running replica leads)",
+        parse=_optional_int,
+    ),
+    _Option(
+        "--peering-lifetime",
+        "peering_lifetime",
+        60,
+        "seconds a replica's peering record stays alive without a keepalive (kopf renews it 5-10 s "
+        "earlier): how long a standby waits before taking over from a leader that died without a word",
+        parse=int,
+    ),
     _Option("--log-level", "log_level", "info", "log verbosity", choices=LOG_LEVELS),
 )
 
@@ -222,6 +248,8 @@ class OperatorConfig:
     write_concurrency: int = 16
     max_workers: int = 4
     peering: str | None = None
+    priority: int | None = None
+    peering_lifetime: int = 60
     log_level: str = "info"
 
     @property

@@ -23,7 +23,7 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from accelpool import api, cli
+from accelpool import api, cli, leadership
 from accelpool import render as operator_render
 from accelpool.settings import OperatorConfig
 from tests.conftest import require_tool
@@ -47,6 +47,7 @@ GOLDEN = Path(__file__).resolve().parent / "golden" / "chart-default.yaml"
 MONITORING_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 CERT_MANAGER_KINDS = {"Certificate", "Issuer"}
 """Kinds of CRDs that kubernetes-validate has no schema for: checked by apiVersion, kind and metadata."""
+PEERING_API_VERSION = f"{leadership.PEERING_GROUP}/{leadership.PEERING_VERSION}"
 GENERATED_TLS = re.compile(r"^(\s*(?:ca\.crt|tls\.crt|tls\.key|caBundle): )\S+$", re.MULTILINE)
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -88,6 +89,10 @@ def test_every_object_validates(rendered: Objects) -> None:
     kind and metadata."""
     for obj in rendered:
         name = f"{obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
+        if obj["kind"] == "ClusterKopfPeering":  # cluster-scoped, no spec: kopf's records go under status
+            assert obj["apiVersion"] == PEERING_API_VERSION and set(obj) == {"apiVersion", "kind", "metadata"}
+            assert DNS_SUBDOMAIN.match(obj["metadata"]["name"]) and "namespace" not in obj["metadata"], name
+            continue
         if obj["kind"] in MONITORING_KINDS | CERT_MANAGER_KINDS:
             group = "monitoring.coreos.com" if obj["kind"] in MONITORING_KINDS else "cert-manager.io"
             assert obj["apiVersion"] == f"{group}/v1", name
@@ -123,7 +128,23 @@ def test_defaults_install_no_monitoring_objects(default_objects: Objects) -> Non
 
 def test_crds_are_the_generated_copy(default_objects: Objects) -> None:
     generated = yaml.safe_load((CHART.parents[1] / "crds" / "accelpool.io_computepools.yaml").read_text())
-    assert one(default_objects, "CustomResourceDefinition") == generated
+    assert one(default_objects, "CustomResourceDefinition", "computepools.accelpool.io") == generated
+
+
+def test_the_peering_crd_is_the_one_kopf_watches(default_objects: Objects) -> None:
+    """kopf's own peering.yaml (cluster-scoped, status kept whole), at the resource the leadership daemon is on."""
+    crd = one(default_objects, "CustomResourceDefinition", f"{leadership.PEERING_PLURAL}.{leadership.PEERING_GROUP}")
+    spec = crd["spec"]
+    assert (spec["group"], spec["scope"], spec["names"]["plural"], spec["names"]["kind"]) == (
+        leadership.PEERING_GROUP,
+        "Cluster",
+        leadership.PEERING_PLURAL,
+        "ClusterKopfPeering",
+    )
+    (version,) = spec["versions"]
+    assert (version["name"], version["served"], version["storage"]) == (leadership.PEERING_VERSION, True, True)
+    status = version["schema"]["openAPIV3Schema"]["properties"]["status"]
+    assert status == {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 
 
 # ---- RBAC: exactly these rules, nothing more.
@@ -146,6 +167,14 @@ DAEMONSET_RULES = [
     {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["list"]},
 ]
 EVENT_RULES = [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
+
+
+def _peering_rules(name: str) -> list[dict[str, Any]]:
+    """kopf's peering: list and watch every peering object (kopf lists them all), patch only ours."""
+    return [
+        {"apiGroups": ["kopf.dev"], "resources": ["clusterkopfpeerings"], "verbs": ["list", "watch"]},
+        {"apiGroups": ["kopf.dev"], "resources": ["clusterkopfpeerings"], "resourceNames": [name], "verbs": ["patch"]},
+    ]
 
 
 def _config_rules(device_plugin: str, mig: str) -> list[dict[str, Any]]:
@@ -212,7 +241,7 @@ def test_rbac_is_exactly_least_privilege(helm: str, values: list[Path], names: d
     assert len(roles) == 5, [r["metadata"]["name"] for r in roles]
 
     operator_role = one(objects, "ClusterRole", operator_sa[1])
-    assert operator_role["rules"] == OPERATOR_CLUSTER_RULES
+    assert operator_role["rules"] == OPERATOR_CLUSTER_RULES + _peering_rules(names["prefix"])
     assert _subject(objects, "ClusterRoleBinding", operator_role) == [operator_sa]
 
     agent_role = one(objects, "ClusterRole", agent_sa[1])
@@ -277,7 +306,6 @@ def _operator(objects: Objects) -> tuple[dict[str, Any], dict[str, Any]]:
 def test_operator_probes_and_ports(helm: str, values: list[Path], metrics: int, health: int) -> None:
     objects = render(helm, values)
     deployment, container = _operator(objects)
-    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports.items() >= {"metrics": metrics, "health": health}.items()
     assert set(ports) == {"metrics", "health", "webhook"}  # the webhook's: tests/contract/test_webhook.py
@@ -291,6 +319,72 @@ def test_operator_probes_and_ports(helm: str, values: list[Path], metrics: int, 
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
     assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+
+
+# ---- High availability: replicas, kopf peering, disruption budget, spread.
+
+
+def _spread(deployment: dict[str, Any]) -> list[dict[str, Any]]:
+    affinity = deployment["spec"]["template"]["spec"].get("affinity") or {}
+    return list((affinity.get("podAntiAffinity") or {}).get("preferredDuringSchedulingIgnoredDuringExecution") or [])
+
+
+def test_two_replicas_with_peering_by_default(default_objects: Objects) -> None:
+    """One leads, one stands by: both in the peering object the chart creates, on different nodes
+    when the scheduler can, never both evicted at once, and upgraded one at a time with no gap."""
+    deployment, container = _operator(default_objects)
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    config = _operator_config(default_objects)
+    peering = one(default_objects, "ClusterKopfPeering")
+    assert config.peering == peering["metadata"]["name"] == RELEASE
+    assert config.peering_lifetime == 60 and config.priority is None  # each replica derives its own
+    assert {"name": "POD_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in container["env"]
+
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    budget = one(default_objects, "PodDisruptionBudget")
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    assert budget["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    (preference,) = _spread(deployment)
+    term = preference["podAffinityTerm"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"].items() <= pod_labels.items()
+
+
+def test_the_spread_joins_the_users_affinity(full_objects: Objects) -> None:
+    deployment, _ = _operator(full_objects)
+    assert deployment["spec"]["replicas"] == 3
+    affinity = deployment["spec"]["template"]["spec"]["affinity"]
+    assert affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]  # values-full.yaml's
+    assert len(_spread(deployment)) == 1
+    config = _operator_config(full_objects)
+    assert (config.peering, config.peering_lifetime) == ("gpu-pools", 30)
+    assert one(full_objects, "ClusterKopfPeering")["metadata"]["name"] == "gpu-pools"
+
+
+def test_one_replica_with_peering_still_upgrades_without_a_gap(helm: str) -> None:
+    """The new pod stands by until the old one leaves; no disruption budget (it would block every drain)."""
+    objects = render(helm, set_values=["operator.replicas=1"])
+    deployment, _ = _operator(objects)
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert not find(objects, "PodDisruptionBudget") and not _spread(deployment)
+    assert _operator_config(objects).peering == RELEASE
+
+
+def test_a_standalone_operator_is_recreated_and_needs_no_peering(helm: str) -> None:
+    """For clusters where kopf's peering CRD cannot be installed."""
+    objects = render(helm, set_values=["operator.replicas=1", "operator.peering.enabled=false"], include_crds=True)
+    deployment, container = _operator(objects)
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert _operator_config(objects).peering is None
+    assert not [a for a in container["args"] if a.startswith("--peering")]
+    assert not find(objects, "ClusterKopfPeering") and not find(objects, "PodDisruptionBudget")
+    rules = one(objects, "ClusterRole", f"{RELEASE}-operator")["rules"]
+    assert rules == OPERATOR_CLUSTER_RULES
 
 
 def test_the_operator_image_runs_as_the_chart_expects(default_objects: Objects) -> None:
@@ -613,7 +707,10 @@ def test_dashboard_label_is_configurable(helm: str) -> None:
         ("networkPolicy.egress[0].ports[0].protocol=ICMP", "/networkPolicy/egress/0/ports/0/protocol"),
         ("networkPolicy.ingress=x", "additional properties 'ingress'"),
         ("replicaCount=2", "additional properties 'replicaCount'"),
-        ("operator.replicas=2", "additional properties 'replicas'"),
+        ("operator.replicas=0", "/operator/replicas"),
+        ("operator.peering.enabled=false", "/operator/peering/enabled"),  # two replicas, both writing
+        ("operator.peering.lifetime=5", "/operator/peering/lifetime"),
+        ("operator.peering.name=x", "additional properties 'name'"),
         ("webhook.enabled=maybe", "/webhook/enabled"),
         ("webhook.port=0", "/webhook/port"),
         ("webhook.failurePolicy=Sometimes", "/webhook/failurePolicy"),
@@ -656,6 +753,9 @@ def test_notes_tell_the_user_what_to_do_next(helm: str) -> None:
         "ValidatingWebhookConfiguration gpu-pools sends every ComputePool created",
         "failurePolicy Ignore: while no operator pod is ready, pools are admitted unchecked",
         "issued by cert-manager (Certificate gpu-pools-operator-webhook",
+        "Operator replicas: 3, with kopf peering: one leads",
+        "within 30 s when it dies",
+        "kubectl get clusterkopfpeering gpu-pools",
     ):
         assert expected in notes, expected
     assert "Off in this release" not in notes

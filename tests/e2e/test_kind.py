@@ -80,7 +80,7 @@ def _taints(node: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_the_chart_installs_and_its_helm_test_passes(installed: Cluster) -> None:
     deployment = installed.get("deployment", "-n", NAMESPACE, f"{RELEASE}-operator")
-    assert deployment["status"].get("readyReplicas") == 1
+    assert deployment["status"].get("readyReplicas") == deployment["spec"]["replicas"] == 2  # a leader, a standby
     output = installed.helm("test", RELEASE, "--namespace", NAMESPACE, "--logs", timeout=300)
     assert "Succeeded" in output and "accelpool_ samples" in output
     crd = installed.get("crd", "computepools.accelpool.io")

@@ -118,3 +118,21 @@ Helm, or issued by cert-manager under another name (so switching never has two o
 {{- define "accelpool.webhookCertDir" -}}
 /etc/accelpool/webhook
 {{- end }}
+
+{{/* The ClusterKopfPeering object the operator replicas share (--peering). */}}
+{{- define "accelpool.peeringName" -}}
+{{- include "accelpool.fullname" . }}
+{{- end }}
+
+{{/* The operator pods' affinity: operator.affinity, plus (with 2 or more replicas, unless it sets its
+own podAntiAffinity) a preference for one replica per node, so a node's loss takes at most one. */}}
+{{- define "accelpool.operatorAffinity" -}}
+{{- $affinity := deepCopy (.Values.operator.affinity | default dict) }}
+{{- if and (gt (int .Values.operator.replicas) 1) (not (hasKey $affinity "podAntiAffinity")) }}
+{{- $term := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (include "accelpool.operatorSelectorLabels" . | fromYaml)) }}
+{{- $_ := set $affinity "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" 100 "podAffinityTerm" $term))) }}
+{{- end }}
+{{- if $affinity }}
+{{- toYaml $affinity }}
+{{- end }}
+{{- end }}

@@ -8,8 +8,12 @@ Every flag has an ACCELPOOL_<FLAG> environment variable (see --help). Serves /me
 --metrics-port (8080), kopf's liveness endpoint /healthz on --liveness-port (8081), and the
 ComputePool admission webhook over HTTPS on --webhook-port (9443) with the certificate in
 --webhook-cert-dir; without that certificate it exits at once (status 2) unless --webhook-port=0,
-as outside a cluster, where no API server calls it. Runs standalone unless --peering names a kopf
-peering object (hot standby). Exit 0 on SIGTERM/SIGINT.
+as outside a cluster, where no API server calls it. Exit 0 on SIGTERM/SIGINT.
+
+Runs standalone unless --peering names a ClusterKopfPeering object shared by several replicas:
+the live one with the highest --priority leads, the others stand by and write nothing
+(`accelpool.leadership`). Without --priority a replica's is derived from its start time, so the
+longest-running one leads. kopf names each replica by $POD_ID (the chart sets the pod's name).
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ import importlib
 import logging
 import os
 import sys
+import time
 from typing import Any
 
 import kopf
 
-from accelpool import webhook
+from accelpool import leadership, webhook
 from accelpool.settings import OperatorConfig, add_arguments
 
 
@@ -64,8 +69,16 @@ def run(args: argparse.Namespace) -> int:
             clusterwide=True,
             standalone=config.peering is None,
             peering_name=config.peering,
+            priority=_priority(config),
             liveness_endpoint=config.liveness_endpoint,
             memo=kopf.Memo(config=config),
         )
     )
     return 0
+
+
+def _priority(config: OperatorConfig) -> int | None:
+    """--priority, or with --peering one derived from now (`leadership.priority_by_age`)."""
+    if config.peering is None or config.priority is not None:
+        return config.priority
+    return leadership.priority_by_age(time.time_ns())

@@ -137,6 +137,7 @@ class Controller:
     def pause(self) -> None:
         """Stop writing at once: no pass starts, and the pass in flight (if any) sends no further write."""
         self._gate.close()
+        self.metrics.plan = None  # the leader reports the pools; a standby's last plan would go stale
 
     def resume(self) -> None:
         """Start writing again; the next pass first reads everything cached anew. No-op while active."""
