@@ -58,25 +58,27 @@ class Census:
 
         return cls(
             members=members,
-            quarantined=tuple(m for m in members if m.quarantined),
+            quarantined=tuple([m for m in members if m.quarantined]),
             unhealthy=tuple(
-                m for m in members if not m.quarantined and m.view.health is not None and m.view.health.unhealthy
+                [m for m in members if not m.quarantined and m.view.health is not None and m.view.health.unhealthy]
             ),
-            not_ready=tuple(m for m in members if not m.view.ready),
-            cordoned=tuple(m for m in members if m.unschedulable and not m.quarantined),
-            silent=tuple(m for m in members if m.view.health is None or m.view.health.silent),
+            not_ready=tuple([m for m in members if not m.view.ready]),
+            cordoned=tuple([m for m in members if m.unschedulable and not m.quarantined]),
+            silent=tuple([m for m in members if m.view.health is None or m.view.health.silent]),
             waiting_health=tuple(
-                m
-                for m in members
-                if agent_verifies
-                and m.view.health is not None
-                and not m.view.health.healthy
-                and not m.view.health.unhealthy
+                [
+                    m
+                    for m in members
+                    if agent_verifies
+                    and m.view.health is not None
+                    and not m.view.health.healthy
+                    and not m.view.health.unhealthy
+                ]
             ),
-            healthy=sum(1 for m in members if m.view.health is not None and m.view.health.healthy),
+            healthy=len([m for m in members if m.view.health is not None and m.view.health.healthy]),
             device_plugin_missing=tuple(
-                m for m in members if nvidia_pool and m.label(conventions.DEVICE_PLUGIN_CONFIG_LABEL) != key
+                [m for m in members if nvidia_pool and m.label(conventions.DEVICE_PLUGIN_CONFIG_LABEL) != key]
             ),
-            serving=tuple(m for m in members if m.view.ready and not m.unschedulable and not m.quarantined),
-            ready=tuple(m for m in members if member_ready(m)),
+            serving=tuple([m for m in members if m.view.ready and not m.unschedulable and not m.quarantined]),
+            ready=tuple([m for m in members if member_ready(m)]),
         )
