@@ -69,7 +69,12 @@ def member_changes(ledger: Ledger, work: PoolWork, now: datetime) -> dict[str, s
         new = view.name in new_names
         prior = _prior_labels_of_new(edit, labels, ledger) if new else dict(original.prior_labels)
         edit.labels[conventions.POOL_LABEL] = pool
-        _set_device_plugin_label(edit, config, prior, ledger)
+        if config.device_plugin is not None:
+            edit.labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] = config.device_plugin
+        elif ledger.ours(edit.label(conventions.DEVICE_PLUGIN_CONFIG_LABEL)):  # the pool left NVIDIA behind
+            edit.labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] = prior.pop(
+                conventions.DEVICE_PLUGIN_CONFIG_LABEL, None
+            )
         _set_mig_label(edit, original, config, prior, ledger, now)
         if not karpenter:
             edit.annotations[conventions.JOINED_ANNOTATION] = (
@@ -95,15 +100,6 @@ def _prior_labels_of_new(edit: NodeEdit, wanted: dict[str, str], ledger: Ledger)
         if replaced and not ledger.ours(current):
             prior[label] = current  # restored on release
     return prior
-
-
-def _set_device_plugin_label(
-    edit: NodeEdit, config: MemberConfig, prior: dict[str, str | None], ledger: Ledger
-) -> None:
-    if config.device_plugin is not None:
-        edit.labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] = config.device_plugin
-    elif ledger.ours(edit.label(conventions.DEVICE_PLUGIN_CONFIG_LABEL)):  # the pool left NVIDIA behind
-        edit.labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] = prior.pop(conventions.DEVICE_PLUGIN_CONFIG_LABEL, None)
 
 
 def _set_mig_label(

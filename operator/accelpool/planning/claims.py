@@ -120,7 +120,8 @@ def _candidates(node_filter: NodeFilter, buckets: Mapping[str, list[NodeView]]) 
 def _take(request: ClaimRequest, cursor: _Cursor, taken: set[str], reserving: ReservingTaints) -> list[NodeView]:
     """Move the cursor on until the request's need is met; what it passes over is counted in `skipped`."""
     nodes: list[NodeView] = []
-    while len(nodes) < request.need and cursor.position < len(cursor.items):
+    need = request.need
+    while need > 0 and cursor.position < len(cursor.items):
         view = cursor.items[cursor.position]
         cursor.position += 1
         if view.name in taken:
@@ -134,6 +135,7 @@ def _take(request: ClaimRequest, cursor: _Cursor, taken: set[str], reserving: Re
             continue
         taken.add(view.name)
         nodes.append(view)
+        need -= 1
     return nodes
 
 

@@ -11,8 +11,8 @@ record. Called by `accelpool.planning.changes` for each member of a pool that se
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from accelpool import conventions
 from accelpool.nodes import NodeView, format_time, parse_time
@@ -35,9 +35,8 @@ def format_mig_retry(retries: int, moment: datetime) -> str:
     return f"{retries}@{format_time(moment)}"
 
 
-@dataclass(frozen=True)
-class MigRetryStep:
-    """What this pass does about one member's MIG config."""
+class MigRetryStep(NamedTuple):
+    """What this pass does about one member's MIG config (a named tuple: one per MIG member and pass)."""
 
     label: str | None
     """The `nvidia.com/mig.config` value for this pass: the wanted config, or None to take it off once."""

@@ -15,7 +15,7 @@ from typing import Any
 from accelpool import api
 from accelpool.nodes import NodeView
 from accelpool.planning.model import PoolInput
-from accelpool.planning.remediation import RemediationDecision
+from accelpool.planning.remediation import NO_REMEDIATION, RemediationDecision
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class PoolWork:
     """Members it keeps (membership, less a surplus released by sizing)."""
     new_members: list[NodeView] = field(default_factory=list)
     """Free nodes it claims this pass."""
-    remediation: RemediationDecision = field(default_factory=RemediationDecision)
+    remediation: RemediationDecision = NO_REMEDIATION
     need: int = 0
     """Serving members it lacks after sizing (what claims look for)."""
     shortfall: str = ""

@@ -24,6 +24,8 @@ from accelpool.planning.ledger import NodeEdit
 from accelpool.planning.model import EventIntent, Remediation
 from accelpool.poolstatus import Breaker, describe_health, health_reason
 
+NO_BREAKER = Breaker()
+
 
 @dataclass(frozen=True)
 class RemediationDecision:
@@ -33,7 +35,7 @@ class RemediationDecision:
     """Node → `taint` or `cordon`: quarantined this pass."""
     lift: frozenset[str] = frozenset()
     """Quarantined nodes whose hold-down has passed."""
-    breaker: Breaker = field(default_factory=Breaker)
+    breaker: Breaker = NO_BREAKER
     records: tuple[Remediation, ...] = ()
     events: tuple[EventIntent, ...] = ()
     requeue_after: float | None = None
@@ -42,6 +44,9 @@ class RemediationDecision:
     def quarantined_after(self, view: NodeView) -> bool:
         """Whether the member is quarantined once this decision is written."""
         return (view.quarantined and view.name not in self.lift) or view.name in self.quarantine
+
+
+NO_REMEDIATION = RemediationDecision()
 
 
 def remediate(
@@ -82,7 +87,7 @@ def remediate(
                 waits.append(hold - healthy_for)
     policy = health.remediation
     limit = health.max_unavailable_nodes(desired)
-    breaker = Breaker()
+    breaker = NO_BREAKER
     quarantine: dict[str, str] = {}
     for view in members:
         if view.quarantined or view.health is None or not view.health.unhealthy:
@@ -113,6 +118,8 @@ def remediate(
             records.append(Remediation(pool, view.name, policy, reason))
             events.append(EventIntent("Node", view.name, view.uid, "Warning", "NodeQuarantined", message))
             events.append(EventIntent("ComputePool", pool, uid, "Warning", "NodeQuarantined", message))
+    if not (records or events or waits or quarantine):
+        return NO_REMEDIATION  # the common case: nothing to remediate (a pass decides this for every pool)
     return RemediationDecision(
         quarantine=quarantine,
         lift=frozenset(lift),

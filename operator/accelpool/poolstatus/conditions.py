@@ -19,8 +19,8 @@ transition times, in `CONDITION_TYPES` order. The Ready condition comes from the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from accelpool import agents, catalog, conventions, nvidia
 from accelpool.poolstatus.census import Census
@@ -44,9 +44,10 @@ STRATEGY_OVERRIDE_FIX = (
 )
 
 
-@dataclass(frozen=True)
-class Finding:
-    """What one condition says: `ok` True, False or None (Unknown), why (`reason`, CamelCase) and how."""
+class Finding(NamedTuple):
+    """What one condition says: `ok` True, False or None (Unknown), why (`reason`, CamelCase) and how.
+
+    A named tuple: seven per pool and pass, so it is cheap to build."""
 
     ok: bool | None
     reason: str
