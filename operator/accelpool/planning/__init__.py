@@ -116,7 +116,7 @@ def _plan_once(
     ordered = sorted(by_name.values(), key=claim_priority)
     ledger = Ledger(_owned_configs(pools, config))
     works = pool_works(ordered)
-    judged = (membership.judge_health(n, options.now, options.health_stale_seconds) for n in nodes)
+    judged = [membership.judge_health(n, options.now, options.health_stale_seconds) for n in nodes]
     roster = membership.sort_nodes(
         sorted(judged, key=lambda n: n.name), by_name, works, ledger, release_orphans=options.release_orphans
     )
@@ -233,7 +233,7 @@ def _pool_plan(
         claimed = _listing("claimed", [v.name for v in work.new_members])
         ledger.event("ComputePool", work.name, pool.uid, "Normal", "NodesClaimed", claimed)
     views = [*work.members, *work.new_members]
-    members = tuple(Member(ledger.edits[v.name].view, changes.get(v.name)) for v in views)
+    members = tuple([Member(ledger.edits[v.name].view, changes.get(v.name)) for v in views])
     entry = work.resolved.entry
     facts = PoolFacts(
         name=pool.name,
@@ -264,7 +264,7 @@ def _pool_plan(
         valid=True,
         deleting=False,
         spec=work.spec,
-        members=tuple(sorted(v.name for v in views)),
+        members=tuple(sorted([v.name for v in views])),
         status=status,
         breaker_open=work.remediation.breaker.open,
         expected_tflops=expected,

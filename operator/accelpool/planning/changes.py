@@ -80,7 +80,11 @@ def member_changes(ledger: Ledger, work: PoolWork, now: datetime) -> dict[str, s
             edit.annotations[conventions.JOINED_ANNOTATION] = (
                 joined if new else (original.annotations.get(conventions.JOINED_ANNOTATION) or joined)
             )
-        _set_prior_labels(edit, original, prior)
+        prior_text = _prior_text(tuple(sorted(prior.items()))) if prior else None
+        if prior_text != original.annotations.get(conventions.PRIOR_LABELS_ANNOTATION):
+            edit.annotations[conventions.PRIOR_LABELS_ANNOTATION] = prior_text
+        elif conventions.PRIOR_LABELS_ANNOTATION in edit.annotations:
+            del edit.annotations[conventions.PRIOR_LABELS_ANNOTATION]
         if dedicated:
             edit.put_taint(Taint(conventions.POOL_TAINT_KEY, conventions.NO_SCHEDULE, pool))
         else:
@@ -130,14 +134,6 @@ def _set_mig_label(
         edit.labels[conventions.MIG_CONFIG_STATE_LABEL] = "pending"
     elif conventions.MIG_CONFIG_STATE_LABEL in edit.labels and mig_want == mig_now:
         del edit.labels[conventions.MIG_CONFIG_STATE_LABEL]
-
-
-def _set_prior_labels(edit: NodeEdit, original: NodeView, prior: dict[str, str | None]) -> None:
-    text = _prior_text(tuple(sorted(prior.items()))) if prior else None
-    if text != original.annotations.get(conventions.PRIOR_LABELS_ANNOTATION):
-        edit.annotations[conventions.PRIOR_LABELS_ANNOTATION] = text
-    elif conventions.PRIOR_LABELS_ANNOTATION in edit.annotations:
-        del edit.annotations[conventions.PRIOR_LABELS_ANNOTATION]
 
 
 @functools.lru_cache(maxsize=256)

@@ -11,7 +11,7 @@ The MigConfigured and DevicePluginConfigured conditions and the phase read the r
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from accelpool import api, catalog, conventions, nvidia
 from accelpool.poolstatus.facts import Member
@@ -19,39 +19,36 @@ from accelpool.poolstatus.facts import Member
 
 @dataclass(frozen=True)
 class PoolShape:
-    """What a valid pool's spec means for its members' NVIDIA labels and advertised resources."""
+    """What a valid pool's spec means for its members' NVIDIA labels and advertised resources.
+
+    The derived facts are computed once, at creation: every condition of every pool reads them.
+    """
 
     name: str
     spec: api.ComputePoolSpec
     resolved: api.ResolvedAccelerator
+    entry: catalog.Accelerator = field(init=False, compare=False)
+    nvidia: bool = field(init=False, compare=False)
+    mig: bool = field(init=False, compare=False)
+    """The pool partitions its GPUs with MIG."""
+    uses_mig_label: bool = field(init=False, compare=False)
+    """Members carry `nvidia.com/mig.config`: the pool's layout, or MIG off on MIG-capable GPUs."""
+    key: str = field(init=False, compare=False)
+    """The pool's device-plugin config key and mig-parted entry name."""
+    mig_config: str = field(init=False, compare=False)
+    """The mig-parted config members should be in: the pool's own, or `all-disabled`."""
 
-    @property
-    def entry(self) -> catalog.Accelerator:
-        return self.resolved.entry
-
-    @property
-    def nvidia(self) -> bool:
-        return self.entry.vendor == catalog.Vendor.NVIDIA
-
-    @property
-    def mig(self) -> bool:
-        """The pool partitions its GPUs with MIG."""
-        return self.spec.mig is not None
-
-    @property
-    def uses_mig_label(self) -> bool:
-        """Members carry `nvidia.com/mig.config`: the pool's layout, or MIG off on MIG-capable GPUs."""
-        return self.mig or self.entry.mig_capable
-
-    @property
-    def key(self) -> str:
-        """The pool's device-plugin config key and mig-parted entry name."""
-        return conventions.config_name(self.name)
-
-    @property
-    def mig_config(self) -> str:
-        """The mig-parted config members should be in: the pool's own, or `all-disabled`."""
-        return self.key if self.mig else conventions.MIG_DISABLED_CONFIG
+    def __post_init__(self) -> None:
+        entry = self.resolved.entry
+        mig = self.spec.mig is not None
+        key = conventions.config_name(self.name)
+        set_field = object.__setattr__
+        set_field(self, "entry", entry)
+        set_field(self, "nvidia", entry.vendor == catalog.Vendor.NVIDIA)
+        set_field(self, "mig", mig)
+        set_field(self, "uses_mig_label", mig or entry.mig_capable)
+        set_field(self, "key", key)
+        set_field(self, "mig_config", key if mig else conventions.MIG_DISABLED_CONFIG)
 
     def resources_per_gpu(self) -> dict[str, int]:
         return nvidia.resources_per_gpu(self.spec, self.resolved)
