@@ -158,6 +158,7 @@ def _owned_configs(pools: Sequence[PoolInput], config: ConfigState) -> frozenset
 
 
 def _remediate(work: PoolWork, ledger: Ledger, options: PlannerOptions) -> None:
+    """Stage 2: the pool's remediation decision, kept on the pool and recorded."""
     decision = remediation.remediate(
         work.name,
         work.input.uid,
@@ -174,6 +175,7 @@ def _remediate(work: PoolWork, ledger: Ledger, options: PlannerOptions) -> None:
 
 
 def _size(work: PoolWork, ledger: Ledger, roster: Roster, options: PlannerOptions) -> None:
+    """Stage 3: release a surplus (its nodes become free candidates) or note what the pool lacks."""
     decision = sizing.size(
         work.members,
         work.desired,
@@ -190,6 +192,7 @@ def _size(work: PoolWork, ledger: Ledger, roster: Roster, options: PlannerOption
 
 
 def _claim(works: Mapping[str, PoolWork], roster: Roster, options: PlannerOptions) -> None:
+    """Stage 4: static pools that lack members take free nodes, in claim priority."""
     requests = [
         claims.ClaimRequest(work.name, work.filter, work.need, len(work.members))
         for work in works.values()
@@ -198,7 +201,6 @@ def _claim(works: Mapping[str, PoolWork], roster: Roster, options: PlannerOption
     found = claims.claim(requests, roster.free, held=roster.in_pools, tolerated_taints=options.tolerated_taints)
     for name, claim in found.items():
         works[name].new_members.extend(claim.nodes)
-        works[name].need -= len(claim.nodes)
         works[name].shortfall = claim.shortfall
 
 

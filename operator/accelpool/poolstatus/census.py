@@ -45,17 +45,12 @@ class Census:
         members = tuple(members)
         nvidia_pool = shape.nvidia
         key = shape.key
-
-        def member_ready(m: Member) -> bool:
-            if not m.view.ready or m.unschedulable or m.quarantined:
-                return False
-            if nvidia_pool and m.name not in layout.done:
-                return False
-            health = m.view.health
-            if health is None:
-                return False
-            return health.healthy if agent_verifies else not health.unhealthy
-
+        serving = [m for m in members if m.view.ready and not m.unschedulable and not m.quarantined]
+        configured = [m for m in serving if m.name in layout.done] if nvidia_pool else serving
+        if agent_verifies:
+            ready = [m for m in configured if m.view.health is not None and m.view.health.healthy]
+        else:
+            ready = [m for m in configured if m.view.health is not None and not m.view.health.unhealthy]
         return cls(
             members=members,
             quarantined=tuple([m for m in members if m.quarantined]),
@@ -79,6 +74,6 @@ class Census:
             device_plugin_missing=tuple(
                 [m for m in members if nvidia_pool and m.label(conventions.DEVICE_PLUGIN_CONFIG_LABEL) != key]
             ),
-            serving=tuple([m for m in members if m.view.ready and not m.unschedulable and not m.quarantined]),
-            ready=tuple([m for m in members if member_ready(m)]),
+            serving=tuple(serving),
+            ready=tuple(ready),
         )
