@@ -35,6 +35,8 @@ class RemediationDecision:
     """Node → `taint` or `cordon`: quarantined this pass."""
     lift: frozenset[str] = frozenset()
     """Quarantined nodes whose hold-down has passed."""
+    held: frozenset[str] = frozenset()
+    """Quarantined nodes that stay quarantined."""
     breaker: Breaker = NO_BREAKER
     records: tuple[Remediation, ...] = ()
     events: tuple[EventIntent, ...] = ()
@@ -43,7 +45,7 @@ class RemediationDecision:
 
     def quarantined_after(self, view: NodeView) -> bool:
         """Whether the member is quarantined once this decision is written."""
-        return (view.quarantined and view.name not in self.lift) or view.name in self.quarantine
+        return view.name in self.held or view.name in self.quarantine
 
 
 NO_REMEDIATION = RemediationDecision()
@@ -64,15 +66,22 @@ def remediate(
     `healthy_since`: when the operator first saw a node's condition True, for conditions that carry no
     `lastTransitionTime`.
     """
+    quarantined: list[NodeView] = []
+    unhealthy: list[NodeView] = []
+    for view in members:
+        if view.quarantined:
+            quarantined.append(view)
+        elif view.health is not None and view.health.unhealthy:
+            unhealthy.append(view)
+    if not quarantined and not unhealthy:
+        return NO_REMEDIATION  # the common case, decided for every pool and pass
     records: list[Remediation] = []
     events: list[EventIntent] = []
     hold = health.hold_down_seconds
     lift: set[str] = set()
-    still_quarantined = 0
+    held: set[str] = set()
     waits: list[float] = []
-    for view in members:
-        if not view.quarantined:
-            continue
+    for view in quarantined:
         healthy_for = healthy_seconds(view, now, healthy_since)
         if healthy_for is not None and healthy_for >= hold:
             lift.add(view.name)
@@ -82,16 +91,15 @@ def remediate(
             events.append(EventIntent("Node", view.name, view.uid, "Normal", "QuarantineLifted", message))
             events.append(EventIntent("ComputePool", pool, uid, "Normal", "QuarantineLifted", message))
         else:
-            still_quarantined += 1
+            held.add(view.name)
             if healthy_for is not None:
                 waits.append(hold - healthy_for)
+    still_quarantined = len(held)
     policy = health.remediation
     limit = health.max_unavailable_nodes(desired)
     breaker = NO_BREAKER
     quarantine: dict[str, str] = {}
-    for view in members:
-        if view.quarantined or view.health is None or not view.health.unhealthy:
-            continue
+    for view in unhealthy:
         reason, why = health_reason(view), describe_health(view)
         if policy == "none":
             message = f"{view.name}: {why} (remediation none: reported only)"
@@ -118,11 +126,10 @@ def remediate(
             records.append(Remediation(pool, view.name, policy, reason))
             events.append(EventIntent("Node", view.name, view.uid, "Warning", "NodeQuarantined", message))
             events.append(EventIntent("ComputePool", pool, uid, "Warning", "NodeQuarantined", message))
-    if not (records or events or waits or quarantine):
-        return NO_REMEDIATION  # the common case: nothing to remediate (a pass decides this for every pool)
     return RemediationDecision(
         quarantine=quarantine,
         lift=frozenset(lift),
+        held=frozenset(held),
         breaker=breaker,
         records=tuple(records),
         events=tuple(events),
@@ -155,5 +162,5 @@ def apply_quarantine(decision: RemediationDecision, view: NodeView, edit: NodeEd
     elif decided == "cordon":
         edit.unschedulable = True
         edit.annotations[conventions.CORDONED_ANNOTATION] = "true"
-    elif view.quarantine_taint is not None:
-        edit.put_taint(view.quarantine_taint)
+    elif view.name in decision.held and view.quarantine_taint is not None:
+        edit.put_taint(view.quarantine_taint)  # the quarantine holds
