@@ -120,15 +120,15 @@ def _candidates(node_filter: NodeFilter, buckets: Mapping[str, list[NodeView]]) 
 def _take(request: ClaimRequest, cursor: _Cursor, taken: set[str], reserving: ReservingTaints) -> list[NodeView]:
     """Move the cursor on until the request's need is met; what it passes over is counted in `skipped`."""
     nodes: list[NodeView] = []
-    need = request.need
-    while need > 0 and cursor.position < len(cursor.items):
-        view = cursor.items[cursor.position]
+    need, items, matches = request.need, cursor.items, request.filter.matches
+    while need > 0 and cursor.position < len(items):
+        view = items[cursor.position]
         cursor.position += 1
         if view.name in taken:
             cursor.skipped["taken by other pools"] += 1
             continue
         why = not_claimable(view, reserving)
-        if why is None and not request.filter.matches(view, current=False):
+        if why is None and not matches(view, current=False):
             why = "smaller or not selected"
         if why is not None:
             cursor.skipped[why] += 1

@@ -77,6 +77,30 @@ def remediate(
         return NO_REMEDIATION  # the common case, decided for every pool and pass
     records: list[Remediation] = []
     events: list[EventIntent] = []
+    lift, held, waits = _hold_downs(pool, uid, quarantined, health, now, healthy_since, records, events)
+    quarantine, breaker = _quarantines(pool, uid, unhealthy, health, desired, len(held), records, events)
+    return RemediationDecision(
+        quarantine=quarantine,
+        lift=frozenset(lift),
+        held=frozenset(held),
+        breaker=breaker,
+        records=tuple(records),
+        events=tuple(events),
+        requeue_after=min(waits) if waits else None,
+    )
+
+
+def _hold_downs(
+    pool: str,
+    uid: str,
+    quarantined: Sequence[NodeView],
+    health: api.HealthSpec,
+    now: datetime,
+    healthy_since: Mapping[str, datetime],
+    records: list[Remediation],
+    events: list[EventIntent],
+) -> tuple[set[str], set[str], list[float]]:
+    """The quarantines lifted (healthy for `holdDown`) and held, and how long until each held healthy one lifts."""
     hold = health.hold_down_seconds
     lift: set[str] = set()
     held: set[str] = set()
@@ -94,7 +118,20 @@ def remediate(
             held.add(view.name)
             if healthy_for is not None:
                 waits.append(hold - healthy_for)
-    still_quarantined = len(held)
+    return lift, held, waits
+
+
+def _quarantines(
+    pool: str,
+    uid: str,
+    unhealthy: Sequence[NodeView],
+    health: api.HealthSpec,
+    desired: int,
+    still_quarantined: int,
+    records: list[Remediation],
+    events: list[EventIntent],
+) -> tuple[dict[str, str], Breaker]:
+    """Unhealthy members quarantined per the policy while `maxUnavailable` allows, and the breaker."""
     policy = health.remediation
     limit = health.max_unavailable_nodes(desired)
     breaker = NO_BREAKER
@@ -126,15 +163,7 @@ def remediate(
             records.append(Remediation(pool, view.name, policy, reason))
             events.append(EventIntent("Node", view.name, view.uid, "Warning", "NodeQuarantined", message))
             events.append(EventIntent("ComputePool", pool, uid, "Warning", "NodeQuarantined", message))
-    return RemediationDecision(
-        quarantine=quarantine,
-        lift=frozenset(lift),
-        held=frozenset(held),
-        breaker=breaker,
-        records=tuple(records),
-        events=tuple(events),
-        requeue_after=min(waits) if waits else None,
-    )
+    return quarantine, breaker
 
 
 def healthy_seconds(view: NodeView, now: datetime, healthy_since: Mapping[str, datetime]) -> float | None:
