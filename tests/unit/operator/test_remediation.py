@@ -190,7 +190,7 @@ def test_remediate_lifts_after_hold_down_and_asks_to_plan_again_before() -> None
         quarantined("waiting", "p", health=healthy_since(100)),
     ]
     decision = decide({"health": {"holdDown": "10m"}}, nodes)
-    assert (decision.lift, decision.held) == ({"lifted"}, {"waiting"})
+    assert (decision.lift, decision.held) == (frozenset({"lifted"}), frozenset({"waiting"}))
     assert decision.requeue_after == 500.0
     assert decision.quarantined_after(nodes[1]) and not decision.quarantined_after(nodes[0])
     assert [(r.node, r.action, r.reason) for r in decision.records] == [("lifted", "untaint", "HoldDownPassed")]
