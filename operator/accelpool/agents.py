@@ -1,6 +1,6 @@
 """Why a pool's agents run or not: the `AgentReady` condition from what Kubernetes says about them. Pure.
 
-The reconciler lists, for all pools at once and at most every `--agent-check-interval`, the agent
+The controller lists, for all pools at once and at most every `--agent-check-interval`, the agent
 DaemonSets, their pods and the FailedCreate Events of DaemonSets in the agent namespace (selectors keep
 each list small); `observe` groups them by pool into an `AgentObservation`, and `judge` turns one
 pool's into the condition (`Verdict`), for `accelpool.poolstatus`. In order of precedence:

@@ -1,6 +1,6 @@
 """Every label, taint, annotation and object name accelpool reads or writes on the cluster, in one place.
 
-The planner, the renderers, the reconciler and the `plan` command all use these names, so the
+The planner, the renderers, the controller and the `plan` command all use these names, so the
 ownership rules ("remove only what we set") can be checked against one list. Names derived
 from a pool's name (config keys, DaemonSet and NodePool names) are kept within the 63-character
 limit of label values, since most of them also end up as label values. Pure.

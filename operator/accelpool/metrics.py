@@ -1,6 +1,6 @@
 """The operator's Prometheus metrics: a custom collector reading the latest plan at scrape time.
 
-The reconciler keeps its counters in an `OperatorMetrics` object (passed through kopf's memo,
+The controller keeps its counters in an `OperatorMetrics` object (passed through kopf's memo,
 no global registry) and stores each pass's `Plan` there; `OperatorCollector` turns both into
 metric families when Prometheus scrapes `/metrics` (served by `serve`, an aiohttp app on the
 operator's event loop). Families (all prefixed `accelpool_`):

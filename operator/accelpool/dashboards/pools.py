@@ -262,7 +262,7 @@ def rows() -> tuple[Row, ...]:
                 ),
                 Panel(
                     "API writes",
-                    "Kubernetes API writes of the reconciler per second, by verb and resource; zero at steady state.",
+                    "Kubernetes API writes of the controller per second, by verb and resource; zero at steady state.",
                     queries(
                         (
                             "sum by (verb, resource) (rate(accelpool_api_writes_total[$__rate_interval]))",

@@ -7,6 +7,8 @@ from typing import Any
 
 from accelpool import conventions
 from accelpool.nodes import NodeView, Taint
+from accelpool.planning.ledger import NodeEdit
+from accelpool.planning.remediation import RemediationDecision, apply_quarantine, remediate
 
 from .conftest import NOW, applied, conditions, member, members, node, pool, run
 
@@ -151,3 +153,67 @@ def test_deleting_a_pool_releases_a_quarantined_node_with_a_warning() -> None:
     assert {t.key for t in result.changes["m1"].remove_taints} == {QUARANTINE, conventions.POOL_TAINT_KEY}
     warning = next(e for e in result.events if e.reason == "QuarantineReleased")
     assert (warning.kind, warning.name, warning.type) == ("Node", "m1", "Warning")
+
+
+# ---------------------------------------------------------------- the strategy on its own
+
+
+def decide(spec: dict[str, Any], members_: list[NodeView], **kwargs: Any) -> RemediationDecision:
+    checked = pool("p", {"accelerator": "H100", **spec}).spec
+    assert checked is not None
+    return remediate(
+        "p", "uid-p", checked.health, checked.nodes, members_, now=NOW, healthy_since=kwargs.get("healthy_since", {})
+    )
+
+
+def test_remediate_quarantines_within_max_unavailable_and_opens_the_breaker_beyond() -> None:
+    nodes = [member(f"m{i}", "p", health=XID79) for i in range(3)]
+    decision = decide({"nodes": 4, "health": {"maxUnavailable": "50%"}}, nodes)
+    assert dict(decision.quarantine) == {"m0": "taint", "m1": "taint"}
+    assert decision.breaker.open
+    assert decision.breaker.message.startswith("not quarantining m2 (XID 79 (GPU fallen off the bus)): 2 of 4")
+    assert [(r.node, r.action) for r in decision.records] == [
+        ("m0", "taint"),
+        ("m1", "taint"),
+        ("m2", "circuit_breaker"),
+    ]
+    assert [e.reason for e in decision.events if e.kind == "ComputePool"] == [
+        "NodeQuarantined",
+        "NodeQuarantined",
+        "CircuitBreakerOpen",
+    ]
+
+
+def test_remediate_lifts_after_hold_down_and_asks_to_plan_again_before() -> None:
+    nodes = [
+        quarantined("lifted", "p", health=healthy_since(900)),
+        quarantined("waiting", "p", health=healthy_since(100)),
+    ]
+    decision = decide({"health": {"holdDown": "10m"}}, nodes)
+    assert (decision.lift, decision.held) == (frozenset({"lifted"}), frozenset({"waiting"}))
+    assert decision.requeue_after == 500.0
+    assert decision.quarantined_after(nodes[1]) and not decision.quarantined_after(nodes[0])
+    assert [(r.node, r.action, r.reason) for r in decision.records] == [("lifted", "untaint", "HoldDownPassed")]
+
+
+def test_remediate_cordons_only_what_nobody_else_cordoned_and_none_only_reports() -> None:
+    nodes = [member("m1", "p", health=XID79), member("m2", "p", health=XID79, unschedulable=True)]
+    cordon = decide({"nodes": 4, "health": {"remediation": "cordon", "maxUnavailable": 4}}, nodes)
+    assert dict(cordon.quarantine) == {"m1": "cordon"}
+    report_only = decide({"health": {"remediation": "none"}}, nodes)
+    assert report_only.quarantine == {} and report_only.records == ()
+    assert [e.reason for e in report_only.events] == ["NodeUnhealthy", "NodeUnhealthy"]
+
+
+def test_apply_quarantine_puts_the_decision_on_the_node() -> None:
+    view = member("m1", "p", health=XID79)
+    edit = NodeEdit(view)
+    apply_quarantine(RemediationDecision(quarantine={"m1": "cordon"}), view, edit)
+    assert (edit.unschedulable, edit.annotations) == (True, {conventions.CORDONED_ANNOTATION: "true"})
+    lifted = quarantined("m2", "p")
+    edit = NodeEdit(lifted)
+    apply_quarantine(RemediationDecision(lift=frozenset({"m2"})), lifted, edit)
+    assert edit.change().remove_taints == (Taint(QUARANTINE, "NoSchedule", "XidError79"),)
+    edit = NodeEdit(lifted)
+    apply_quarantine(RemediationDecision(held=frozenset({"m2"})), lifted, edit)
+    assert edit.change().add_taints == (Taint(QUARANTINE, "NoSchedule", "XidError79"),)

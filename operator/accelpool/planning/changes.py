@@ -1,0 +1,143 @@
+"""What the pass writes on each member of a valid pool: labels, annotations, taints. Pure.
+
+Every member gets the pool label `accelpool.io/pool=<pool>`; members of NVIDIA pools the
+device-plugin config label (the pool's key) and, where MIG matters, `nvidia.com/mig.config`
+(the pool's layout, or `all-disabled` on MIG-capable GPUs of a whole-GPU pool, or else the
+device plugin advertises MIG devices as GPUs). Values of another controller that accelpool
+overwrites on a new member are kept in `accelpool.io/prior-labels` and restored on release
+(`Ledger.release`). Also: `accelpool.io/joined-at` (static pools; sizing releases the newest
+first), the pool taint of dedicated pools, the MIG retry record (`accelpool.planning.mig_retry`)
+and the quarantine (`accelpool.planning.remediation.apply_quarantine`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from accelpool import conventions
+from accelpool.nodes import NodeView, Taint, format_time
+from accelpool.planning import mig_retry
+from accelpool.planning.ledger import Ledger, NodeEdit
+from accelpool.planning.pools import PoolWork
+from accelpool.planning.remediation import apply_quarantine
+from accelpool_core import catalog
+
+_CONFIG_LABELS = (conventions.DEVICE_PLUGIN_CONFIG_LABEL, conventions.MIG_CONFIG_LABEL)
+
+
+@dataclass(frozen=True)
+class MemberConfig:
+    """The NVIDIA configs a pool's members select."""
+
+    pool: str
+    device_plugin: str | None
+    """The device-plugin config key (NVIDIA pools), else None."""
+    mig: str | None
+    """The mig-parted config: the pool's layout, `all-disabled` for whole MIG-capable GPUs, else None."""
+
+    @classmethod
+    def of(cls, work: PoolWork) -> MemberConfig:
+        key = conventions.config_name(work.name)
+        entry = work.resolved.entry
+        mig = key if work.spec.mig is not None else (conventions.MIG_DISABLED_CONFIG if entry.mig_capable else None)
+        return cls(work.name, key if entry.vendor == catalog.Vendor.NVIDIA else None, mig)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The labels every member gets (a Karpenter NodePool's template labels too)."""
+        found = {conventions.POOL_LABEL: self.pool}
+        if self.device_plugin is not None:
+            found[conventions.DEVICE_PLUGIN_CONFIG_LABEL] = self.device_plugin
+        if self.mig is not None:
+            found[conventions.MIG_CONFIG_LABEL] = self.mig
+        return found
+
+
+def member_changes(ledger: Ledger, work: PoolWork, now: datetime) -> dict[str, str]:
+    """Put the pool's labels, annotations and taints on each member; returns the labels every member gets."""
+    config = MemberConfig.of(work)
+    labels = config.labels
+    pool, karpenter, dedicated = work.name, work.karpenter, work.spec.dedicated
+    joined = format_time(now)
+    new_names = {v.name for v in work.new_members}
+    for view in [*work.members, *work.new_members]:
+        original = ledger.edits[view.name].view if view.name in ledger.edits else view
+        edit = ledger.edit(original)
+        edit.pool = pool
+        new = view.name in new_names
+        prior = _prior_labels_of_new(edit, labels, ledger) if new else dict(original.prior_labels)
+        edit.labels[conventions.POOL_LABEL] = pool
+        if config.device_plugin is not None:
+            edit.labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] = config.device_plugin
+        elif ledger.ours(edit.label(conventions.DEVICE_PLUGIN_CONFIG_LABEL)):  # the pool left NVIDIA behind
+            edit.labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] = prior.pop(
+                conventions.DEVICE_PLUGIN_CONFIG_LABEL, None
+            )
+        _set_mig_label(edit, original, config, prior, ledger, now)
+        if not karpenter:
+            edit.annotations[conventions.JOINED_ANNOTATION] = (
+                joined if new else (original.annotations.get(conventions.JOINED_ANNOTATION) or joined)
+            )
+        prior_text = _prior_text(tuple(sorted(prior.items()))) if prior else None
+        if prior_text != original.annotations.get(conventions.PRIOR_LABELS_ANNOTATION):
+            edit.annotations[conventions.PRIOR_LABELS_ANNOTATION] = prior_text
+        elif conventions.PRIOR_LABELS_ANNOTATION in edit.annotations:
+            del edit.annotations[conventions.PRIOR_LABELS_ANNOTATION]
+        if dedicated:
+            edit.put_taint(Taint(conventions.POOL_TAINT_KEY, conventions.NO_SCHEDULE, pool))
+        else:
+            edit.drop_taints(conventions.POOL_TAINT_KEY)
+        apply_quarantine(work.remediation, view, edit)
+    return labels
+
+
+def _prior_labels_of_new(edit: NodeEdit, wanted: dict[str, str], ledger: Ledger) -> dict[str, str | None]:
+    """Another controller's config labels (or their absence) that a joining node's new labels replace."""
+    prior: dict[str, str | None] = {}
+    for label in _CONFIG_LABELS:
+        current = edit.label(label)
+        want = wanted.get(label)
+        absent_is_prior = label == conventions.MIG_CONFIG_LABEL and want == conventions.MIG_DISABLED_CONFIG
+        replaced = (current is not None or absent_is_prior) and want is not None and current != want
+        if replaced and not ledger.ours(current):
+            prior[label] = current  # restored on release
+    return prior
+
+
+def _set_mig_label(
+    edit: NodeEdit,
+    original: NodeView,
+    config: MemberConfig,
+    prior: dict[str, str | None],
+    ledger: Ledger,
+    now: datetime,
+) -> None:
+    """The MIG config label (retried when failed), and its state `pending` whenever the config changes."""
+    mig_now = edit.label(conventions.MIG_CONFIG_LABEL)
+    mig_want = mig_now
+    if config.mig is not None:
+        step = mig_retry.next_step(original, config.mig, now)
+        if step.rewrite_record:
+            edit.annotations[conventions.MIG_RETRY_ANNOTATION] = step.record
+        if step.event is not None:
+            ledger.events.append(step.event)
+        if step.requeue_after is not None:
+            ledger.requeue(step.requeue_after)
+        mig_want = step.label
+    elif ledger.ours(mig_now):  # the pool no longer sets MIG: back to what the node had
+        mig_want = prior.pop(conventions.MIG_CONFIG_LABEL, None) or conventions.MIG_DISABLED_CONFIG
+    if mig_want != mig_now or config.mig is not None:
+        edit.labels[conventions.MIG_CONFIG_LABEL] = mig_want
+    if mig_want is not None and mig_want != original.labels.get(conventions.MIG_CONFIG_LABEL):
+        edit.labels[conventions.MIG_CONFIG_STATE_LABEL] = "pending"
+    elif conventions.MIG_CONFIG_STATE_LABEL in edit.labels and mig_want == mig_now:
+        del edit.labels[conventions.MIG_CONFIG_STATE_LABEL]
+
+
+@functools.lru_cache(maxsize=256)
+def _prior_text(items: tuple[tuple[str, str | None], ...]) -> str:
+    """The prior-labels annotation (JSON); members share a handful of them."""
+    return json.dumps(dict(items), sort_keys=True)

@@ -1,0 +1,81 @@
+"""Retrying a failed MIG config: NVIDIA's MIG manager does not retry by itself. Pure.
+
+The MIG manager reacts only when `nvidia.com/mig.config` changes value (and ignores its
+removal). A config it could not find yet, because the kubelet projects ConfigMap updates into
+its pod up to a minute later, would stay `failed` for good. So a member whose state is `failed`
+for the pool's config is given a record (`accelpool.io/mig-retry: <retries>@<time>`), and after
+a backoff (`mig_retry_delay`) its label is taken off and put back on the next pass, which the
+MIG manager sees as a change. At most `conventions.MIG_RETRIES` times; a success clears the
+record. Called by `accelpool.planning.changes` for each member of a pool that sets a MIG config.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import NamedTuple
+
+from accelpool import conventions
+from accelpool.nodes import NodeView, format_time, parse_time
+from accelpool.planning.model import EventIntent
+
+
+def mig_retry_delay(retries: int) -> float:
+    """Seconds before retry `retries + 1` of a failed MIG config: 60 s (a ConfigMap sync), doubling, at most 10 min."""
+    return float(min(conventions.MIG_RETRY_MAX_SECONDS, conventions.MIG_RETRY_FIRST_SECONDS * 2**retries))
+
+
+def parse_mig_retry(text: str | None) -> tuple[int, datetime | None]:
+    """`3@2026-11-02T12:00:00Z` → (3, that time); anything else → (0, None)."""
+    count, _, at = (text or "").partition("@")
+    moment = parse_time(at)
+    return (int(count), moment) if count.isdigit() and moment is not None else (0, None)
+
+
+def format_mig_retry(retries: int, moment: datetime) -> str:
+    return f"{retries}@{format_time(moment)}"
+
+
+class MigRetryStep(NamedTuple):
+    """What this pass does about one member's MIG config (a named tuple: one per MIG member and pass)."""
+
+    label: str | None
+    """The `nvidia.com/mig.config` value for this pass: the wanted config, or None to take it off once."""
+    record: str | None = None
+    """The new `accelpool.io/mig-retry` value (None: remove it); only when `rewrite_record`."""
+    rewrite_record: bool = False
+    event: EventIntent | None = None
+    requeue_after: float | None = None
+    """Seconds until the backoff of a failed config runs out."""
+
+
+def next_step(view: NodeView, wanted: str, now: datetime) -> MigRetryStep:
+    """The step for a member that should be in the MIG config `wanted`."""
+    record = view.annotations.get(conventions.MIG_RETRY_ANNOTATION)
+    state = view.labels.get(conventions.MIG_CONFIG_STATE_LABEL)
+    failed = state == "failed" and view.labels.get(conventions.MIG_CONFIG_LABEL) == wanted
+    if record is None and not failed:
+        return MigRetryStep(wanted)
+    retries, since = parse_mig_retry(record)
+    if not failed:
+        cleared = since is not None and state == "success"
+        return MigRetryStep(wanted, rewrite_record=cleared)
+    if since is None:
+        return MigRetryStep(
+            wanted, record=format_mig_retry(0, now), rewrite_record=True, requeue_after=mig_retry_delay(0)
+        )
+    if retries >= conventions.MIG_RETRIES:
+        return MigRetryStep(wanted)
+    waited = (now - since).total_seconds()
+    delay = mig_retry_delay(retries)
+    if waited < delay:
+        return MigRetryStep(wanted, requeue_after=delay - waited)
+    event = EventIntent(
+        "Node",
+        view.name,
+        view.uid,
+        "Warning",
+        "MigConfigRetried",
+        f"{conventions.MIG_CONFIG_STATE_LABEL}=failed for {wanted}: setting {conventions.MIG_CONFIG_LABEL} again "
+        f"(retry {retries + 1} of {conventions.MIG_RETRIES}); the MIG manager does not retry by itself",
+    )
+    return MigRetryStep(None, record=format_mig_retry(retries + 1, now), rewrite_record=True, event=event)

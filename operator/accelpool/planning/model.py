@@ -1,0 +1,154 @@
+"""The planner's inputs and outputs: what a pass is given and what it decides, as frozen values.
+
+Inputs: `PoolInput` (a ComputePool), `ConfigState` (the NVIDIA ConfigMaps now) and
+`PlannerOptions` (the time and the operator's settings); nodes come as `accelpool.nodes.NodeView`.
+Outputs: a `Plan`, with one `PoolPlan` per pool, a `NodeChange` per node to write, both
+ConfigMaps' desired data, `EventIntent`s and `Remediation` records. Built by the reconciler
+(`accelpool.reconcile`, `accelpool.inputs`) and `accelpool plan`; read back by the reconciler and
+the metrics. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from accelpool import api, conventions
+from accelpool.agents import AgentObservation
+from accelpool.nodes import NodeChange
+
+# ---------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True)
+class PoolInput:
+    """A ComputePool as the planner needs it; `spec` is None when the object is invalid."""
+
+    name: str
+    spec: api.ComputePoolSpec | None
+    problems: tuple[str, ...] = ()
+    uid: str = ""
+    generation: int | None = None
+    created: str | None = None
+    deleting: bool = False
+    previous: api.ComputePoolStatus | None = None
+    unplannable: bool = False
+    """True when the pool was set aside because planning or rendering it failed (`problems` says why)."""
+
+    @property
+    def valid(self) -> bool:
+        return self.spec is not None and not self.problems
+
+    def set_aside(self, why: str) -> PoolInput:
+        """This pool as one the operator cannot plan: Valid=False naming `why`, its nodes left as they are."""
+        return replace(self, spec=None, problems=(why,), unplannable=True)
+
+
+@dataclass(frozen=True)
+class ConfigState:
+    """What the two NVIDIA ConfigMaps hold now (None: the ConfigMap does not exist)."""
+
+    device_plugin: Mapping[str, str] | None = None
+    device_plugin_managed: frozenset[str] = frozenset()
+    """Keys accelpool wrote (the ConfigMap's `accelpool.io/managed-keys` annotation)."""
+    mig: Mapping[str, Any] | None = None
+    """The parsed mig-parted document of the MIG ConfigMap."""
+    mig_managed: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class PlannerOptions:
+    now: datetime
+    release_orphans: bool = True
+    """Release nodes labelled with a pool that does not exist (False for offline plans)."""
+    not_ready_grace_seconds: float = 300.0
+    """A NotReady member is replaced by a spare only after this long."""
+    karpenter_available: bool = True
+    agent_backend: str = "nvml"
+    tolerated_taints: tuple[str, ...] = conventions.ACCELERATOR_TAINTS
+    """Taints (`key` or `key=value`) that do not keep a free node from being claimed; any other
+    NoSchedule/NoExecute taint reserves the node for someone else."""
+    health_stale_seconds: float = conventions.HEALTH_STALE_SECONDS
+    """A health condition not rewritten for this long is read as Unknown (its agent stopped)."""
+    healthy_since: Mapping[str, datetime] = field(default_factory=dict)
+    """When the operator first saw AcceleratorHealthy True, for conditions without lastTransitionTime."""
+    agents: Mapping[str, AgentObservation] | None = None
+    """Each pool's agent DaemonSet, pods and FailedCreate Events (`accelpool.agents.observe`); None when
+    they were not observed (an offline plan), so AgentReady rests on the agents' reports alone."""
+
+
+# ---------------------------------------------------------------- outputs
+
+
+@dataclass(frozen=True)
+class Remediation:
+    """One remediation decision (for the `accelpool_remediations_total` metric and Events)."""
+
+    pool: str
+    node: str
+    action: str
+    """taint, cordon, untaint, uncordon or circuit_breaker."""
+    reason: str
+
+
+@dataclass(frozen=True)
+class EventIntent:
+    """A Kubernetes Event the reconciler should post."""
+
+    kind: str
+    """ComputePool or Node."""
+    name: str
+    uid: str
+    type: str
+    """Normal or Warning."""
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """One pool's outcome of a pass."""
+
+    name: str
+    uid: str
+    valid: bool
+    deleting: bool
+    spec: api.ComputePoolSpec | None
+    members: tuple[str, ...]
+    status: api.ComputePoolStatus | None
+    """None for pools being deleted."""
+    breaker_open: bool = False
+    expected_tflops: float | None = None
+    tolerations: tuple[api.Toleration, ...] = ()
+    """Other controllers' taints found on members (the agent DaemonSet tolerates them too)."""
+    member_labels: Mapping[str, str] = field(default_factory=dict)
+    """The labels accelpool puts on every member (a Karpenter NodePool's template labels)."""
+
+    @property
+    def phase(self) -> str:
+        return self.status.phase if self.status is not None else "Deleting"
+
+
+@dataclass(frozen=True)
+class Plan:
+    pools: tuple[PoolPlan, ...]
+    changes: Mapping[str, NodeChange]
+    """Every member (with all the labels and taints accelpool wants on it) and every released node."""
+    device_plugin: Mapping[str, str]
+    """The device-plugin ConfigMap's full desired data (keys of others included, untouched)."""
+    device_plugin_managed: frozenset[str]
+    device_plugin_documents: Mapping[str, Any]
+    """accelpool's own keys, parsed (what `accelpool plan` prints)."""
+    mig_document: Mapping[str, Any]
+    mig_managed: frozenset[str]
+    events: tuple[EventIntent, ...] = ()
+    remediations: tuple[Remediation, ...] = ()
+    requeue_after: float | None = None
+    """Seconds until a time-based decision (hold-down, NotReady grace) needs another pass."""
+    unplannable: Mapping[str, str] = field(default_factory=dict)
+    """Pools whose planning failed this pass (name → why); every other pool was planned without them."""
+
+    def pool(self, name: str) -> PoolPlan | None:
+        return next((p for p in self.pools if p.name == name), None)

@@ -1,0 +1,195 @@
+"""Remediation: which unhealthy members to quarantine, which quarantines to lift, when to refuse. Pure.
+
+A member whose `AcceleratorHealthy` is False is quarantined per the pool's policy (taint
+`accelpool.io/quarantined=<reason>:NoSchedule`, or cordon remembered in `accelpool.io/cordoned`),
+unless that would quarantine more than `maxUnavailable` nodes: the circuit breaker then opens
+(a Warning, a `circuit_breaker` record and the Healthy condition say so) and the member is left
+serving. A quarantine is lifted once the condition has been True for `holdDown`.
+`remediation: none` only reports. A node someone else cordoned is not ours to cordon (or
+uncordon) again.
+
+`remediate` decides for one pool from its members and the time; `apply_quarantine` puts one
+member's part of the decision on its node edit. Called by the planning pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from accelpool import api, conventions
+from accelpool.nodes import NodeView, Taint
+from accelpool.planning.ledger import NodeEdit
+from accelpool.planning.model import EventIntent, Remediation
+from accelpool.poolstatus import Breaker, describe_health, health_reason
+
+NO_BREAKER = Breaker()
+
+
+@dataclass(frozen=True)
+class RemediationDecision:
+    """One pool's remediation this pass."""
+
+    quarantine: Mapping[str, str] = field(default_factory=dict)
+    """Node → `taint` or `cordon`: quarantined this pass."""
+    lift: frozenset[str] = frozenset()
+    """Quarantined nodes whose hold-down has passed."""
+    held: frozenset[str] = frozenset()
+    """Quarantined nodes that stay quarantined."""
+    breaker: Breaker = NO_BREAKER
+    records: tuple[Remediation, ...] = ()
+    events: tuple[EventIntent, ...] = ()
+    requeue_after: float | None = None
+    """Seconds until the next hold-down of a healthy quarantined member passes."""
+
+    def quarantined_after(self, view: NodeView) -> bool:
+        """Whether the member is quarantined once this decision is written."""
+        return view.name in self.held or view.name in self.quarantine
+
+
+NO_REMEDIATION = RemediationDecision()
+
+
+def remediate(
+    pool: str,
+    uid: str,
+    health: api.HealthSpec,
+    desired: int,
+    members: Sequence[NodeView],
+    *,
+    now: datetime,
+    healthy_since: Mapping[str, datetime],
+) -> RemediationDecision:
+    """Lift the quarantines whose hold-down has passed, then quarantine unhealthy members within the limit.
+
+    `healthy_since`: when the operator first saw a node's condition True, for conditions that carry no
+    `lastTransitionTime`.
+    """
+    quarantined: list[NodeView] = []
+    unhealthy: list[NodeView] = []
+    for view in members:
+        if view.quarantined:
+            quarantined.append(view)
+        elif view.health is not None and view.health.unhealthy:
+            unhealthy.append(view)
+    if not quarantined and not unhealthy:
+        return NO_REMEDIATION  # the common case, decided for every pool and pass
+    records: list[Remediation] = []
+    events: list[EventIntent] = []
+    lift, held, waits = _hold_downs(pool, uid, quarantined, health, now, healthy_since, records, events)
+    quarantine, breaker = _quarantines(pool, uid, unhealthy, health, desired, len(held), records, events)
+    return RemediationDecision(
+        quarantine=quarantine,
+        lift=frozenset(lift),
+        held=frozenset(held),
+        breaker=breaker,
+        records=tuple(records),
+        events=tuple(events),
+        requeue_after=min(waits) if waits else None,
+    )
+
+
+def _hold_downs(
+    pool: str,
+    uid: str,
+    quarantined: Sequence[NodeView],
+    health: api.HealthSpec,
+    now: datetime,
+    healthy_since: Mapping[str, datetime],
+    records: list[Remediation],
+    events: list[EventIntent],
+) -> tuple[set[str], set[str], list[float]]:
+    """The quarantines lifted (healthy for `holdDown`) and held, and how long until each held healthy one lifts."""
+    hold = health.hold_down_seconds
+    lift: set[str] = set()
+    held: set[str] = set()
+    waits: list[float] = []
+    for view in quarantined:
+        healthy_for = healthy_seconds(view, now, healthy_since)
+        if healthy_for is not None and healthy_for >= hold:
+            lift.add(view.name)
+            action = "uncordon" if view.cordoned_by_us and view.quarantine_taint is None else "untaint"
+            records.append(Remediation(pool, view.name, action, "HoldDownPassed"))
+            message = f"{view.name}: {conventions.HEALTH_CONDITION} True for {int(healthy_for)}s; quarantine lifted"
+            events.append(EventIntent("Node", view.name, view.uid, "Normal", "QuarantineLifted", message))
+            events.append(EventIntent("ComputePool", pool, uid, "Normal", "QuarantineLifted", message))
+        else:
+            held.add(view.name)
+            if healthy_for is not None:
+                waits.append(hold - healthy_for)
+    return lift, held, waits
+
+
+def _quarantines(
+    pool: str,
+    uid: str,
+    unhealthy: Sequence[NodeView],
+    health: api.HealthSpec,
+    desired: int,
+    still_quarantined: int,
+    records: list[Remediation],
+    events: list[EventIntent],
+) -> tuple[dict[str, str], Breaker]:
+    """Unhealthy members quarantined per the policy while `maxUnavailable` allows, and the breaker."""
+    policy = health.remediation
+    limit = health.max_unavailable_nodes(desired)
+    breaker = NO_BREAKER
+    quarantine: dict[str, str] = {}
+    for view in unhealthy:
+        reason, why = health_reason(view), describe_health(view)
+        if policy == "none":
+            message = f"{view.name}: {why} (remediation none: reported only)"
+            events.append(EventIntent("ComputePool", pool, uid, "Warning", "NodeUnhealthy", message))
+        elif policy == "cordon" and view.cordoned_by_others:
+            continue  # already unschedulable; not ours to uncordon later
+        elif still_quarantined >= limit:
+            message = (
+                f"not quarantining {view.name} ({why}): {still_quarantined} of {desired} nodes already "
+                f"quarantined and maxUnavailable {health.max_unavailable} allows {limit}"
+            )
+            breaker = Breaker(open=True, message=message)
+            records.append(Remediation(pool, view.name, "circuit_breaker", reason))
+            events.append(EventIntent("ComputePool", pool, uid, "Warning", "CircuitBreakerOpen", message))
+        else:
+            still_quarantined += 1
+            quarantine[view.name] = policy
+            what = (
+                f"tainted {conventions.QUARANTINE_TAINT_KEY}={reason}:{conventions.NO_SCHEDULE}"
+                if policy == "taint"
+                else "cordoned"
+            )
+            message = f"{view.name}: {why}; {what}"
+            records.append(Remediation(pool, view.name, policy, reason))
+            events.append(EventIntent("Node", view.name, view.uid, "Warning", "NodeQuarantined", message))
+            events.append(EventIntent("ComputePool", pool, uid, "Warning", "NodeQuarantined", message))
+    return quarantine, breaker
+
+
+def healthy_seconds(view: NodeView, now: datetime, healthy_since: Mapping[str, datetime]) -> float | None:
+    """How long the node's condition has been True (0 when nobody knows since when); None if it is not True."""
+    health = view.health
+    if health is None or not health.healthy:
+        return None
+    since = health.since or healthy_since.get(view.name)
+    if since is None:
+        return 0.0
+    return max(0.0, (now - since).total_seconds())
+
+
+def apply_quarantine(decision: RemediationDecision, view: NodeView, edit: NodeEdit) -> None:
+    """The member's quarantine taint or cordon as decided: lifted, put on, or kept as it is."""
+    decided = decision.quarantine.get(view.name)
+    if view.name in decision.lift:
+        edit.drop_taints(conventions.QUARANTINE_TAINT_KEY)
+        if view.cordoned_by_us:
+            edit.annotations[conventions.CORDONED_ANNOTATION] = None
+            if view.unschedulable:
+                edit.unschedulable = False
+    elif decided == "taint":
+        edit.put_taint(Taint(conventions.QUARANTINE_TAINT_KEY, conventions.NO_SCHEDULE, health_reason(view)))
+    elif decided == "cordon":
+        edit.unschedulable = True
+        edit.annotations[conventions.CORDONED_ANNOTATION] = "true"
+    elif view.name in decision.held and view.quarantine_taint is not None:
+        edit.put_taint(view.quarantine_taint)  # the quarantine holds

@@ -1,0 +1,51 @@
+"""A ComputePool's `status`, computed from its members as they will be after the planner's writes.
+
+Called by the planner (`accelpool.planning`) once per pool and pass, with a `PoolFacts`.
+Everything the status says is derived from node facts (labels, taints, conditions, the agent's
+report) and the plan's own decisions, so it is true as soon as the reconciler's writes land.
+Each condition is computed by its own pure function; a small composer assembles them:
+
+- `facts`: the inputs (`PoolFacts`, `Member`, `Selection`, `Breaker`) and health wording.
+- `layout`: whether NVIDIA's MIG manager, device plugin and GFD serve the pool's config (`Layout`).
+- `census`: the members sorted into the groups the status names (quarantined, silent, ready...).
+- `conditions`: Valid, NodesSelected, MigConfigured, DevicePluginConfigured, AgentReady, Healthy.
+- `phase`: Pending / Provisioning > Degraded > Configuring > Ready, and the Ready condition.
+- `capacity`: GPUs, memory, advertised resources, TFLOPS, tolerations, the member list.
+- `compose`: `compute_status` and `invalid_status` (phase Failed), with transition times kept.
+"""
+
+from accelpool.poolstatus.capacity import scheduling_tolerations
+from accelpool.poolstatus.compose import compute_status, invalid_status
+from accelpool.poolstatus.conditions import CONDITION_TYPES, STRATEGY_OVERRIDE_FIX, Finding, parse_retries
+from accelpool.poolstatus.facts import (
+    MESSAGE_NODES,
+    Breaker,
+    ConditionStatus,
+    Member,
+    MemberHealth,
+    Phase,
+    PoolFacts,
+    Selection,
+    describe_health,
+    health_reason,
+)
+
+__all__ = [
+    "CONDITION_TYPES",
+    "MESSAGE_NODES",
+    "STRATEGY_OVERRIDE_FIX",
+    "Breaker",
+    "ConditionStatus",
+    "Finding",
+    "Member",
+    "MemberHealth",
+    "Phase",
+    "PoolFacts",
+    "Selection",
+    "compute_status",
+    "describe_health",
+    "health_reason",
+    "invalid_status",
+    "parse_retries",
+    "scheduling_tolerations",
+]

@@ -1,0 +1,119 @@
+"""What a pool offers pods, and the per-member lines of its status. Pure.
+
+- `capacity`: GPUs, memory, the device plugin's advertised resources on serving members, and
+  the measured matmul TFLOPS (not counting quarantined members).
+- `scheduling_tolerations`: what a pod needs to tolerate to land on every member (the pool taint
+  of a dedicated pool plus other controllers' lasting taints; transient ones are left out).
+- `status_members`: each member's health, reason, MIG state and TFLOPS, bounded in number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from accelpool import api, conventions
+from accelpool.nodes import Taint, format_time
+from accelpool.poolstatus.facts import Member, MemberHealth, health_reason
+from accelpool.poolstatus.layout import advertised
+from accelpool_core import catalog
+
+# Taints that come and go with a node's lifecycle or mark it bad: pods should not tolerate them.
+_TRANSIENT_TAINT_PREFIXES = (
+    "node.kubernetes.io/",
+    "node.cloudprovider.kubernetes.io/",
+    "karpenter.sh/",
+    "karpenter.k8s.aws/",
+    "cluster-autoscaler.kubernetes.io/",
+    "nvidia.com/gpu-xid",
+    f"{conventions.DOMAIN}/",
+)
+_TRANSIENT_TAINT_KEYS = frozenset({"ToBeDeletedByClusterAutoscaler", "DeletionCandidateOfClusterAutoscaler"})
+
+
+def capacity(
+    members: Sequence[Member],
+    serving: Sequence[Member],
+    entry: catalog.Accelerator,
+    per_gpu: Mapping[str, int],
+    dtype: str,
+) -> api.Capacity:
+    """Memory falls back to the catalog's per-device figure where the node does not publish its own."""
+    gpus = sum(m.view.gpus for m in members)
+    memory_gib = 0.0
+    for m in members:
+        detected = m.view.detected
+        if detected is None:
+            continue
+        per_device = detected.memory_mib / 1024 if detected.memory_mib else entry.memory_gb
+        memory_gib += detected.count * per_device
+    resources = {name: sum(advertised(m, name) for m in serving) for name in per_gpu}
+    measured = [
+        m.view.report.tflops
+        for m in members
+        if m.view.report is not None
+        and m.view.report.tflops is not None
+        and (m.view.report.dtype in (None, dtype))
+        and not m.quarantined
+    ]
+    return api.Capacity(
+        gpus=gpus,
+        memory_gib=round(memory_gib),
+        resources=resources,
+        measured_tflops=round(sum(measured), 1) if measured else None,
+    )
+
+
+def scheduling_tolerations(pool: str, dedicated: bool, members: Sequence[Member]) -> list[api.Toleration]:
+    """Tolerations a pod needs on every member: the pool taint plus other controllers' lasting taints."""
+    found: dict[tuple[str, str | None, str], Taint] = {}
+    for member in members:
+        for taint in member.taints:
+            if taint.effect not in ("NoSchedule", "NoExecute") or taint.key in _TRANSIENT_TAINT_KEYS:
+                continue
+            if taint.key.startswith(_TRANSIENT_TAINT_PREFIXES):
+                continue
+            found[(taint.key, taint.value, taint.effect)] = taint
+    tolerations: list[api.Toleration] = []
+    if dedicated:
+        tolerations.append(
+            api.Toleration(key=conventions.POOL_TAINT_KEY, operator="Equal", value=pool, effect=conventions.NO_SCHEDULE)
+        )
+    for key, value, effect in sorted(found, key=lambda k: (k[0], k[1] or "", k[2])):
+        if value is None:
+            tolerations.append(api.Toleration(key=key, operator="Exists", effect=effect))
+        else:
+            tolerations.append(api.Toleration(key=key, operator="Equal", value=value, effect=effect))
+    return tolerations
+
+
+def status_members(members: Sequence[Member], *, mig_pool: bool) -> list[api.Member]:
+    """The first `api.MAX_STATUS_MEMBERS` members as the status lists them (counts cover all)."""
+    listed = []
+    for m in members[: api.MAX_STATUS_MEMBERS]:
+        health, reason, since = member_health(m)
+        report = m.view.report
+        listed.append(
+            api.Member(
+                node=m.name,
+                gpus=m.view.gpus,
+                health=health,
+                reason=reason,
+                since=since,
+                mig=m.mig_state if mig_pool else None,
+                tflops=report.tflops if report is not None else None,
+            )
+        )
+    return listed
+
+
+def member_health(member: Member) -> tuple[MemberHealth, str | None, str | None]:
+    """(health, reason, since) of one member: Quarantined > Unhealthy > Healthy > Unknown (why not reported)."""
+    view = member.view
+    since = format_time(view.health.since) if view.health and view.health.since else None
+    if member.quarantined:
+        return "Quarantined", health_reason(view), since
+    if view.health is not None and view.health.unhealthy:
+        return "Unhealthy", health_reason(view), since
+    if view.health is not None and view.health.healthy:
+        return "Healthy", None, since
+    return "Unknown", (view.health.reason or None) if view.health else "NotReported", since

@@ -1,0 +1,79 @@
+"""A valid pool's members sorted into the groups its conditions, phase and counts speak of. Pure.
+
+`Census.take` walks the members (given in name order) once per group, so every condition
+function reads the same groups instead of filtering the members again; each group keeps the order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from accelpool import conventions
+from accelpool.poolstatus.facts import Member
+from accelpool.poolstatus.layout import Layout, PoolShape
+
+
+@dataclass(frozen=True)
+class Census:
+    """The members (in name order) and the groups of them that the status names or counts."""
+
+    members: tuple[Member, ...]
+    quarantined: tuple[Member, ...]
+    """Tainted `accelpool.io/quarantined`, or cordoned by accelpool."""
+    unhealthy: tuple[Member, ...]
+    """AcceleratorHealthy False and not (yet) quarantined."""
+    not_ready: tuple[Member, ...]
+    cordoned: tuple[Member, ...]
+    """Unschedulable for another reason than a quarantine."""
+    silent: tuple[Member, ...]
+    """Without a live AcceleratorHealthy condition from this pool's agent."""
+    waiting_health: tuple[Member, ...]
+    """AcceleratorHealthy Unknown where the agent can verify the devices (it has not decided yet)."""
+    healthy: int
+    """Members whose AcceleratorHealthy is True."""
+    device_plugin_missing: tuple[Member, ...]
+    """Members of an NVIDIA pool that do not select the pool's device-plugin config yet."""
+    serving: tuple[Member, ...]
+    """Ready, schedulable and not quarantined: what pods can use now (capacity counts these)."""
+    ready: tuple[Member, ...]
+    """Serving, configured (NVIDIA pools: `Layout.done`) and healthy (or at least not unhealthy where the
+    agent cannot verify the vendor's devices)."""
+
+    @classmethod
+    def take(cls, members: Sequence[Member], shape: PoolShape, layout: Layout, *, agent_verifies: bool) -> Census:
+        members = tuple(members)
+        nvidia_pool = shape.nvidia
+        key = shape.key
+        serving = [m for m in members if m.view.ready and not m.unschedulable and not m.quarantined]
+        configured = [m for m in serving if m.name in layout.done] if nvidia_pool else serving
+        if agent_verifies:
+            ready = [m for m in configured if m.view.health is not None and m.view.health.healthy]
+        else:
+            ready = [m for m in configured if m.view.health is not None and not m.view.health.unhealthy]
+        return cls(
+            members=members,
+            quarantined=tuple([m for m in members if m.quarantined]),
+            unhealthy=tuple(
+                [m for m in members if not m.quarantined and m.view.health is not None and m.view.health.unhealthy]
+            ),
+            not_ready=tuple([m for m in members if not m.view.ready]),
+            cordoned=tuple([m for m in members if m.unschedulable and not m.quarantined]),
+            silent=tuple([m for m in members if m.view.health is None or m.view.health.silent]),
+            waiting_health=tuple(
+                [
+                    m
+                    for m in members
+                    if agent_verifies
+                    and m.view.health is not None
+                    and not m.view.health.healthy
+                    and not m.view.health.unhealthy
+                ]
+            ),
+            healthy=len([m for m in members if m.view.health is not None and m.view.health.healthy]),
+            device_plugin_missing=tuple(
+                [m for m in members if nvidia_pool and m.label(conventions.DEVICE_PLUGIN_CONFIG_LABEL) != key]
+            ),
+            serving=tuple(serving),
+            ready=tuple(ready),
+        )

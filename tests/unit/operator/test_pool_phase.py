@@ -1,0 +1,99 @@
+"""A pool's phase from its census and findings, and its capacity (`accelpool.poolstatus.phase`, `.capacity`)."""
+
+from __future__ import annotations
+
+from accelpool import conventions
+from accelpool.poolstatus import Finding, Member, Selection
+from accelpool.poolstatus.capacity import capacity
+from accelpool.poolstatus.census import Census
+from accelpool.poolstatus.layout import Layout, PoolShape
+from accelpool.poolstatus.phase import PhaseDecision, configuring, decide_phase, degradations
+from accelpool_core import catalog
+
+from .conftest import member, pool
+
+HEALTHY = ("True", "AllChecksPassed", "", "2026-11-02T00:00:00Z")
+UNKNOWN = ("Unknown", "Starting", "", "2026-11-02T00:00:00Z")
+XID = ("False", "XidError79", "XID 79", "2026-11-02T11:00:00Z")
+SELECTED = Finding(True, "Selected", "2 of 2 nodes selected")
+SHORT = Finding(False, "InsufficientNodes", "1 of 2: only 1 free nodes match H100-80GB")
+REPORTING = Finding(True, "Reporting", "")
+
+
+def h100_census(*views: object, layout: Layout | None = None) -> Census:
+    spec = pool("p", {"accelerator": "H100"}).spec
+    assert spec is not None
+    shape = PoolShape("p", spec, spec.resolve())
+    return Census.take(tuple(Member(v) for v in views), shape, layout or Layout(), agent_verifies=True)  # type: ignore[arg-type]
+
+
+def test_no_members_is_pending_or_provisioning_with_the_nodes_selected_message() -> None:
+    empty = h100_census()
+    assert decide_phase(Selection(desired=2), empty, SHORT, [], []) == PhaseDecision("Pending", SHORT.message)
+    karpenter = Selection(desired=2, provisioner="karpenter")
+    assert decide_phase(karpenter, empty, SHORT, [], []).phase == "Provisioning"
+    assert decide_phase(Selection(desired=0), empty, SELECTED, [], []) == PhaseDecision("Ready", "0 of 0 nodes ready")
+
+
+def test_degraded_outranks_configuring_and_a_shortfall_degrades() -> None:
+    one = h100_census(member("m1", "p", health=HEALTHY))
+    decided = decide_phase(Selection(desired=1), one, SELECTED, ["1 unhealthy"], ["MIG pending on 1"])
+    assert decided == PhaseDecision("Degraded", "1 unhealthy")
+    assert decide_phase(Selection(desired=2), one, SHORT, [], []) == PhaseDecision("Degraded", SHORT.message)
+    karpenter = Selection(desired=2, provisioner="karpenter")
+    assert decide_phase(karpenter, one, SHORT, [], []) == PhaseDecision("Provisioning", SHORT.message)
+    assert decide_phase(Selection(desired=1), one, SELECTED, [], ["1 agents not reporting"]) == PhaseDecision(
+        "Configuring", "1 agents not reporting"
+    )
+
+
+def test_ready_is_a_condition_of_the_phase() -> None:
+    assert PhaseDecision("Ready", "2 of 2 nodes ready").ready() == Finding(True, "Ready", "2 of 2 nodes ready")
+    assert PhaseDecision("Degraded", "1 quarantined").ready() == Finding(False, "Degraded", "1 quarantined")
+
+
+def test_degradations_name_each_kind_of_trouble() -> None:
+    quarantine = [{"key": conventions.QUARANTINE_TAINT_KEY, "value": "XidError79", "effect": "NoSchedule"}]
+    found = h100_census(
+        member("q1", "p", health=XID, taints=quarantine),
+        member("u1", "p", health=XID),
+        member("n1", "p", health=HEALTHY, ready=False),
+        member("c1", "p", health=HEALTHY, unschedulable=True),
+    )
+    blocked = Finding(False, "ImagePullFailed", "")
+    assert degradations(found, Layout(), blocked) == [
+        "1 quarantined",
+        "1 unhealthy",
+        "1 not Ready (n1)",
+        "1 cordoned (c1)",
+        "agents cannot run (ImagePullFailed)",
+    ]
+    waiting = Finding(False, "WaitingForAgents", "")
+    assert degradations(h100_census(member("m1", "p")), Layout(), waiting) == []
+
+
+def test_configuring_names_what_is_on_its_way() -> None:
+    found = h100_census(member("s1", "p"), member("w1", "p", health=UNKNOWN))
+    assert configuring(found, Layout(), nvidia_pool=True, device_plugin_written=False) == [
+        "device plugin config pending",
+        "1 agents not reporting",
+        "1 health Unknown",
+    ]
+    ready = h100_census(member("m1", "p", health=HEALTHY))
+    assert configuring(ready, Layout(), nvidia_pool=True, device_plugin_written=True) == []
+
+
+def test_capacity_counts_memory_from_the_node_or_the_catalog_and_skips_quarantined_tflops() -> None:
+    report = '{"status":"Healthy","reason":"AllChecksPassed","tflops":900.5,"dtype":"bf16"}'
+    quarantine = [{"key": conventions.QUARANTINE_TAINT_KEY, "value": "XidError79", "effect": "NoSchedule"}]
+    views = [
+        member("m1", "p", health=HEALTHY, annotations={conventions.HEALTH_ANNOTATION: report}),
+        member("m2", "p", health=HEALTHY, annotations={conventions.HEALTH_ANNOTATION: report}, taints=quarantine),
+    ]
+    members = tuple(Member(v) for v in views)
+    serving = members[:1]
+    found = capacity(members, serving, catalog.BY_NAME["H100-80GB"], {"nvidia.com/gpu": 1}, "bf16")
+    assert (found.gpus, found.memory_gib, found.measured_tflops) == (16, 1280, 900.5)
+    assert found.resources == {"nvidia.com/gpu": 8}
+    other_dtype = capacity(members, serving, catalog.BY_NAME["H100-80GB"], {}, "fp32")
+    assert other_dtype.measured_tflops is None
