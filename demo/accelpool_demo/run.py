@@ -23,14 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-import kmock
 import yaml
 
 from accelpool import api, conventions, crd
 from accelpool.textio import format_table
 from accelpool_core.kube import ApiError, Credentials, KubeClient
 from accelpool_demo import cluster, daemonsets, nvidia
-from accelpool_demo.apiserver import DemoApiServer
+from accelpool_demo.apiserver import serving
 from accelpool_demo.simulators import (
     DEMO_INSTALLATION,
     FAULT_ANNOTATION,
@@ -53,6 +52,8 @@ RUNTIME_CLASSES_PATH = "/apis/node.k8s.io/v1/runtimeclasses"
 AGENT_CHECK_SECONDS = 3.0
 """The demo's operator looks at its agents' DaemonSets, pods and Events this often (30 s by default)."""
 NO_RUNTIME_CLASS = "no-runtime-class"
+REQUESTS_REMEMBERED = 1000
+"""The demo's API server keeps this many requests, however long it runs."""
 
 
 @dataclass(frozen=True)
@@ -195,16 +196,11 @@ async def simulated_cluster(
 ) -> AsyncIterator[SimulatedCluster]:
     """API server + fleet + NVIDIA's components + kubelet + the real operator; all stopped on exit."""
     log_dir = Path(tempfile.mkdtemp(prefix="accelpool-demo-"))
-    emulator = DemoApiServer()
-    async with emulator, kmock.Server(emulator, port=port or None) as http:
-        server = str(http.url).rstrip("/")
+    async with serving(port=port, remember=REQUESTS_REMEMBERED) as api:
+        server = api.url
         client = KubeClient(Credentials(server=server))
-        for namespace in (NAMESPACE, "default"):  # stored directly: kmock cannot POST namespaces
-            emulator.objects["v1/namespaces", None, namespace] = {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {"name": namespace},
-            }
+        for namespace in (NAMESPACE, "default"):
+            api.put("/api/v1/namespaces", {"metadata": {"name": namespace}})
         components = NvidiaComponents(
             client, NAMESPACE, DEVICE_PLUGIN_CONFIG_MAP, MIG_CONFIG_MAP, nvidia.Simulation(installation)
         )

@@ -15,10 +15,9 @@ OPERATOR_AGENTS = ("accelpool", "kopf")
 
 def operator_writes(cluster: Cluster, since: int = 0) -> list[str]:
     return [
-        f"{r.method.value} {r.url.path}"
+        f"{r.method} {r.path}"
         for r in cluster.emulator.writes(since=since)
-        if r.headers.get("User-Agent", "").startswith(OPERATOR_AGENTS)
-        and not r.headers.get("User-Agent", "").startswith("accelpool-test")
+        if r.user_agent.startswith(OPERATOR_AGENTS) and not r.user_agent.startswith("accelpool-test")
     ]
 
 

@@ -19,9 +19,7 @@ def node_patches(cluster: Cluster, since: int = 0) -> list[Any]:
     return [
         r
         for r in cluster.emulator.writes(agent="accelpool", since=since)
-        if r.method.value == "PATCH"
-        and r.resource == NODES
-        and not r.headers.get("User-Agent", "").startswith("accelpool-test")
+        if r.method == "PATCH" and r.resource == NODES and not r.user_agent.startswith("accelpool-test")
     ]
 
 
