@@ -25,7 +25,7 @@ from typing import Any
 import kmock
 
 from accelpool import admission, validation
-from accelpool_demo.apiserver.resources import SERVICE_ACCOUNTS, RUNTIME_CLASSES, bad_request, error, forbidden
+from accelpool_demo.apiserver.resources import RUNTIME_CLASSES, SERVICE_ACCOUNTS, bad_request, error, forbidden
 from accelpool_demo.apiserver.writes import JsonObject
 
 DEFAULT_SERVICE_ACCOUNT = "default"

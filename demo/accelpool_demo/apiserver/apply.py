@@ -140,7 +140,11 @@ def applied(
     appliers = [e for e in entries if e.get("operation") == "Apply" and e.get("manager") != manager]
     others = {str(e.get("manager")): paths_of(e.get("fieldsV1") or {}) for e in appliers}
     previous = next(
-        (paths_of(e.get("fieldsV1") or {}) for e in entries if e.get("operation") == "Apply" and e.get("manager") == manager),
+        (
+            paths_of(e.get("fieldsV1") or {})
+            for e in entries
+            if e.get("operation") == "Apply" and e.get("manager") == manager
+        ),
         set(),
     )
     contested = {
@@ -151,7 +155,9 @@ def applied(
     if contested and not force:
         fields = sorted("." + ".".join(p) for paths in contested.values() for p in paths)
         owners = ", ".join(f'"{m}"' for m in sorted(contested))
-        raise error(409, "Conflict", f"Apply failed with {len(fields)} conflicts: conflict with {owners}: {', '.join(fields)}")
+        raise error(
+            409, "Conflict", f"Apply failed with {len(fields)} conflicts: conflict with {owners}: {', '.join(fields)}"
+        )
     result = copy.deepcopy(dict(current))
     for path in previous - owned:
         if not any(path in paths for paths in others.values()):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -79,10 +80,7 @@ class EventLog:
     def latest(self) -> int:
         return self._events[-1].version if self._events else 0
 
-    async def wait(self, timeout: float | None) -> None:
-        """Until the next event is published (or `timeout` seconds pass)."""
-        waiting = self._next
-        try:
-            await asyncio.wait_for(waiting.wait(), timeout)
-        except TimeoutError:
-            pass
+    async def wait(self, seconds: float | None) -> None:
+        """Until the next event is published (or `seconds` pass)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._next.wait(), seconds)

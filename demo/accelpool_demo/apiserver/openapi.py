@@ -30,8 +30,14 @@ def _gvk(group: str, version: str, kind: str) -> list[dict[str, str]]:
 
 def _operations(group: str, version: str, kind: str, schema_ref: str | None) -> dict[str, Any]:
     """A collection's and an object's path items with GET and PATCH (what kubectl inspects)."""
-    parameters = [{"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": True}} for name in QUERY_PARAMETERS]
-    response = {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": schema_ref}}}}} if schema_ref else {"200": {"description": "OK"}}
+    parameters = [
+        {"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": True}} for name in QUERY_PARAMETERS
+    ]
+    response = (
+        {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": schema_ref}}}}}
+        if schema_ref
+        else {"200": {"description": "OK"}}
+    )
     extension = {"x-kubernetes-group-version-kind": _gvk(group, version, kind)[0]}
     return {
         "get": {"responses": response, **extension, "x-kubernetes-action": "get"},
@@ -79,7 +85,8 @@ def index() -> JsonObject:
     """`/openapi/v3`: each group-version document's URL (its hash in the query, as the API server does)."""
     return {
         "paths": {
-            path: {"serverRelativeURL": f"{ROOT}/{path}?hash={_hash(document())}"} for path, document in DOCUMENTS.items()
+            path: {"serverRelativeURL": f"{ROOT}/{path}?hash={_hash(document())}"}
+            for path, document in DOCUMENTS.items()
         }
     }
 

@@ -188,7 +188,9 @@ class ApiServer(kmock.KubernetesScaffold):
         strict = request.params.get("fieldValidation") == "Strict"
         if name is None:
             if request.method != kmock.method.POST:
-                raise resources.error(405, "MethodNotAllowed", f"{request.method.value} of a collection is not modelled")
+                raise resources.error(
+                    405, "MethodNotAllowed", f"{request.method.value} of a collection is not modelled"
+                )
             return 201, await self.store.create(resource, namespace, request.data, strict=strict)
         if request.method == kmock.method.POST:
             raise resources.error(405, "MethodNotAllowed", "POST to an object is not allowed")
@@ -199,7 +201,11 @@ class ApiServer(kmock.KubernetesScaffold):
             hook(request)
         if subresource == "scale" and resources.key_of(resource) == resources.POOLS:
             pool = await self.store.update(
-                resource, namespace, name, lambda pool: admission.scaled(pool, request.method, request.data), subresource=None
+                resource,
+                namespace,
+                name,
+                lambda pool: admission.scaled(pool, request.method, request.data),
+                subresource=None,
             )
             return 200, admission.scale_of(pool)
         if subresource is not None and not (subresource == "status" and self._has_status(resource)):
@@ -213,9 +219,16 @@ class ApiServer(kmock.KubernetesScaffold):
         if request.method == kmock.method.PATCH and patch is None:
             raise resources.error(415, "UnsupportedMediaType", "the body of the request was in an unknown format")
         if patch == "strategic" and resources.key_of(resource) in resources.CUSTOM:
-            raise resources.error(415, "UnsupportedMediaType", "strategic merge patch is not supported for custom resources")
+            raise resources.error(
+                415, "UnsupportedMediaType", "strategic merge patch is not supported for custom resources"
+            )
         return 200, await self.store.update(
-            resource, namespace, name, lambda current: _changed(request, patch, current), subresource=subresource, strict=strict
+            resource,
+            namespace,
+            name,
+            lambda current: _changed(request, patch, current),
+            subresource=subresource,
+            strict=strict,
         )
 
     async def _apply(
@@ -319,7 +332,9 @@ def _check_replacement(request: kmock.Request) -> None:
         raise resources.bad_request("the body of a PUT must be a JSON object")
     sent = (body.get("metadata") or {}).get("name")
     if sent not in (None, request.name):
-        raise resources.bad_request(f"the name of the object ({sent}) does not match the name on the URL ({request.name})")
+        raise resources.bad_request(
+            f"the name of the object ({sent}) does not match the name on the URL ({request.name})"
+        )
 
 
 def _changed(request: kmock.Request, patch: str | None, current: JsonObject) -> JsonObject:

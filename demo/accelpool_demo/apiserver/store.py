@@ -120,7 +120,13 @@ class Store:
             return self._store((resource, namespace, name), writes.created(resource, obj, self._next_version()), None)
 
     def _admit(
-        self, resource: kmock.resource, namespace: str | None, obj: JsonObject, current: JsonObject | None, *, strict: bool
+        self,
+        resource: kmock.resource,
+        namespace: str | None,
+        obj: JsonObject,
+        current: JsonObject | None,
+        *,
+        strict: bool,
     ) -> JsonObject:
         key = resources.key_of(resource)
         if key == resources.POOLS:
@@ -147,7 +153,12 @@ class Store:
                 candidate = self._admit(resource, namespace, candidate, current, strict=strict)
             version = str(self.version + 1)
             result = writes.updated(
-                resource, current, candidate, subresource=subresource, version=version, has_status=self._has_status(resource)
+                resource,
+                current,
+                candidate,
+                subresource=subresource,
+                version=version,
+                has_status=self._has_status(resource),
             )
             if result is None:
                 return current
@@ -198,7 +209,9 @@ class Store:
                 assert body is not None
                 body["metadata"]["name"] = name
                 obj = self._admit(resource, namespace, writes.named(resource, body, namespace), None, strict=strict)
-                return 201, self._store((resource, namespace, name), writes.created(resource, obj, self._next_version()), None)
+                return 201, self._store(
+                    (resource, namespace, name), writes.created(resource, obj, self._next_version()), None
+                )
             writes.check_precondition(resource, current, config)
             result = apply.applied(current, config, manager=manager, force=force, has_status=has_status)
             if result is None:

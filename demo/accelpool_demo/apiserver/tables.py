@@ -99,9 +99,7 @@ NODE_COLUMNS: list[Column] = [
     ("Kernel-Version", "string", 1, "Kernel version reported by the node."),
     ("Container-Runtime", "string", 1, "Container runtime version reported by the node."),
 ]
-POOL_COLUMNS: list[Column] = [NAME] + [
-    (c["name"], c["type"], 0, c.get("description", "")) for c in crd.PRINTER_COLUMNS
-]
+POOL_COLUMNS: list[Column] = [NAME] + [(c["name"], c["type"], 0, c.get("description", "")) for c in crd.PRINTER_COLUMNS]
 DEFAULT_COLUMNS: list[Column] = [NAME, ("Age", "date", 0, "")]
 PRINTERS: dict[str, tuple[list[Column], Callable[[Mapping[str, Any]], list[Any]]]] = {
     POOLS: (POOL_COLUMNS, _pool_cells),
@@ -121,14 +119,24 @@ def table(resource_key: str, items: Sequence[Mapping[str, Any]], resource_versio
         "kind": "Table",
         "metadata": {"resourceVersion": resource_version},
         "columnDefinitions": [
-            {"name": name, "type": type_, "format": "name" if column is NAME else "", "description": text, "priority": priority}
+            {
+                "name": name,
+                "type": type_,
+                "format": "name" if column is NAME else "",
+                "description": text,
+                "priority": priority,
+            }
             for column in columns
             for name, type_, priority, text in [column]
         ],
         "rows": [
             {
                 "cells": cells(item),
-                "object": {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": item["metadata"]},
+                "object": {
+                    "apiVersion": "meta.k8s.io/v1",
+                    "kind": "PartialObjectMetadata",
+                    "metadata": item["metadata"],
+                },
             }
             for item in items
         ],

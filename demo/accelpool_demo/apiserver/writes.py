@@ -59,7 +59,9 @@ def named(resource: kmock.resource, body: Any, namespace: str | None) -> JsonObj
     metadata = obj.setdefault("metadata", {})
     generate_name(metadata)
     if not metadata.get("name"):
-        raise invalid(f"{resources.kind_of(resource)} is invalid: metadata.name: Required value: name or generateName is required")
+        raise invalid(
+            f"{resources.kind_of(resource)} is invalid: metadata.name: Required value: name or generateName is required"
+        )
     if namespace is not None:
         if metadata.get("namespace") not in (None, namespace):
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
@@ -153,7 +155,7 @@ def updated(
             result["status"] = copy.deepcopy(current.get("status"))
         old_metadata = current.get("metadata") or {}
         metadata = dict(result.get("metadata") or {})
-        for field in IDENTITY + ("generation", "managedFields"):
+        for field in (*IDENTITY, "generation", "managedFields"):
             metadata.pop(field, None)
             if field in old_metadata:
                 metadata[field] = copy.deepcopy(old_metadata[field])

@@ -2,10 +2,11 @@
 
 The API server is the demo's (`accelpool_demo.apiserver`, whose docstring lists what it emulates and
 what not), with the CRD's schema and CEL but no admission webhook, as the operator here serves none
-(a pool only the webhook would refuse is stored, and the operator reports it); a test reaches it as `cluster.emulator`: its stored objects, the requests it served
-(`writes`, `conflicts`, `request_count`, by User-Agent), kmock's reactions to make a request's
-answer fail after its write is stored (`cluster.emulator[kmock.method.PATCH, NODES][:3] << 500`),
-and `before_update` hooks that play a concurrent writer. Every request it serves wakes
+(a pool only the webhook would refuse is stored, and the operator reports it). A test reaches it as
+`cluster.emulator`: its stored objects, the requests it served (`writes`, `conflicts`,
+`request_count`, by User-Agent), kmock's reactions to make a request's answer fail after its write
+is stored (`cluster.emulator[kmock.method.PATCH, NODES][:3] << 500`), and `before_update` hooks
+that play a concurrent writer. Every request it serves wakes
 `Cluster.wait_for`, so tests wait for conditions on the stored objects without sleeping.
 
 Behind the operator, the demo's DaemonSet controller (`accelpool_demo.daemonsets`) runs as in a real
@@ -42,7 +43,6 @@ from kopf.testing import KopfRunner
 
 from accelpool import api, conventions
 from accelpool_core import catalog
-from accelpool_core.kube import Credentials, KubeClient
 from accelpool_demo import daemonsets, nvidia
 from accelpool_demo.apiserver import ApiServer, RunningApiServer, Served, serving
 
@@ -152,7 +152,9 @@ class Cluster:
 
     def pods(self, pool: str) -> list[dict[str, Any]]:
         """The pool's agent pods (those the DaemonSet controller created)."""
-        return [p for p in self._list("v1/pods") if (p["metadata"].get("labels") or {}).get(conventions.POOL_LABEL) == pool]
+        return [
+            p for p in self._list("v1/pods") if (p["metadata"].get("labels") or {}).get(conventions.POOL_LABEL) == pool
+        ]
 
     def events(self) -> list[dict[str, Any]]:
         return self._list("v1/events")
