@@ -36,8 +36,10 @@ each behaviour pinned by a test in tests/integration/emulator/:
   (`ApiServer.served`), listeners told of every request, direct access to the stored objects
   (`ApiServer.objects`, `serving()`), and a footprint bounded however long it runs (`remember`).
 
-It does NOT emulate: authentication, authorization and RBAC (every request is admitted); namespaces'
-lifecycle (objects may be created in a namespace that does not exist; deleting one deletes nothing);
+It does NOT emulate: authentication, authorization and RBAC (every request is admitted); namespaces
+over HTTP (kmock's URL parser reads `/api/v1/namespaces/NAME` as a namespace prefix: they are stored
+with `RunningApiServer.put`) and their lifecycle (objects may be created in a namespace that does not
+exist);
 garbage collection (ownerReferences are stored, never followed); controllers (no pod is scheduled or
 run, no DaemonSet status written: `accelpool_demo.daemonsets` and the demo's kubelet play those);
 admission other than the above (no quotas, LimitRanges, Pod Security, webhooks other than accelpool's,

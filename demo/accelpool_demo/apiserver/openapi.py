@@ -3,10 +3,10 @@
 Pure. kubectl (1.27 and later) reads `/openapi/v3` (the index of group-version documents), then the
 document of a group-version, and finds a kind's schema by its `x-kubernetes-group-version-kind`; it
 also reads the PATCH operations' parameters to learn that the server takes `fieldValidation` (then
-`kubectl create`/`apply` ask for strict field validation). Published: ComputePools (the CRD's
-schema, as apiextensions-apiserver publishes it) and CustomResourceDefinitions (a path only, which
-is where kubectl looks for `fieldValidation` for kinds without a document of their own). Not
-published: the built-in kinds' schemas (`kubectl explain nodes` finds nothing) and OpenAPI v2.
+`kubectl create`/`apply` leave field validation to the server and ask it to be strict). Published:
+every served resource's paths, and the ComputePool's schema (the CRD's, as apiextensions-apiserver
+publishes it). Not published: the other kinds' schemas (`kubectl explain nodes` finds no fields)
+and OpenAPI v2.
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ import json
 from typing import Any
 
 from accelpool import api, crd
+from accelpool_demo.apiserver import resources
 from accelpool_demo.apiserver.writes import JsonObject
 
 ROOT = "/openapi/v3"
-POOLS_DOCUMENT = f"apis/{api.GROUP}/{api.VERSION}"
-CRDS_DOCUMENT = "apis/apiextensions.k8s.io/v1"
 QUERY_PARAMETERS = ("fieldManager", "fieldValidation", "dryRun", "force")
 
 
@@ -54,8 +53,23 @@ def _document(paths: dict[str, Any], schemas: dict[str, Any]) -> JsonObject:
     }
 
 
-def pools_document() -> JsonObject:
-    name = f"io.accelpool.{api.VERSION}.{api.KIND}"
+def _group_version(resource_key: str) -> tuple[str, str, str]:
+    """`apps/v1/daemonsets` → (`apps`, `v1`, `apis/apps/v1`); `v1/nodes` → (``, `v1`, `api/v1`)."""
+    parts = resource_key.split("/")
+    group, version = ("", parts[0]) if len(parts) == 2 else (parts[0], parts[1])
+    return group, version, f"apis/{group}/{version}" if group else f"api/{version}"
+
+
+def _paths(resource_key: str, schema_ref: str | None) -> dict[str, Any]:
+    group, version, document = _group_version(resource_key)
+    info = resources.RESOURCES[resource_key]
+    plural = resource_key.rsplit("/", 1)[1]
+    base = f"/{document}/namespaces/{{namespace}}/{plural}" if info.namespaced else f"/{document}/{plural}"
+    item = _operations(group, version, str(info.kind), schema_ref)
+    return {base: item, base + "/{name}": item}
+
+
+def _pool_schema() -> JsonObject:
     schema = crd.openapi_schema()
     schema["properties"]["metadata"] = {
         "description": "Standard object's metadata. More info: "
@@ -63,18 +77,23 @@ def pools_document() -> JsonObject:
         "type": "object",
     }
     schema["x-kubernetes-group-version-kind"] = _gvk(api.GROUP, api.VERSION, api.KIND)
-    ref = f"#/components/schemas/{name}"
-    base = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
-    item = _operations(api.GROUP, api.VERSION, api.KIND, ref)
-    return _document({base: item, base + "/{name}": item, base + "/{name}/status": item}, {name: schema})
+    return schema
 
 
-def crds_document() -> JsonObject:
-    base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
-    return _document({base: _operations("apiextensions.k8s.io", "v1", "CustomResourceDefinition", None)}, {})
+POOL_SCHEMA = f"io.accelpool.{api.VERSION}.{api.KIND}"
 
 
-DOCUMENTS = {POOLS_DOCUMENT: pools_document, CRDS_DOCUMENT: crds_document}
+def documents() -> dict[str, JsonObject]:
+    """Every group-version's document: each resource's paths, and the ComputePool's schema."""
+    found: dict[str, JsonObject] = {}
+    for key in resources.RESOURCES:
+        path = _group_version(key)[2]
+        document = found.setdefault(path, _document({}, {}))
+        is_pool = key == resources.POOLS
+        document["paths"].update(_paths(key, f"#/components/schemas/{POOL_SCHEMA}" if is_pool else None))
+        if is_pool:
+            document["components"]["schemas"][POOL_SCHEMA] = _pool_schema()
+    return found
 
 
 def _hash(document: JsonObject) -> str:
@@ -84,14 +103,10 @@ def _hash(document: JsonObject) -> str:
 def index() -> JsonObject:
     """`/openapi/v3`: each group-version document's URL (its hash in the query, as the API server does)."""
     return {
-        "paths": {
-            path: {"serverRelativeURL": f"{ROOT}/{path}?hash={_hash(document())}"}
-            for path, document in DOCUMENTS.items()
-        }
+        "paths": {path: {"serverRelativeURL": f"{ROOT}/{path}?hash={_hash(doc)}"} for path, doc in documents().items()}
     }
 
 
 def document(path: str) -> JsonObject | None:
     """The document at `/openapi/v3/<path>`; None for one not published."""
-    build = DOCUMENTS.get(path.removeprefix(ROOT).strip("/"))
-    return build() if build is not None else None
+    return documents().get(path.removeprefix(ROOT).strip("/"))

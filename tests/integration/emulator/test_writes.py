@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from accelpool_core.kube import ApiError, ConflictError, KubeClient, NotFoundError
-from accelpool_demo.apiserver import NAME_ALPHABET, RunningApiServer
+from accelpool_demo.apiserver import NAME_ALPHABET, RunningApiServer, serving
 
 from .conftest import NAMESPACE
 
@@ -174,3 +174,16 @@ async def test_a_reaction_answers_for_a_write_already_stored(api: RunningApiServ
     with pytest.raises(ApiError):
         await client.patch("/api/v1/nodes/n", {"metadata": {"labels": {"a": "b"}}})
     assert (api.get("/api/v1/nodes/n") or {})["metadata"]["labels"] == {"a": "b"}, "the answer was lost, not the write"
+
+
+async def test_pools_are_admitted_by_the_crd_and_unless_left_out_the_webhook(client: KubeClient) -> None:
+    only_the_webhook_refuses = pool("bad", accelerator="L4", mig={"profile": "1g.5gb"})
+    the_schema_refuses = pool("worse", accelerator="H100", sharing={"timeSlicing": {"replicas": 1}})
+    with pytest.raises(ApiError) as webhook:
+        await client.create(POOLS, only_the_webhook_refuses)
+    assert webhook.value.status == 422 and "does not support MIG" in webhook.value.message
+    async with serving(webhook=False) as bare, bare.client() as bare_client:
+        assert (await bare_client.create(POOLS, only_the_webhook_refuses))["spec"]["mig"] == {"profile": "1g.5gb"}
+        with pytest.raises(ApiError) as schema:
+            await bare_client.create(POOLS, the_schema_refuses)
+        assert schema.value.status == 422 and "greater than or equal to 2" in schema.value.message
