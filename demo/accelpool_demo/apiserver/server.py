@@ -38,11 +38,6 @@ _PATCHES = {
 }
 
 
-def _answer(body: JsonObject, status: int = 200) -> kmock.Response:
-    """A fallback's answer (kmock renders it; an aiohttp response would be taken for a JSON mapping)."""
-    return kmock.Response(status=status, payload=body)
-
-
 @attrs.define(kw_only=True)
 class ApiServer(kmock.KubernetesScaffold):
     """An API server for accelpool's demo, tests and benchmarks (see the package's docstring)."""
@@ -61,6 +56,7 @@ class ApiServer(kmock.KubernetesScaffold):
     before_update: list[Callable[[kmock.Request], None]] = attrs.field(factory=list, init=False)
     """One-shot hooks run before a PUT or PATCH is checked and stored (a concurrent writer, say)."""
     _results: dict[asyncio.Task[Any], tuple[int, JsonObject]] = attrs.field(factory=dict, init=False)
+    _answered: set[asyncio.Task[Any]] = attrs.field(factory=set, init=False)
     _routing: dict[asyncio.Task[Any], kmock.Request] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -130,6 +126,7 @@ class ApiServer(kmock.KubernetesScaffold):
             raise
         finally:
             self._results.pop(task, None)
+            self._answered.discard(task)
             del self._routing[task]
             self._log(request, status)
 
@@ -145,7 +142,10 @@ class ApiServer(kmock.KubernetesScaffold):
             return aiohttp.web.json_response(found)
         if request.resource is not None and request.method in _WRITES:
             self._results[task] = await self._write(request)
-        return await super()._handle(request)
+        response = await super()._handle(request)
+        if task in self._answered:  # not a reaction a test added: the write's own status (201 Created)
+            response.set_status(self._results[task][0])
+        return response
 
     def _log(self, request: kmock.Request, status: int) -> None:
         served = Served(
@@ -245,24 +245,26 @@ class ApiServer(kmock.KubernetesScaffold):
             resource, request.namespace, name, config, manager=manager, force=force, strict=strict
         )
 
-    async def _serve_written(self, request: kmock.Request) -> kmock.Response:
+    async def _serve_written(self, request: kmock.Request) -> JsonObject:
+        """The result of the write `_respond` made (a dict: kmock renders it; `_respond` sets its status)."""
         task = asyncio.current_task()
-        status, body = self._results[task] if task is not None else (500, {})
-        return _answer(body, status)
+        assert task is not None
+        self._answered.add(task)
+        return self._results[task][1]
 
     # ------------------------------------------------------------ reads
 
-    async def _serve_fetch(self, request: kmock.Request) -> kmock.Response:
+    async def _serve_fetch(self, request: kmock.Request) -> JsonObject:
         resource = self._declared(request)
         assert request.name is not None
         found = self.store.current(resource, request.namespace, request.name)
         if request.subresource == "scale" and resources.key_of(resource) == resources.POOLS:
-            return _answer(admission.scale_of(found))
+            return admission.scale_of(found)
         if tables.wants_table(request.headers.get("Accept", "")):
-            return _answer(tables.table(resources.key_of(resource), [found], str(self.store.version)))
-        return _answer(found)
+            return tables.table(resources.key_of(resource), [found], str(self.store.version))
+        return found
 
-    async def _serve_list(self, request: kmock.Request) -> kmock.Response:
+    async def _serve_list(self, request: kmock.Request) -> JsonObject:
         resource = self._declared(request)
         try:
             matches = matcher(request.params)
@@ -271,17 +273,15 @@ class ApiServer(kmock.KubernetesScaffold):
         items = [obj for obj in self.store.list(resource, request.namespace) if matches(obj)]
         version = str(self.store.version)
         if tables.wants_table(request.headers.get("Accept", "")):
-            return _answer(tables.table(resources.key_of(resource), items, version))
+            return tables.table(resources.key_of(resource), items, version)
         info = self.resources[resource]
         kind = info.kind if isinstance(info, kmock.ResourceInfo) and info.kind else resources.kind_of(resource)
-        return _answer(
-            {
-                "apiVersion": resources.api_version_of(resource),
-                "kind": f"{kind}List",
-                "metadata": {"resourceVersion": version},
-                "items": items,
-            }
-        )
+        return {
+            "apiVersion": resources.api_version_of(resource),
+            "kind": f"{kind}List",
+            "metadata": {"resourceVersion": version},
+            "items": items,
+        }
 
     async def _serve_watch(self, request: kmock.Request) -> AsyncIterator[Any]:
         """Events after the `resourceVersion` asked for (without one: every object as ADDED first),
