@@ -2,7 +2,8 @@
 accelpool against (the operator, kopf, the agents, the demo's simulators and kubectl), over HTTP.
 
 It emulates, for the resources in `resources.RESOURCES` (and any a test declares in `resources`),
-each behaviour pinned by a test in tests/integration/emulator/:
+each behaviour pinned by a test in tests/integration/emulator/ (server-side apply, pod admission and
+the scale subresource in tests/integration/demo/test_apiserver.py):
 
 - creation: a name from `generateName`, the URL's namespace, uid, creationTimestamp, generation 1, a
   resourceVersion; 409 AlreadyExists for a taken name; the status dropped where the create strategy

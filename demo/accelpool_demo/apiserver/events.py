@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,20 +66,26 @@ class EventLog:
         self._next.set()
         self._next = asyncio.Event()
 
-    def after(self, version: int, resource: kmock.resource) -> Iterator[Event]:
-        """The kept events of `resource` newer than `version`, oldest first."""
+    def after(self, version: int, resource: kmock.resource) -> tuple[list[Event], int]:
+        """The kept events of `resource` newer than `version`, oldest first, and the newest version
+        kept (where a watcher of `resource` looks from next, whatever the events were about)."""
         newer = []
         for event in reversed(self._events):
             if event.version <= version:
                 break
             if event.resource == resource:
                 newer.append(event)
-        return reversed(newer)
+        return newer[::-1], max(version, self.latest())
 
     def latest(self) -> int:
         return self._events[-1].version if self._events else 0
 
-    async def wait(self, seconds: float | None) -> None:
-        """Until the next event is published (or `seconds` pass)."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._next.wait(), seconds)
+    def upcoming(self) -> asyncio.Event:
+        """Set when the next event is published (take it before reading `after`, so none is missed)."""
+        return self._next
+
+
+async def wait(published: asyncio.Event, seconds: float | None) -> None:
+    """Until `published` is set (or `seconds` pass)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(published.wait(), seconds)

@@ -20,7 +20,7 @@ import attrs
 import kmock
 
 from accelpool_demo.apiserver import admission, apply, openapi, resources, tables, writes
-from accelpool_demo.apiserver.events import expired
+from accelpool_demo.apiserver.events import expired, wait
 from accelpool_demo.apiserver.selectors import matcher
 from accelpool_demo.apiserver.served import Fault, RequestLog, Served
 from accelpool_demo.apiserver.store import Store
@@ -108,7 +108,7 @@ class ApiServer(kmock.KubernetesScaffold):
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         try:
             return await super().__call__(raw_request)
-        finally:  # kmock records a failed request's error after handling it
+        finally:  # kmock keeps every failed request's error (its private `_errors`), recorded after handling
             if self._errors:
                 del self._errors[-1][:-ERRORS_KEPT]
 
@@ -305,12 +305,13 @@ class ApiServer(kmock.KubernetesScaffold):
             for obj in current:
                 yield {"type": "ADDED", "object": obj}
         while deadline is None or time.monotonic() < deadline:
-            for event in events.after(cursor, resource):
-                cursor = event.version
+            published = events.upcoming()
+            newer, cursor = events.after(cursor, resource)
+            for event in newer:
                 seen = event.seen_through(request.namespace, matches)
                 if seen is not None:
                     yield seen
-            await events.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            await wait(published, None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     async def _serve_version(self, request: kmock.Request) -> kmock.Payload:
         """Discovery as the API server answers it: `v1` for the core group, no short names or
