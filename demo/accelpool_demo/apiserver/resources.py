@@ -14,6 +14,8 @@ import kmock
 
 from accelpool import api
 
+SERVER_VERSION = {"major": "1", "minor": "35", "gitVersion": "v1.35.0", "platform": "linux/amd64"}
+"""What `/version` answers: the release kubectl in .tools/bin is, and whose API server this follows."""
 VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})
 POOLS = f"{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 NODES = "v1/nodes"

@@ -313,6 +313,10 @@ class ApiServer(kmock.KubernetesScaffold):
                     yield seen
             await wait(published, None if deadline is None else max(0.0, deadline - time.monotonic()))
 
+    async def _serve_server_version(self, request: kmock.Request) -> kmock.Payload:
+        """`/version`: the Kubernetes release whose behaviour this emulates (kmock says 1.26)."""
+        return dict(resources.SERVER_VERSION)
+
     async def _serve_version(self, request: kmock.Request) -> kmock.Payload:
         """Discovery as the API server answers it: `v1` for the core group, no short names or
         categories on subresources, and `scale` as an autoscaling/v1 Scale."""
