@@ -213,8 +213,8 @@ class Simulator:
 
 
 def _described(write: Served) -> str:
-    finalizer = " (kopf finalizer)" if write.content_type.startswith("application/json-patch+json") else ""
-    return f"{write.method} {write.plural}{finalizer}"
+    json_patch = write.headers.get("Content-Type", "").startswith("application/json-patch+json")
+    return f"{write.method.value} {write.plural}{' (kopf finalizer)' if json_patch else ''}"
 
 
 def operator_writes(emulator: ApiServer, since: int = 0, *, refused: bool = False) -> Counter[str]:

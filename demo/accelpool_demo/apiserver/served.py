@@ -1,6 +1,6 @@
 """What the emulated API server was asked and answered, and the refusals a test tells it to make.
 
-`Served` is one request as a test or benchmark asks about it (verb, path, resource, who sent it,
+`Served` is one request as a test or benchmark asks about it (verb, url, resource, who sent it,
 the status answered); `RequestLog` keeps the most recent ones; `Fault` refuses matching requests
 with a status before anything is written (an API server that is down, a webhook that says no).
 """
@@ -8,31 +8,58 @@ with a status before anything is written (an API server that is down, a webhook 
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import kmock
+import yarl
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 @dataclass(frozen=True)
 class Served:
-    """One request and the status it was answered with."""
+    """One request (kmock's record of it: method, url, headers, resource, body) and the status answered."""
 
-    method: str
-    path: str
-    resource: kmock.resource | None
-    namespace: str | None
-    name: str | None
-    subresource: str | None
-    user_agent: str
-    content_type: str
+    request: kmock.Request
     status: int
 
     @property
+    def method(self) -> kmock.method:
+        return self.request.method
+
+    @property
+    def url(self) -> yarl.URL:
+        """Where it was sent (`url.port`: which of the server's listeners took it)."""
+        return self.request.url
+
+    @property
+    def path(self) -> str:
+        return self.request.url.path
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        return self.request.headers
+
+    @property
+    def user_agent(self) -> str:
+        return self.request.headers.get("User-Agent", "")
+
+    @property
+    def resource(self) -> kmock.resource | None:
+        return self.request.resource
+
+    @property
+    def name(self) -> str | None:
+        return self.request.name
+
+    @property
+    def subresource(self) -> str | None:
+        return self.request.subresource
+
+    @property
     def is_write(self) -> bool:
-        return self.method in WRITE_METHODS
+        return self.method.value in WRITE_METHODS
 
     @property
     def plural(self) -> str:

@@ -148,17 +148,7 @@ class ApiServer(kmock.KubernetesScaffold):
         return response
 
     def _log(self, request: kmock.Request, status: int) -> None:
-        served = Served(
-            method=request.method.value,
-            path=request.url.path,
-            resource=request.resource,
-            namespace=request.namespace,
-            name=request.name,
-            subresource=request.subresource,
-            user_agent=request.headers.get("User-Agent", ""),
-            content_type=request.headers.get("Content-Type", ""),
-            status=status,
-        )
+        served = Served(request, status)
         self.served.append(served)
         if self.remember is not None:
             self._forget_kmock_records()

@@ -15,9 +15,10 @@ OPERATOR_AGENTS = ("accelpool", "kopf")
 
 def operator_writes(cluster: Cluster, since: int = 0) -> list[str]:
     return [
-        f"{r.method} {r.path}"
+        f"{r.method.value} {r.url.path}"
         for r in cluster.emulator.writes(since=since)
-        if r.user_agent.startswith(OPERATOR_AGENTS) and not r.user_agent.startswith("accelpool-test")
+        if r.headers.get("User-Agent", "").startswith(OPERATOR_AGENTS)
+        and not r.headers.get("User-Agent", "").startswith("accelpool-test")
     ]
 
 

@@ -19,7 +19,9 @@ def node_patches(cluster: Cluster, since: int = 0) -> list[Any]:
     return [
         r
         for r in cluster.emulator.writes(agent="accelpool", since=since)
-        if r.method == "PATCH" and r.resource == NODES and not r.user_agent.startswith("accelpool-test")
+        if r.method.value == "PATCH"
+        and r.resource == NODES
+        and not r.headers.get("User-Agent", "").startswith("accelpool-test")
     ]
 
 
