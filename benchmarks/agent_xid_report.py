@@ -18,11 +18,8 @@ import sys
 import time
 from typing import Any
 
-import kmock
-
-from accelpool_core.kube import Credentials, KubeClient
 from accelpool_core.protocol import CONDITION_TYPE, CONFIG_ENV, HEALTH_ANNOTATION, POOL_LABEL
-from accelpool_demo.apiserver import DemoApiServer
+from accelpool_demo.apiserver import RunningApiServer, serving
 
 NODE = "gpu-bench"
 POOL = "bench"
@@ -37,18 +34,17 @@ def node_object() -> dict[str, Any]:
     }
 
 
-def reported(emulator: DemoApiServer) -> bool:
-    raw = emulator.objects["v1/nodes", None, NODE].raw
+def reported(api: RunningApiServer) -> bool:
+    raw = api.get(f"/api/v1/nodes/{NODE}") or {}
     conditions = [c for c in raw["status"]["conditions"] if c["type"] == CONDITION_TYPE]
     annotated = HEALTH_ANNOTATION in (raw["metadata"].get("annotations") or {})
     return annotated and [(c["status"], c["reason"]) for c in conditions] == [("False", "XidError79")]
 
 
 async def one_round(within: float) -> float:
-    emulator = DemoApiServer()
-    async with emulator, kmock.Server(emulator) as http:
-        server = str(http.url).rstrip("/")
-        async with KubeClient(Credentials(server=server)) as client:
+    async with serving() as api:
+        server = api.url
+        async with api.client() as client:
             await client.create("/api/v1/nodes", node_object())  # as the kubelet would: a resourceVersion
         started = time.monotonic()
         process = await asyncio.create_subprocess_exec(
@@ -58,7 +54,7 @@ async def one_round(within: float) -> float:
             env={**os.environ, "LOG_LEVEL": "WARNING", CONFIG_ENV: json.dumps({"pool": POOL})},
         )  # fmt: skip
         try:
-            while not reported(emulator):
+            while not reported(api):
                 if time.monotonic() - started > within:
                     raise TimeoutError(f"the node was not reported Unhealthy within {within} s")
                 await asyncio.sleep(0.02)

@@ -1,10 +1,9 @@
 """The real operator converging a simulated cluster: time to all pools Ready, API writes, idle writes.
 
-The kmock Kubernetes emulator serves HTTP on a local port (stamping uid, generation and a new
-resourceVersion on every write, as an API server does); N GPU nodes of mixed models are seeded
-(GFD, GKE, Karpenter and AMD labels); `accelpool run` is started as a subprocess against it; P
-ComputePools are applied at once (plain, MIG single and mixed, time-sliced). A simulator in
-this process plays NVIDIA's components on every NVIDIA node (the demo's simulation,
+The demo's emulated API server (`accelpool_demo.apiserver`) serves HTTP on a local port; N GPU
+nodes of mixed models are seeded (GFD, GKE, Karpenter and AMD labels); `accelpool run` is started
+as a subprocess against it; P ComputePools are applied at once (plain, MIG single and mixed,
+time-sliced). A simulator in this process plays NVIDIA's components on every NVIDIA node (the demo's simulation,
 `accelpool_demo.nvidia`, with no delays: GFD labels, the device plugin's resources, the
 MIG manager's `nvidia.com/mig.config.state`) and the agents (`AcceleratorHealthy=True` and the
 health annotation on every member), through the API, as soon as the operator's writes show up.
@@ -25,7 +24,6 @@ import argparse
 import asyncio
 import contextlib
 import datetime
-import itertools
 import json
 import os
 import socket
@@ -34,18 +32,16 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import attrs
 import kmock
 
 from accelpool import api, conventions, crd
 from accelpool_core import catalog
 from accelpool_demo import nvidia
-from accelpool_demo.apiserver import RESOURCES, is_apply, prepare_create, serve_apply, serve_replace
+from accelpool_demo.apiserver import ApiServer, Served
 
 BIN = Path(sys.executable).parent
 POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
@@ -64,87 +60,13 @@ FLEET = [
 ]
 
 
-@attrs.define
-class Write:
-    """One write request: method, User-Agent, resource[/subresource], JSON patch?, and the refusal's code."""
-
-    method: str
-    agent: str
-    resource: str
-    json_patch: bool
-    refused: int | None = None
-    """The HTTP status of a refusal (409: a stale resourceVersion), None when written."""
+REQUESTS_REMEMBERED = 10_000_000
+"""Every request of a run is kept in the emulator's log (its writes are counted from it)."""
+POOLS_KEY = f"{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 
 
-@attrs.define(kw_only=True)
-class Emulator(kmock.KubernetesEmulator):
-    """kmock's emulator plus what an API server stamps: uid, creationTimestamp, generation, resourceVersion."""
-
-    _versions: Iterator[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
-    log: list[Write] = attrs.field(factory=list, init=False)
-    """Every write request, refused ones marked."""
-    _in_flight: list[Any] = attrs.field(factory=list, init=False)
-
-    def __iter__(self) -> Iterator[Any]:
-        """kmock finds the reaction for a request by scanning every request it has seen, which makes a
-        long run quadratic: here it sees only those in flight, and writes are counted in `log`."""
-        yield from list(self._in_flight)
-
-    def __attrs_post_init__(self) -> None:
-        super().__attrs_post_init__()
-        for key, info in RESOURCES.items():
-            self.resources[key] = info
-
-    async def _handle(self, request: Any) -> Any:
-        method = request.method.value
-        write: Write | None = None
-        if method in ("POST", "PUT", "PATCH", "DELETE"):
-            plural = request.resource.plural if request.resource is not None else "?"
-            resource = f"{plural}/{request.subresource}" if request.subresource else plural
-            agent = request.headers.get("User-Agent", "")
-            write = Write(method, agent, resource, isinstance(request.data, list))
-            self.log.append(write)
-        self._requests.clear()
-        self._in_flight.append(request)
-        try:
-            return await self._serve(request)
-        except kmock.KubernetesError as error:
-            if write is not None:
-                write.refused = error.status  # a 409 re-read and re-sent: a request, not a write
-            raise
-        finally:
-            self._in_flight.remove(request)
-
-    async def _serve(self, request: Any) -> Any:
-        if request.method == kmock.method.PUT and request.resource is not None and request.name:
-            return await serve_replace(self, request, str(next(self._versions)))
-        if is_apply(request) and request.resource is not None and request.name:
-            return await serve_apply(self, request, str(next(self._versions)))
-        if request.action == kmock.action.CREATE:
-            prepare_create(self, request, str(next(self._versions)))
-        elif request.action == kmock.action.UPDATE and request.resource is not None and request.name:
-            try:
-                stored = self.objects[request.resource, request.namespace, request.name]
-            except KeyError:
-                stored = None
-            if stored is not None and not stored.deleted:
-                current = (stored.get("metadata") or {}).get("resourceVersion")
-                version = str(next(self._versions))
-                if isinstance(request.data, dict):
-                    sent = (request.data.get("metadata") or {}).get("resourceVersion")
-                    if sent is not None and sent != current:
-                        raise kmock.KubernetesError(409, "Conflict", "the object has been modified")
-                    request.data.setdefault("metadata", {})["resourceVersion"] = version
-                elif isinstance(request.data, list):
-                    for op in request.data:
-                        tests_version = op.get("op") == "test" and op.get("path") == "/metadata/resourceVersion"
-                        if tests_version and op.get("value") != current:
-                            raise kmock.KubernetesError(422, "Invalid", "test failed")
-                    request.data.append({"op": "replace", "path": "/metadata/resourceVersion", "value": version})
-        return await super()._handle(request)
-
-    def live(self, resource: str) -> list[dict[str, Any]]:
-        return [o.raw for (r, _, _), o in list(self.objects.items()) if r == resource and not o.deleted]
+def live(emulator: ApiServer, resource: str) -> list[dict[str, Any]]:
+    return emulator.store.list(kmock.resource(resource), None)
 
 
 def _now() -> str:
@@ -229,7 +151,7 @@ def pools(node_count: int, pool_count: int) -> list[dict[str, Any]]:
 class Simulator:
     """Plays NVIDIA's components on every NVIDIA node and the agents on every member, through the API."""
 
-    def __init__(self, emulator: Emulator, server: str) -> None:
+    def __init__(self, emulator: ApiServer, server: str) -> None:
         self.emulator = emulator
         self.server = server
         self.writes = 0
@@ -240,12 +162,12 @@ class Simulator:
         async with aiohttp.ClientSession(headers={"User-Agent": SIMULATOR}) as session:
             while True:
                 self._observe_config_maps()
-                jobs = [self._settle(session, n) for n in self.emulator.live("v1/nodes")]
+                jobs = [self._settle(session, n) for n in live(self.emulator, "v1/nodes")]
                 await asyncio.gather(*[j for j in jobs if j is not None])
                 await asyncio.sleep(0.05)
 
     def _observe_config_maps(self) -> None:
-        found = {c["metadata"]["name"]: c.get("data") or {} for c in self.emulator.live("v1/configmaps")}
+        found = {c["metadata"]["name"]: c.get("data") or {} for c in live(self.emulator, "v1/configmaps")}
         device_plugin = found.get(conventions.DEFAULT_DEVICE_PLUGIN_CONFIGMAP)
         mig = found.get(conventions.DEFAULT_MIG_CONFIGMAP)
         self.nvidia.observe(device_plugin, mig, time.monotonic())
@@ -290,26 +212,28 @@ class Simulator:
                 self.writes += 1
 
 
-def operator_writes(emulator: Emulator, since: int = 0, *, refused: bool = False) -> Counter[str]:
+def _described(write: Served) -> str:
+    json_patch = write.headers.get("Content-Type", "").startswith("application/json-patch+json")
+    return f"{write.method.value} {write.plural}{' (kopf finalizer)' if json_patch else ''}"
+
+
+def operator_writes(emulator: ApiServer, since: int = 0, *, refused: bool = False) -> Counter[str]:
     """The operator's writes the API server accepted (or, with `refused`, those it refused: 409s)."""
     counts: Counter[str] = Counter()
-    for write in emulator.log[since:]:
-        ours = write.agent.startswith(OPERATOR_AGENTS) and not write.agent.startswith(SIMULATOR)
-        if ours and (write.refused is not None) == refused:
-            counts[f"{write.method} {write.resource}{' (kopf finalizer)' if write.json_patch else ''}"] += 1
+    for write in emulator.writes(since=since):
+        ours = write.user_agent.startswith(OPERATOR_AGENTS) and not write.user_agent.startswith(SIMULATOR)
+        if ours and write.refused == refused:
+            counts[_described(write)] += 1
     return counts
 
 
 async def measure(node_count: int, pool_count: int, idle: float, log: Path) -> dict[str, Any]:
-    emulator = Emulator()
+    emulator = ApiServer(remember=REQUESTS_REMEMBERED)
     async with emulator, kmock.Server(emulator) as http:
         server = str(http.url).rstrip("/")
-        emulator.objects["apiextensions.k8s.io/v1/customresourcedefinitions", None, "computepools.accelpool.io"] = (
-            crd.custom_resource_definition()
-        )
+        emulator.store.put("apiextensions.k8s.io/v1/customresourcedefinitions", crd.custom_resource_definition())
         for index in range(node_count):
-            body = node(index)
-            emulator.objects["v1/nodes", None, body["metadata"]["name"]] = body
+            emulator.store.put("v1/nodes", node(index))
         metrics_port = free_port()
         with log.open("wb") as log_file:
             operator = await asyncio.create_subprocess_exec(
@@ -341,13 +265,13 @@ async def measure(node_count: int, pool_count: int, idle: float, log: Path) -> d
                     async with session.post(f"{server}{POOLS_PATH}", json=body) as response:
                         assert response.status < 300, await response.text()
                 ready_after = await _until_ready(emulator, pool_count, started)
-                converged_at = len(emulator.log)
+                converged_at = emulator.request_count
                 writes = operator_writes(emulator)
                 refused = operator_writes(emulator, refused=True)
                 await asyncio.sleep(idle / 2)
                 idle_writes = sum(operator_writes(emulator, converged_at).values())
-                nudged_at = len(emulator.log)
-                unrelated = [n["metadata"]["name"] for n in emulator.live("v1/nodes")][:20]
+                nudged_at = emulator.request_count
+                unrelated = [n["metadata"]["name"] for n in live(emulator, "v1/nodes")][:20]
                 for name in unrelated:  # changes the operator sees but has nothing to do about
                     async with session.patch(
                         f"{server}/api/v1/nodes/{name}",
@@ -367,10 +291,7 @@ async def measure(node_count: int, pool_count: int, idle: float, log: Path) -> d
                 await asyncio.wait_for(operator.wait(), 15)
             if operator.returncode is None:
                 operator.kill()
-        members = sum(
-            (p.get("status") or {}).get("nodes", {}).get("members", 0)
-            for p in emulator.live(f"{api.GROUP}/{api.VERSION}/{api.PLURAL}")
-        )
+        members = sum((p.get("status") or {}).get("nodes", {}).get("members", 0) for p in live(emulator, POOLS_KEY))
     minimum = members + 2 + 3 * pool_count  # node patches, 2 ConfigMaps, per pool: DaemonSet, finalizer, status
     return {
         "seconds": ready_after,
@@ -403,9 +324,9 @@ async def _wait_for_operator(session: aiohttp.ClientSession, port: int) -> None:
     raise RuntimeError("the operator did not start (see its log)")
 
 
-async def _until_ready(emulator: Emulator, count: int, started: float, within: float = 600) -> float:
+async def _until_ready(emulator: ApiServer, count: int, started: float, within: float = 600) -> float:
     while time.monotonic() - started < within:
-        found = emulator.live(f"{api.GROUP}/{api.VERSION}/{api.PLURAL}")
+        found = live(emulator, POOLS_KEY)
         if len(found) == count and all((p.get("status") or {}).get("phase") == "Ready" for p in found):
             return time.monotonic() - started
         await asyncio.sleep(0.05)

@@ -1,6 +1,6 @@
 """`accelpool demo`: a whole accelpool installation on one machine, without a cluster.
 
-The kmock Kubernetes emulator served over HTTP (so kubectl works against it), a simulated
+An emulated Kubernetes API server (`accelpool_demo.apiserver`, on kmock; kubectl works against it), a simulated
 fleet of GPU nodes, a simulated NVIDIA MIG manager, the real operator, and one fake-backend
 device agent per member node.
 """

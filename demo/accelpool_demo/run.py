@@ -28,14 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-import kmock
 import yaml
 
 from accelpool import api, conventions, crd
 from accelpool.textio import format_table
 from accelpool_core.kube import ApiError, Credentials, KubeClient
 from accelpool_demo import cluster, daemonsets, nvidia
-from accelpool_demo.apiserver import DemoApiServer
+from accelpool_demo.apiserver import serving
 from accelpool_demo.injection import Injection, InjectionError, InjectionKind, check_gpus, parse_injection
 from accelpool_demo.simulators import (
     DEMO_INSTALLATION,
@@ -66,6 +65,8 @@ SOURCE_TREE = _PACKAGE.parents[1] if (_PACKAGE.parent / "pyproject.toml").exists
 SOURCE_EXAMPLES = SOURCE_TREE / "examples" if SOURCE_TREE else None
 """The example pools `accelpool demo` applies unless given --examples."""
 KNOWN_NODES_SHOWN = 6
+REQUESTS_REMEMBERED = 1000
+"""The demo's API server keeps this many requests, however long it runs."""
 
 
 @dataclass(frozen=True)
@@ -243,16 +244,11 @@ async def _cluster_logging_to(
     operator_metrics_port: int,
     installation: nvidia.Installation,
 ) -> AsyncIterator[SimulatedCluster]:
-    emulator = DemoApiServer()
-    async with emulator, kmock.Server(emulator, port=port or None) as http:
-        server = str(http.url).rstrip("/")
+    async with serving(port=port, remember=REQUESTS_REMEMBERED) as api:
+        server = api.url
         client = KubeClient(Credentials(server=server))
-        for namespace in (NAMESPACE, "default"):  # stored directly: kmock cannot POST namespaces
-            emulator.objects["v1/namespaces", None, namespace] = {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {"name": namespace},
-            }
+        for namespace in (NAMESPACE, "default"):
+            api.put("/api/v1/namespaces", {"metadata": {"name": namespace}})
         components = NvidiaComponents(
             client, NAMESPACE, DEVICE_PLUGIN_CONFIG_MAP, MIG_CONFIG_MAP, nvidia.Simulation(installation)
         )

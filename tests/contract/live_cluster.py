@@ -1,9 +1,9 @@
 """A small live accelpool installation for the Prometheus contract test, with real faults in it.
 
-On a background thread's event loop: kmock's Kubernetes emulator served over HTTP (the demo's
-`DemoApiServer`), three simulated 8-GPU H100 nodes, the real operator (`accelpool run --server
-...`, a subprocess), the demo's DaemonSet controller (a pod per node an agent DaemonSet selects) and
-its simulated kubelet, which runs one real `accelpool-agent` process (fake backend) per pod,
+On a background thread's event loop: the demo's emulated API server (`accelpool_demo.apiserver`),
+three simulated 8-GPU H100 nodes, the real operator (`accelpool run --server ...`, a subprocess),
+the demo's DaemonSet controller (a pod per node an agent DaemonSet selects) and its simulated
+kubelet, which runs one real `accelpool-agent` process (fake backend) per pod,
 restarted with `--fault` when the node carries the demo's fault annotation. `running()` yields once this is in place:
 
 - pool `llm-training` (2 nodes, maxUnavailable 1): node A's agent has `0:xid=79` (GPU 0 fell off
@@ -33,13 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import attrs
 import kmock
 
 from accelpool import api, crd
 from accelpool_core.kube import ApiError, Credentials, KubeClient
 from accelpool_demo import cluster, daemonsets
-from accelpool_demo.apiserver import DemoApiServer
+from accelpool_demo.apiserver import ApiServer
 from accelpool_demo.run import install_prerequisites
 from accelpool_demo.simulators import FAULT_ANNOTATION, Kubelet, free_port
 
@@ -51,35 +50,8 @@ SLOW_HOT_FAULT = "1:slow-matmul=4,hot"
 T = TypeVar("T")
 
 
-@attrs.define(kw_only=True)
-class FaultyApiServer(DemoApiServer):
-    """The demo's emulator with a switch that makes ConfigMap writes fail with HTTP 500, and the
-    API server's strategic merge of a node's `status.conditions` (by `type`), so the agents'
-    AcceleratorHealthy condition joins the kubelet's Ready condition instead of replacing it."""
-
-    fail_configmap_writes: bool = attrs.field(default=False, init=False)
-
-    async def _handle(self, request: Any) -> Any:
-        resource = getattr(request, "resource", None)
-        plural = getattr(resource, "plural", "")
-        if request.action in (kmock.action.CREATE, kmock.action.UPDATE):
-            if self.fail_configmap_writes and plural == "configmaps":
-                raise kmock.KubernetesError(500, "InternalError", "injected: etcd is unavailable")
-            if plural == "nodes" and request.subresource == "status" and isinstance(request.data, dict):
-                self._merge_conditions(request)
-        return await super()._handle(request)
-
-    def _merge_conditions(self, request: Any) -> None:
-        sent = (request.data.get("status") or {}).get("conditions")
-        if not isinstance(sent, list):
-            return
-        try:
-            stored = self.objects[request.resource, request.namespace, request.name]
-        except KeyError:
-            return
-        merged = {c["type"]: c for c in (stored.get("status") or {}).get("conditions") or []}
-        merged.update({c["type"]: {**merged.get(c["type"], {}), **c} for c in sent})
-        request.data["status"]["conditions"] = list(merged.values())
+CONFIGMAP_WRITES = tuple(f"{method} /api/v1/namespaces/{NAMESPACE}/configmaps" for method in ("POST", "PUT", "PATCH"))
+"""What `break_the_api` makes fail (HTTP 500)."""
 
 
 async def _terminate(process: asyncio.subprocess.Process) -> None:
@@ -125,7 +97,7 @@ class LiveCluster:
         self.thread = threading.Thread(target=self.loop.run_forever, name="live-cluster", daemon=True)
         self._stop = asyncio.Event()
         self.topology = Topology(operator="")
-        self.emulator = FaultyApiServer()
+        self.emulator = ApiServer(remember=1000)
         self.client: KubeClient | None = None
         self.kubelet: Kubelet | None = None
         self.operator: asyncio.subprocess.Process | None = None
@@ -297,7 +269,7 @@ class LiveCluster:
         async def run() -> None:
             assert self.client is not None
             before = _counter(await self._operator_metrics(), "accelpool_reconcile_errors_total")
-            self.emulator.fail_configmap_writes = True
+            faults = [self.emulator.fail(prefix, 500, times=None) for prefix in CONFIGMAP_WRITES]
             try:
                 await self.client.create(POOLS, _pool(BATCH, 1, {}))
 
@@ -307,7 +279,8 @@ class LiveCluster:
 
                 await self._until("a failed reconcile pass", failed)
             finally:
-                self.emulator.fail_configmap_writes = False
+                for fault in faults:
+                    self.emulator.faults.remove(fault)
 
         self._call(run, timeout)
 

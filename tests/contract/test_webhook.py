@@ -14,7 +14,6 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import attrs
 import celpy
 import kmock
 import pytest
@@ -24,6 +23,7 @@ from celpy.adapter import json_to_cel
 from accelpool import admission, cli, validation
 from accelpool import webhook as webhook_server
 from accelpool.settings import OperatorConfig
+from accelpool_demo.apiserver import ApiServer
 from tests.admission_webhook import ChartCertificates, RunningWebhook, WebhookErrors
 from tests.cases import pool
 from tests.conftest import require_tool
@@ -206,24 +206,9 @@ def test_each_render_without_a_cluster_generates_a_new_pair(helm: str) -> None:
     assert all(first[key] != second[key] for key in TLS_KEYS)
 
 
-@attrs.define(kw_only=True)
-class _ApiServer(kmock.KubernetesEmulator):
-    """Just enough of an API server for `helm template --dry-run=server`: a version the chart
-    accepts, discovery of the kinds it renders, and the objects its `lookup` reads."""
-
-    async def _serve_server_version(self, request: Any) -> Any:
-        return {"major": "1", "minor": "35", "gitVersion": "v1.35.0", "platform": "linux/amd64"}
-
-    async def _serve_version(self, request: Any) -> Any:
-        payload = await super()._serve_version(request)
-        assert isinstance(payload, dict)
-        payload["groupVersion"] = payload["groupVersion"].lstrip("/")  # kmock says "/v1" for the core group
-        return payload
-
-
 async def _render_upgrade(helm: str, kinds: Objects, existing: list[dict[str, Any]], tmp_path: Path) -> Objects:
     """`helm template` as `helm upgrade` renders: against a cluster (here emulated) holding `existing`."""
-    emulator = _ApiServer()
+    emulator = ApiServer()  # the demo's: it answers the version the chart asks for and serves what is declared
     for obj in kinds:
         group_version, kind = obj["apiVersion"], obj["kind"]
         emulator.resources[f"{group_version}/{kind.lower()}s"] = kmock.ResourceInfo(
@@ -231,7 +216,7 @@ async def _render_upgrade(helm: str, kinds: Objects, existing: list[dict[str, An
         )
     for obj in existing:
         meta = obj["metadata"]
-        emulator.objects[f"{obj['apiVersion']}/{obj['kind'].lower()}s", meta.get("namespace"), meta["name"]] = obj
+        emulator.store.put(f"{obj['apiVersion']}/{obj['kind'].lower()}s", {**obj, "metadata": dict(meta)})
     async with emulator, kmock.Server(emulator) as server:
         kubeconfig = tmp_path / "kubeconfig"
         kubeconfig.write_text(

@@ -1,1 +1,1 @@
-"""The device agent's node reporter against the kmock Kubernetes emulator."""
+"""The device agent's node reporter against the emulated API server (accelpool_demo.apiserver)."""

@@ -1,50 +1,21 @@
-"""The kmock Kubernetes emulator, taught one rule of the real API server that the reporter relies on.
+"""The emulated API server (`accelpool_demo.apiserver`) with one GPU node, for the agent's reporter.
 
-The emulator merges patches as plain JSON (lists are replaced). A real API server applies a
-strategic-merge patch to `status.conditions` by condition `type`, which is why the agent can send
-only its own condition without erasing the kubelet's, and refuses a JSON patch whose `test` fails
-with 422 (kmock: 500). `StrategicNodeEmulator` emulates exactly that (and nothing more), so the
-tests can check that the kubelet's `Ready` condition survives.
+The reporter relies on two of its API-server behaviours: a strategic-merge patch of
+`status.conditions` merges by condition `type` (so the agent sends only its own condition without
+erasing the kubelet's `Ready`), and a JSON patch whose `test` fails is refused with 422. `cluster`
+is the server (its stored objects, the requests it served, kmock's reactions to make one fail);
+`client` a client of it.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
-import kmock
 import pytest
 
 from accelpool_core.kube import Credentials, KubeClient
-from accelpool_demo.apiserver import check_json_patch
-
-
-class StrategicNodeEmulator(kmock.KubernetesEmulator):
-    async def _handle(self, request: Any) -> Any:
-        if request.method == "PATCH" and isinstance(request.data, list) and request.resource is not None:
-            check_json_patch(self.objects[request.resource, None, request.name].raw, request.data)
-        content_type = request.headers.get("Content-Type", "")
-        resource = request.resource
-        data = request.data if isinstance(request.data, dict) else {}
-        conditions = (data.get("status") or {}).get("conditions")
-        merged: list[dict[str, Any]] | None = None
-        if (
-            request.method == "PATCH"
-            and "strategic-merge-patch" in content_type
-            and resource is not None
-            and resource.plural == "nodes"
-            and request.name
-            and conditions is not None
-        ):
-            stored = self.objects[resource, None, request.name].raw
-            by_type = {c.get("type"): dict(c) for c in (stored.get("status") or {}).get("conditions") or []}
-            for condition in conditions:
-                by_type[condition.get("type")] = {**by_type.get(condition.get("type"), {}), **condition}
-            merged = list(by_type.values())
-        response = await super()._handle(request)  # stores the patch as plain JSON: conditions replaced
-        if merged is not None:
-            self.objects[resource, None, request.name].patch({"status": {"conditions": merged}})
-        return response
-
+from accelpool_demo.apiserver import ApiServer, serving
 
 NODE = "gpu-a1"
 
@@ -76,13 +47,13 @@ def node_object(name: str = NODE, **extra: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def cluster(kmock: kmock.KubernetesEmulator) -> kmock.KubernetesEmulator:
-    kmock.resources["v1/nodes"] = kmock.ResourceInfo(kind="Node", namespaced=False)
-    kmock.objects["v1/nodes", None, NODE] = node_object()
-    return kmock
+async def cluster() -> AsyncIterator[ApiServer]:
+    async with serving() as api:
+        api.put("/api/v1/nodes", node_object())
+        yield api.server
 
 
 @pytest.fixture
-async def client(cluster: kmock.KubernetesEmulator) -> Any:
+async def client(cluster: ApiServer) -> AsyncIterator[KubeClient]:
     async with KubeClient(Credentials(server=str(cluster.url).rstrip("/"))) as api:
         yield api

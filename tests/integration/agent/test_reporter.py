@@ -1,4 +1,4 @@
-"""The node reporter against the kmock Kubernetes emulator: what it writes, and what it does not.
+"""The node reporter against the emulated API server (accelpool_demo.apiserver): what it writes, and what it does not.
 
 Counts requests to prove the least-traffic promise: one read at start, a write only on change,
 a condition rewrite every heartbeat, nothing for TFLOPS noise.
@@ -15,7 +15,6 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-import kmock
 import pytest
 
 from accelpool_agent.clock import ManualClock
@@ -23,10 +22,11 @@ from accelpool_agent.model import NodeReport
 from accelpool_agent.reporter import NodeReporter
 from accelpool_core.kube import Credentials, KubeClient
 from accelpool_core.protocol import CONDITION_TYPE, HEALTH_ANNOTATION, HealthReport, HealthStatus
+from accelpool_demo.apiserver import ApiServer
 
-from .conftest import NODE, StrategicNodeEmulator, node_object
+from .conftest import NODE, node_object
 
-pytestmark = [pytest.mark.integration, pytest.mark.kmock(cls=StrategicNodeEmulator)]
+pytestmark = [pytest.mark.integration]
 
 HEARTBEAT = 300.0
 
@@ -53,25 +53,25 @@ def report(
     )
 
 
-def node(cluster: kmock.KubernetesEmulator) -> dict[str, Any]:
+def node(cluster: ApiServer) -> dict[str, Any]:
     raw: dict[str, Any] = cluster.objects["v1/nodes", None, NODE].raw
     return raw
 
 
-def condition(cluster: kmock.KubernetesEmulator) -> dict[str, Any]:
+def condition(cluster: ApiServer) -> dict[str, Any]:
     (found,) = [c for c in node(cluster)["status"]["conditions"] if c["type"] == CONDITION_TYPE]
     return dict(found)
 
 
-def annotation(cluster: kmock.KubernetesEmulator) -> HealthReport:
+def annotation(cluster: ApiServer) -> HealthReport:
     return HealthReport.from_annotation(node(cluster)["metadata"]["annotations"][HEALTH_ANNOTATION])
 
 
-def writes(cluster: kmock.KubernetesEmulator) -> list[str]:
+def writes(cluster: ApiServer) -> list[str]:
     return [r.url.path for r in cluster if r.method == "PATCH"]
 
 
-def reads(cluster: kmock.KubernetesEmulator) -> int:
+def reads(cluster: ApiServer) -> int:
     return len([r for r in cluster if r.method == "GET"])
 
 
@@ -79,7 +79,7 @@ def iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-async def test_condition_and_annotation_are_written(cluster: kmock.KubernetesEmulator, client: KubeClient) -> None:
+async def test_condition_and_annotation_are_written(cluster: ApiServer, client: KubeClient) -> None:
     clock = ManualClock()
     reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=clock)
     assert await reporter.report(report()) == ["condition", "annotation"]
@@ -114,9 +114,7 @@ async def test_condition_and_annotation_are_written(cluster: kmock.KubernetesEmu
     assert reporter.stats.writes == {"condition": 1, "annotation": 1}
 
 
-async def test_a_node_that_left_the_agents_pool_gets_no_report(
-    cluster: kmock.KubernetesEmulator, client: KubeClient
-) -> None:
+async def test_a_node_that_left_the_agents_pool_gets_no_report(cluster: ApiServer, client: KubeClient) -> None:
     """The operator released the node (the pool was deleted) while the agent's pod still runs: the
     agent's writes are refused in the same request, and it writes nothing more until the node is back."""
     clock = ManualClock()
@@ -146,7 +144,7 @@ async def test_a_node_that_left_the_agents_pool_gets_no_report(
     assert condition(cluster)["status"] == "False"
 
 
-async def test_nothing_is_rewritten_when_nothing_changed(cluster: kmock.KubernetesEmulator, client: KubeClient) -> None:
+async def test_nothing_is_rewritten_when_nothing_changed(cluster: ApiServer, client: KubeClient) -> None:
     clock = ManualClock()
     reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=clock)
     await reporter.report(report())
@@ -158,9 +156,7 @@ async def test_nothing_is_rewritten_when_nothing_changed(cluster: kmock.Kubernet
     assert len(list(cluster)) == before  # not even a read
 
 
-async def test_condition_is_rewritten_after_the_heartbeat(
-    cluster: kmock.KubernetesEmulator, client: KubeClient
-) -> None:
+async def test_condition_is_rewritten_after_the_heartbeat(cluster: ApiServer, client: KubeClient) -> None:
     clock = ManualClock()
     reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=clock)
     await reporter.report(report())
@@ -175,9 +171,7 @@ async def test_condition_is_rewritten_after_the_heartbeat(
     assert len(writes(cluster)) == 3
 
 
-async def test_transition_time_changes_only_with_the_status(
-    cluster: kmock.KubernetesEmulator, client: KubeClient
-) -> None:
+async def test_transition_time_changes_only_with_the_status(cluster: ApiServer, client: KubeClient) -> None:
     clock = ManualClock()
     reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=clock)
     await reporter.report(report())
@@ -196,9 +190,7 @@ async def test_transition_time_changes_only_with_the_status(
     assert condition(cluster)["lastTransitionTime"] == failed["lastTransitionTime"]  # still False since then
 
 
-async def test_meaningful_tflops_change_rewrites_the_annotation_only(
-    cluster: kmock.KubernetesEmulator, client: KubeClient
-) -> None:
+async def test_meaningful_tflops_change_rewrites_the_annotation_only(cluster: ApiServer, client: KubeClient) -> None:
     clock = ManualClock()
     reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=clock)
     await reporter.report(report(tflops=6345.4))
@@ -208,9 +200,7 @@ async def test_meaningful_tflops_change_rewrites_the_annotation_only(
     assert annotation(cluster).tflops == 5900.0
 
 
-async def test_a_flapping_warning_is_written_at_most_once_a_minute(
-    cluster: kmock.KubernetesEmulator, client: KubeClient
-) -> None:
+async def test_a_flapping_warning_is_written_at_most_once_a_minute(cluster: ApiServer, client: KubeClient) -> None:
     clock = ManualClock()
     reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=clock)
     quiet = report()
@@ -225,7 +215,7 @@ async def test_a_flapping_warning_is_written_at_most_once_a_minute(
 
 
 async def test_a_restarted_agent_keeps_the_transition_time_and_writes_nothing_new(
-    cluster: kmock.KubernetesEmulator, client: KubeClient
+    cluster: ApiServer, client: KubeClient
 ) -> None:
     clock = ManualClock()
     await NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=clock).report(report())
@@ -239,7 +229,7 @@ async def test_a_restarted_agent_keeps_the_transition_time_and_writes_nothing_ne
     assert condition(cluster)["lastTransitionTime"] == since
 
 
-async def test_api_errors_are_survived_and_retried(cluster: kmock.KubernetesEmulator, client: KubeClient) -> None:
+async def test_api_errors_are_survived_and_retried(cluster: ApiServer, client: KubeClient) -> None:
     cluster["patch"][f"/api/v1/nodes/{NODE}/status"][:1] << 500
     reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=ManualClock())
     assert await reporter.report(report()) == ["annotation"]
@@ -248,7 +238,7 @@ async def test_api_errors_are_survived_and_retried(cluster: kmock.KubernetesEmul
     assert condition(cluster)["status"] == "True"
 
 
-async def test_missing_node_is_an_error_not_a_crash(cluster: kmock.KubernetesEmulator) -> None:
+async def test_missing_node_is_an_error_not_a_crash(cluster: ApiServer) -> None:
     async with KubeClient(Credentials(server=str(cluster.url).rstrip("/"))) as api:
         reporter = NodeReporter(api, "no-such-node", heartbeat_seconds=HEARTBEAT, clock=ManualClock())
         assert await reporter.report(report()) == []
@@ -267,7 +257,7 @@ async def test_unreachable_api_is_an_error_not_a_crash() -> None:
         assert reporter.stats.errors == 1
 
 
-async def test_agent_daemon_reports_an_xid_on_the_node(cluster: kmock.KubernetesEmulator) -> None:
+async def test_agent_daemon_reports_an_xid_on_the_node(cluster: ApiServer) -> None:
     """`accelpool-agent run` on the fake backend: an XID 79 reaches the node as False/XidError79.
     How fast is a benchmark's question (benchmarks/agent_xid_report.py), not this test's."""
     process = await asyncio.create_subprocess_exec(

@@ -1,4 +1,4 @@
-"""Compute verdicts survive an agent restart, through the node annotation (kmock emulator).
+"""Compute verdicts survive an agent restart, through the node annotation (the emulated API server).
 
 A GPU that computed wrong results is quarantined; the agent restarts while a workload keeps the
 GPU busy, so the check cannot run again. The new agent reads the verdict back from the
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import kmock
 import pytest
 
 from accelpool_agent.agent import Agent
@@ -24,10 +23,11 @@ from accelpool_agent.model import Check
 from accelpool_agent.reporter import NodeReporter
 from accelpool_core.kube import KubeClient
 from accelpool_core.protocol import CONDITION_TYPE, HEALTH_ANNOTATION, AgentConfig, HealthReport, HealthStatus
+from accelpool_demo.apiserver import ApiServer
 
-from .conftest import NODE, StrategicNodeEmulator
+from .conftest import NODE
 
-pytestmark = [pytest.mark.integration, pytest.mark.kmock(cls=StrategicNodeEmulator)]
+pytestmark = [pytest.mark.integration]
 
 
 def agent(clock: ManualClock, *faults: str) -> Agent:
@@ -53,19 +53,19 @@ async def start_and_cycle(client: KubeClient, clock: ManualClock, pod: str, *fau
     return report
 
 
-def condition(cluster: kmock.KubernetesEmulator) -> dict[str, Any]:
+def condition(cluster: ApiServer) -> dict[str, Any]:
     raw = cluster.objects["v1/nodes", None, NODE].raw
     (found,) = [c for c in raw["status"]["conditions"] if c["type"] == CONDITION_TYPE]
     return dict(found)
 
 
-def annotation(cluster: kmock.KubernetesEmulator) -> HealthReport:
+def annotation(cluster: ApiServer) -> HealthReport:
     raw = cluster.objects["v1/nodes", None, NODE].raw
     return HealthReport.from_annotation(raw["metadata"]["annotations"][HEALTH_ANNOTATION])
 
 
 async def test_a_wrong_results_verdict_survives_a_restart_while_the_gpu_is_busy(
-    cluster: kmock.KubernetesEmulator, client: KubeClient
+    cluster: ApiServer, client: KubeClient
 ) -> None:
     clock = ManualClock()
     first = await start_and_cycle(client, clock, "agent-a", "0:wrong-results")
@@ -92,7 +92,7 @@ async def test_a_wrong_results_verdict_survives_a_restart_while_the_gpu_is_busy(
 
 
 async def test_a_busy_gpu_with_no_recorded_verdict_is_unknown_not_healthy(
-    cluster: kmock.KubernetesEmulator, client: KubeClient
+    cluster: ApiServer, client: KubeClient
 ) -> None:
     report = await start_and_cycle(client, ManualClock(), "agent-a", "1:busy")
     assert (report.status, report.reason) == (HealthStatus.UNKNOWN, "ChecksSkipped")
@@ -100,7 +100,7 @@ async def test_a_busy_gpu_with_no_recorded_verdict_is_unknown_not_healthy(
 
 
 async def test_a_pass_recorded_before_the_restart_keeps_a_busy_gpu_checked(
-    cluster: kmock.KubernetesEmulator, client: KubeClient
+    cluster: ApiServer, client: KubeClient
 ) -> None:
     clock = ManualClock()
     await start_and_cycle(client, clock, "agent-a")

@@ -7,11 +7,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import kmock
 import pytest
 
-from accelpool_core.kube import Credentials, KubeClient
-from accelpool_demo.apiserver import DemoApiServer
+from accelpool_core.kube import KubeClient
+from accelpool_demo.apiserver import serving
 from accelpool_demo.daemonsets import REVISION_LABEL, DaemonSetController, should_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -50,10 +49,9 @@ def node(name: str, pool: str | None = "training", taints: list[dict[str, str]] 
 
 @pytest.fixture
 async def client() -> AsyncIterator[KubeClient]:
-    emulator = DemoApiServer()
-    async with emulator, kmock.Server(emulator) as http:
-        emulator.objects["v1/namespaces", None, NAMESPACE] = {"metadata": {"name": NAMESPACE}}
-        async with KubeClient(Credentials(server=str(http.url).rstrip("/"))) as api:
+    async with serving() as running:
+        running.put("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
+        async with running.client() as api:
             yield api
 
 

@@ -1,20 +1,22 @@
-"""The real operator (`kopf run -m accelpool.handlers` under `KopfRunner`) against kmock's emulator.
+"""The real operator (`kopf run -m accelpool.handlers` under `KopfRunner`) against the emulated API server.
 
-`Emulator` is kmock's `KubernetesEmulator` with what a real API server does on creation (the demo's
-`prepare_create`: uid, creationTimestamp, generation, resourceVersion — kopf's own patches test the
-latter —, names from `generateName`, and the ServiceAccount and RuntimeClass admission of pods), a
-`generation` bump on spec changes, PUT as the API server does it (`serve_replace`: 404 when missing,
-409 for a stale resourceVersion) and server-side apply (`serve_apply`), nothing more: no selectors, no
-garbage collection. It records every refused request with its status (`refused`), and every request it
-serves wakes `Cluster.wait_for`, so tests wait for conditions on the stored objects without sleeping.
+The API server is the demo's (`accelpool_demo.apiserver`, whose docstring lists what it emulates and
+what not), with the CRD's schema and CEL but no admission webhook, as the operator here serves none
+(a pool only the webhook would refuse is stored, and the operator reports it). A test reaches it as
+`cluster.emulator`: its stored objects, the requests it served (`writes`, `conflicts`,
+`request_count`, by User-Agent), kmock's reactions to make a request's answer fail after its write
+is stored (`cluster.emulator[kmock.method.PATCH, NODES][:3] << 500`), and `before_update` hooks
+that play a concurrent writer. Every request it serves wakes
+`Cluster.wait_for`, so tests wait for conditions on the stored objects without sleeping.
 
 Behind the operator, the demo's DaemonSet controller (`accelpool_demo.daemonsets`) runs as in a real
 cluster: pods for the nodes each DaemonSet selects, FailedCreate Events when admission refuses them,
-and `.status` written after every change (which moves the DaemonSet's resourceVersion). The cluster
-starts with what the chart and the GPU Operator install: the agents' ServiceAccount and the `nvidia`
-RuntimeClass. Nobody plays the kubelet for pods unless a test does (they stay Pending). Writes are
-attributed by User-Agent: the operator's own client says `accelpool`, kopf says `kopf/…`, the tests
-say `accelpool-test`, the DaemonSet controller `kube-controller-manager/…`.
+and `.status` written after every change (which moves the DaemonSet's resourceVersion); it is woken
+by every write to what its informers watch. The cluster starts with what the chart and the GPU
+Operator install: the namespace, the agents' ServiceAccount and the `nvidia` RuntimeClass. Nobody
+plays the kubelet for pods unless a test does (they stay Pending). Writes are attributed by
+User-Agent: the operator's own client says `accelpool`, kopf says `kopf/…`, the tests say
+`accelpool-test`, the DaemonSet controller `kube-controller-manager/…`.
 
 The operator runs in KopfRunner's thread with its own event loop; the emulator serves it from
 the test's loop, so the test must keep awaiting (never block) while the operator runs.
@@ -26,12 +28,11 @@ import asyncio
 import contextlib
 import copy
 import datetime
-import itertools
 import json
 import pathlib
 import socket
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -42,123 +43,18 @@ from kopf.testing import KopfRunner
 
 from accelpool import api, conventions
 from accelpool_core import catalog
-from accelpool_core.kube import Credentials, KubeClient
 from accelpool_demo import daemonsets, nvidia
-from accelpool_demo.apiserver import (
-    RESOURCES,
-    check_json_patch,
-    is_apply,
-    prepare_create,
-    serve_apply,
-    serve_replace,
-)
+from accelpool_demo.apiserver import ApiServer, RunningApiServer, Served, serving
 
 POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 NAMESPACE = "accelpool-system"
 DP_CONFIGMAP = "accelpool-device-plugin-config"
 MIG_CONFIGMAP = "accelpool-mig-parted-config"
-WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 TEST_AGENT = "accelpool-test"
 AGENT_SERVICE_ACCOUNT = "accelpool-agent"
 RUNTIME_CLASSES = "/apis/node.k8s.io/v1/runtimeclasses"
 CONTROLLER_INPUTS = frozenset({"daemonsets", "pods", "nodes", "runtimeclasses", "serviceaccounts"})
 """What the DaemonSet controller's informers watch (and what decides whether a pod can be created)."""
-
-
-@attrs.define(kw_only=True)
-class Emulator(kmock.KubernetesEmulator):
-    """kmock's emulator, stamping metadata on creation and waking waiters on every request."""
-
-    changed: asyncio.Event = attrs.field(factory=asyncio.Event, init=False)
-    controller_wake: asyncio.Event = attrs.field(factory=asyncio.Event, init=False)
-    """Set by every write to what the DaemonSet controller watches (`CONTROLLER_INPUTS`)."""
-    before_update: list[Callable[[Any], None]] = attrs.field(factory=list, init=False)
-    """One-shot hooks run before an update is checked and stored (a concurrent writer, say)."""
-    refused: list[tuple[Any, int]] = attrs.field(factory=list, init=False)
-    """Every request answered with an error, and its HTTP status (409: a conflict)."""
-    _versions: Iterator[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
-
-    def __attrs_post_init__(self) -> None:
-        super().__attrs_post_init__()
-        for key, info in RESOURCES.items():
-            self.resources[key] = info
-
-    async def _handle(self, request: Any) -> Any:
-        try:
-            return await self._serve(request)
-        except kmock.KubernetesError as error:
-            self.refused.append((request, error.status))
-            raise
-        finally:
-            written = request.method.value in WRITE_METHODS and request.resource is not None
-            if written and request.resource.plural in CONTROLLER_INPUTS:
-                self.controller_wake.set()
-            self.changed.set()
-
-    async def _serve(self, request: Any) -> Any:
-        if request.method == kmock.method.PUT and request.resource is not None and request.name:
-            return await serve_replace(self, request, str(next(self._versions)))
-        if is_apply(request) and request.resource is not None and request.name:
-            return await serve_apply(self, request, str(next(self._versions)))
-        if request.action == kmock.action.CREATE:
-            prepare_create(self, request, str(next(self._versions)))
-        elif request.action == kmock.action.UPDATE and request.resource is not None and request.name:
-            hooks, self.before_update = self.before_update, []
-            for hook in hooks:
-                hook(request)
-            self._version_update(request)
-        return await super()._handle(request)
-
-    def _version_update(self, request: Any) -> None:
-        """Like the API server: a stale resourceVersion is a 409; every write gets a new one."""
-        try:
-            stored = self.objects[request.resource, request.namespace, request.name]
-        except KeyError:
-            return  # kmock answers 404
-        if stored.deleted:
-            return
-        metadata = stored.get("metadata") or {}
-        new_version = str(next(self._versions))
-        if isinstance(request.data, dict):
-            sent = (request.data.get("metadata") or {}).get("resourceVersion")
-            if sent is not None and sent != metadata.get("resourceVersion"):
-                raise kmock.KubernetesError(409, "Conflict", "the object has been modified; read it again")
-            request.data.setdefault("metadata", {})["resourceVersion"] = new_version
-            if request.resource.plural == api.PLURAL and not request.subresource and "spec" in request.data:
-                request.data["metadata"]["generation"] = int(metadata.get("generation") or 1) + 1
-        elif isinstance(request.data, list):
-            check_json_patch(stored.raw, request.data)
-            for op in request.data:
-                tests_version = op.get("op") == "test" and op.get("path") == "/metadata/resourceVersion"
-                if tests_version and op.get("value") != metadata.get("resourceVersion"):
-                    raise kmock.KubernetesError(422, "Invalid", "the test operation failed: resourceVersion")
-            request.data.append({"op": "replace", "path": "/metadata/resourceVersion", "value": new_version})
-
-    def writes(self, *, agent: str | None = None, since: int = 0) -> list[Any]:
-        """Modifying requests (optionally only those whose User-Agent starts with `agent`)."""
-        found = []
-        for request in list(self)[since:]:
-            if request.method.value not in WRITE_METHODS:
-                continue
-            user_agent = request.headers.get("User-Agent", "")
-            if agent is None or user_agent.startswith(agent):
-                found.append(request)
-        return found
-
-    @property
-    def request_count(self) -> int:
-        return len(list(self))
-
-    def conflicts(self, plural: str, *, agent: str | None = None) -> list[Any]:
-        """Requests on `plural` refused with 409 (optionally only those whose User-Agent starts with `agent`)."""
-        return [
-            request
-            for request, status in self.refused
-            if status == 409
-            and request.resource is not None
-            and request.resource.plural == plural
-            and (agent is None or request.headers.get("User-Agent", "").startswith(agent))
-        ]
 
 
 def _now() -> str:
@@ -196,9 +92,11 @@ class TestClient:
 
 @attrs.define
 class Cluster:
-    emulator: Emulator
+    emulator: ApiServer
     server: str
     client: TestClient
+    changed: asyncio.Event = attrs.field(factory=asyncio.Event)
+    """Set by every request the emulator serves."""
     nvidia: nvidia.Simulation = attrs.field(factory=lambda: nvidia.Simulation(nvidia.Installation()))
     """NVIDIA's components (the demo's simulation); zero delays by default, so one settle is enough."""
     clock: Callable[[], float] = attrs.field(default=lambda: 0.0)
@@ -207,11 +105,10 @@ class Cluster:
     # ------------------------------------------------------------ reading the stored state
 
     def _get(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
-        try:
-            obj = self.emulator.objects[resource, namespace, name]
-        except KeyError:
-            return None
-        return None if obj.deleted else copy.deepcopy(obj.raw)
+        return copy.deepcopy(self.emulator.store.get(kmock.resource(resource), namespace, name))
+
+    def _list(self, resource: str) -> list[dict[str, Any]]:
+        return copy.deepcopy(self.emulator.store.list(kmock.resource(resource), None))
 
     def node(self, name: str) -> dict[str, Any]:
         found = self._get("v1/nodes", None, name)
@@ -219,11 +116,7 @@ class Cluster:
         return found
 
     def nodes(self) -> list[dict[str, Any]]:
-        return [
-            copy.deepcopy(obj.raw)
-            for (resource, _, _), obj in self.emulator.objects.items()
-            if resource == "v1/nodes" and not obj.deleted
-        ]
+        return self._list("v1/nodes")
 
     def labels(self, name: str) -> dict[str, str]:
         return dict(self.node(name)["metadata"].get("labels") or {})
@@ -260,19 +153,11 @@ class Cluster:
     def pods(self, pool: str) -> list[dict[str, Any]]:
         """The pool's agent pods (those the DaemonSet controller created)."""
         return [
-            copy.deepcopy(obj.raw)
-            for (resource, _, _), obj in self.emulator.objects.items()
-            if resource == "v1/pods"
-            and not obj.deleted
-            and (obj.raw["metadata"].get("labels") or {}).get(conventions.POOL_LABEL) == pool
+            p for p in self._list("v1/pods") if (p["metadata"].get("labels") or {}).get(conventions.POOL_LABEL) == pool
         ]
 
     def events(self) -> list[dict[str, Any]]:
-        return [
-            copy.deepcopy(obj.raw)
-            for (resource, _, _), obj in self.emulator.objects.items()
-            if resource == "v1/events" and not obj.deleted
-        ]
+        return self._list("v1/events")
 
     # ------------------------------------------------------------ waiting without sleeping
 
@@ -281,11 +166,11 @@ class Cluster:
         try:
             async with asyncio.timeout(within):
                 while True:
-                    self.emulator.changed.clear()
+                    self.changed.clear()
                     result = predicate()
                     if result:
                         return result
-                    await self.emulator.changed.wait()
+                    await self.changed.wait()
         except TimeoutError:
             raise AssertionError(f"timed out waiting for {what or predicate}") from None
 
@@ -428,7 +313,7 @@ def gpu_node(
 def seed(cluster: Cluster, *nodes: Mapping[str, Any]) -> None:
     """Objects that exist before the operator starts (it lists them; no watch event needed)."""
     for node in nodes:
-        cluster.emulator.objects["v1/nodes", None, node["metadata"]["name"]] = copy.deepcopy(dict(node))
+        cluster.emulator.store.put("v1/nodes", node)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -446,40 +331,37 @@ def free_port() -> int:
         return port
 
 
-def install_prerequisites(emulator: Emulator) -> None:
+def install_prerequisites(emulator: RunningApiServer) -> None:
     """What the chart and the GPU Operator put in a cluster: the namespace, the agents' ServiceAccount
     (charts/accelpool/templates/serviceaccounts.yaml) and the `nvidia` RuntimeClass (the GPU Operator's
     container toolkit creates it)."""
-    emulator.objects["v1/namespaces", None, NAMESPACE] = {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": NAMESPACE, "uid": str(uuid.uuid4()), "resourceVersion": "1"},
-    }
-    emulator.objects["v1/serviceaccounts", NAMESPACE, AGENT_SERVICE_ACCOUNT] = {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": {"name": AGENT_SERVICE_ACCOUNT, "namespace": NAMESPACE, "uid": str(uuid.uuid4())},
-    }
-    emulator.objects["node.k8s.io/v1/runtimeclasses", None, "nvidia"] = {
-        "apiVersion": "node.k8s.io/v1",
-        "kind": "RuntimeClass",
-        "metadata": {"name": "nvidia", "uid": str(uuid.uuid4())},
-        "handler": "nvidia",
-    }
+    emulator.put("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
+    emulator.put(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts", {"metadata": {"name": AGENT_SERVICE_ACCOUNT}})
+    emulator.put(RUNTIME_CLASSES, {"metadata": {"name": "nvidia"}, "handler": "nvidia"})
+
+
+def _wakes(cluster: Cluster, controller_wake: asyncio.Event) -> Callable[[Served], None]:
+    def served(request: Served) -> None:
+        cluster.changed.set()
+        if request.is_write and request.resource is not None and request.resource.plural in CONTROLLER_INPUTS:
+            controller_wake.set()
+
+    return served
 
 
 @pytest.fixture
 async def cluster() -> AsyncIterator[Cluster]:
-    emulator = Emulator()
-    install_prerequisites(emulator)
-    async with emulator, kmock.Server(emulator) as server:
-        url = str(server.url).rstrip("/")
-        client = TestClient(url)
-        controller_client = KubeClient(Credentials(server=url), user_agent=daemonsets.USER_AGENT)
+    async with serving(webhook=False) as emulator:  # the operator runs with no webhook either
+        install_prerequisites(emulator)
+        client = TestClient(emulator.url)
+        controller_client = emulator.client(user_agent=daemonsets.USER_AGENT)
         controller = daemonsets.DaemonSetController(controller_client, NAMESPACE)
-        running = asyncio.create_task(controller.run(emulator.controller_wake))
+        controller_wake = asyncio.Event()
+        running_cluster = Cluster(emulator.server, emulator.url, client)
+        emulator.server.listeners.append(_wakes(running_cluster, controller_wake))
+        running = asyncio.create_task(controller.run(controller_wake))
         try:
-            yield Cluster(emulator, url, client)
+            yield running_cluster
         finally:
             running.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -187,7 +187,8 @@ async def test_the_standby_takes_over_when_the_leader_dies_and_repeats_none_of_i
     peering = cluster.emulator.objects[PEERINGS, None, PEERING].raw
     assert not peering["metadata"].get("finalizers"), "the leadership daemon must not hold the peering object"
     for write in leader.peering_writes() + standby.peering_writes():  # records only (the emulator stamps versions)
-        assert set(write.data) <= {"status", "metadata"} and set(write.data.get("metadata", {})) <= {"resourceVersion"}
+        assert set(write.request.data) <= {"status", "metadata"}
+        assert set(write.request.data.get("metadata", {})) <= {"resourceVersion"}
 
 
 async def test_a_leader_that_stops_cleanly_hands_over_at_once(

@@ -11,12 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import kmock
 import pytest
 
 from accelpool_agent.faults import FaultKind, parse_fault_spec
-from accelpool_core.kube import Credentials, KubeClient
-from accelpool_demo.apiserver import DemoApiServer
+from accelpool_core.kube import KubeClient
+from accelpool_demo.apiserver import serving
 from accelpool_demo.injection import InjectionError, InjectionKind, agent_fault_argument, parse_injection
 from accelpool_demo.run import load_fleet
 from accelpool_demo.simulators import FAULT_ANNOTATION
@@ -78,13 +77,12 @@ class DemoApi:
 @pytest.fixture
 async def demo_api() -> AsyncIterator[DemoApi]:
     """The demo's API server with its fleet: what `accelpool demo inject` talks to."""
-    emulator = DemoApiServer()
-    async with emulator, kmock.Server(emulator) as http:
-        emulator.objects["v1/namespaces", None, "accelpool-system"] = {"metadata": {"name": "accelpool-system"}}
-        async with KubeClient(Credentials(server=str(http.url).rstrip("/"))) as client:
+    async with serving() as api:
+        api.put("/api/v1/namespaces", {"metadata": {"name": "accelpool-system"}})
+        async with api.client() as client:
             for node in load_fleet():
                 await client.create("/api/v1/nodes", node)
-            yield DemoApi(str(http.url).rstrip("/"), client)
+            yield DemoApi(api.url, client)
 
 
 @pytest.mark.timeout(60)

@@ -1,0 +1,127 @@
+"""An emulated Kubernetes API server: the one the demo, the integration tests and the benchmarks run
+accelpool against (the operator, kopf, the agents, the demo's simulators and kubectl), over HTTP.
+
+It emulates, for the resources in `resources.RESOURCES` (and any a test declares in `resources`),
+each behaviour pinned by a test in tests/integration/emulator/ (server-side apply, pod admission and
+the scale subresource in tests/integration/demo/test_apiserver.py):
+
+- creation: a name from `generateName`, the URL's namespace, uid, creationTimestamp, generation 1, a
+  resourceVersion; 409 AlreadyExists for a taken name; the status dropped where the create strategy
+  drops it (ComputePools, DaemonSets), a pod's set to `Pending`;
+- resourceVersions: one counter for every write, so a list's resourceVersion orders it against every
+  event; 409 Conflict for a stale `metadata.resourceVersion` on PUT, merge or strategic PATCH and apply;
+  a write that changes nothing stores nothing and keeps the resourceVersion;
+- generation: +1 whenever a write changes `spec` (every kind alike);
+- PUT replaces (404 for a missing object, 400 for a name that is not the URL's); PATCH as a merge patch
+  (RFC 7386), a JSON patch (RFC 6902; a failed `test` or a missing path is a 422), a strategic merge
+  patch (a merge patch whose `status.conditions` merge by `type`; 415 for custom resources), and
+  server-side apply (field managers, conflicts, `force`, pruning: `apply`);
+- subresources: `status` (a write through it changes only the status; a write through the resource
+  never changes the status of a resource that has one), and ComputePools' `scale` (`kubectl scale`);
+- deletion: at once, or with `deletionTimestamp` while finalizers remain (no new finalizer can then
+  be added), the object gone when the last one is removed;
+- lists and watches by namespace, `labelSelector` and `fieldSelector` (any dotted field path); watches
+  from a `resourceVersion` (410 Expired once it is older than the events kept), or from now with every
+  object as ADDED first; objects entering or leaving a watch's selectors as ADDED or DELETED;
+  `timeoutSeconds`;
+- admission: ComputePools as the chart's CRD and webhook judge them (strict decoding on
+  `fieldValidation=Strict`, else unknown fields dropped; schema, CEL, and the webhook unless
+  `webhook=False`), pods refused without their ServiceAccount or RuntimeClass (`admission`);
+- discovery (`/api`, `/apis`, group versions with kinds, short names, categories, subresources),
+  OpenAPI v3 for ComputePools (`kubectl explain cpool.spec`; `openapi`), and server-side tables for
+  ComputePools (the CRD's printer columns) and nodes (NAME STATUS ROLES AGE VERSION; `tables`);
+- kopf's peering resources (`clusterkopfpeerings.kopf.dev`, `kopfpeerings.kopf.dev`, v1), so operators
+  can peer through it;
+- for tests: refusals injected before anything is written (`ApiServer.fail`), kmock's reactions (a
+  write stored and its answer replaced), a log of served requests with their User-Agent and status
+  (`ApiServer.served`), listeners told of every request, direct access to the stored objects
+  (`ApiServer.objects`, `serving()`), and a footprint bounded however long it runs (`remember`).
+
+It does NOT emulate: authentication, authorization and RBAC (every request is admitted); namespaces
+over HTTP (kmock's URL parser reads `/api/v1/namespaces/NAME` as a namespace prefix: they are stored
+with `RunningApiServer.put`) and their lifecycle (objects may be created in a namespace that does not
+exist);
+garbage collection (ownerReferences are stored, never followed); controllers (no pod is scheduled or
+run, no DaemonSet status written: `accelpool_demo.daemonsets` and the demo's kubelet play those);
+admission other than the above (no quotas, LimitRanges, Pod Security, webhooks other than accelpool's,
+defaulting or validation of built-in kinds); strategic-merge directives and merge keys other than
+conditions; field selectors restricted to the fields each kind supports; list pagination (`limit`,
+`continue`), `dryRun`, `resourceVersionMatch`, bookmarks; collection deletes; OpenAPI v2 and built-in
+kinds' OpenAPI; tables of other kinds beyond NAME and AGE; protobuf; TLS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import kmock
+
+from accelpool_core.kube import Credentials, KubeClient
+from accelpool_demo.apiserver.resources import RESOURCES, VERBS, parse_path
+from accelpool_demo.apiserver.served import Fault, RequestLog, Served
+from accelpool_demo.apiserver.server import ApiServer
+from accelpool_demo.apiserver.writes import NAME_ALPHABET
+
+__all__ = [
+    "NAME_ALPHABET",
+    "RESOURCES",
+    "VERBS",
+    "ApiServer",
+    "Fault",
+    "RequestLog",
+    "RunningApiServer",
+    "Served",
+    "serving",
+]
+
+
+@dataclass
+class RunningApiServer:
+    """An `ApiServer` listening on 127.0.0.1, and what a test does with it."""
+
+    server: ApiServer
+    url: str
+
+    def client(self, user_agent: str = "accelpool-test") -> KubeClient:
+        """A client of it (close it, or use it as `async with`)."""
+        return KubeClient(Credentials(server=self.url), user_agent=user_agent)
+
+    def get(self, path: str) -> dict[str, Any] | None:
+        """The stored object at an API path (`/api/v1/nodes/a`), or None."""
+        resource, namespace, name, _ = parse_path(path)
+        assert name is not None, f"{path} names no object"
+        return self.server.store.get(kmock.resource(resource), namespace, name)
+
+    def list(self, path: str) -> list[dict[str, Any]]:
+        """The stored objects of a collection path (`/api/v1/namespaces/x/pods`, `/api/v1/nodes`)."""
+        resource, namespace, _, _ = parse_path(path)
+        return self.server.store.list(kmock.resource(resource), namespace)
+
+    def put(self, path: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Store an object at a collection path as it is (stamped with what it lacks), with its event."""
+        resource, namespace, _, _ = parse_path(path)
+        body = {**obj, "metadata": {**(obj.get("metadata") or {})}}
+        if namespace is not None:
+            body["metadata"]["namespace"] = namespace
+        return self.server.store.put(resource, body)
+
+    def fail(self, prefix: str, status: int, *, times: int | None = 1) -> Fault:
+        """Refuse requests whose `METHOD /path` starts with `prefix` (`"PATCH /api/v1/nodes/a"`)."""
+        return self.server.fail(prefix, status, times=times)
+
+    @property
+    def served(self) -> RequestLog:
+        return self.server.served
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    *, port: int = 0, remember: int | None = None, webhook: bool = True
+) -> AsyncIterator[RunningApiServer]:
+    """An `ApiServer` on 127.0.0.1 (`port`, or a free one) until the block ends."""
+    server = ApiServer(remember=remember, webhook=webhook)
+    async with server, kmock.Server(server, port=port or None) as http:
+        yield RunningApiServer(server, str(http.url).rstrip("/"))

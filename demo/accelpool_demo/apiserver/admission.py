@@ -1,0 +1,119 @@
+"""Admission as the emulated API server does it, and the ComputePool's scale subresource.
+
+- Pods: the two admission plugins that refuse agent pods on a cluster not set up for them, in the
+  API server's order (pkg/kubeapiserver/options/plugins.go lists ServiceAccount before RuntimeClass)
+  and with their messages, wrapped by admission.NewForbidden (403, `pods "<name>" is forbidden: ...`):
+  plugin/pkg/admission/serviceaccount/admission.go (`error looking up service account <ns>/<name>:
+  serviceaccount "<name>" not found`) and plugin/pkg/admission/runtimeclass/admission.go (`pod
+  rejected: RuntimeClass "<name>" not found`). Quotas, LimitRanges and Pod Security are not modelled.
+- ComputePools: a create, or a write that changes the spec, judged as a real API server with the
+  chart installed judges it: strict decoding (unknown fields are dropped unless the client asks for
+  `fieldValidation=Strict`, then 400), the CRD's schema and CEL, then (unless the chart's webhook is
+  left out) the admission webhook (422), all by `accelpool.validation`, which the contract tests
+  hold to the API server's own answers.
+- `computepools/NAME/scale`: the autoscaling/v1 Scale of the CRD's scale subresource
+  (specReplicasPath .spec.nodes, statusReplicasPath .status.nodes.members, labelSelectorPath
+  .status.selector), what `kubectl scale` reads and writes.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import kmock
+
+from accelpool import admission, validation
+from accelpool_demo.apiserver.resources import RUNTIME_CLASSES, SERVICE_ACCOUNTS, bad_request, error, forbidden
+from accelpool_demo.apiserver.writes import JsonObject
+
+DEFAULT_SERVICE_ACCOUNT = "default"
+"""Every namespace has it (kube-controller-manager's serviceaccount controller creates it)."""
+Exists = Callable[[str, str | None, str], bool]
+"""Whether a stored object exists: (resource key, namespace, name)."""
+
+
+def admit_pod(exists: Exists, namespace: str | None, pod: Mapping[str, Any]) -> None:
+    """403 for a pod whose ServiceAccount or RuntimeClass does not exist."""
+    metadata = pod.get("metadata") or {}
+    name = str(metadata.get("name") or metadata.get("generateName") or "Unknown")
+    spec = pod.get("spec") or {}
+    account = str(spec.get("serviceAccountName") or spec.get("serviceAccount") or DEFAULT_SERVICE_ACCOUNT)
+    if account != DEFAULT_SERVICE_ACCOUNT and not exists(SERVICE_ACCOUNTS, namespace, account):
+        raise forbidden(
+            "pods",
+            name,
+            f'error looking up service account {namespace}/{account}: serviceaccount "{account}" not found',
+        )
+    runtime_class = spec.get("runtimeClassName")
+    if runtime_class and not exists(RUNTIME_CLASSES, None, str(runtime_class)):
+        raise forbidden("pods", name, f'pod rejected: RuntimeClass "{runtime_class}" not found')
+
+
+def _drop(obj: JsonObject, path: list[str]) -> None:
+    """Remove the field at a dotted path (an unknown field), if it is there."""
+    parent: Any = obj
+    for part in path[:-1]:
+        parent = parent.get(part) if isinstance(parent, dict) else None
+    if isinstance(parent, dict):
+        parent.pop(path[-1], None)
+
+
+def admit_pool(
+    candidate: JsonObject, current: Mapping[str, Any] | None, *, strict: bool, webhook: bool = True
+) -> JsonObject:
+    """The ComputePool to store for a create (`current` None) or a write through the main resource:
+    `candidate` itself, without its unknown fields unless `strict`; 400 or 422 when it is refused
+    (by the webhook only when `webhook`: a cluster without it stores what only the webhook refuses).
+    A write that leaves the spec as it was is not judged (the webhook's matchConditions skip it)."""
+    if current is not None and candidate.get("spec") == current.get("spec"):
+        return candidate
+    verdict = validation.validate_object(candidate)
+    if verdict.stage == "decode" and not strict:  # the API server drops unknown fields (and warns)
+        candidate = copy.deepcopy(candidate)
+        for problem in verdict.problems:
+            _drop(candidate, problem.path.split("."))
+        verdict = validation.validate_object(candidate)
+    if verdict.valid or (verdict.stage == "webhook" and not webhook):
+        return candidate
+    if verdict.stage == "decode":
+        raise bad_request(verdict.rejection)
+    status = admission.denial_status(verdict)
+    raise error(422, "Invalid", status["message"], status["details"])
+
+
+def scale_of(pool: Mapping[str, Any]) -> JsonObject:
+    """The autoscaling/v1 Scale a pool's scale subresource serves."""
+    metadata = pool.get("metadata") or {}
+    status = pool.get("status") or {}
+    scale: JsonObject = {
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": {k: metadata[k] for k in ("name", "uid", "resourceVersion", "creationTimestamp") if k in metadata},
+        "spec": {"replicas": (pool.get("spec") or {}).get("nodes", 1)},
+        "status": {"replicas": (status.get("nodes") or {}).get("members", 0)},
+    }
+    if status.get("selector"):
+        scale["status"]["selector"] = status["selector"]
+    return scale
+
+
+def scaled(pool: Mapping[str, Any], method: kmock.method, body: Any) -> JsonObject:
+    """The pool a PUT or merge PATCH of its Scale asks for (a PUT without replicas asks for zero, as an
+    absent int32 is); the Scale's resourceVersion, when sent, travels as the pool's precondition."""
+    if not isinstance(body, dict):
+        raise bad_request("a Scale is written with PUT or a merge patch of a JSON object")
+    replicas = (body.get("spec") or {}).get("replicas")
+    if replicas is None and method == kmock.method.PUT:
+        replicas = 0
+    result = copy.deepcopy(dict(pool))
+    sent = (body.get("metadata") or {}).get("resourceVersion")
+    result["metadata"] = {k: v for k, v in result["metadata"].items() if k != "resourceVersion"}
+    if sent:
+        result["metadata"]["resourceVersion"] = sent
+    elif "resourceVersion" in (pool.get("metadata") or {}):
+        result["metadata"]["resourceVersion"] = pool["metadata"]["resourceVersion"]
+    if replicas is not None:
+        result.setdefault("spec", {})["nodes"] = replicas
+    return result

@@ -1,0 +1,141 @@
+"""The resources the emulated API server serves, and how it names them and their objects.
+
+Declarative: every resource accelpool, kopf, the agents, the demo's simulators and kubectl read or
+write, with its kind, scope, short names and subresources, as discovery announces them; and the
+API server's error answers (`kmock.KubernetesError`, rendered as a `Status`) in its own words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import kmock
+
+from accelpool import api
+
+SERVER_VERSION = {"major": "1", "minor": "35", "gitVersion": "v1.35.0", "platform": "linux/amd64"}
+"""What `/version` answers: the release kubectl in .tools/bin is, and whose API server this follows."""
+VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})
+POOLS = f"{api.GROUP}/{api.VERSION}/{api.PLURAL}"
+NODES = "v1/nodes"
+PODS = "v1/pods"
+SERVICE_ACCOUNTS = "v1/serviceaccounts"
+RUNTIME_CLASSES = "node.k8s.io/v1/runtimeclasses"
+CLUSTER_PEERINGS = "kopf.dev/v1/clusterkopfpeerings"
+NAMESPACED_PEERINGS = "kopf.dev/v1/kopfpeerings"
+
+
+def _info(kind: str, namespaced: bool, *shortnames: str, subresources: tuple[str, ...] = ()) -> kmock.ResourceInfo:
+    return kmock.ResourceInfo(
+        kind=kind,
+        singular=kind.lower(),
+        namespaced=namespaced,
+        shortnames=set(shortnames),
+        subresources=set(subresources),
+        verbs=set(VERBS),
+    )
+
+
+RESOURCES: dict[str, kmock.ResourceInfo] = {
+    "v1/namespaces": _info("Namespace", False, "ns"),
+    NODES: _info("Node", False, "no", subresources=("status",)),
+    "v1/events": _info("Event", True, "ev"),
+    "v1/configmaps": _info("ConfigMap", True, "cm"),
+    PODS: _info("Pod", True, "po", subresources=("status",)),
+    SERVICE_ACCOUNTS: _info("ServiceAccount", True, "sa"),
+    "apps/v1/daemonsets": _info("DaemonSet", True, "ds", subresources=("status",)),
+    RUNTIME_CLASSES: _info("RuntimeClass", False),
+    "apiextensions.k8s.io/v1/customresourcedefinitions": _info("CustomResourceDefinition", False, "crd", "crds"),
+    POOLS: kmock.ResourceInfo(
+        kind=api.KIND,
+        singular=api.SINGULAR,
+        namespaced=False,
+        shortnames=set(api.SHORT_NAMES),
+        categories=set(api.CATEGORIES),
+        subresources={"status", "scale"},
+        verbs=set(VERBS),
+    ),
+    # kopf's peering resources (kopf/_cogs/structs/references.py), as its documented CRDs define them:
+    # no status subresource (kopf patches `.status` of the object itself).
+    CLUSTER_PEERINGS: _info("ClusterKopfPeering", False),
+    NAMESPACED_PEERINGS: _info("KopfPeering", True),
+}
+"""Every resource served, keyed `group/version/plural` (`v1/plural` for the core group)."""
+
+CUSTOM = frozenset({POOLS, CLUSTER_PEERINGS, NAMESPACED_PEERINGS})
+"""Custom resources: no strategic merge patch (415), as the API server answers for CRDs."""
+STATUS_RESET_ON_CREATE = frozenset({POOLS, "apps/v1/daemonsets"})
+"""Resources whose create strategy drops the status sent (a CRD with a status subresource, DaemonSets)."""
+
+
+def key_of(resource: kmock.resource) -> str:
+    """`v1/nodes`, `apps/v1/daemonsets`: a resource as `RESOURCES` keys it."""
+    prefix = f"{resource.group}/" if resource.group else ""
+    return f"{prefix}{resource.version}/{resource.plural}"
+
+
+def kind_of(resource: kmock.resource) -> str:
+    info = RESOURCES.get(key_of(resource))
+    return info.kind if info is not None and info.kind else str(resource.plural).capitalize()
+
+
+def api_version_of(resource: kmock.resource) -> str:
+    return f"{resource.group}/{resource.version}" if resource.group else str(resource.version)
+
+
+def qualified(resource: kmock.resource) -> str:
+    """`daemonsets.apps`, `nodes`: how the API server names a resource in its messages."""
+    return f"{resource.plural}.{resource.group}" if resource.group else str(resource.plural)
+
+
+def parse_path(path: str) -> tuple[str, str | None, str | None, str | None]:
+    """`/api/v1/namespaces/ns/pods/x/status` → (`v1/pods`, `ns`, `x`, `status`): a URL's resource key,
+    namespace, name and subresource (for tests that address stored objects by path)."""
+    parts = path.strip("/").split("/")
+    prefix, parts = (parts[:2], parts[2:]) if parts[0] == "api" else (parts[:3], parts[3:])
+    group_version = "/".join(prefix[1:])
+    namespace = None
+    if len(parts) >= 2 and parts[0] == "namespaces" and len(parts) != 2:
+        namespace, parts = parts[1], parts[2:]
+    plural = parts[0]
+    name = parts[1] if len(parts) > 1 else None
+    subresource = parts[2] if len(parts) > 2 else None
+    return f"{group_version}/{plural}", namespace, name, subresource
+
+
+# ---------------------------------------------------------------- the API server's error answers
+
+
+def error(status: int, reason: str, message: str, details: Mapping[str, Any] | None = None) -> kmock.KubernetesError:
+    return kmock.KubernetesError(status, reason, message, dict(details) if details is not None else None)
+
+
+def not_found(resource: kmock.resource, name: str) -> kmock.KubernetesError:
+    return error(404, "NotFound", f'{qualified(resource)} "{name}" not found')
+
+
+def already_exists(resource: kmock.resource, name: str) -> kmock.KubernetesError:
+    return error(409, "AlreadyExists", f'{qualified(resource)} "{name}" already exists')
+
+
+def conflict(resource: kmock.resource, name: str) -> kmock.KubernetesError:
+    return error(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {qualified(resource)} "{name}": the object has been modified; '
+        "please apply your changes to the latest version and try again",
+    )
+
+
+def forbidden(resource: str, name: str, why: str) -> kmock.KubernetesError:
+    """`admission.NewForbidden` (k8s.io/apiserver/pkg/admission/errors.go): `pods "x" is forbidden: why`."""
+    return error(403, "Forbidden", f'{resource} "{name}" is forbidden: {why}')
+
+
+def bad_request(message: str) -> kmock.KubernetesError:
+    return error(400, "BadRequest", message)
+
+
+def invalid(message: str) -> kmock.KubernetesError:
+    return error(422, "Invalid", message)

@@ -1,0 +1,344 @@
+"""The emulated API server's HTTP side: kmock's Kubernetes scaffold (discovery, errors as `Status`,
+reactions a test can add), with every read and write of objects served by `Store`.
+
+A request goes: injected faults (`Fault`: refused before anything is written) → the one-shot
+`before_update` hooks of a test → the write, if it is one (`Store`) → kmock's reactions, if a test
+added one for it (`server[kmock.method.PATCH, resource] << 500`: the write is stored, its answer
+lost) → otherwise the fallback that answers with the stored result, list, table or watch stream.
+Each request served is logged (`served`) and passed to the `listeners`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import aiohttp.web
+import attrs
+import kmock
+
+from accelpool_demo.apiserver import admission, apply, openapi, resources, tables, writes
+from accelpool_demo.apiserver.events import expired, wait
+from accelpool_demo.apiserver.selectors import matcher
+from accelpool_demo.apiserver.served import Fault, RequestLog, Served
+from accelpool_demo.apiserver.store import Store
+from accelpool_demo.apiserver.writes import JsonObject
+
+ERRORS_KEPT = 100
+"""The most recent failed requests kept in `errors` (kmock's record of them)."""
+_WRITES = frozenset({kmock.method.POST, kmock.method.PUT, kmock.method.PATCH, kmock.method.DELETE})
+"""Writes, by method: kmock's actions leave PUT out."""
+_PATCHES = {
+    "application/merge-patch+json": "merge",
+    "application/strategic-merge-patch+json": "strategic",
+    "application/json-patch+json": "json",
+    apply.CONTENT_TYPE: "apply",
+}
+
+
+@attrs.define(kw_only=True)
+class ApiServer(kmock.KubernetesScaffold):
+    """An API server for accelpool's demo, tests and benchmarks (see the package's docstring)."""
+
+    remember: int | None = None
+    """Requests kept in `served` (None: all of them, and kmock's own records of them too, which
+    `list(server)` and the reactions' slices such as `[:3]` count; an int: kmock's are dropped)."""
+    webhook: bool = True
+    """Whether accelpool's admission webhook judges ComputePools (False: a cluster without it, where
+    only the CRD's schema and CEL do)."""
+    store: Store = attrs.field(init=False)
+    served: RequestLog = attrs.field(init=False)
+    listeners: list[Callable[[Served], None]] = attrs.field(factory=list, init=False)
+    """Called with every request served, after it is answered (a test waits for changes with them)."""
+    faults: list[Fault] = attrs.field(factory=list, init=False)
+    before_update: list[Callable[[kmock.Request], None]] = attrs.field(factory=list, init=False)
+    """One-shot hooks run before a PUT or PATCH is checked and stored (a concurrent writer, say)."""
+    _results: dict[asyncio.Task[Any], tuple[int, JsonObject]] = attrs.field(factory=dict, init=False)
+    _answered: set[asyncio.Task[Any]] = attrs.field(factory=set, init=False)
+    _routing: dict[asyncio.Task[Any], kmock.Request] = attrs.field(factory=dict, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self.store = Store(self._has_status, webhook=self.webhook)
+        self.served = RequestLog(self.remember)
+        for key, info in resources.RESOURCES.items():
+            self.resources[key] = info
+        self.fallback[kmock.action.LIST] << self._serve_list
+        self.fallback[kmock.action.WATCH] << self._serve_watch
+        self.fallback[kmock.action.FETCH] << self._serve_fetch
+        for method in _WRITES:
+            self.fallback[method] << self._serve_written
+
+    @property
+    def objects(self) -> kmock.ObjectsArray:
+        return self.store.objects
+
+    def fail(self, prefix: str, status: int, *, times: int | None = 1, reason: str = "InternalError") -> Fault:
+        """Refuse requests whose `METHOD /path` starts with `prefix` (`"PATCH /api/v1/nodes"`)."""
+        fault = Fault(prefix, status, times, reason)
+        self.faults.append(fault)
+        return fault
+
+    def writes(self, *, agent: str | None = None, since: int = 0) -> list[Served]:
+        """Write requests served since the `since`th request (by a User-Agent starting with `agent`)."""
+        return self.served.writes(agent=agent, since=since)
+
+    def conflicts(self, plural: str, *, agent: str | None = None) -> list[Served]:
+        """Requests on `plural` answered 409 (by a User-Agent starting with `agent`)."""
+        return [s for s in self.served if s.status == 409 and s.plural.split("/")[0] == plural and s.by(agent)]
+
+    @property
+    def request_count(self) -> int:
+        """Requests served so far (a `since` for `writes`)."""
+        return self.served.total
+
+    def _has_status(self, resource: kmock.resource) -> bool:
+        info = self.resources.get(resource) if resource in self.resources else None
+        return isinstance(info, kmock.ResourceInfo) and "status" in info.subresources
+
+    def _declared(self, request: kmock.Request) -> kmock.resource:
+        if request.resource is None or request.resource not in self.resources:
+            raise resources.error(404, "NotFound", "the server could not find the requested resource")
+        return request.resource
+
+    # ------------------------------------------------------------ serving a request
+
+    async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        try:
+            return await super().__call__(raw_request)
+        finally:  # kmock keeps every failed request's error (its private `_errors`), recorded after handling
+            if self._errors:
+                del self._errors[-1][:-ERRORS_KEPT]
+
+    async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
+        task = asyncio.current_task()
+        assert task is not None
+        self._routing[task] = request
+        status = 500
+        try:
+            response = await self._respond(request, task)
+            status = response.status
+            return response
+        except kmock.KubernetesError as error:
+            status = error.status
+            raise
+        finally:
+            self._results.pop(task, None)
+            self._answered.discard(task)
+            del self._routing[task]
+            self._log(request, status)
+
+    async def _respond(self, request: kmock.Request, task: asyncio.Task[Any]) -> aiohttp.web.StreamResponse:
+        method, path = request.method.value, request.url.path
+        for fault in self.faults:
+            if fault.matches(method, path):
+                raise fault.spend()
+        if path.startswith(openapi.ROOT):
+            found = openapi.index() if path.rstrip("/") == openapi.ROOT else openapi.document(path)
+            if found is None:
+                raise resources.error(404, "NotFound", "the server could not find the requested resource")
+            return aiohttp.web.json_response(found)
+        if request.resource is not None and request.method in _WRITES:
+            self._results[task] = await self._write(request)
+        response = await super()._handle(request)
+        if task in self._answered:  # not a reaction a test added: the write's own status (201 Created)
+            response.set_status(self._results[task][0])
+        return response
+
+    def _log(self, request: kmock.Request, status: int) -> None:
+        served = Served(request, status)
+        self.served.append(served)
+        if self.remember is not None:
+            self._forget_kmock_records()
+        for listener in list(self.listeners):
+            listener(served)
+
+    def _forget_kmock_records(self) -> None:
+        """kmock keeps every request (the root's and each reaction's `_requests`) and finds a request's
+        reaction by scanning all of them, which made an hour-long demo quadratic. Only reachable
+        through these private attributes; `__iter__` below shows kmock the request being routed."""
+        self._requests.clear()
+        for reaction in self._payloads:
+            reaction._requests.clear()
+
+    def __iter__(self) -> Iterator[kmock.Request]:
+        if self.remember is None:
+            return super().__iter__()
+        task = asyncio.current_task()
+        request = self._routing.get(task) if task is not None else None
+        return iter(() if request is None else (request,))
+
+    # ------------------------------------------------------------ writes
+
+    async def _write(self, request: kmock.Request) -> tuple[int, JsonObject]:
+        resource = self._declared(request)
+        namespace, name, subresource = request.namespace, request.name, request.subresource
+        strict = request.params.get("fieldValidation") == "Strict"
+        if name is None:
+            if request.method != kmock.method.POST:
+                raise resources.error(
+                    405, "MethodNotAllowed", f"{request.method.value} of a collection is not modelled"
+                )
+            return 201, await self.store.create(resource, namespace, request.data, strict=strict)
+        if request.method == kmock.method.POST:
+            raise resources.error(405, "MethodNotAllowed", "POST to an object is not allowed")
+        if request.method == kmock.method.DELETE:
+            return 200, await self.store.delete(resource, namespace, name)
+        hooks, self.before_update = self.before_update, []
+        for hook in hooks:
+            hook(request)
+        if subresource == "scale" and resources.key_of(resource) == resources.POOLS:
+            pool = await self.store.update(
+                resource,
+                namespace,
+                name,
+                lambda pool: admission.scaled(pool, request.method, request.data),
+                subresource=None,
+            )
+            return 200, admission.scale_of(pool)
+        if subresource is not None and not (subresource == "status" and self._has_status(resource)):
+            raise resources.error(404, "NotFound", f"the server could not find the requested resource ({subresource})")
+        patch = _PATCHES.get(request.headers.get("Content-Type", "").split(";")[0].strip())
+        if request.method == kmock.method.PUT:
+            patch = None
+            _check_replacement(request)
+        if request.method == kmock.method.PATCH and patch == "apply":
+            return await self._apply(request, resource, name, strict=strict)
+        if request.method == kmock.method.PATCH and patch is None:
+            raise resources.error(415, "UnsupportedMediaType", "the body of the request was in an unknown format")
+        if patch == "strategic" and resources.key_of(resource) in resources.CUSTOM:
+            raise resources.error(
+                415, "UnsupportedMediaType", "strategic merge patch is not supported for custom resources"
+            )
+        return 200, await self.store.update(
+            resource,
+            namespace,
+            name,
+            lambda current: _changed(request, patch, current),
+            subresource=subresource,
+            strict=strict,
+        )
+
+    async def _apply(
+        self, request: kmock.Request, resource: kmock.resource, name: str, *, strict: bool
+    ) -> tuple[int, JsonObject]:
+        manager = request.params.get("fieldManager")
+        if not manager:
+            raise resources.bad_request("PATCH with an apply patch type requires a fieldManager")
+        if request.subresource:
+            raise resources.bad_request("apply to a subresource is not modelled by this emulator")
+        config = apply.configuration(request.data, request.text)
+        force = request.params.get("force") == "true"
+        return await self.store.apply(
+            resource, request.namespace, name, config, manager=manager, force=force, strict=strict
+        )
+
+    async def _serve_written(self, request: kmock.Request) -> JsonObject:
+        """The result of the write `_respond` made (a dict: kmock renders it; `_respond` sets its status)."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._answered.add(task)
+        return self._results[task][1]
+
+    # ------------------------------------------------------------ reads
+
+    async def _serve_fetch(self, request: kmock.Request) -> JsonObject:
+        resource = self._declared(request)
+        assert request.name is not None
+        found = self.store.current(resource, request.namespace, request.name)
+        if request.subresource == "scale" and resources.key_of(resource) == resources.POOLS:
+            return admission.scale_of(found)
+        if tables.wants_table(request.headers.get("Accept", "")):
+            return tables.table(resources.key_of(resource), [found], str(self.store.version))
+        return found
+
+    async def _serve_list(self, request: kmock.Request) -> JsonObject:
+        resource = self._declared(request)
+        try:
+            matches = matcher(request.params)
+        except ValueError as error:
+            raise resources.bad_request(str(error)) from None
+        items = [obj for obj in self.store.list(resource, request.namespace) if matches(obj)]
+        version = str(self.store.version)
+        if tables.wants_table(request.headers.get("Accept", "")):
+            return tables.table(resources.key_of(resource), items, version)
+        info = self.resources[resource]
+        kind = info.kind if isinstance(info, kmock.ResourceInfo) and info.kind else resources.kind_of(resource)
+        return {
+            "apiVersion": resources.api_version_of(resource),
+            "kind": f"{kind}List",
+            "metadata": {"resourceVersion": version},
+            "items": items,
+        }
+
+    async def _serve_watch(self, request: kmock.Request) -> AsyncIterator[Any]:
+        """Events after the `resourceVersion` asked for (without one: every object as ADDED first),
+        through the selectors, until the client leaves or `timeoutSeconds` pass."""
+        resource = self._declared(request)
+        matches = matcher(request.params)
+        timeout = request.params.get("timeoutSeconds")
+        deadline = time.monotonic() + float(timeout) if timeout else None
+        yield b""  # the headers go out now, so the client knows the watch started
+        events = self.store.events
+        asked = request.params.get("resourceVersion", "")
+        if asked.isdigit() and int(asked) > 0:
+            cursor = int(asked)
+            if cursor < events.forgotten:
+                yield expired(cursor, events.forgotten)
+                return
+        else:
+            async with self.store.lock:
+                cursor = self.store.version
+                current = [obj for obj in self.store.list(resource, request.namespace) if matches(obj)]
+            for obj in current:
+                yield {"type": "ADDED", "object": obj}
+        while deadline is None or time.monotonic() < deadline:
+            published = events.upcoming()
+            newer, cursor = events.after(cursor, resource)
+            for event in newer:
+                seen = event.seen_through(request.namespace, matches)
+                if seen is not None:
+                    yield seen
+            await wait(published, None if deadline is None else max(0.0, deadline - time.monotonic()))
+
+    async def _serve_server_version(self, request: kmock.Request) -> kmock.Payload:
+        """`/version`: the Kubernetes release whose behaviour this emulates (kmock says 1.26)."""
+        return dict(resources.SERVER_VERSION)
+
+    async def _serve_version(self, request: kmock.Request) -> kmock.Payload:
+        """Discovery as the API server answers it: `v1` for the core group, no short names or
+        categories on subresources, and `scale` as an autoscaling/v1 Scale."""
+        payload: dict[str, Any] = await super()._serve_version(request)  # type: ignore[assignment]
+        payload["groupVersion"] = payload.get("groupVersion", "").lstrip("/")
+        for entry in payload.get("resources", []):
+            if "/" in entry["name"]:
+                entry["shortNames"], entry["categories"] = [], []
+            if entry["name"].endswith("/scale"):
+                entry.update(kind="Scale", group="autoscaling", version="v1", verbs=["get", "patch", "update"])
+        return payload
+
+
+def _check_replacement(request: kmock.Request) -> None:
+    """400 for a PUT whose body is not an object of the URL's name (checked before anything is read)."""
+    body = request.data
+    if not isinstance(body, dict):
+        raise resources.bad_request("the body of a PUT must be a JSON object")
+    sent = (body.get("metadata") or {}).get("name")
+    if sent not in (None, request.name):
+        raise resources.bad_request(
+            f"the name of the object ({sent}) does not match the name on the URL ({request.name})"
+        )
+
+
+def _changed(request: kmock.Request, patch: str | None, current: JsonObject) -> JsonObject:
+    """The candidate object of a PUT (its body) or a PATCH (the patch applied to the stored object)."""
+    body = request.data
+    if patch is None:  # a PUT, checked by `_replacement`
+        return dict(body)
+    if patch == "json":
+        return writes.json_patch(current, body)
+    if not isinstance(body, dict):
+        raise resources.bad_request("a merge patch is a JSON object")
+    return writes.strategic_merge_patch(current, body) if patch == "strategic" else writes.merge_patch(current, body)

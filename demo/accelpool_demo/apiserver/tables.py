@@ -1,0 +1,143 @@
+"""Server-side printing: the `meta.k8s.io/v1` Table kubectl asks for (`Accept: application/json;as=Table;...`).
+
+Pure. ComputePools print the CRD's additionalPrinterColumns (as the API server's table convertor
+does for a CRD); Nodes print what kube-apiserver's node printer prints (pkg/printers/internalversion:
+NAME STATUS ROLES AGE VERSION, and with `-o wide` INTERNAL-IP EXTERNAL-IP OS-IMAGE KERNEL-VERSION
+CONTAINER-RUNTIME); every other resource prints NAME AGE (the default convertor; a real API server
+prints more columns for its built-in kinds, such as a pod's READY STATUS RESTARTS).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from accelpool import crd
+from accelpool_demo.apiserver.resources import NODES, POOLS
+from accelpool_demo.apiserver.writes import JsonObject
+
+ROLE_LABEL_PREFIX = "node-role.kubernetes.io/"
+Column = tuple[str, str, int, str]
+"""(name, type, priority, description): a column definition."""
+
+
+def wants_table(accept: str) -> bool:
+    return "as=Table" in accept
+
+
+def age(timestamp: str | None, now: datetime.datetime | None = None) -> str:
+    """`5m`, `3h`, `2d` (kubectl's short duration); `<unknown>` without a timestamp."""
+    if not timestamp:
+        return "<unknown>"
+    created = datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    seconds = int(((now or datetime.datetime.now(datetime.UTC)) - created).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def _json_path(obj: Any, path: str) -> Any:
+    for part in path.lstrip(".").split("."):
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def _pool_cells(pool: Mapping[str, Any]) -> list[Any]:
+    cells: list[Any] = [pool["metadata"]["name"]]
+    for column in crd.PRINTER_COLUMNS:
+        value = _json_path(pool, column["jsonPath"])
+        cells.append(age(value) if column["type"] == "date" else ("" if value is None else value))
+    return cells
+
+
+def node_status(node: Mapping[str, Any]) -> str:
+    """`Ready`, `NotReady`, `Unknown`, with `,SchedulingDisabled` for a cordoned node."""
+    ready = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+    status = "Unknown" if ready is None else {"True": "Ready", "False": "NotReady"}.get(ready.get("status"), "Unknown")
+    if (node.get("spec") or {}).get("unschedulable"):
+        status += ",SchedulingDisabled"
+    return status
+
+
+def _address(node: Mapping[str, Any], kind: str) -> str:
+    addresses = (node.get("status") or {}).get("addresses") or []
+    return next((a.get("address", "") for a in addresses if a.get("type") == kind), "<none>")
+
+
+def _node_cells(node: Mapping[str, Any]) -> list[Any]:
+    labels = node["metadata"].get("labels") or {}
+    roles = sorted(key.removeprefix(ROLE_LABEL_PREFIX) for key in labels if key.startswith(ROLE_LABEL_PREFIX))
+    info = (node.get("status") or {}).get("nodeInfo") or {}
+    return [
+        node["metadata"]["name"],
+        node_status(node),
+        ",".join(roles) or "<none>",
+        age(node["metadata"].get("creationTimestamp")),
+        info.get("kubeletVersion", ""),
+        _address(node, "InternalIP"),
+        _address(node, "ExternalIP"),
+        info.get("osImage", "<unknown>"),
+        info.get("kernelVersion", "<unknown>"),
+        info.get("containerRuntimeVersion", "<unknown>"),
+    ]
+
+
+NAME: Column = ("Name", "string", 0, "Name must be unique within a namespace.")
+NODE_COLUMNS: list[Column] = [
+    NAME,
+    ("Status", "string", 0, "The status of the node"),
+    ("Roles", "string", 0, "The roles of the node"),
+    ("Age", "string", 0, "CreationTimestamp is a timestamp representing the server time when this object was created."),
+    ("Version", "string", 0, "Kubelet Version reported by the node."),
+    ("Internal-IP", "string", 1, "List of internal IPs for the node."),
+    ("External-IP", "string", 1, "List of external IPs for the node."),
+    ("OS-Image", "string", 1, "OS image reported by the node."),
+    ("Kernel-Version", "string", 1, "Kernel version reported by the node."),
+    ("Container-Runtime", "string", 1, "Container runtime version reported by the node."),
+]
+POOL_COLUMNS: list[Column] = [NAME] + [(c["name"], c["type"], 0, c.get("description", "")) for c in crd.PRINTER_COLUMNS]
+DEFAULT_COLUMNS: list[Column] = [NAME, ("Age", "date", 0, "")]
+PRINTERS: dict[str, tuple[list[Column], Callable[[Mapping[str, Any]], list[Any]]]] = {
+    POOLS: (POOL_COLUMNS, _pool_cells),
+    NODES: (NODE_COLUMNS, _node_cells),
+}
+
+
+def _default_cells(obj: Mapping[str, Any]) -> list[Any]:
+    return [obj["metadata"]["name"], age(obj["metadata"].get("creationTimestamp"))]
+
+
+def table(resource_key: str, items: Sequence[Mapping[str, Any]], resource_version: str) -> JsonObject:
+    """The Table of these objects of a resource (its rows carry each object's metadata)."""
+    columns, cells = PRINTERS.get(resource_key, (DEFAULT_COLUMNS, _default_cells))
+    return {
+        "apiVersion": "meta.k8s.io/v1",
+        "kind": "Table",
+        "metadata": {"resourceVersion": resource_version},
+        "columnDefinitions": [
+            {
+                "name": name,
+                "type": type_,
+                "format": "name" if column is NAME else "",
+                "description": text,
+                "priority": priority,
+            }
+            for column in columns
+            for name, type_, priority, text in [column]
+        ],
+        "rows": [
+            {
+                "cells": cells(item),
+                "object": {
+                    "apiVersion": "meta.k8s.io/v1",
+                    "kind": "PartialObjectMetadata",
+                    "metadata": item["metadata"],
+                },
+            }
+            for item in items
+        ],
+    }

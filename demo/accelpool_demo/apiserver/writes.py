@@ -1,0 +1,181 @@
+"""What the API server does to an object on create, replace and patch, before it stores it.
+
+Pure functions on JSON objects (apart from the clock and generated names), used by `server`:
+
+- `created`: a name from `generateName`, the URL's namespace, uid, creationTimestamp, generation 1 and
+  the new resourceVersion; the status dropped where the create strategy drops it, a pod `Pending`;
+- `merge_patch` (RFC 7386), `strategic_merge_patch` (a merge patch whose `status.conditions` merge
+  by `type`, as the Node and Pod strategies' patchMergeKey makes them), `json_patch` (RFC 6902, with
+  `test` operations; 422 when it cannot be applied);
+- `updated`: a candidate written through the resource or its `status` subresource — the other part
+  kept (status writes change only the status, others never the status of a resource with a status
+  subresource), the identity fields kept, 409 for a stale `metadata.resourceVersion`, no new finalizer
+  on an object being deleted, the generation bumped when the spec changes; None when nothing changed
+  (the API server then writes nothing and keeps the resourceVersion).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import random
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import jsonpatch
+import kmock
+
+from accelpool_demo.apiserver import resources
+from accelpool_demo.apiserver.resources import bad_request, conflict, invalid
+
+JsonObject = dict[str, Any]
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+"""The characters of generated names (k8s.io/apimachinery/pkg/util/rand: no vowels, no look-alike digits)."""
+NAME_SUFFIX_LENGTH = 5
+"""k8s.io/apiserver/pkg/storage/names/generate.go: `randomLength`, the suffix added to `generateName`."""
+MAX_GENERATED_NAME_BASE = 63 - NAME_SUFFIX_LENGTH
+IDENTITY = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
+"""Metadata no write can change (`rest.BeforeUpdate` keeps them from the stored object)."""
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def generate_name(metadata: JsonObject) -> None:
+    """A name from `generateName` (`accelpool-agent-h100-` → `accelpool-agent-h100-x7k2p`), as the API server
+    makes it (k8s.io/apiserver/pkg/storage/names/generate.go) before admission, so refusals name the object."""
+    if not metadata.get("name") and metadata.get("generateName"):
+        base = str(metadata["generateName"])[:MAX_GENERATED_NAME_BASE]
+        metadata["name"] = base + "".join(random.choices(NAME_ALPHABET, k=NAME_SUFFIX_LENGTH))
+
+
+def named(resource: kmock.resource, body: Any, namespace: str | None) -> JsonObject:
+    """A create's body with its name (generated if asked) and the URL's namespace; 400/422 when unusable."""
+    if not isinstance(body, dict):
+        raise bad_request("the body of a create must be a JSON object")
+    obj = copy.deepcopy(body)
+    metadata = obj.setdefault("metadata", {})
+    generate_name(metadata)
+    if not metadata.get("name"):
+        raise invalid(
+            f"{resources.kind_of(resource)} is invalid: metadata.name: Required value: name or generateName is required"
+        )
+    if namespace is not None:
+        if metadata.get("namespace") not in (None, namespace):
+            raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        metadata["namespace"] = namespace
+    return obj
+
+
+def created(resource: kmock.resource, obj: JsonObject, version: str) -> JsonObject:
+    """A named object as stored on creation: status as the create strategy leaves it, and the server's metadata."""
+    result = copy.deepcopy(obj)
+    key = resources.key_of(resource)
+    result.setdefault("apiVersion", resources.api_version_of(resource))
+    result.setdefault("kind", resources.kind_of(resource))
+    if key in resources.STATUS_RESET_ON_CREATE:
+        result.pop("status", None)
+    if key == resources.PODS:
+        result["status"] = {"phase": "Pending"}
+    metadata = result["metadata"]
+    for transient in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+        metadata.pop(transient, None)
+    metadata.update(uid=str(uuid.uuid4()), creationTimestamp=now(), generation=1, resourceVersion=version)
+    return result
+
+
+def merge_patch(current: Mapping[str, Any], patch: Mapping[str, Any]) -> JsonObject:
+    """A JSON merge patch (RFC 7386) applied to a copy of `current`: maps merge, null removes, the rest replaces."""
+    result = copy.deepcopy(dict(current))
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(result.get(key), Mapping):
+            result[key] = merge_patch(result[key], value)
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+def strategic_merge_patch(current: Mapping[str, Any], patch: Mapping[str, Any]) -> JsonObject:
+    """A strategic merge patch as far as accelpool's writers use it: a merge patch, except that the
+    conditions in `status.conditions` merge with the stored ones by `type` (patchMergeKey), so the
+    agent's condition joins the kubelet's Ready instead of replacing it. Directives (`$patch`,
+    `$retainKeys`, `$setElementOrder`) and the merge keys of other lists are not modelled."""
+    conditions = (patch.get("status") or {}).get("conditions") if isinstance(patch.get("status"), Mapping) else None
+    if not isinstance(conditions, list):
+        return merge_patch(current, patch)
+    merged = {c.get("type"): dict(c) for c in (current.get("status") or {}).get("conditions") or []}
+    for condition in conditions:
+        merged[condition.get("type")] = {**merged.get(condition.get("type"), {}), **condition}
+    patch = {**patch, "status": {**patch["status"], "conditions": list(merged.values())}}
+    return merge_patch(current, patch)
+
+
+def json_patch(current: Mapping[str, Any], operations: Any) -> JsonObject:
+    """A JSON patch (RFC 6902) applied to a copy of `current`; one that cannot be applied (a failed
+    `test`, a missing path) is a 422, as the API server's jsonPatcher answers it
+    (k8s.io/apiserver/pkg/endpoints/handlers/patch.go)."""
+    if not isinstance(operations, list):
+        raise bad_request("a JSON patch is a list of operations")
+    try:
+        result: JsonObject = jsonpatch.apply_patch(copy.deepcopy(dict(current)), operations)
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as error:
+        raise invalid(f"the server rejected our request due to an error in our request: {error}") from None
+    return result
+
+
+def check_precondition(resource: kmock.resource, current: Mapping[str, Any], candidate: Mapping[str, Any]) -> None:
+    """409 when the candidate names a resourceVersion that is not the stored one."""
+    sent = (candidate.get("metadata") or {}).get("resourceVersion")
+    name = str((current.get("metadata") or {}).get("name"))
+    if sent and sent != (current.get("metadata") or {}).get("resourceVersion"):
+        raise conflict(resource, name)
+
+
+def updated(
+    resource: kmock.resource,
+    current: Mapping[str, Any],
+    candidate: Mapping[str, Any],
+    *,
+    subresource: str | None,
+    version: str,
+    has_status: bool,
+) -> JsonObject | None:
+    """The object to store for a write whose result is `candidate` (a PUT's body, a patched copy), or
+    None when it changes nothing."""
+    check_precondition(resource, current, candidate)
+    if subresource == "status":
+        result = {**copy.deepcopy(dict(current)), "status": copy.deepcopy(candidate.get("status"))}
+    else:
+        result = copy.deepcopy(dict(candidate))
+        if has_status:
+            result["status"] = copy.deepcopy(current.get("status"))
+        old_metadata = current.get("metadata") or {}
+        metadata = dict(result.get("metadata") or {})
+        for field in (*IDENTITY, "generation", "managedFields"):
+            metadata.pop(field, None)
+            if field in old_metadata:
+                metadata[field] = copy.deepcopy(old_metadata[field])
+        if "managedFields" in (candidate.get("metadata") or {}):
+            metadata["managedFields"] = copy.deepcopy(candidate["metadata"]["managedFields"])
+        result["metadata"] = metadata
+        if old_metadata.get("deletionTimestamp"):
+            added = set(metadata.get("finalizers") or []) - set(old_metadata.get("finalizers") or [])
+            if added:
+                raise invalid(
+                    f'{resources.kind_of(resource)} "{old_metadata.get("name")}" is invalid: metadata.finalizers: '
+                    "Forbidden: no new finalizers can be added if the object is being deleted"
+                )
+    result = {k: v for k, v in result.items() if v is not None}
+    result["metadata"].pop("resourceVersion", None)
+    if "resourceVersion" in (current.get("metadata") or {}):
+        result["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+    if result == current:
+        return None
+    if result.get("spec") != current.get("spec"):
+        result["metadata"]["generation"] = int((current.get("metadata") or {}).get("generation") or 1) + 1
+    result["metadata"]["resourceVersion"] = version
+    return result

@@ -1,0 +1,1 @@
+"""The emulated API server, behaviour by behaviour, as its docstring lists them."""
