@@ -13,6 +13,9 @@ from typing import Any
 
 import yaml
 
+from accelpool import cli
+from accelpool.settings import OperatorConfig
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "accelpool"
 FULL_VALUES = Path(__file__).resolve().parent / "values-full.yaml"
@@ -67,3 +70,20 @@ def one(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> di
     found = find(objects, kind, name)
     assert len(found) == 1, f"expected one {kind} {name or ''}, found {[o['metadata']['name'] for o in found]}"
     return found[0]
+
+
+Objects = list[dict[str, Any]]
+"""A chart's rendered objects."""
+
+
+def operator_deployment(objects: Objects) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The operator's Deployment and its container."""
+    deployment = one(objects, "Deployment")
+    return deployment, deployment["spec"]["template"]["spec"]["containers"][0]
+
+
+def operator_config(objects: Objects) -> OperatorConfig:
+    """The operator's settings as `accelpool run` itself parses the rendered container args."""
+    _, container = operator_deployment(objects)
+    args = cli.build_parser().parse_args(["run", *container["args"]])
+    return OperatorConfig.from_args(args)

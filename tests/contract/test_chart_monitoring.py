@@ -1,0 +1,205 @@
+"""The chart's monitoring and network objects with the real helm: ServiceMonitor, PodMonitor,
+PrometheusRule, dashboards ConfigMaps and the NetworkPolicies that admit only the scrapers named
+in values."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from accelpool import api, leadership
+from accelpool import render as operator_render
+from tests.contract.chart import (
+    CHART,
+    FULL_VALUES,
+    NAMESPACE,
+    Objects,
+    find,
+    one,
+    operator_config,
+    operator_deployment,
+    render,
+)
+
+pytestmark = pytest.mark.contract
+
+KUBERNETES_VERSION = "1.35.0"
+GOLDEN = Path(__file__).resolve().parent / "golden" / "chart-default.yaml"
+MONITORING_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+CERT_MANAGER_KINDS = {"Certificate", "Issuer"}
+"""Kinds of CRDs that kubernetes-validate has no schema for: checked by apiVersion, kind and metadata."""
+PEERING_API_VERSION = f"{leadership.PEERING_GROUP}/{leadership.PEERING_VERSION}"
+GENERATED_TLS = re.compile(r"^(\s*(?:ca\.crt|tls\.crt|tls\.key|caBundle): )\S+$", re.MULTILINE)
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+FULL_OPERATOR_DIGEST = "sha256:" + "0123456789abcdef" * 4  # values-full.yaml
+FULL_AGENT_DIGEST = "sha256:" + "fedcba9876543210" * 4
+
+
+# ---- Monitoring objects behind their flags.
+
+
+def test_service_monitor_selects_the_metrics_service(full_objects: Objects) -> None:
+    monitor = one(full_objects, "ServiceMonitor")
+    service = one(full_objects, "Service", "gpu-pools-operator-metrics")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [service["metadata"]["namespace"]]}
+    endpoint = monitor["spec"]["endpoints"][0]
+    assert endpoint["port"] == service["spec"]["ports"][0]["name"] and endpoint["interval"] == "15s"
+    assert {"action": "replace", "targetLabel": "job", "replacement": "accelpool-operator"} in endpoint["relabelings"]
+
+
+def test_pod_monitor_scrapes_the_agent_namespace(full_objects: Objects) -> None:
+    monitor = one(full_objects, "PodMonitor")
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["accelpool-agents"]}
+    assert monitor["spec"]["selector"] == {"matchLabels": {"app.kubernetes.io/name": "accelpool-agent"}}
+    endpoint = monitor["spec"]["podMetricsEndpoints"][0]
+    assert endpoint["port"] == "metrics" and endpoint["honorLabels"] is True
+    targets = {r["targetLabel"] for r in endpoint["relabelings"]}
+    assert targets == {"job", "node", "pool"}
+
+
+def test_agent_daemonsets_the_operator_renders_fit_the_chart(full_objects: Objects) -> None:
+    """Render a pool's agent DaemonSet with the settings the chart gives the operator: it runs as the
+    chart's agent ServiceAccount, in the namespace the RBAC and the PodMonitor cover, and the
+    PodMonitor selects its pods and finds their metrics port and pool label."""
+    config = operator_config(full_objects)
+    spec = api.ComputePoolSpec.model_validate({"accelerator": "H100:8", "nodes": 2})
+    daemonset = operator_render.daemonset("llm-training", "0000-uid", spec, config.agent)
+    pod = daemonset["spec"]["template"]
+    account = one(full_objects, "ServiceAccount", pod["spec"]["serviceAccountName"])
+    assert account["metadata"]["namespace"] == daemonset["metadata"]["namespace"] == "accelpool-agents"
+    assert one(full_objects, "Role", "gpu-pools-operator-agents")["metadata"]["namespace"] == "accelpool-agents"
+    monitor = one(full_objects, "PodMonitor")
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [daemonset["metadata"]["namespace"]]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert pod["metadata"]["labels"]["accelpool.io/pool"] == "llm-training"
+    ports = {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+    assert monitor["spec"]["podMetricsEndpoints"][0]["port"] in ports
+    assert "runtimeClassName" not in pod["spec"]  # agent.runtimeClassName: "" in values-full
+    assert account["imagePullSecrets"] == [{"name": "registry-example-com"}]  # pods of the DaemonSet get them
+
+
+# ---- NetworkPolicies: the agents' and the operator's metrics only for the scrapers named in values.
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    assert set(selector) <= {"matchLabels"}, "these policies select by labels only"
+    return bool(selector["matchLabels"].items() <= labels.items())
+
+
+def _namespace_of(objects: Objects, kind: str) -> str:
+    return str(one(objects, kind)["metadata"]["namespace"])
+
+
+def test_no_network_policy_unless_enabled(default_objects: Objects) -> None:
+    assert not find(default_objects, "NetworkPolicy")
+
+
+def test_agent_network_policy_admits_only_the_scrapers(full_objects: Objects) -> None:
+    """The policy sits in the namespace the operator runs the agents in, selects the pods of the
+    DaemonSet it renders, and opens their metrics port to `networkPolicy.metricsFrom` alone."""
+    values = yaml.safe_load(FULL_VALUES.read_text())["networkPolicy"]
+    config = operator_config(full_objects)
+    spec = api.ComputePoolSpec.model_validate({"accelerator": "H100:8", "nodes": 2})
+    daemonset = operator_render.daemonset("llm-training", "0000-uid", spec, config.agent)
+    pod = daemonset["spec"]["template"]
+    policy = one(full_objects, "NetworkPolicy", "gpu-pools-agent")
+    assert policy["metadata"]["namespace"] == daemonset["metadata"]["namespace"] == "accelpool-agents"
+    assert _selects(policy["spec"]["podSelector"], pod["metadata"]["labels"])
+    assert not _selects(
+        policy["spec"]["podSelector"], one(full_objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    )
+    [rule] = policy["spec"]["ingress"]
+    metrics_port = next(p for p in pod["spec"]["containers"][0]["ports"] if p["name"] == "metrics")
+    assert rule["ports"] == [{"port": metrics_port["containerPort"], "protocol": "TCP"}]
+    assert rule["from"] == values["metricsFrom"]
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["spec"]["egress"] == values["egress"]
+
+
+def test_operator_network_policy_admits_the_scrapers_and_helm_test(full_objects: Objects) -> None:
+    values = yaml.safe_load(FULL_VALUES.read_text())["networkPolicy"]
+    deployment, _ = operator_deployment(full_objects)
+    policy = one(full_objects, "NetworkPolicy", "gpu-pools-operator")
+    assert policy["metadata"]["namespace"] == deployment["metadata"]["namespace"] == NAMESPACE
+    assert _selects(policy["spec"]["podSelector"], deployment["spec"]["template"]["metadata"]["labels"])
+    rule, webhook_rule = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": 9090, "protocol": "TCP"}]  # metrics only: the kubelet probes the health port
+    assert webhook_rule == {
+        "ports": [{"port": 8443, "protocol": "TCP"}]
+    }  # the API server: tests/contract/test_webhook.py
+    assert rule["from"][: len(values["metricsFrom"])] == values["metricsFrom"]
+    [test_peer] = rule["from"][len(values["metricsFrom"]) :]
+    test_pod = one(full_objects, "Pod")
+    assert set(test_peer) == {"podSelector"} and _selects(test_peer["podSelector"], test_pod["metadata"]["labels"])
+    assert not _selects(policy["spec"]["podSelector"], test_pod["metadata"]["labels"])
+    assert policy["spec"]["egress"] == values["egress"]
+
+
+def test_network_policies_by_default_leave_egress_open_and_admit_the_monitoring_namespace(helm: str) -> None:
+    objects = render(helm, set_values=["networkPolicy.enabled=true"])
+    monitoring = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    policies = {p["metadata"]["name"]: p for p in find(objects, "NetworkPolicy")}
+    assert set(policies) == {"accelpool-agent", "accelpool-operator"}
+    for policy in policies.values():
+        assert policy["metadata"]["namespace"] == NAMESPACE
+        assert policy["spec"]["policyTypes"] == ["Ingress"] and "egress" not in policy["spec"]
+        assert policy["spec"]["ingress"][0]["from"][:1] == monitoring
+        kubernetes_validate.validate(policy, KUBERNETES_VERSION, strict=True)
+    assert policies["accelpool-agent"]["spec"]["ingress"][0]["ports"] == [{"port": 9402, "protocol": "TCP"}]
+
+
+def test_no_scrapers_means_no_one_reaches_the_agents(helm: str) -> None:
+    """An empty `metricsFrom` must not turn into a rule without `from` (which admits everyone)."""
+    objects = render(helm, set_values=["networkPolicy.enabled=true", "networkPolicy.metricsFrom=null"])
+    assert one(objects, "NetworkPolicy", "accelpool-agent")["spec"]["ingress"] == []
+    rule, webhook_rule = one(objects, "NetworkPolicy", "accelpool-operator")["spec"]["ingress"]
+    assert [set(peer) for peer in rule["from"]] == [{"podSelector"}]
+    assert "from" not in webhook_rule and webhook_rule["ports"] == [{"port": 9443, "protocol": "TCP"}]
+
+
+def test_prometheus_rule_carries_every_alert_with_extra_labels(full_objects: Objects) -> None:
+    source = yaml.safe_load((CHART / "files" / "alerts.yaml").read_text())
+    rule = one(full_objects, "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    rendered = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    expected = {r["alert"]: r for g in source["groups"] for r in g["rules"]}
+    assert rendered.keys() == expected.keys() and expected
+    for name, alert in expected.items():
+        assert rendered[name]["expr"] == alert["expr"], name
+        assert rendered[name]["annotations"] == alert["annotations"], name
+        assert rendered[name]["labels"] == {**alert["labels"], "team": "ml-infra"}, name
+
+
+def test_alert_labels_never_override_an_alerts_own_severity(helm: str) -> None:
+    objects = render(helm, set_values=["prometheusRule.enabled=true", "prometheusRule.alertLabels.severity=none"])
+    rules = [r for g in one(objects, "PrometheusRule")["spec"]["groups"] for r in g["rules"]]
+    assert rules and all(r["labels"]["severity"] in ("critical", "warning") for r in rules)
+
+
+def test_dashboards_configmaps_for_the_grafana_sidecar(full_objects: Objects) -> None:
+    maps = [o for o in find(full_objects, "ConfigMap") if o["metadata"]["labels"].get("grafana_dashboard") == "1"]
+    files = sorted((CHART / "dashboards").glob("*.json"))
+    assert len(maps) == len(files) == 2
+    by_key = {key: (cm, text) for cm in maps for key, text in cm["data"].items()}
+    for path in files:
+        configmap, text = by_key[path.name]
+        assert configmap["metadata"]["namespace"] == "monitoring"
+        assert configmap["metadata"]["annotations"] == {"grafana_folder": "Accelerators"}
+        assert json.loads(text) == json.loads(path.read_text())
+
+
+def test_dashboard_label_is_configurable(helm: str) -> None:
+    objects = render(
+        helm, set_values=["dashboards.enabled=true", "dashboards.label=my_dashboards", "dashboards.labelValue=yes"]
+    )
+    maps = [o for o in find(objects, "ConfigMap") if o["metadata"]["labels"].get("my_dashboards") == "yes"]
+    assert len(maps) == 2

@@ -1,0 +1,92 @@
+"""values.schema.json with the real helm: bad values are refused with a message naming the value,
+the full-featured values are accepted."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from accelpool import leadership
+from tests.contract.chart import (
+    FULL_VALUES,
+    HelmFailed,
+    template_text,
+)
+
+pytestmark = pytest.mark.contract
+
+KUBERNETES_VERSION = "1.35.0"
+GOLDEN = Path(__file__).resolve().parent / "golden" / "chart-default.yaml"
+MONITORING_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+CERT_MANAGER_KINDS = {"Certificate", "Issuer"}
+"""Kinds of CRDs that kubernetes-validate has no schema for: checked by apiVersion, kind and metadata."""
+PEERING_API_VERSION = f"{leadership.PEERING_GROUP}/{leadership.PEERING_VERSION}"
+GENERATED_TLS = re.compile(r"^(\s*(?:ca\.crt|tls\.crt|tls\.key|caBundle): )\S+$", re.MULTILINE)
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+FULL_OPERATOR_DIGEST = "sha256:" + "0123456789abcdef" * 4  # values-full.yaml
+FULL_AGENT_DIGEST = "sha256:" + "fedcba9876543210" * 4
+
+
+# ---- values.schema.json
+
+
+@pytest.mark.parametrize(
+    ("assignment", "says"),
+    [
+        ("operator.logLevel=loud", "/operator/logLevel"),
+        ("operator.metricsPort=70000", "/operator/metricsPort"),
+        ("operator.metricsPort=http", "/operator/metricsPort"),
+        ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+        ("image.repository=", "/image/repository"),
+        ("nvidia.devicePluginConfigMap=Not_A_Name", "/nvidia/devicePluginConfigMap"),
+        ("nvidia.migPartedConfigMap=", "/nvidia/migPartedConfigMap"),
+        ("nvidia.namespace=Bad_Namespace", "/nvidia/namespace"),
+        ("nvidia.configMap=x", "additional properties 'configMap'"),
+        ("agent.namespace=UPPER", "/agent/namespace"),
+        ("agent.backend=rocm", "/agent/backend"),
+        ("agent.privileged=maybe", "/agent/privileged"),
+        ("agent.resources.requests.memory=lots", "/agent/resources/requests/memory"),
+        ("agent.resources.requests.cpu=", "/agent/resources/requests/cpu"),
+        ("agent.resources.limits.gpu=1", "additional properties 'gpu'"),
+        ("agent.metricsPort=9500", "additional properties 'metricsPort'"),
+        ("operator.eventsNamespace=", "/operator/eventsNamespace"),
+        ("metrics.serviceMonitor.enabled=yes", "/metrics/serviceMonitor/enabled"),
+        ("metrics.podMonitor.interval=often", "/metrics/podMonitor/interval"),
+        ("prometheusRule.enabled=1", "/prometheusRule/enabled"),
+        ("dashboards.label=", "/dashboards/label"),
+        ("operator.extraArgs[0]=positional", "/operator/extraArgs/0"),
+        ("image.digest=sha256:abc", "/image/digest"),
+        ("image.digest=latest", "/image/digest"),
+        ("agent.image.digest=sha256:" + "A" * 64, "/agent/image/digest"),
+        ("networkPolicy.enabled=yes", "/networkPolicy/enabled"),
+        ("networkPolicy.metricsFrom[0].namespace=monitoring", "additional properties 'namespace'"),
+        ("networkPolicy.metricsFrom[0].podSelector.app=prometheus", "additional properties 'app'"),
+        ("networkPolicy.egress[0].ports[0].protocol=ICMP", "/networkPolicy/egress/0/ports/0/protocol"),
+        ("networkPolicy.ingress=x", "additional properties 'ingress'"),
+        ("replicaCount=2", "additional properties 'replicaCount'"),
+        ("operator.replicas=0", "/operator/replicas"),
+        ("operator.peering.enabled=false", "/operator/peering/enabled"),  # two replicas, both writing
+        ("operator.peering.lifetime=5", "/operator/peering/lifetime"),
+        ("operator.peering.name=x", "additional properties 'name'"),
+        ("webhook.enabled=maybe", "/webhook/enabled"),
+        ("webhook.port=0", "/webhook/port"),
+        ("webhook.failurePolicy=Sometimes", "/webhook/failurePolicy"),
+        ("webhook.timeoutSeconds=31", "/webhook/timeoutSeconds"),
+        ("webhook.certManager.enabled=1", "/webhook/certManager/enabled"),
+        ("webhook.certManager.issuerRef.kind=Vault", "/webhook/certManager/issuerRef/kind"),
+        ("webhook.certManager.issuerRef.kind=ClusterIssuer", "properties 'name' required"),
+        ("webhook.certManager.issuer=ca", "additional properties 'issuer'"),
+        ("webhook.caBundle=x", "additional properties 'caBundle'"),
+    ],
+)
+def test_schema_rejects_bad_values(helm: str, assignment: str, says: str) -> None:
+    with pytest.raises(HelmFailed) as refused:
+        template_text(helm, set_values=[assignment])
+    assert says in str(refused.value)
+
+
+def test_schema_accepts_the_full_values(helm: str) -> None:
+    assert template_text(helm, [FULL_VALUES])

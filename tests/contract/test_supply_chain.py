@@ -1,0 +1,213 @@
+"""The images' supply chain: base images pinned by digest (Makefile and Dockerfiles agree), every
+Python package installed from a lock with hashes, each image's lock holding what its code imports
+(the agent's no kopf), and `make install` taking the dev lock."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.markers import Marker
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from accelpool import leadership
+from tests.contract.chart import (
+    CHART,
+)
+
+pytestmark = pytest.mark.contract
+
+KUBERNETES_VERSION = "1.35.0"
+GOLDEN = Path(__file__).resolve().parent / "golden" / "chart-default.yaml"
+MONITORING_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+CERT_MANAGER_KINDS = {"Certificate", "Issuer"}
+"""Kinds of CRDs that kubernetes-validate has no schema for: checked by apiVersion, kind and metadata."""
+PEERING_API_VERSION = f"{leadership.PEERING_GROUP}/{leadership.PEERING_VERSION}"
+GENERATED_TLS = re.compile(r"^(\s*(?:ca\.crt|tls\.crt|tls\.key|caBundle): )\S+$", re.MULTILINE)
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+FULL_OPERATOR_DIGEST = "sha256:" + "0123456789abcdef" * 4  # values-full.yaml
+FULL_AGENT_DIGEST = "sha256:" + "fedcba9876543210" * 4
+
+
+# ---- Supply chain: the images' base by digest, every Python package from a lock with hashes.
+# (No Docker engine runs these tests: the Dockerfiles are read, not built.)
+
+ROOT = CHART.parents[1]
+DOCKERFILES = {"operator": ROOT / "operator" / "Dockerfile", "agent": ROOT / "device-agent" / "Dockerfile"}
+IMAGE_LOCKS = {"operator": "requirements-operator.lock", "agent": "requirements-agent.lock"}
+PINNED_IMAGE = re.compile(r"^[a-z0-9][a-z0-9./_-]*:[A-Za-z0-9._-]+@sha256:[0-9a-f]{64}$")
+LOCK_ENTRY = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+?)(?: ; (.+?))? \\$")
+
+
+def _instructions(path: Path) -> list[tuple[str, str]]:
+    """A Dockerfile's (INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    lines = [line for line in path.read_text().splitlines() if not line.lstrip().startswith("#")]
+    text = re.sub(r"\\\n", " ", "\n".join(lines))
+    found = [line.strip().split(None, 1) for line in text.splitlines() if line.strip()]
+    return [(words[0].upper(), words[1] if len(words) > 1 else "") for words in found]
+
+
+def _base_images(path: Path) -> list[str]:
+    """Each FROM's image with the ARG defaults substituted; a FROM naming an earlier stage is skipped."""
+    args: dict[str, str] = {}
+    stages: set[str] = set()
+    images: list[str] = []
+    for instruction, rest in _instructions(path):
+        if instruction == "ARG" and "=" in rest and not stages and not images:
+            name, value = rest.split("=", 1)
+            args[name.strip()] = value.strip().strip('"')
+        elif instruction == "FROM":
+            words = [w for w in rest.split() if not w.startswith("--platform")]
+            image = re.sub(r"\$\{?(\w+)\}?", lambda m: args.get(m[1], m[0]), words[0])
+            if words[0] not in stages:
+                images.append(image)
+            if len(words) == 3 and words[1].upper() == "AS":
+                stages.add(words[2])
+    return images
+
+
+def _makefile_value(name: str) -> str:
+    match = re.search(rf"^{name} \?= (\S+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert match, f"Makefile: {name} ?= ... is missing"
+    return match[1]
+
+
+@pytest.mark.parametrize(("image", "make_variable"), [("operator", "PYTHON_BASE_IMAGE"), ("agent", "CUDA_BASE_IMAGE")])
+def test_base_images_are_pinned_by_digest(image: str, make_variable: str) -> None:
+    """Every FROM resolves to image:tag@sha256:<64 hex>, through a BASE_IMAGE build argument whose
+    default is the Makefile's value, which `make images` passes on."""
+    path = DOCKERFILES[image]
+    bases = _base_images(path)
+    assert bases, path
+    for base in bases:
+        assert PINNED_IMAGE.match(base), f"{path}: FROM {base} is not pinned as image:tag@sha256:<digest>"
+    assert set(bases) == {_makefile_value(make_variable)}, f"{path} and the Makefile's {make_variable} differ"
+    assert f"-f {path.relative_to(ROOT)} --build-arg BASE_IMAGE=$({make_variable})" in (ROOT / "Makefile").read_text()
+
+
+def test_base_image_check_refuses_a_tag_alone(tmp_path: Path) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text("ARG BASE_IMAGE=python:3.11-slim\nFROM ${BASE_IMAGE} AS build\nFROM build\nFROM debian:12\n")
+    assert [bool(PINNED_IMAGE.match(b)) for b in _base_images(dockerfile)] == [False, False]
+
+
+@pytest.mark.parametrize("image", sorted(DOCKERFILES))
+def test_images_install_python_packages_only_from_hashed_locks(image: str) -> None:
+    """Each `pip install` either takes a lock with --require-hashes, or installs accelpool's own wheel
+    with --no-deps (nothing resolved, nothing fetched); the wheel is built without fetching a backend.
+    The locks it names are in the build context (its .dockerignore lets them through)."""
+    path = DOCKERFILES[image]
+    runs = " ; ".join(rest for instruction, rest in _instructions(path) if instruction == "RUN")
+    commands = [c.strip() for c in re.split(r"&&|;", runs) if re.search(r"\bpip (install|wheel)\b", c)]
+    used_locks: set[str] = set()
+    for command in commands:
+        where = f"{path}: {command}"
+        words = command.split()
+        if " wheel " in f" {command} ":
+            assert {"--no-build-isolation", "--no-deps"} <= set(words), where
+        elif "--require-hashes" in words:
+            locks = [words[i + 1] for i, w in enumerate(words) if w == "-r"]
+            assert len(locks) == 1 and locks[0].endswith(".lock") and "--no-deps" in words, where
+            used_locks.add(Path(locks[0]).name)
+        else:
+            assert "--no-deps" in words and words[-1] == "/wheels/*.whl", where
+    assert used_locks == {IMAGE_LOCKS[image], "requirements-build.lock"}, path
+    ignore = (path.parent / "Dockerfile.dockerignore").read_text().splitlines()
+    for lock in used_locks:
+        assert (ROOT / lock).is_file() and f"!{lock}" in ignore, lock
+
+
+def _lock(name: str) -> dict[str, list[tuple[str, str | None]]]:
+    """A lock file's pins: normalized name → [(version, environment marker)], each checked for hashes."""
+    lines = (ROOT / name).read_text().splitlines()
+    pins: dict[str, list[tuple[str, str | None]]] = {}
+    for number, line in enumerate(lines):
+        if not line or line.startswith((" ", "#")):
+            continue
+        entry = LOCK_ENTRY.match(line)
+        assert entry, f"{name}:{number + 1}: not `name==version \\`: {line}"
+        assert lines[number + 1].strip().startswith("--hash=sha256:"), f"{name}:{number + 1}: {line} has no hash"
+        pins.setdefault(canonicalize_name(entry[1]), []).append((entry[2], entry[3]))
+    return pins
+
+
+def _declared(lock: str) -> list[Requirement]:
+    """What `make lock` resolves for this lock (hack/requirements.py reads the pyproject.toml files)."""
+    return [Requirement(r) for r in _lock_inputs(lock)]
+
+
+def _lock_inputs(lock: str) -> list[str]:
+    spec = importlib.util.spec_from_file_location("lock_requirements", ROOT / "hack" / "requirements.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    found: list[str] = module.requirements(lock)
+    return found
+
+
+@pytest.mark.parametrize("lock", ["dev", "operator", "agent"])
+def test_locks_pin_every_declared_dependency(lock: str) -> None:
+    """Every dependency the pyproject.toml files declare (for that install) is pinned == with hashes, at
+    a version its specifier accepts, for CPython 3.11 and 3.12; `make lock` rewrites them after a change."""
+    name_of_lock = f"requirements-{lock}.lock"
+    pins = _lock(name_of_lock)
+    for requirement in _declared(lock):
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{name_of_lock}: {requirement} is not pinned: run `make lock`"
+        for python in ("3.11", "3.12"):
+            environment = {"python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux"}
+            versions = [v for v, marker in pins[name] if marker is None or Marker(marker).evaluate(environment)]
+            assert len(versions) == 1, f"{name_of_lock}: {name} for Python {python}: {versions}"
+            assert requirement.specifier.contains(versions[0], prereleases=True), (
+                f"{name_of_lock}: {name}=={versions[0]}"
+            )
+
+
+def test_the_agent_image_carries_no_kopf_and_the_operator_image_no_emulator() -> None:
+    """The agent's lock (its image's only source of packages) holds no kopf; the operator's no kmock,
+    no NVML and no NumPy: each image carries what its own code imports."""
+    agent, operator = _lock("requirements-agent.lock"), _lock("requirements-operator.lock")
+    assert "kopf" not in agent and "kmock" not in agent
+    assert not {"kmock", "nvidia-ml-py", "numpy", "cupy-cuda12x"} & set(operator)
+    for image, path in DOCKERFILES.items():
+        copied = [rest.split()[0] for instruction, rest in _instructions(path) if instruction == "COPY"]
+        assert not any(c.startswith("demo") for c in copied), image
+        other = "device-agent" if image == "operator" else "operator"
+        assert not any(c.startswith(f"{other}/") for c in copied), (image, copied)
+
+
+def test_build_lock_pins_the_build_backend() -> None:
+    pins = _lock("requirements-build.lock")
+    for directory in ("core", "operator", "device-agent", "demo"):
+        manifest = tomllib.loads((ROOT / directory / "pyproject.toml").read_text())
+        for text in manifest["build-system"]["requires"]:
+            requirement = Requirement(text)
+            [(version, _)] = pins[canonicalize_name(requirement.name)]
+            assert requirement.specifier.contains(version), f"requirements-build.lock: {requirement.name}=={version}"
+
+
+def test_lock_check_refuses_an_unhashed_or_loose_pin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (tmp_path / "loose.lock").write_text("kopf>=1.45 \\\n    --hash=sha256:" + "0" * 64 + "\n")
+    (tmp_path / "unhashed.lock").write_text("kopf==1.45.2 \\\n    # via accelpool\n")
+    for name in ("loose.lock", "unhashed.lock"):
+        with pytest.raises(AssertionError):
+            _lock(name)
+
+
+def test_make_install_takes_the_dev_lock_with_hashes() -> None:
+    """CI (.ci/run → make lint/test → make install) gets exactly the locked versions; accelpool itself
+    goes on top without resolving anything."""
+    recipe = (ROOT / "Makefile").read_text().split("$(VENV)/.installed:", 1)[1].split("\n\n", 1)[0]
+    assert "requirements-dev.lock" in recipe.splitlines()[0], "the venv must be rebuilt when the lock changes"
+    installs = [line.strip() for line in recipe.splitlines() if "pip install" in line]
+    assert installs == [
+        "$(BIN)/pip install -q --require-hashes -r requirements-dev.lock",
+        "$(BIN)/pip install -q --no-deps $(foreach p,$(PACKAGES),-e ./$(p))",
+    ]
