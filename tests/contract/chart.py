@@ -72,6 +72,9 @@ def one(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> di
     return found[0]
 
 
+KUBERNETES_VERSION = "1.35.0"
+"""The Kubernetes release the rendered objects are validated against (kubernetes-validate's schemas)."""
+
 Objects = list[dict[str, Any]]
 """A chart's rendered objects."""
 

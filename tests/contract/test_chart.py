@@ -23,6 +23,7 @@ from accelpool import render as operator_render
 from tests.contract.chart import (
     CHART,
     FULL_VALUES,
+    KUBERNETES_VERSION,
     NAMESPACE,
     RELEASE,
     Objects,
@@ -37,7 +38,6 @@ from tests.contract.chart import (
 
 pytestmark = pytest.mark.contract
 
-KUBERNETES_VERSION = "1.35.0"
 GOLDEN = Path(__file__).resolve().parent / "golden" / "chart-default.yaml"
 MONITORING_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 CERT_MANAGER_KINDS = {"Certificate", "Issuer"}

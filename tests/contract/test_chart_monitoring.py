@@ -5,19 +5,18 @@ in values."""
 from __future__ import annotations
 
 import json
-import re
-from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
 import yaml
 
-from accelpool import api, leadership
+from accelpool import api
 from accelpool import render as operator_render
 from tests.contract.chart import (
     CHART,
     FULL_VALUES,
+    KUBERNETES_VERSION,
     NAMESPACE,
     Objects,
     find,
@@ -28,18 +27,6 @@ from tests.contract.chart import (
 )
 
 pytestmark = pytest.mark.contract
-
-KUBERNETES_VERSION = "1.35.0"
-GOLDEN = Path(__file__).resolve().parent / "golden" / "chart-default.yaml"
-MONITORING_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
-CERT_MANAGER_KINDS = {"Certificate", "Issuer"}
-"""Kinds of CRDs that kubernetes-validate has no schema for: checked by apiVersion, kind and metadata."""
-PEERING_API_VERSION = f"{leadership.PEERING_GROUP}/{leadership.PEERING_VERSION}"
-GENERATED_TLS = re.compile(r"^(\s*(?:ca\.crt|tls\.crt|tls\.key|caBundle): )\S+$", re.MULTILINE)
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-FULL_OPERATOR_DIGEST = "sha256:" + "0123456789abcdef" * 4  # values-full.yaml
-FULL_AGENT_DIGEST = "sha256:" + "fedcba9876543210" * 4
 
 
 # ---- Monitoring objects behind their flags.

@@ -3,12 +3,8 @@ the full-featured values are accepted."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pytest
 
-from accelpool import leadership
 from tests.contract.chart import (
     FULL_VALUES,
     HelmFailed,
@@ -16,18 +12,6 @@ from tests.contract.chart import (
 )
 
 pytestmark = pytest.mark.contract
-
-KUBERNETES_VERSION = "1.35.0"
-GOLDEN = Path(__file__).resolve().parent / "golden" / "chart-default.yaml"
-MONITORING_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
-CERT_MANAGER_KINDS = {"Certificate", "Issuer"}
-"""Kinds of CRDs that kubernetes-validate has no schema for: checked by apiVersion, kind and metadata."""
-PEERING_API_VERSION = f"{leadership.PEERING_GROUP}/{leadership.PEERING_VERSION}"
-GENERATED_TLS = re.compile(r"^(\s*(?:ca\.crt|tls\.crt|tls\.key|caBundle): )\S+$", re.MULTILINE)
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-FULL_OPERATOR_DIGEST = "sha256:" + "0123456789abcdef" * 4  # values-full.yaml
-FULL_AGENT_DIGEST = "sha256:" + "fedcba9876543210" * 4
 
 
 # ---- values.schema.json

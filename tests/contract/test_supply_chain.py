@@ -15,24 +15,11 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from accelpool import leadership
 from tests.contract.chart import (
     CHART,
 )
 
 pytestmark = pytest.mark.contract
-
-KUBERNETES_VERSION = "1.35.0"
-GOLDEN = Path(__file__).resolve().parent / "golden" / "chart-default.yaml"
-MONITORING_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
-CERT_MANAGER_KINDS = {"Certificate", "Issuer"}
-"""Kinds of CRDs that kubernetes-validate has no schema for: checked by apiVersion, kind and metadata."""
-PEERING_API_VERSION = f"{leadership.PEERING_GROUP}/{leadership.PEERING_VERSION}"
-GENERATED_TLS = re.compile(r"^(\s*(?:ca\.crt|tls\.crt|tls\.key|caBundle): )\S+$", re.MULTILINE)
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-FULL_OPERATOR_DIGEST = "sha256:" + "0123456789abcdef" * 4  # values-full.yaml
-FULL_AGENT_DIGEST = "sha256:" + "fedcba9876543210" * 4
 
 
 # ---- Supply chain: the images' base by digest, every Python package from a lock with hashes.
