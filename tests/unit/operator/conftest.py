@@ -1,4 +1,5 @@
-"""Builders for the operator's unit tests: nodes as the labellers label them, pools, the shared fixture."""
+"""Builders for the operator's unit tests: nodes as the labellers label them, pools, the shared fixture, and
+the emulated API server the controller's tests run against (`cluster`)."""
 
 from __future__ import annotations
 

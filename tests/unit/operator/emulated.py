@@ -36,7 +36,8 @@ APPLY = "application/apply-patch+yaml"
 
 
 def pool_body(name: str, spec: dict[str, Any], *, deleting: bool = False) -> dict[str, Any]:
-    """A ComputePool as a test wants it stored (`deleting`: deleted, held by kopf's finalizer)."""
+    """A ComputePool as a test wants it stored (`deleting`: marked so that `Cluster.store_pools` deletes it
+    through the API, where kopf's finalizer holds it with a deletionTimestamp)."""
     body: dict[str, Any] = {"apiVersion": f"{api.GROUP}/{api.VERSION}", "kind": api.KIND, "metadata": {"name": name}}
     body["spec"] = spec
     if deleting:
@@ -71,7 +72,8 @@ class Cluster:
         return [PoolRecord.from_body(o) for o in self.api.list(POOLS)]
 
     async def store_pools(self, bodies: Iterable[dict[str, Any]]) -> None:
-        """Create, update or delete pools through the API (admitted by its webhook) until it holds `bodies`."""
+        """Create, update (a new spec) or delete each of these pools through the API, admitted by its webhook;
+        other pools stay as they are. Each is created with kopf's finalizer, as the operator would add it."""
         for body in bodies:
             path = f"{POOLS}/{body['metadata']['name']}"
             stored = self.api.get(path)
@@ -91,7 +93,8 @@ class Cluster:
         return harness
 
     def writes(self) -> list[tuple[str, str]]:
-        """The controllers' write requests, in order: (POST, PUT, PATCH, APPLY or DELETE; path)."""
+        """The controllers' write requests sent, answered or refused, in order: (POST, PUT, PATCH, APPLY or
+        DELETE; path). The test's own writes (its client's User-Agent is another) are not among them."""
         return [
             ("APPLY" if s.headers.get("Content-Type") == APPLY else s.method.value, s.path)
             for s in self.api.served.writes(agent=CONTROLLER)
@@ -102,6 +105,7 @@ class Cluster:
         return [s.path for s in self.api.served if s.by(CONTROLLER) and s.method.value == "GET"]
 
     def daemonset_image(self, path: str) -> str:
+        """The agent image of the stored DaemonSet at `path`."""
         stored = self.api.get(path)
         assert stored is not None, f"no DaemonSet at {path}"
         image: str = stored["spec"]["template"]["spec"]["containers"][0]["image"]
