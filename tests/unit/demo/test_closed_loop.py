@@ -16,8 +16,8 @@ from accelpool import conventions, nvidia, patches
 from accelpool.nodes import NodeView
 from accelpool.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
 from accelpool.validation import validate_spec
+from accelpool_demo.apiserver.writes import merge_patch
 from accelpool_demo.nvidia import Installation, Simulation
-from tests.unit.operator.test_reconciler import merge
 
 START = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)
 HEALTHY = {
@@ -91,7 +91,7 @@ def test_a_mig_node_that_failed_on_a_config_not_yet_mounted_is_configured_after_
         if change is not None:
             body_patch = patches.node_patch(NodeView.from_body(body), change)
             if body_patch is not None:
-                merge(body, body_patch)
+                body = merge_patch(body, body_patch)
         body["metadata"]["resourceVersion"] = str(int(body["metadata"]["resourceVersion"]) + 1)
         simulation.observe(
             result.device_plugin, {conventions.MIG_CONFIG_DATA_KEY: nvidia.dump(result.mig_document)}, float(second)

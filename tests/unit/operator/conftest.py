@@ -1,9 +1,10 @@
-"""Builders for the operator's unit tests: nodes as the labellers label them, pools, the shared fixture."""
+"""Builders for the operator's unit tests: nodes as the labellers label them, pools, the shared fixture, and
+the emulated API server the controller's tests run against (`cluster`)."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ from accelpool import conventions, inputs, validation
 from accelpool.nodes import NodeView
 from accelpool.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
 from accelpool_core import catalog
+
+from .emulated import Cluster, emulated_cluster
 
 ROOT = Path(__file__).resolve().parents[3]
 LOCAL_FIXTURE = ROOT / "tests" / "fixtures" / "operator" / "cluster-nodes.yaml"
@@ -166,6 +169,13 @@ def conditions(result: Plan, pool_name: str) -> dict[str, tuple[str, str]]:
 def applied(nodes: Sequence[NodeView], result: Plan) -> list[NodeView]:
     """The nodes after the plan's changes were written (what the next pass would see)."""
     return [n.apply(result.changes[n.name]) if n.name in result.changes else n for n in nodes]
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[Cluster]:
+    """The emulated API server a controller test runs against (`emulated.Cluster`)."""
+    async with emulated_cluster() as running:
+        yield running
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from accelpool import api, conventions, nvidia, planning, poolstatus, render
 from accelpool.planning import ConfigState
 
 from .conftest import conditions, member, members, node, node_body, pool, run
-from .test_reconciler import Harness, cluster, record
+from .emulated import Cluster, pool_body
 
 XID = ("False", "XidError79", "XID 79 (GPU has fallen off the bus) on GPU 0", "2026-11-02T11:00:00Z")
 
@@ -128,9 +128,9 @@ def test_several_failing_pools_are_all_found() -> None:
 
 
 async def test_a_pool_whose_daemonset_cannot_be_rendered_does_not_block_the_others(
-    monkeypatch: pytest.MonkeyPatch,
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fake = cluster(
+    await cluster.add_nodes(
         node_body("g1"),
         node_body("g2", health=XID, labels={conventions.POOL_LABEL: "good"}),
         node_body("l1", "L4", 1),
@@ -143,18 +143,19 @@ async def test_a_pool_whose_daemonset_cannot_be_rendered_does_not_block_the_othe
         return original(pool_name, spec)
 
     monkeypatch.setattr(render, "agent_config", failing)
-    harness = Harness(fake, [record("good", {"accelerator": "H100", "nodes": 2}), record("bad", {"accelerator": "L4"})])
+    harness = await cluster.harness(
+        [pool_body("good", {"accelerator": "H100", "nodes": 2}), pool_body("bad", {"accelerator": "L4"})]
+    )
     result = await harness.controller.reconcile_once()
 
     assert result.ok
-    daemonsets = {p for v, p in fake.writes if v == "APPLY" and "daemonsets" in p}
+    daemonsets = {p for v, p in cluster.writes() if v == "APPLY" and "daemonsets" in p}
     assert daemonsets, "the healthy pool's agent DaemonSet is created"
-    assert all(
-        "accelpool-agent-bad" not in o["metadata"]["name"] for p, o in fake.objects.items() if "/daemonsets/" in p
-    )
-    g2 = fake.node("g2")
+    stored = cluster.api.list("/apis/apps/v1/namespaces/accelpool-system/daemonsets")
+    assert stored and all("accelpool-agent-bad" not in o["metadata"]["name"] for o in stored)
+    g2 = cluster.node("g2")
     assert any(t["key"] == conventions.QUARANTINE_TAINT_KEY for t in g2["spec"].get("taints", []))
-    assert conventions.POOL_LABEL not in fake.node("l1")["metadata"]["labels"], "nothing is claimed for the bad pool"
+    assert conventions.POOL_LABEL not in cluster.node("l1")["metadata"]["labels"], "nothing is claimed for the bad pool"
     bad = harness.status("bad")
     valid = next(c for c in bad["conditions"] if c["type"] == "Valid")
     assert valid["status"] == "False" and valid["reason"] == "PlanningFailed"
@@ -162,7 +163,7 @@ async def test_a_pool_whose_daemonset_cannot_be_rendered_does_not_block_the_othe
     good = harness.status("good")
     assert good["nodes"]["members"] == 2
 
-    writes = len(fake.writes)
+    writes = len(cluster.writes())
     harness.catch_up()
     again = await harness.controller.reconcile_once()
-    assert again.ok and len(fake.writes) == writes, "a set-aside pool causes no writes on later passes"
+    assert again.ok and len(cluster.writes()) == writes, "a set-aside pool causes no writes on later passes"

@@ -17,7 +17,7 @@ from accelpool import conventions, patches
 from accelpool.nodes import NodeView, format_time
 
 from .conftest import NOW, conditions, member, members, node_body, pool, run
-from .test_reconciler import Harness, cluster
+from .emulated import Cluster
 
 
 def _with_heartbeat(body: dict[str, Any], status: str, reason: str, age: timedelta) -> NodeView:
@@ -126,7 +126,7 @@ def test_what_an_agent_writes_on_a_node_in_no_pool_is_removed() -> None:
     assert "n4" not in result.changes, "nothing to remove, nothing written"
 
 
-async def test_the_reconciler_takes_the_condition_off_a_node_whose_pool_is_gone() -> None:
+async def test_the_reconciler_takes_the_condition_off_a_node_whose_pool_is_gone(cluster: Cluster) -> None:
     body = _member_body("m1", "gone")
     body["status"]["conditions"].append(
         {
@@ -136,11 +136,11 @@ async def test_the_reconciler_takes_the_condition_off_a_node_whose_pool_is_gone(
             "lastHeartbeatTime": format_time(NOW),
         }
     )
-    fake = cluster(body)
-    harness = Harness(fake, [])
+    await cluster.add_nodes(body)
+    harness = await cluster.harness([])
     result = await harness.controller.reconcile_once()
     assert result.ok
-    assert ("PATCH", "/api/v1/nodes/m1/status") in fake.writes
-    types = [c["type"] for c in fake.node("m1")["status"]["conditions"]]
+    assert ("PATCH", "/api/v1/nodes/m1/status") in cluster.writes()
+    types = [c["type"] for c in cluster.node("m1")["status"]["conditions"]]
     assert types == ["Ready"], "the kubelet's conditions stay; the agent's is gone"
-    assert conventions.POOL_LABEL not in fake.node("m1")["metadata"]["labels"]
+    assert conventions.POOL_LABEL not in cluster.node("m1")["metadata"]["labels"]

@@ -15,64 +15,74 @@ from accelpool import conventions
 from accelpool.controller.apiserver import POOLS
 
 from .conftest import node_body
-from .test_reconciler import Harness, cluster, record
+from .emulated import Cluster, pool_body
 
 
-def _forget_pool_in_the_api(harness: Harness, pool: str) -> None:
+async def _forget_pool_in_the_api(cluster: Cluster, pool: str) -> None:
     """What the cluster did while the operator was stopped: the pool, its DaemonSet and its marks are gone."""
-    fake = harness.fake
-    for path in [p for p in fake.objects if p == f"{POOLS}/{pool}" or "/daemonsets/" in p]:
-        del fake.objects[path]
-    for path, obj in fake.objects.items():
-        if path.startswith("/api/v1/nodes/"):
-            obj["metadata"]["labels"].pop(conventions.POOL_LABEL, None)
-            obj["metadata"]["labels"].pop(conventions.DEVICE_PLUGIN_CONFIG_LABEL, None)
-            obj["spec"]["taints"] = [t for t in obj["spec"].get("taints", []) if not t["key"].startswith("accelpool")]
-            fake._bump(obj)
+    await cluster.client.delete(f"{POOLS}/{pool}")
+    await cluster.client.patch(f"{POOLS}/{pool}", {"metadata": {"finalizers": None}})  # kopf let it go
+    await cluster.client.delete(f"/apis/apps/v1/namespaces/accelpool-system/daemonsets/accelpool-agent-{pool}")
+    for node in cluster.api.list("/api/v1/nodes"):
+        if node["metadata"]["labels"].get(conventions.POOL_LABEL) != pool:
+            continue
+        taints = [t for t in node["spec"].get("taints", []) if not t["key"].startswith("accelpool")]
+        unmarked = {conventions.POOL_LABEL: None, conventions.DEVICE_PLUGIN_CONFIG_LABEL: None}
+        await cluster.client.patch(
+            f"/api/v1/nodes/{node['metadata']['name']}", {"metadata": {"labels": unmarked}, "spec": {"taints": taints}}
+        )
 
 
 @pytest.mark.looptime
-async def test_a_resumed_operator_writes_nothing_for_pools_deleted_while_it_was_paused(looptime: float) -> None:
-    fake = cluster(node_body("n1"), node_body("n2"), node_body("n3"))
-    harness = Harness(fake, [record("p", {"accelerator": "H100", "nodes": 2}), record("q", {"accelerator": "H100"})])
+async def test_a_resumed_operator_writes_nothing_for_pools_deleted_while_it_was_paused(
+    cluster: Cluster, looptime: float
+) -> None:
+    await cluster.add_nodes(node_body("n1"), node_body("n2"), node_body("n3"))
+    harness = await cluster.harness(
+        [pool_body("p", {"accelerator": "H100", "nodes": 2}), pool_body("q", {"accelerator": "H100"})]
+    )
     assert (await harness.controller.reconcile_once()).ok
     harness.catch_up()
-    _forget_pool_in_the_api(harness, "p")
-    _forget_pool_in_the_api(harness, "q")
+    await _forget_pool_in_the_api(cluster, "p")
+    await _forget_pool_in_the_api(cluster, "q")
+    assert cluster.api.list(POOLS) == []
     harness.catch_up()  # the node watch delivered; the pool index still holds p and q
 
     await asyncio.sleep(13 * 60)  # stopped for 13 minutes
-    writes = len(fake.writes)
+    writes = len(cluster.writes())
     result = await harness.controller.reconcile_once()
 
     assert result.ok
-    after = fake.writes[writes:]
+    after = cluster.writes()[writes:]
     assert [w for w in after if w[1].startswith("/api/v1/nodes/")] == [], "no node is labelled or tainted"
-    assert [w for w in after if w[0] in ("POST", "PUT")] == [], "no DaemonSet or ConfigMap is created for them"
+    assert [w for w in after if w[0] in ("POST", "PUT", "APPLY")] == [], "no DaemonSet or ConfigMap is created for them"
     assert {w[0] for w in after} <= {"DELETE", "PATCH"}, "only their leftovers are cleaned up"
     assert harness.status("p") == {}
 
-    harness.pools = []  # the index catches up
-    settled = len(fake.writes)
+    harness.catch_up_pools()  # the index catches up
+    assert harness.pools == []
+    settled = len(cluster.writes())
     again = await harness.controller.reconcile_once()
-    assert again.ok and fake.writes[settled:] == []
+    assert again.ok and cluster.writes()[settled:] == []
 
 
-async def test_a_conflict_makes_the_next_writing_pass_list_the_pools_again() -> None:
-    fake = cluster(node_body("n1"))
-    harness = Harness(fake, [record("p", {"accelerator": "H100"})])
+async def test_a_conflict_makes_the_next_writing_pass_list_the_pools_again(cluster: Cluster) -> None:
+    await cluster.add_nodes(node_body("n1"))
+    harness = await cluster.harness([pool_body("p", {"accelerator": "H100"})])
     assert (await harness.controller.reconcile_once()).ok
     harness.catch_up()
-    assert fake.reads.count(POOLS) == 1, "the first writing pass lists the pools"
+    assert cluster.reads().count(POOLS) == 1, "the first writing pass lists the pools"
 
-    fake.add_node(node_body("n2", resource_version="5"))
+    await cluster.add_nodes(node_body("n2"))
     harness.catch_up()
-    fake.node("n2")["metadata"]["resourceVersion"] = "6"  # changed again; the index has not seen it
-    harness.pools = [record("p", {"accelerator": "H100", "nodes": 2})]
+    await cluster.client.patch("/api/v1/nodes/n2", {"metadata": {"labels": {"example.com/other": "writer"}}})
+    await harness.set_pools(
+        pool_body("p", {"accelerator": "H100", "nodes": 2})
+    )  # n2 changed; the index has not seen it
     conflicted = await harness.controller.reconcile_once()
     assert conflicted.conflicts == 1
-    assert fake.reads.count(POOLS) == 1, "within POOL_CHECK_SECONDS and no 409 yet: the index is trusted"
+    assert cluster.reads().count(POOLS) == 1, "within POOL_CHECK_SECONDS and no 409 yet: the index is trusted"
 
     retried = await harness.controller.reconcile_once()
     assert retried.ok and retried.conflicts == 0
-    assert fake.reads.count(POOLS) == 2, "after a 409 the next writing pass lists the pools again"
+    assert cluster.reads().count(POOLS) == 2, "after a 409 the next writing pass lists the pools again"
