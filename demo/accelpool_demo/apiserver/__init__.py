@@ -23,7 +23,7 @@ the scale subresource in tests/integration/demo/test_apiserver.py):
 - lists and watches by namespace, `labelSelector` and `fieldSelector` (any dotted field path); watches
   from a `resourceVersion` (410 Expired once it is older than the events kept), or from now with every
   object as ADDED first; objects entering or leaving a watch's selectors as ADDED or DELETED;
-  `timeoutSeconds`;
+  `timeoutSeconds`; every stream ended when the server shuts down (`close_watches`), as a real one does;
 - admission: ComputePools as the chart's CRD and webhook judge them (strict decoding on
   `fieldValidation=Strict`, else unknown fields dropped; schema, CEL, and the webhook unless
   `webhook=False`), pods refused without their ServiceAccount or RuntimeClass (`admission`);
@@ -124,4 +124,7 @@ async def serving(
     """An `ApiServer` on 127.0.0.1 (`port`, or a free one) until the block ends."""
     server = ApiServer(remember=remember, webhook=webhook)
     async with server, kmock.Server(server, port=port or None) as http:
-        yield RunningApiServer(server, str(http.url).rstrip("/"))
+        try:
+            yield RunningApiServer(server, str(http.url).rstrip("/"))
+        finally:
+            server.close_watches()

@@ -58,6 +58,7 @@ class ApiServer(kmock.KubernetesScaffold):
     _results: dict[asyncio.Task[Any], tuple[int, JsonObject]] = attrs.field(factory=dict, init=False)
     _answered: set[asyncio.Task[Any]] = attrs.field(factory=set, init=False)
     _routing: dict[asyncio.Task[Any], kmock.Request] = attrs.field(factory=dict, init=False)
+    _closing: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -88,6 +89,14 @@ class ApiServer(kmock.KubernetesScaffold):
     def conflicts(self, plural: str, *, agent: str | None = None) -> list[Served]:
         """Requests on `plural` answered 409 (by a User-Agent starting with `agent`)."""
         return [s for s in self.served if s.status == 409 and s.plural.split("/")[0] == plural and s.by(agent)]
+
+    def close_watches(self) -> None:
+        """End every watch stream now, as an API server going down does (its clients re-watch).
+
+        A stream whose client went away unnoticed (an operator's thread stopped without closing its
+        connections) would otherwise hold the HTTP server's shutdown for its whole grace period."""
+        self._closing = True
+        self.store.events.upcoming().set()
 
     @property
     def request_count(self) -> int:
@@ -294,7 +303,7 @@ class ApiServer(kmock.KubernetesScaffold):
                 current = [obj for obj in self.store.list(resource, request.namespace) if matches(obj)]
             for obj in current:
                 yield {"type": "ADDED", "object": obj}
-        while deadline is None or time.monotonic() < deadline:
+        while not self._closing and (deadline is None or time.monotonic() < deadline):
             published = events.upcoming()
             newer, cursor = events.after(cursor, resource)
             for event in newer:

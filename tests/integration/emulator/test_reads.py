@@ -113,3 +113,11 @@ async def test_a_watch_from_a_forgotten_version_is_expired(
 async def test_a_watch_ends_after_its_timeout(watch: Any) -> None:
     stream = await watch("/api/v1/nodes", timeoutSeconds="1")
     assert await stream.ended(within=10)
+
+
+async def test_every_watch_ends_when_the_server_shuts_down(api: RunningApiServer, watch: Any) -> None:
+    """A client that went away unnoticed must not hold the shutdown: the server ends its streams."""
+    streams = [await watch("/api/v1/nodes"), await watch(f"/api/v1/namespaces/{NAMESPACE}/pods")]
+    api.server.close_watches()
+    for stream in streams:
+        assert await stream.ended()

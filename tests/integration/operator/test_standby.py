@@ -122,6 +122,7 @@ async def replicas(cluster: Cluster, tmp_path: Path) -> AsyncIterator[tuple[Repl
                 await replica.kill()
                 with contextlib.suppress(OSError):
                     print(f"---- {replica.name}\n{replica.log.read_text()[-20000:]}")  # shown when a test fails
+            cluster.emulator.close_watches()
 
 
 async def lead_then_yield(cluster: Cluster, first: Replica, second: Replica, *first_args: str) -> None:
