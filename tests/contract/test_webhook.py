@@ -26,7 +26,6 @@ from accelpool.settings import OperatorConfig
 from accelpool_demo.apiserver import ApiServer
 from tests.admission_webhook import ChartCertificates, RunningWebhook, WebhookErrors
 from tests.cases import pool
-from tests.conftest import require_tool
 from tests.contract.chart import CHART, FULL_VALUES, NAMESPACE, RELEASE, find, one, render
 
 pytestmark = pytest.mark.contract
@@ -38,11 +37,6 @@ VALID = {"accelerator": "H100:8", "mig": {"profile": "3g.40gb"}}
 NOT_OFFERED = {"accelerator": "H100:8", "mig": {"profile": "1g.5gb"}}
 CERT_MANAGER = ["webhook.certManager.enabled=true"]
 TLS_KEYS = ("ca.crt", "tls.crt", "tls.key")
-
-
-@pytest.fixture(scope="module")
-def helm() -> str:
-    return require_tool("helm")
 
 
 @pytest.fixture(scope="module")
