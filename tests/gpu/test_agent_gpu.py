@@ -200,9 +200,10 @@ def test_bf16_matmul_reaches_75_percent_of_the_dense_peak(devices: list[DeviceIn
     PCIe and power-limited parts reach 60-80%: for them the target does not apply and this skips.
     """
     device = devices[0]
-    accelerator = catalog.lookup(device.model) if device.model else None
-    if accelerator is None:
-        pytest.skip(f"{device.name} is not in the catalog: no dense peak to compare with")
+    try:
+        accelerator = catalog.lookup(device.model or device.name)
+    except catalog.UnknownAcceleratorError:
+        pytest.skip(f"{device.name} ({device.model!r}) is not in the catalog: no dense peak to compare with")
     if accelerator.model not in ("H100", "H200") or accelerator.form_factor is not catalog.FormFactor.SXM:
         pytest.skip(f"the 75% target is for H100/H200 SXM; this is {accelerator.name} ({accelerator.form_factor})")
     peak = accelerator.peaks.get("bf16")
