@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Literal
 
@@ -22,6 +23,11 @@ POOL_LABEL = "accelpool.io/pool"
 """The operator's membership label on a node; an agent reports only while its node carries its pool's."""
 CONFIG_ENV = "ACCELPOOL_AGENT_CONFIG"
 """Environment variable holding the AgentConfig as JSON (the DaemonSet sets it)."""
+CHECK_REQUEST_ANNOTATION = "accelpool.io/check-requested"
+"""On a Node (or a ComputePool, copied to its members by the operator): an opaque token asking the
+node's agent for an immediate full check cycle; the agent answers with `HealthReport.check_request`."""
+MAX_FINDINGS = 16
+"""Findings kept in the health annotation (the condition message summarises the rest)."""
 
 
 class _Wire(BaseModel):
@@ -69,6 +75,57 @@ class HealthStatus(enum.StrEnum):
         return {"Healthy": "True", "Unhealthy": "False", "Unknown": "Unknown"}[self.value]
 
 
+class Severity(enum.StrEnum):
+    """How bad one check's finding is, in NVIDIA Health Validation's terms."""
+
+    PASS = "PASS"
+    INFO = "INFO"
+    """Passed, with something worth knowing (an informational XID, a note)."""
+    WARNING = "WARNING"
+    CRITICAL = "CRITICAL"
+    """The node must not run work: it fails `AcceleratorHealthy`."""
+    UNKNOWN = "UNKNOWN"
+    """The check could not run or its data is not available."""
+
+
+class Action(enum.StrEnum):
+    """What a finding asks for, in the order of NVIDIA Health Validation's action ladder.
+
+    Each step includes the ones before it: a GPU reset needs the workloads drained first, an OS
+    restart resets every GPU, and service (a field engineer, an RMA) comes after all of them.
+    """
+
+    NONE = "none"
+    DRAIN = "drain"
+    """Move the workloads off; the node needs nothing else (e.g. after an application-caused fault)."""
+    RESET_GPU = "reset-gpu"
+    RESTART_OS = "restart-os"
+    SERVICE_REQUIRED = "service-required"
+
+    @property
+    def rank(self) -> int:
+        """0 (none) to 4 (service-required): the higher, the further up the ladder."""
+        return list(Action).index(self)
+
+
+def strongest(actions: Iterable[Action]) -> Action:
+    """The action furthest up the ladder (`none` for no actions)."""
+    return max(actions, key=lambda action: action.rank, default=Action.NONE)
+
+
+class Finding(_Wire):
+    """One check that did not simply pass, as the health annotation lists it."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
+
+    check: str = Field(description="The check's name, e.g. xid, nvlink, pcie_link, infiniband.")
+    severity: Severity
+    reason: str = Field(description="CamelCase cause, e.g. XidError79, NvlinkDown, PcieLinkDegraded.")
+    action: Action = Field(Action.NONE, description="What the finding asks for (the ladder's step).")
+    gpus: list[int] = Field(default_factory=list, description="Indexes of the devices it concerns (none: the node).")
+    detail: str = Field("", max_length=200, description="A short, stable description (no measured numbers).")
+
+
 class CheckVerdict(_Wire):
     """The last verdict of one compute check on one GPU, kept on the node across agent restarts."""
 
@@ -100,6 +157,24 @@ class HealthReport(_Wire):
         default_factory=dict,
         description="GPU UUID → compute check (sanity, correctness, matmul, bandwidth) → its last verdict; "
         "read back at agent start so a failure stands until a later check of the same kind passes.",
+    )
+    action: Action = Field(
+        Action.NONE, description="The node's recommended action: the strongest of its critical findings' actions."
+    )
+    findings: list[Finding] = Field(
+        default_factory=list,
+        max_length=MAX_FINDINGS,
+        description="Checks that did not simply pass (worst first, at most 16), with severity and action.",
+    )
+    complete: bool = Field(
+        False, description="A full check cycle (compute checks included) has finished since the agent started."
+    )
+    driver_version: str | None = Field(None, description="The accelerator driver's version, e.g. 550.54.15.")
+    cuda_version: str | None = Field(None, description="The CUDA version the driver supports, e.g. 12.4.")
+    check_request: str | None = Field(
+        None,
+        description=f"The last `{CHECK_REQUEST_ANNOTATION}` token this report answers: written after the full "
+        "cycle that the request started.",
     )
 
     def to_annotation(self) -> str:
