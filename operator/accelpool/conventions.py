@@ -88,6 +88,21 @@ HEALTH_STALE_SECONDS = 3 * protocol.AgentConfig().heartbeat_seconds
 SILENT_AGENT_REASON = "AgentSilent"
 """The reason the operator reads a stale or foreign health condition as (status Unknown)."""
 
+# ---------------------------------------------------------------- burn-in
+
+BURN_IN_TAINT_KEY = f"{DOMAIN}/burn-in"
+"""Taint `accelpool.io/burn-in=<state>:NoSchedule` on a node that joined a pool and has not passed burn-in yet:
+put on in the write that makes a static pool's node a member, and by Karpenter (a NodePool `startupTaints`
+entry) on the nodes it provisions for a pool; only accelpool takes it off (`accelpool.planning.burnin`)."""
+BURN_IN_PENDING = "pending"
+"""The burn-in taint's value until the node's agent reports a passed full check cycle."""
+BURN_IN_FAILED = "failed"
+"""The burn-in taint's value once the node's AcceleratorHealthy turned False during burn-in."""
+BURN_IN_FAILED_CYCLES = 2
+"""A node that failed burn-in must be healthy for this many check intervals (`spec.health.interval`) before
+the taint comes off: the agent starts a full cycle every interval, so one began and ended inside that
+window, and a failing one would have turned the condition False again."""
+
 # ---------------------------------------------------------------- ConfigMaps and owned objects
 
 MANAGED_KEYS_ANNOTATION = f"{DOMAIN}/managed-keys"

@@ -10,10 +10,12 @@ operator's event loop). Families (all prefixed `accelpool_`):
 | accelpool_pools | gauge | phase (Pending, Provisioning, Configuring, Ready, Degraded, Failed) |
 | accelpool_pool_phase | gauge (0/1) | pool, phase |
 | accelpool_pool_info | gauge (1) | pool, accelerator, provisioner, mig_strategy, sharing |
-| accelpool_pool_nodes | gauge | pool, state (desired, members, ready, quarantined) |
-| accelpool_pool_gpus | gauge | pool |
+| accelpool_pool_nodes | gauge | pool, state (desired, members, ready, quarantined, burn_in) |
+| accelpool_pool_gpus | gauge | pool (devices pods can use now: on serving members) |
+| accelpool_pool_unavailable_gpus | gauge | pool, reason (quarantined, burn_in, unschedulable) |
+| accelpool_pool_driver_versions | gauge | pool (distinct driver/CUDA versions its agents report; > 1: mismatch) |
 | accelpool_pool_measured_tflops | gauge | pool (absent until an agent reports a matmul result) |
-| accelpool_pool_expected_tflops | gauge | pool (catalog dense peak of the policy dtype times GPUs) |
+| accelpool_pool_expected_tflops | gauge | pool (catalog dense peak of the policy dtype times the serving GPUs) |
 | accelpool_pool_circuit_breaker_open | gauge (0/1) | pool |
 | accelpool_reconcile_total | counter | result (success, error) |
 | accelpool_reconcile_errors_total | counter | — |
@@ -40,7 +42,8 @@ from prometheus_client.registry import Collector
 from accelpool.planning import Plan
 
 PHASES = ("Pending", "Provisioning", "Configuring", "Ready", "Degraded", "Failed")
-NODE_STATES = ("desired", "members", "ready", "quarantined")
+NODE_STATES = ("desired", "members", "ready", "quarantined", "burn_in")
+UNAVAILABLE_REASONS = ("quarantined", "burn_in", "unschedulable")
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -96,7 +99,21 @@ class OperatorCollector(Collector):
             labels=["pool", "accelerator", "provisioner", "mig_strategy", "sharing"],
         )
         nodes = GaugeMetricFamily("accelpool_pool_nodes", "Nodes of a pool by state.", labels=["pool", "state"])
-        gpus = GaugeMetricFamily("accelpool_pool_gpus", "Devices on the pool's member nodes.", labels=["pool"])
+        gpus = GaugeMetricFamily(
+            "accelpool_pool_gpus",
+            "Devices pods can use now (on Ready, schedulable members, not quarantined nor in burn-in).",
+            labels=["pool"],
+        )
+        unavailable = GaugeMetricFamily(
+            "accelpool_pool_unavailable_gpus",
+            "Devices on members that cannot serve pods now, by why (quarantined, burn_in, unschedulable).",
+            labels=["pool", "reason"],
+        )
+        drivers = GaugeMetricFamily(
+            "accelpool_pool_driver_versions",
+            "Distinct driver (and CUDA) versions the pool's agents report; more than 1 is a mismatch.",
+            labels=["pool"],
+        )
         measured = GaugeMetricFamily(
             "accelpool_pool_measured_tflops",
             "Sum of the members' latest matmul results (policy dtype), TFLOPS.",
@@ -104,7 +121,7 @@ class OperatorCollector(Collector):
         )
         expected = GaugeMetricFamily(
             "accelpool_pool_expected_tflops",
-            "Catalog dense peak of the policy dtype times the pool's devices, TFLOPS.",
+            "Catalog dense peak of the policy dtype times the devices pods can use now, TFLOPS.",
             labels=["pool"],
         )
         breaker = GaugeMetricFamily(
@@ -130,16 +147,26 @@ class OperatorCollector(Collector):
             )
             counts = status.nodes
             for state, value in zip(
-                NODE_STATES, (counts.desired, counts.members, counts.ready, counts.quarantined), strict=True
+                NODE_STATES,
+                (counts.desired, counts.members, counts.ready, counts.quarantined, counts.burn_in),
+                strict=True,
             ):
                 nodes.add_metric([pool.name, state], value)
-            gpus.add_metric([pool.name], status.capacity.gpus)
+            capacity = status.capacity
+            gpus.add_metric([pool.name], capacity.gpus)
+            for reason, value in zip(
+                UNAVAILABLE_REASONS,
+                (capacity.quarantined_gpus, capacity.burn_in_gpus, capacity.unschedulable_gpus),
+                strict=True,
+            ):
+                unavailable.add_metric([pool.name, reason], value)
+            drivers.add_metric([pool.name], pool.driver_versions)
             if status.capacity.measured_tflops is not None:
                 measured.add_metric([pool.name], status.capacity.measured_tflops)
             if pool.expected_tflops is not None:
                 expected.add_metric([pool.name], pool.expected_tflops)
             breaker.add_metric([pool.name], 1 if pool.breaker_open else 0)
-        yield from (phases, info, nodes, gpus, measured, expected, breaker)
+        yield from (phases, info, nodes, gpus, unavailable, drivers, measured, expected, breaker)
 
         total = CounterMetricFamily("accelpool_reconcile", "Reconcile passes by result.", labels=["result"])
         for result in ("success", "error"):

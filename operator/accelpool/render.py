@@ -2,15 +2,20 @@
 
 - `daemonset(...)`: one per pool, in the agent namespace, owned by the pool (ownerReference),
   scheduled only on the pool's members (nodeSelector `accelpool.io/pool=<pool>`), tolerating
-  the pool taint, the quarantine taint (the agent must keep checking a quarantined node to
-  release it), the accelerator's resource taint (GKE's `nvidia.com/gpu=present`) and the other
-  controllers' taints found on members. Its container runs
+  the pool taint, the quarantine and burn-in taints (the agent must keep checking a quarantined
+  node to release it, and check a joining node to end its burn-in), the accelerator's
+  resource taint (GKE's `nvidia.com/gpu=present`) and the other controllers' taints found on
+  members. Its container runs
   `accelpool-agent run --node-name $(NODE_NAME) --listen 0.0.0.0:9402 --backend <backend>` with
   the pool's `AgentConfig` as JSON in `ACCELPOOL_AGENT_CONFIG` (health policy and the catalog's
   expected peaks), probed for liveness and readiness on its metrics port. NVML access comes
   from the NVIDIA container runtime (`runtimeClassName`, `NVIDIA_VISIBLE_DEVICES=all`) or, with
   `privileged`, from the host's /dev.
-- `nodepool(...)`: a `karpenter.sh/v1` NodePool for `provisioner: karpenter` pools.
+- `nodepool(...)`: a `karpenter.sh/v1` NodePool for `provisioner: karpenter` pools; with burn-in,
+  its nodes start with the burn-in taint (`startupTaints`: "expected to be removed automatically
+  ... typically by a DaemonSet that tolerates the taint", Karpenter's `pkg/apis/v1/nodeclaim.go`,
+  and pods need not tolerate them for Karpenter to provision nodes for them). Karpenter hashes
+  `startupTaints` into the NodePool (no `hash:"ignore"` tag there), so changing them is drift.
 
 Every object carries `accelpool.io/spec-hash` (`with_spec_hash`) so the reconciler rewrites it
 only when what it renders changes. Pure: called by the reconciler, the `plan` command and tests.
@@ -125,6 +130,7 @@ def agent_tolerations(
     tolerations: list[dict[str, str]] = [
         {"key": conventions.POOL_TAINT_KEY, "operator": "Equal", "value": pool, "effect": conventions.NO_SCHEDULE},
         {"key": conventions.QUARANTINE_TAINT_KEY, "operator": "Exists", "effect": conventions.NO_SCHEDULE},
+        {"key": conventions.BURN_IN_TAINT_KEY, "operator": "Exists", "effect": conventions.NO_SCHEDULE},
         {"key": entry.resource, "operator": "Exists", "effect": conventions.NO_SCHEDULE},
     ]
     for toleration in member_tolerations:
@@ -308,8 +314,11 @@ def devices_per_node(spec: api.ComputePoolSpec) -> int:
     return max(counts) if counts else resolved.entry.default_count
 
 
-def nodepool(pool: str, uid: str, spec: api.ComputePoolSpec, template_labels: Mapping[str, str]) -> dict[str, Any]:
-    """The pool's `karpenter.sh/v1` NodePool: instances of its accelerator, labelled and tainted as members."""
+def nodepool(
+    pool: str, uid: str, spec: api.ComputePoolSpec, template_labels: Mapping[str, str], *, burn_in: bool = False
+) -> dict[str, Any]:
+    """The pool's `karpenter.sh/v1` NodePool: instances of its accelerator, labelled and tainted as members
+    (`burn_in`: they start with the burn-in taint, which accelpool lifts once the node passed it)."""
     entry = spec.resolve().entry
     template_spec: dict[str, Any] = {
         "requirements": _karpenter_requirements(spec),
@@ -318,6 +327,14 @@ def nodepool(pool: str, uid: str, spec: api.ComputePoolSpec, template_labels: Ma
     if spec.dedicated:
         template_spec["taints"] = [
             {"key": conventions.POOL_TAINT_KEY, "value": pool, "effect": conventions.NO_SCHEDULE}
+        ]
+    if burn_in:
+        template_spec["startupTaints"] = [
+            {
+                "key": conventions.BURN_IN_TAINT_KEY,
+                "value": conventions.BURN_IN_PENDING,
+                "effect": conventions.NO_SCHEDULE,
+            }
         ]
     obj: dict[str, Any] = {
         "apiVersion": KARPENTER_API_VERSION,

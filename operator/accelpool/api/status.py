@@ -16,7 +16,10 @@ class Condition(Model):
     """The standard metav1.Condition shape."""
 
     type: str = Field(
-        description="Valid, NodesSelected, MigConfigured, DevicePluginConfigured, AgentReady, Healthy, Ready."
+        description=(
+            "Valid, NodesSelected, MigConfigured, DevicePluginConfigured, AgentReady, Healthy, DriversConsistent, "
+            "Ready."
+        )
     )
     status: Literal["True", "False", "Unknown"]
     reason: str = ""
@@ -32,19 +35,40 @@ class NodeCounts(Model):
     members: int = 0
     ready: int = 0
     quarantined: int = 0
+    burn_in: int = Field(0, description="Members in burn-in (tainted accelpool.io/burn-in), failed ones included.")
     summary: str = Field("0/0", description="members/desired, for `kubectl get`.")
 
 
 class Capacity(Model):
-    """What the pool really offers now."""
+    """What the pool really offers pods now, and the devices of members that cannot serve them.
 
-    gpus: int = Field(0, description="Devices on member nodes.")
-    memory_gib: int = Field(0, alias="memoryGiB", description="Device memory on member nodes, GiB.")
+    Serving members are Ready, schedulable, not quarantined and not in burn-in; the devices of the
+    others are counted apart by why (a member counts under the first of quarantined, burn-in,
+    unschedulable), so the four GPU counts add up to the devices on all members.
+    """
+
+    gpus: int = Field(0, description="Devices on serving members: what pods can use now.")
+    memory_gib: int = Field(0, alias="memoryGiB", description="Device memory on serving members, GiB.")
     resources: dict[str, int] = Field(
-        default_factory=dict, description="What pods can request, e.g. nvidia.com/mig-3g.40gb."
+        default_factory=dict,
+        description="What pods can request on serving members (as their device plugins advertise), "
+        "e.g. nvidia.com/mig-3g.40gb.",
     )
     measured_tflops: float | None = Field(
-        None, alias="measuredTFLOPS", description="Sum of the latest matmul results in the policy's dtype."
+        None,
+        alias="measuredTFLOPS",
+        description="Sum of the serving members' latest matmul results in the policy's dtype.",
+    )
+    quarantined_gpus: int = Field(
+        0, alias="quarantinedGPUs", description="Devices on quarantined members (tainted or cordoned by accelpool)."
+    )
+    burn_in_gpus: int = Field(
+        0, alias="burnInGPUs", description="Devices on members in burn-in that are not quarantined."
+    )
+    unschedulable_gpus: int = Field(
+        0,
+        alias="unschedulableGPUs",
+        description="Devices on members that are NotReady or cordoned by someone else (and neither of the above).",
     )
 
 
@@ -69,7 +93,11 @@ class Member(Model):
 
     node: str
     gpus: int = 0
-    health: Literal["Healthy", "Unhealthy", "Unknown", "Quarantined"] = "Unknown"
+    health: Literal["Healthy", "Unhealthy", "Unknown", "Quarantined", "BurnIn"] = Field(
+        "Unknown",
+        description="Quarantined, Unhealthy, BurnIn (joined and not yet passed burn-in: reason BurnInPending or "
+        "BurnInFailed), Healthy or Unknown, the first that applies.",
+    )
     reason: str | None = Field(None, description="Why the node is not Healthy.")
     since: str | None = Field(None, description="RFC 3339 time the health last changed.")
     mig: str | None = Field(None, description="nvidia.com/mig.config.state: pending, success, failed.")

@@ -6,11 +6,13 @@
    (deleted or missing pools, members that no longer match); stale agent health reads Unknown.
 2. **Remediation** (`remediation`): quarantine unhealthy members per the pool's policy within
    `maxUnavailable` (else the circuit breaker opens); lift quarantines after `holdDown`.
+   **Burn-in** (`burnin`): lift the burn-in taint of members that passed a full check cycle,
+   mark those that failed.
 3. **Sizing** (`sizing`): how many serving members a static pool lacks, or which are surplus
-   (released most recently joined first).
+   (released most recently joined first; members in burn-in count, failed ones do not).
 4. **Claims** (`claims`): pools, oldest first, take free nodes in name order.
 5. **Node changes** (`changes`, `mig_retry`, recorded in a `ledger.Ledger`): the pool and NVIDIA
-   config labels, prior labels, joined-at, the pool taint, quarantines, MIG retries.
+   config labels, prior labels, joined-at, the pool taint, quarantines, burn-in, MIG retries.
 6. **Configs** (`configs`): the device-plugin ConfigMap data and the mig-parted document.
 7. **Statuses** (`accelpool.poolstatus`), Events, remediation records, and when to plan again.
 
@@ -30,7 +32,7 @@ from dataclasses import replace
 from accelpool import conventions
 from accelpool.agents import AgentObservation
 from accelpool.nodes import NodeChange, NodeView
-from accelpool.planning import claims, configs, membership, remediation, sizing
+from accelpool.planning import burnin, claims, configs, membership, remediation, sizing
 from accelpool.planning.changes import member_changes
 from accelpool.planning.ledger import Ledger
 from accelpool.planning.membership import Roster
@@ -45,7 +47,7 @@ from accelpool.planning.model import (
     Remediation,
 )
 from accelpool.planning.pools import PoolWork, claim_priority, pool_works
-from accelpool.poolstatus import Member, PoolFacts, Selection, compute_status, invalid_status
+from accelpool.poolstatus import Member, PoolFacts, Selection, compute_status, driver_versions, invalid_status
 from accelpool_core import catalog
 
 __all__ = [
@@ -123,6 +125,7 @@ def _plan_once(
     )
     for work in works.values():
         _remediate(work, ledger, options)
+        _burn_in(work, ledger, options)
         _size(work, ledger, roster, options)
     _claim(works, roster, options)
     member_labels = {work.name: member_changes(ledger, work, options.now) for work in works.values()}
@@ -175,13 +178,35 @@ def _remediate(work: PoolWork, ledger: Ledger, options: PlannerOptions) -> None:
     ledger.requeue(decision.requeue_after)
 
 
+def _burn_in(work: PoolWork, ledger: Ledger, options: PlannerOptions) -> None:
+    """Stage 2, after remediation: which members pass or fail burn-in, kept on the pool and recorded."""
+    decision = burnin.judge(
+        work.name,
+        work.input.uid,
+        work.spec.health,
+        work.members,
+        verifies=agent_verifies(work.resolved.entry, options),
+        now=options.now,
+        healthy_since=options.healthy_since,
+    )
+    work.burn_in = decision
+    ledger.events.extend(decision.events)
+    ledger.requeue(decision.requeue_after)
+
+
+def agent_verifies(entry: catalog.Accelerator, options: PlannerOptions) -> bool:
+    """Whether the agents' backend can check this accelerator's devices (NVML: NVIDIA only)."""
+    return entry.vendor == catalog.Vendor.NVIDIA or options.agent_backend in ("fake", "cpu")
+
+
 def _size(work: PoolWork, ledger: Ledger, roster: Roster, options: PlannerOptions) -> None:
     """Stage 3: release a surplus (its nodes become free candidates) or note what the pool lacks."""
+    remediated, burn_in = work.remediation, work.burn_in
     decision = sizing.size(
         work.members,
         work.desired,
         karpenter=work.karpenter,
-        quarantined=work.remediation.quarantined_after,
+        quarantined=lambda view: remediated.quarantined_after(view) or burn_in.failed_after(view),
         now=options.now,
         not_ready_grace_seconds=options.not_ready_grace_seconds,
     )
@@ -254,13 +279,19 @@ def _pool_plan(
         ),
         breaker=work.remediation.breaker,
         resolved=work.resolved,
-        agent_verifies=entry.vendor == catalog.Vendor.NVIDIA or options.agent_backend in ("fake", "cpu"),
+        agent_verifies=agent_verifies(entry, options),
         agents=None if options.agents is None else options.agents.get(pool.name, AgentObservation()),
     )
     status = compute_status(facts)
     peak = entry.peaks.get(work.spec.health.matmul.dtype)
     expected = round(peak * status.capacity.gpus, 1) if peak is not None else None
     tolerations = tuple(t for t in status.scheduling.tolerations if t.key != conventions.POOL_TAINT_KEY)
+    versions = driver_versions(members, pool.name)
+    drivers = next((c for c in status.conditions if c.type == "DriversConsistent"), None)
+    if (
+        drivers is not None and drivers.status == "False"
+    ):  # asked for on every pass; the Event recorder posts it once per window
+        ledger.event("ComputePool", pool.name, pool.uid, "Warning", drivers.reason, drivers.message)
     return PoolPlan(
         name=pool.name,
         uid=pool.uid,
@@ -273,6 +304,8 @@ def _pool_plan(
         expected_tflops=expected,
         tolerations=tolerations,
         member_labels=member_labels,
+        burn_in=work.burn_in.active,
+        driver_versions=len(versions),
     )
 
 

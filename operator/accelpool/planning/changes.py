@@ -6,8 +6,9 @@ device-plugin config label (the pool's key) and, where MIG matters, `nvidia.com/
 device plugin advertises MIG devices as GPUs). Values of another controller that accelpool
 overwrites on a new member are kept in `accelpool.io/prior-labels` and restored on release
 (`Ledger.release`). Also: `accelpool.io/joined-at` (static pools; sizing releases the newest
-first), the pool taint of dedicated pools, the MIG retry record (`accelpool.planning.mig_retry`)
-and the quarantine (`accelpool.planning.remediation.apply_quarantine`).
+first), the pool taint of dedicated pools, the MIG retry record (`accelpool.planning.mig_retry`),
+the quarantine (`accelpool.planning.remediation.apply_quarantine`) and the burn-in taint, put on
+in the same write that makes a node a member (`accelpool.planning.burnin.apply_burn_in`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from datetime import datetime
 from accelpool import conventions
 from accelpool.nodes import NodeView, Taint, format_time
 from accelpool.planning import mig_retry
+from accelpool.planning.burnin import apply_burn_in
 from accelpool.planning.ledger import Ledger, NodeEdit
 from accelpool.planning.pools import PoolWork
 from accelpool.planning.remediation import apply_quarantine
@@ -91,6 +93,7 @@ def member_changes(ledger: Ledger, work: PoolWork, now: datetime) -> dict[str, s
         else:
             edit.drop_taints(conventions.POOL_TAINT_KEY)
         apply_quarantine(work.remediation, view, edit)
+        apply_burn_in(work.burn_in, view, edit, joining=new)
     return labels
 
 

@@ -133,6 +133,7 @@ class Ledger:
             )
         edit.drop_taints(conventions.POOL_TAINT_KEY)
         edit.drop_taints(conventions.QUARANTINE_TAINT_KEY)
+        edit.drop_taints(conventions.BURN_IN_TAINT_KEY)  # a pool that claims the node puts its own on again
         if view.cordoned_by_us and view.unschedulable:
             edit.unschedulable = False
         # The pool's agent leaves with the node: its condition goes too, except a False, which keeps a node

@@ -125,6 +125,10 @@ class PoolPlan:
     """Other controllers' taints found on members (the agent DaemonSet tolerates them too)."""
     member_labels: Mapping[str, str] = field(default_factory=dict)
     """The labels accelpool puts on every member (a Karpenter NodePool's template labels)."""
+    burn_in: bool = False
+    """Joining nodes carry the burn-in taint (a Karpenter NodePool's startup taint)."""
+    driver_versions: int = 0
+    """How many driver (and CUDA) versions the members' agents report (more than 1: a mismatch)."""
 
     @property
     def phase(self) -> str:

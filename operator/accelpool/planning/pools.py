@@ -14,6 +14,7 @@ from typing import Any
 
 from accelpool import api
 from accelpool.nodes import NodeView
+from accelpool.planning.burnin import NO_BURN_IN, BurnInDecision
 from accelpool.planning.model import PoolInput
 from accelpool.planning.remediation import NO_REMEDIATION, RemediationDecision
 
@@ -63,6 +64,7 @@ class PoolWork:
     new_members: list[NodeView] = field(default_factory=list)
     """Free nodes it claims this pass."""
     remediation: RemediationDecision = NO_REMEDIATION
+    burn_in: BurnInDecision = NO_BURN_IN
     need: int = 0
     """Serving members it lacks after sizing (what claims look for)."""
     shortfall: str = ""

@@ -7,16 +7,19 @@ Each condition is computed by its own pure function; a small composer assembles 
 
 - `facts`: the inputs (`PoolFacts`, `Member`, `Selection`, `Breaker`) and health wording.
 - `layout`: whether NVIDIA's MIG manager, device plugin and GFD serve the pool's config (`Layout`).
-- `census`: the members sorted into the groups the status names (quarantined, silent, ready...).
+- `census`: the members sorted into the groups the status names (quarantined, burn-in, silent, ready...).
 - `conditions`: Valid, NodesSelected, MigConfigured, DevicePluginConfigured, AgentReady, Healthy.
+- `drivers`: DriversConsistent, from the driver and CUDA versions the members' agents report.
 - `phase`: Pending / Provisioning > Degraded > Configuring > Ready, and the Ready condition.
-- `capacity`: GPUs, memory, advertised resources, TFLOPS, tolerations, the member list.
+- `capacity`: what serving members offer (GPUs, memory, advertised resources, TFLOPS), the GPUs
+  of the others by why they do not serve, tolerations, the member list.
 - `compose`: `compute_status` and `invalid_status` (phase Failed), with transition times kept.
 """
 
 from accelpool.poolstatus.capacity import scheduling_tolerations
 from accelpool.poolstatus.compose import compute_status, invalid_status
 from accelpool.poolstatus.conditions import CONDITION_TYPES, STRATEGY_OVERRIDE_FIX, Finding, parse_retries
+from accelpool.poolstatus.drivers import driver_versions
 from accelpool.poolstatus.facts import (
     MESSAGE_NODES,
     Breaker,
@@ -44,6 +47,7 @@ __all__ = [
     "Selection",
     "compute_status",
     "describe_health",
+    "driver_versions",
     "health_reason",
     "invalid_status",
     "parse_retries",

@@ -1,7 +1,8 @@
 """What a pool offers pods, and the per-member lines of its status. Pure.
 
-- `capacity`: GPUs, memory, the device plugin's advertised resources on serving members, and
-  the measured matmul TFLOPS (not counting quarantined members).
+- `capacity`: what serving members offer (GPUs, memory, the device plugin's advertised
+  resources, measured matmul TFLOPS), and the GPUs of quarantined, burn-in and unschedulable
+  members apart.
 - `scheduling_tolerations`: what a pod needs to tolerate to land on every member (the pool taint
   of a dedicated pool plus other controllers' lasting taints; transient ones are left out).
 - `status_members`: each member's health, reason, MIG state and TFLOPS, bounded in number.
@@ -13,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from accelpool import api, conventions
 from accelpool.nodes import Taint, format_time
+from accelpool.poolstatus.census import Census
 from accelpool.poolstatus.facts import Member, MemberHealth, health_reason
 from accelpool.poolstatus.layout import advertised
 from accelpool_core import catalog
@@ -30,17 +32,14 @@ _TRANSIENT_TAINT_PREFIXES = (
 _TRANSIENT_TAINT_KEYS = frozenset({"ToBeDeletedByClusterAutoscaler", "DeletionCandidateOfClusterAutoscaler"})
 
 
-def capacity(
-    members: Sequence[Member],
-    serving: Sequence[Member],
-    entry: catalog.Accelerator,
-    per_gpu: Mapping[str, int],
-    dtype: str,
-) -> api.Capacity:
-    """Memory falls back to the catalog's per-device figure where the node does not publish its own."""
-    gpus = sum(m.view.gpus for m in members)
+def capacity(census: Census, entry: catalog.Accelerator, per_gpu: Mapping[str, int], dtype: str) -> api.Capacity:
+    """What the serving members offer, and the devices of the others by why they cannot serve.
+
+    Memory falls back to the catalog's per-device figure where the node does not publish its own.
+    """
+    serving = census.serving
     memory_gib = 0.0
-    for m in members:
+    for m in serving:
         detected = m.view.detected
         if detected is None:
             continue
@@ -49,17 +48,21 @@ def capacity(
     resources = {name: sum(advertised(m, name) for m in serving) for name in per_gpu}
     measured = [
         m.view.report.tflops
-        for m in members
-        if m.view.report is not None
-        and m.view.report.tflops is not None
-        and (m.view.report.dtype in (None, dtype))
-        and not m.quarantined
+        for m in serving
+        if m.view.report is not None and m.view.report.tflops is not None and (m.view.report.dtype in (None, dtype))
     ]
+    quarantined = sum(m.view.gpus for m in census.quarantined)
+    burn_in = sum(m.view.gpus for m in census.burn_in if not m.quarantined)
+    everyone = sum(m.view.gpus for m in census.members)
+    gpus = sum(m.view.gpus for m in serving)
     return api.Capacity(
         gpus=gpus,
         memory_gib=round(memory_gib),
         resources=resources,
         measured_tflops=round(sum(measured), 1) if measured else None,
+        quarantined_gpus=quarantined,
+        burn_in_gpus=burn_in,
+        unschedulable_gpus=everyone - gpus - quarantined - burn_in,
     )
 
 
@@ -107,13 +110,16 @@ def status_members(members: Sequence[Member], *, mig_pool: bool) -> list[api.Mem
 
 
 def member_health(member: Member) -> tuple[MemberHealth, str | None, str | None]:
-    """(health, reason, since) of one member: Quarantined > Unhealthy > Healthy > Unknown (why not reported)."""
+    """(health, reason, since) of one member, the first that applies: Quarantined, Unhealthy, BurnIn, Healthy,
+    Unknown (why not reported)."""
     view = member.view
     since = format_time(view.health.since) if view.health and view.health.since else None
     if member.quarantined:
         return "Quarantined", health_reason(view), since
     if view.health is not None and view.health.unhealthy:
         return "Unhealthy", health_reason(view), since
+    if member.burn_in is not None:
+        return "BurnIn", "BurnInFailed" if member.burn_in == conventions.BURN_IN_FAILED else "BurnInPending", since
     if view.health is not None and view.health.healthy:
         return "Healthy", None, since
     return "Unknown", (view.health.reason or None) if view.health else "NotReported", since

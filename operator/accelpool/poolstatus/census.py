@@ -34,8 +34,12 @@ class Census:
     """Members whose AcceleratorHealthy is True."""
     device_plugin_missing: tuple[Member, ...]
     """Members of an NVIDIA pool that do not select the pool's device-plugin config yet."""
+    burn_in: tuple[Member, ...]
+    """Tainted `accelpool.io/burn-in` (joined, not passed burn-in yet), failed ones included."""
+    burn_in_failed: tuple[Member, ...]
+    """In burn-in with the taint's value `failed`: AcceleratorHealthy turned False before it passed."""
     serving: tuple[Member, ...]
-    """Ready, schedulable and not quarantined: what pods can use now (capacity counts these)."""
+    """Ready, schedulable, not quarantined and not in burn-in: what pods can use now (capacity counts these)."""
     ready: tuple[Member, ...]
     """Serving, configured (NVIDIA pools: `Layout.done`) and healthy (or at least not unhealthy where the
     agent cannot verify the vendor's devices)."""
@@ -45,7 +49,10 @@ class Census:
         members = tuple(members)
         nvidia_pool = shape.nvidia
         key = shape.key
-        serving = [m for m in members if m.view.ready and not m.unschedulable and not m.quarantined]
+        serving = [
+            m for m in members if m.view.ready and not m.unschedulable and not m.quarantined and m.burn_in is None
+        ]
+        burn_in = [m for m in members if m.burn_in is not None]
         configured = [m for m in serving if m.name in layout.done] if nvidia_pool else serving
         if agent_verifies:
             ready = [m for m in configured if m.view.health is not None and m.view.health.healthy]
@@ -74,6 +81,8 @@ class Census:
             device_plugin_missing=tuple(
                 [m for m in members if nvidia_pool and m.label(conventions.DEVICE_PLUGIN_CONFIG_LABEL) != key]
             ),
+            burn_in=tuple(burn_in),
+            burn_in_failed=tuple([m for m in burn_in if m.burn_in == conventions.BURN_IN_FAILED]),
             serving=tuple(serving),
             ready=tuple(ready),
         )

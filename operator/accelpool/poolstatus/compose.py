@@ -13,7 +13,7 @@ from datetime import datetime
 
 from accelpool import api, conventions
 from accelpool.nodes import format_time
-from accelpool.poolstatus import capacity, conditions, phase
+from accelpool.poolstatus import capacity, conditions, drivers, phase
 from accelpool.poolstatus.census import Census
 from accelpool.poolstatus.conditions import Finding
 from accelpool.poolstatus.facts import ConditionStatus, PoolFacts
@@ -97,6 +97,7 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
         ),
         "AgentReady": agents,
         "Healthy": conditions.healthy(facts.breaker, census),
+        "DriversConsistent": drivers.drivers_consistent(census.members, facts.name),
         "Ready": decision.ready(),
     }
     history = ConditionHistory(facts.previous, facts.now, facts.generation)
@@ -110,9 +111,10 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
             members=members,
             ready=len(census.ready),
             quarantined=len(census.quarantined),
+            burn_in=len(census.burn_in),
             summary=f"{members}/{selection.desired}",
         ),
-        capacity=capacity.capacity(census.members, census.serving, shape.entry, per_gpu, spec.health.matmul.dtype),
+        capacity=capacity.capacity(census, shape.entry, per_gpu, spec.health.matmul.dtype),
         scheduling=api.Scheduling(
             node_selector={conventions.POOL_LABEL: facts.name},
             tolerations=capacity.scheduling_tolerations(facts.name, spec.dedicated, census.members),

@@ -14,6 +14,7 @@ transition times, in `CONDITION_TYPES` order. The Ready condition comes from the
   every member, and what the members advertise).
 - AgentReady: `agent_ready`, from `accelpool.agents.judge`.
 - Healthy: `healthy` (NodeQuarantined, NodeUnhealthy, CircuitBreakerOpen, NotReported).
+- DriversConsistent: `accelpool.poolstatus.drivers.drivers_consistent` (DriverVersionMismatch).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ CONDITION_TYPES = (
     "DevicePluginConfigured",
     "AgentReady",
     "Healthy",
+    "DriversConsistent",
     "Ready",
 )
 STRATEGY_OVERRIDE_FIX = (

@@ -19,7 +19,7 @@ from accelpool import agents, api, conventions
 from accelpool.nodes import NodeChange, NodeView, Taint
 
 ConditionStatus = Literal["True", "False", "Unknown"]
-MemberHealth = Literal["Healthy", "Unhealthy", "Unknown", "Quarantined"]
+MemberHealth = Literal["Healthy", "Unhealthy", "Unknown", "Quarantined", "BurnIn"]
 Phase = Literal["Pending", "Provisioning", "Configuring", "Ready", "Degraded", "Failed"]
 MESSAGE_NODES = 5
 """Nodes named in a condition message before the rest are counted."""
@@ -34,6 +34,8 @@ class Member:
     taints: tuple[Taint, ...] = field(init=False, compare=False)
     unschedulable: bool = field(init=False, compare=False)
     quarantined: bool = field(init=False, compare=False)
+    burn_in: str | None = field(init=False, compare=False)
+    """The value of its `accelpool.io/burn-in` taint (pending, failed), None when it is not in burn-in."""
     mig_state: str | None = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -50,6 +52,8 @@ class Member:
         set_field(self, "taints", taints)
         set_field(self, "unschedulable", unschedulable)
         set_field(self, "quarantined", tainted or (cordon_note == "true" and unschedulable))
+        burn_in = next((t for t in taints if t.key == conventions.BURN_IN_TAINT_KEY), None)
+        set_field(self, "burn_in", None if burn_in is None else burn_in.value or conventions.BURN_IN_PENDING)
         set_field(self, "mig_state", view.label_after(change, conventions.MIG_CONFIG_STATE_LABEL))
 
     @property

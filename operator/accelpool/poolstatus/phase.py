@@ -1,15 +1,19 @@
 """A valid pool's phase, why it is in it, and the Ready condition that reports both. Pure.
 
 Precedence: Pending (no members yet) / Provisioning (karpenter pools short of nodes) > Degraded
-(`degradations`: unhealthy, quarantined, MIG failed or overridden, not Ready, cordoned, agents
-that cannot run, or short of nodes) > Configuring (`configuring`: MIG, device plugin or agents
-not there yet) > Ready. (Failed, for invalid pools, is decided by the composer.)
+(`degradations`: unhealthy, quarantined, failed burn-in, MIG failed or overridden, not Ready,
+cordoned, agents that cannot run, or short of nodes) > Configuring (`configuring`: MIG, device
+plugin, agents or a passed burn-in not there yet) > Ready. A pool whose members are all in
+burn-in is therefore Configuring (Provisioning while a Karpenter pool is short of nodes), never
+Ready. Different driver versions across members do not change the phase (see
+`accelpool.poolstatus.drivers`). (Failed, for invalid pools, is decided by the composer.)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from accelpool import conventions
 from accelpool.poolstatus.census import Census
 from accelpool.poolstatus.conditions import Finding
 from accelpool.poolstatus.facts import Phase, Selection, name_list
@@ -36,6 +40,8 @@ def degradations(census: Census, layout: Layout, agents: Finding) -> list[str]:
         found.append(f"{len(census.quarantined)} quarantined")
     if census.unhealthy:
         found.append(f"{len(census.unhealthy)} unhealthy")
+    if census.burn_in_failed:
+        found.append(f"{len(census.burn_in_failed)} failed burn-in ({name_list(census.burn_in_failed)})")
     if layout.failed:
         found.append(f"MIG failed on {len(layout.failed)}")
     if census.not_ready:
@@ -60,6 +66,9 @@ def configuring(census: Census, layout: Layout, *, nvidia_pool: bool, device_plu
         found.append(f"{len(census.silent)} agents not reporting")
     if census.waiting_health:
         found.append(f"{len(census.waiting_health)} health Unknown")
+    pending = [m for m in census.burn_in if m.burn_in != conventions.BURN_IN_FAILED]
+    if pending:
+        found.append(f"{len(pending)} in burn-in ({name_list(pending)})")
     return found
 
 

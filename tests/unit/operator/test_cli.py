@@ -42,6 +42,9 @@ spec:
 """
 
 
+BURN_IN = {"key": "accelpool.io/burn-in", "value": "pending", "effect": "NoSchedule"}
+
+
 def plan_json(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, object]:
     pools = tmp_path / "pools.yaml"
     pools.write_text(POOLS_YAML)
@@ -76,7 +79,13 @@ def test_plan_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
                 conventions.DEVICE_PLUGIN_CONFIG_LABEL: "accelpool-slices",
                 conventions.MIG_CONFIG_LABEL: "accelpool-slices",
             },
-            "taints": {"add": [{"key": "accelpool.io/pool", "value": "slices", "effect": "NoSchedule"}], "remove": []},
+            "taints": {
+                "add": [
+                    {"key": "accelpool.io/pool", "value": "slices", "effect": "NoSchedule"},
+                    BURN_IN,  # joining nodes serve only once they pass burn-in
+                ],
+                "remove": [],
+            },
         },
         "h100-1": {
             "labels": {
@@ -85,7 +94,7 @@ def test_plan_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
                 conventions.MIG_CONFIG_LABEL: "all-disabled",  # whole GPUs of a MIG-capable model
             },
             "taints": {
-                "add": [{"key": "accelpool.io/pool", "value": "llm-training", "effect": "NoSchedule"}],
+                "add": [{"key": "accelpool.io/pool", "value": "llm-training", "effect": "NoSchedule"}, BURN_IN],
                 "remove": [],
             },
         },
@@ -96,7 +105,7 @@ def test_plan_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
                 conventions.MIG_CONFIG_LABEL: "all-disabled",  # whole GPUs of a MIG-capable model
             },
             "taints": {
-                "add": [{"key": "accelpool.io/pool", "value": "llm-training", "effect": "NoSchedule"}],
+                "add": [{"key": "accelpool.io/pool", "value": "llm-training", "effect": "NoSchedule"}, BURN_IN],
                 "remove": [],
             },
         },

@@ -25,11 +25,23 @@ def test_the_shared_fixture_cluster() -> None:
         [
             pool("train", {"accelerator": "H100:8", "nodes": 4}),
             pool(
-                "slices", {"accelerator": {"name": "A100", "memory": "40GB"}, "nodes": 2, "mig": {"profile": "3g.20gb"}}
+                "slices",
+                {
+                    "accelerator": {"name": "A100", "memory": "40GB"},
+                    "nodes": 2,
+                    "mig": {"profile": "3g.20gb"},
+                    "health": {"burnIn": False},  # its capacity counts the nodes it claims at once
+                },
             ),
             pool(
                 "inference",
-                {"accelerator": "L4", "nodes": 3, "dedicated": False, "sharing": {"timeSlicing": {"replicas": 4}}},
+                {
+                    "accelerator": "L4",
+                    "nodes": 3,
+                    "dedicated": False,
+                    "sharing": {"timeSlicing": {"replicas": 4}},
+                    "health": {"burnIn": False},
+                },
             ),
             pool("amd", {"accelerator": "MI300X:8", "nodes": 2}),
             pool("tpu", {"accelerator": "TPU-v5p", "nodes": 1}),
@@ -70,6 +82,11 @@ def test_the_shared_fixture_cluster() -> None:
     assert slices.status.capacity.resources == {"nvidia.com/gpu": 16}
     assert conditions(result, "slices")["MigConfigured"] == ("False", "Pending")
     assert slices.status.capacity.gpus == 16
+    # The other pools' nodes joined this pass: they serve nothing until they pass burn-in.
+    train = result.pool("train")
+    assert train is not None and train.status is not None
+    assert (train.status.capacity.gpus, train.status.capacity.burn_in_gpus) == (0, 32)
+    assert (train.status.phase, train.status.nodes.burn_in) == ("Configuring", 4)
 
 
 def test_cordoned_not_ready_unhealthy_and_quarantined_nodes_are_not_claimed() -> None:
@@ -328,9 +345,9 @@ def test_config_documents_per_pool() -> None:
 def test_mixed_strategy_capacity_is_per_profile() -> None:
     advertised = {"nvidia.com/mig-3g.40gb": "8", "nvidia.com/mig-2g.20gb": "8", "nvidia.com/mig-1g.10gb": "16"}
     nodes = [node("h1", count=8, allocatable=advertised)]
+    profiles = ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
     result = run(
-        [pool("mixed", {"accelerator": "H100", "mig": {"profiles": ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]}})],
-        nodes,
+        [pool("mixed", {"accelerator": "H100", "mig": {"profiles": profiles}, "health": {"burnIn": False}})], nodes
     )
     found = result.pool("mixed")
     assert found is not None and found.status is not None

@@ -83,17 +83,21 @@ def test_configuring_names_what_is_on_its_way() -> None:
     assert configuring(ready, Layout(), nvidia_pool=True, device_plugin_written=True) == []
 
 
-def test_capacity_counts_memory_from_the_node_or_the_catalog_and_skips_quarantined_tflops() -> None:
+def test_capacity_counts_serving_members_only_and_the_others_apart_by_why() -> None:
     report = '{"status":"Healthy","reason":"AllChecksPassed","tflops":900.5,"dtype":"bf16"}'
     quarantine = [{"key": conventions.QUARANTINE_TAINT_KEY, "value": "XidError79", "effect": "NoSchedule"}]
-    views = [
-        member("m1", "p", health=HEALTHY, annotations={conventions.HEALTH_ANNOTATION: report}),
-        member("m2", "p", health=HEALTHY, annotations={conventions.HEALTH_ANNOTATION: report}, taints=quarantine),
-    ]
-    members = tuple(Member(v) for v in views)
-    serving = members[:1]
-    found = capacity(members, serving, catalog.BY_NAME["H100-80GB"], {"nvidia.com/gpu": 1}, "bf16")
-    assert (found.gpus, found.memory_gib, found.measured_tflops) == (16, 1280, 900.5)
+    burn_in = [{"key": conventions.BURN_IN_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}]
+    annotated = {conventions.HEALTH_ANNOTATION: report}
+    census = h100_census(
+        member("m1", "p", health=HEALTHY, annotations=annotated),
+        member("m2", "p", health=HEALTHY, annotations=annotated, taints=quarantine),
+        member("m3", "p", health=HEALTHY, annotations=annotated, taints=[*quarantine, *burn_in]),
+        member("m4", "p", health=HEALTHY, annotations=annotated, taints=burn_in),
+        member("m5", "p", health=HEALTHY, annotations=annotated, ready=False),
+    )
+    found = capacity(census, catalog.BY_NAME["H100-80GB"], {"nvidia.com/gpu": 1}, "bf16")
+    assert (found.gpus, found.memory_gib, found.measured_tflops) == (8, 640, 900.5)
     assert found.resources == {"nvidia.com/gpu": 8}
-    other_dtype = capacity(members, serving, catalog.BY_NAME["H100-80GB"], {}, "fp32")
+    assert (found.quarantined_gpus, found.burn_in_gpus, found.unschedulable_gpus) == (16, 8, 8)
+    other_dtype = capacity(census, catalog.BY_NAME["H100-80GB"], {}, "fp32")
     assert other_dtype.measured_tflops is None

@@ -80,8 +80,12 @@ def test_metrics_exposition_of_a_plan() -> None:
     assert samples[("accelpool_pool_phase", (("phase", "Degraded"), ("pool", "p")))] == 1
     assert samples[("accelpool_pool_nodes", (("pool", "p"), ("state", "quarantined")))] == 1
     assert samples[("accelpool_pool_nodes", (("pool", "p"), ("state", "desired")))] == 2
-    assert samples[("accelpool_pool_gpus", (("pool", "p"),))] == 16
-    assert samples[("accelpool_pool_expected_tflops", (("pool", "p"),))] == 989 * 16
+    assert samples[("accelpool_pool_gpus", (("pool", "p"),))] == 8, "the quarantined member's GPUs are not served"
+    unavailable = "accelpool_pool_unavailable_gpus"
+    assert samples[(unavailable, (("pool", "p"), ("reason", "quarantined")))] == 8
+    assert samples[(unavailable, (("pool", "p"), ("reason", "burn_in")))] == 0
+    assert samples[("accelpool_pool_driver_versions", (("pool", "p"),))] == 0
+    assert samples[("accelpool_pool_expected_tflops", (("pool", "p"),))] == 989 * 8, "of the serving GPUs, as measured"
     assert ("accelpool_pool_measured_tflops", (("pool", "p"),)) not in samples, "absent until measured"
     assert samples[("accelpool_pool_circuit_breaker_open", (("pool", "p"),))] == 0
     assert samples[("accelpool_reconcile_total", (("result", "error"),))] == 1

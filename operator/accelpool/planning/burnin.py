@@ -1,0 +1,165 @@
+"""Burn-in: a node that joins a pool serves pods only after its agent has passed a full check cycle. Pure.
+
+While the pool's policy asks for it (`spec.health.burnIn`, default true) and its agent can verify
+the pool's devices, a joining node carries `accelpool.io/burn-in=pending:NoSchedule` from the
+write that makes it a member (static pools, `apply_burn_in`; Karpenter puts it on the nodes it
+provisions, as a NodePool startup taint, `accelpool.render.nodepool`). `judge` then decides, for
+each member in burn-in:
+
+- **passed**: its AcceleratorHealthy is True and fresh (`membership.judge_health` reads a stale
+  condition, or one another pool's agent wrote, as Unknown), and this pool's agent reports a
+  completed full cycle (`HealthReport.complete`: compute checks included) with status Healthy:
+  the taint comes off, with a `BurnInPassed` Event;
+- **failed**: its AcceleratorHealthy is False: the taint's value turns `failed` (`BurnInFailed`,
+  a Warning); the remediation stage quarantines the node as it would any member. The taint stays
+  when that quarantine is lifted: a failed node comes off burn-in only once it has been healthy
+  again for `conventions.BURN_IN_FAILED_CYCLES` check intervals, so at least one more full cycle
+  passed (the hold-down of a quarantine is shorter and proves nothing about compute checks);
+- otherwise it waits.
+
+Members at the time burn-in is turned on (or accelpool upgraded) are not tainted: only joining
+nodes are. Turning the policy off, or a pool whose agent cannot verify, lifts the taint
+(`BurnInCancelled`). Release takes it off with everything else accelpool set (`Ledger.release`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from accelpool import api, conventions
+from accelpool.nodes import NodeView, Taint
+from accelpool.planning.ledger import NodeEdit
+from accelpool.planning.model import EventIntent
+from accelpool.planning.remediation import healthy_seconds
+from accelpool.poolstatus import describe_health
+from accelpool_core.protocol import HealthStatus
+
+
+@dataclass(frozen=True)
+class BurnInDecision:
+    """One pool's burn-in this pass."""
+
+    active: bool = False
+    """Joining nodes get the burn-in taint: the policy asks for it and the pool's agent can verify."""
+    lift: frozenset[str] = frozenset()
+    """Members whose burn-in taint comes off this pass."""
+    failed: frozenset[str] = frozenset()
+    """Members whose burn-in taint reads `failed` once this pass is written (newly failed ones included)."""
+    events: tuple[EventIntent, ...] = ()
+    requeue_after: float | None = None
+    """Seconds until the next failed member, healthy again, has been so for long enough."""
+
+    def failed_after(self, view: NodeView) -> bool:
+        """Whether the member is in failed burn-in once this decision is written (it cannot serve soon)."""
+        return view.name in self.failed
+
+
+NO_BURN_IN = BurnInDecision()
+
+
+def burn_in_taint(view: NodeView) -> Taint | None:
+    return next((t for t in view.taints if t.key == conventions.BURN_IN_TAINT_KEY), None)
+
+
+def passed_full_cycle(view: NodeView, pool: str) -> bool:
+    """Whether this pool's agent reports a completed full cycle and the node healthy, in a fresh condition."""
+    health, report = view.health, view.report
+    return (
+        health is not None
+        and health.healthy
+        and report is not None
+        and report.complete
+        and report.pool == pool
+        and report.status is HealthStatus.HEALTHY
+    )
+
+
+def judge(
+    pool: str,
+    uid: str,
+    health: api.HealthSpec,
+    members: Sequence[NodeView],
+    *,
+    verifies: bool,
+    now: datetime,
+    healthy_since: Mapping[str, datetime],
+) -> BurnInDecision:
+    """Which members in burn-in pass, fail or wait (see the module docstring); `verifies`: the agent can check
+    the pool's devices. `healthy_since`: when the operator first saw a condition True that has no
+    `lastTransitionTime`."""
+    active = health.burn_in and verifies
+    in_burn_in = [(view, taint) for view in members if (taint := burn_in_taint(view)) is not None]
+    if not in_burn_in:
+        return BurnInDecision(active=active)  # the common case, decided for every pool and pass
+    lift: set[str] = set()
+    failed: set[str] = set()
+    events: list[EventIntent] = []
+    waits: list[float] = []
+    needed = conventions.BURN_IN_FAILED_CYCLES * health.interval_seconds
+
+    def tell(view: NodeView, type_: str, reason: str, message: str) -> None:
+        events.append(EventIntent("Node", view.name, view.uid, type_, reason, message))
+        events.append(EventIntent("ComputePool", pool, uid, type_, reason, message))
+
+    for view, taint in in_burn_in:
+        passed = passed_full_cycle(view, pool)
+        if not active:
+            lift.add(view.name)
+            why = "spec.health.burnIn is false" if verifies else "the agent cannot verify this pool's devices"
+            tell(view, "Normal", "BurnInCancelled", f"{view.name}: burn-in taint lifted: {why}")
+        elif taint.value == conventions.BURN_IN_FAILED:
+            healthy_for = healthy_seconds(view, now, healthy_since) if passed else None
+            if healthy_for is None:
+                failed.add(view.name)
+            elif healthy_for >= needed:
+                lift.add(view.name)
+                message = (
+                    f"{view.name}: healthy for {int(healthy_for)}s ({conventions.BURN_IN_FAILED_CYCLES} check "
+                    f"intervals) after failing burn-in; {conventions.BURN_IN_TAINT_KEY} lifted"
+                )
+                tell(view, "Normal", "BurnInPassed", message)
+            else:
+                failed.add(view.name)
+                waits.append(needed - healthy_for)
+        elif passed:
+            lift.add(view.name)
+            message = (
+                f"{view.name}: passed burn-in (a full check cycle, all passed); {conventions.BURN_IN_TAINT_KEY} lifted"
+            )
+            tell(view, "Normal", "BurnInPassed", message)
+        elif view.health is not None and view.health.unhealthy:
+            failed.add(view.name)
+            message = (
+                f"{view.name}: failed burn-in: {describe_health(view)}; it keeps "
+                f"{conventions.BURN_IN_TAINT_KEY}={conventions.BURN_IN_FAILED}:{conventions.NO_SCHEDULE} until it "
+                f"has been healthy for {conventions.BURN_IN_FAILED_CYCLES} check intervals ({int(needed)}s)"
+            )
+            tell(view, "Warning", "BurnInFailed", message)
+    return BurnInDecision(
+        active=active,
+        lift=frozenset(lift),
+        failed=frozenset(failed),
+        events=tuple(events),
+        requeue_after=min(waits) if waits else None,
+    )
+
+
+def apply_burn_in(decision: BurnInDecision, view: NodeView, edit: NodeEdit, *, joining: bool) -> None:
+    """The member's burn-in taint as decided: put on a joining node, lifted, turned `failed`, or kept as it is.
+
+    A taint someone took off by hand is not put back on a member (only joining nodes get one)."""
+    if joining:
+        if decision.active:
+            edit.put_taint(Taint(conventions.BURN_IN_TAINT_KEY, conventions.NO_SCHEDULE, conventions.BURN_IN_PENDING))
+        return
+    taint = burn_in_taint(view)
+    if taint is None:
+        return
+    if view.name in decision.lift:
+        edit.drop_taints(conventions.BURN_IN_TAINT_KEY)
+    elif view.name in decision.failed:
+        edit.put_taint(Taint(conventions.BURN_IN_TAINT_KEY, taint.effect, conventions.BURN_IN_FAILED))
+    else:
+        edit.put_taint(taint)  # burn-in goes on
