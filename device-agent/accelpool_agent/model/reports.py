@@ -133,6 +133,7 @@ class NodeReport:
             checked_at=datetime.fromtimestamp(self.checked_at, UTC),
             pool=self.pool,
             verdicts=verdicts,
+            complete=self.complete,
         )
 
     def to_json(self) -> dict[str, Any]:

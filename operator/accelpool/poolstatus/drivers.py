@@ -7,7 +7,8 @@ job different numerical results, kernels or NCCL behaviour, so a pool whose memb
 minority ones (a Warning Event says it too). It quarantines nothing and does not change the
 phase: every member still serves, and an upgrade rolling through a pool passes through a
 mismatch on purpose. Only reports written by this pool's agent count (a report left by another
-pool's agent says nothing of this pool's driver).
+pool's agent says nothing of this pool's driver); where none reports one, nothing disagrees
+(True, NotReported), so agents that do not report versions never turn the condition Unknown.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def drivers_consistent(members: Sequence[Member], pool: str) -> Finding:
     """True when every reporting member runs one driver and CUDA version; False naming the minority's nodes."""
     versions = driver_versions(members, pool)
     if not versions:
-        return Finding(None, "NotReported", "no member reports its driver version yet")
+        return Finding(True, "NotReported", "no member reports its driver version: nothing disagrees")
     reporting = sum(len(holders) for holders in versions.values())
     (common, majority), *others = versions.items()
     if not others:

@@ -1,0 +1,114 @@
+"""The burn-in gate end to end: the controller on the emulated API server, the test playing the node's agent.
+
+A claimed node is stored with `accelpool.io/burn-in=pending` in the write that makes it a member; the
+agent's completed, healthy full cycle takes it off (and posts BurnInPassed). A node that fails keeps
+it, as `failed`, through its quarantine's release, until it has been healthy for two check intervals.
+Time runs on looptime's clock: the controller's wall clock starts at `START`.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from accelpool import conventions
+from accelpool.nodes import format_time
+
+from .conftest import node_body
+from .emulated import NODES, START, Cluster, Harness, pool_body
+
+pytestmark = pytest.mark.looptime
+BURN_IN = conventions.BURN_IN_TAINT_KEY
+QUARANTINE = conventions.QUARANTINE_TAINT_KEY
+
+
+def taints(cluster: Cluster, name: str) -> dict[str, str | None]:
+    return {t["key"]: t.get("value") for t in cluster.node(name)["spec"].get("taints") or []}
+
+
+async def agent_reports(
+    cluster: Cluster, name: str, status: str, *, complete: bool, healthy_since: timedelta = timedelta(0)
+) -> None:
+    """What the pool's agent writes: its health annotation and a fresh AcceleratorHealthy condition."""
+    healthy = status == "True"
+    reason = "AllChecksPassed" if healthy else "XidError79"
+    report: dict[str, Any] = {
+        "status": "Healthy" if healthy else "Unhealthy",
+        "reason": reason,
+        "message": "8 GPUs passed all checks" if healthy else "XID 79 (GPU fallen off the bus) on GPU 0",
+        "pool": "p",
+        "complete": complete,
+    }
+    await cluster.client.patch(
+        f"{NODES}/{name}", {"metadata": {"annotations": {conventions.HEALTH_ANNOTATION: json.dumps(report)}}}
+    )
+    conditions = [c for c in cluster.node(name)["status"]["conditions"] if c["type"] != conventions.HEALTH_CONDITION]
+    conditions.append(
+        {
+            "type": conventions.HEALTH_CONDITION,
+            "status": status,
+            "reason": reason,
+            "message": report["message"],
+            "lastTransitionTime": format_time(START - healthy_since),
+            "lastHeartbeatTime": format_time(START),
+        }
+    )
+    await cluster.client.patch(f"{NODES}/{name}/status", {"status": {"conditions": conditions}})
+
+
+async def pass_(harness: Harness) -> None:
+    harness.catch_up()
+    harness.catch_up_pools()
+    result = await harness.controller.reconcile_once()
+    assert result.ok
+
+
+async def test_a_claimed_node_serves_only_after_its_agent_passed_a_full_cycle(cluster: Cluster) -> None:
+    await cluster.add_nodes(node_body("n1"))
+    harness = await cluster.harness([pool_body("p", {"accelerator": "H100"})])
+    await pass_(harness)
+    assert taints(cluster, "n1")[BURN_IN] == "pending"
+    assert harness.node_writes() == ["/api/v1/nodes/n1"], "one write: member and tainted at once"
+    status = harness.status("p")
+    assert (status["nodes"]["burnIn"], status["capacity"]["gpus"], status["capacity"]["burnInGPUs"]) == (1, 0, 8)
+
+    await agent_reports(cluster, "n1", "True", complete=False)  # an early report: the first cycle is not done
+    await pass_(harness)
+    assert taints(cluster, "n1")[BURN_IN] == "pending"
+
+    await agent_reports(cluster, "n1", "True", complete=True)
+    await pass_(harness)
+    assert BURN_IN not in taints(cluster, "n1")
+    assert [e["involvedObject"]["name"] for e in cluster.events("BurnInPassed")] == ["n1", "p"]
+    status = harness.status("p")
+    assert (status["nodes"]["burnIn"], status["capacity"]["gpus"], status["capacity"]["burnInGPUs"]) == (0, 8, 0)
+
+
+async def test_a_node_failing_burn_in_keeps_its_taint_through_the_quarantines_release(cluster: Cluster) -> None:
+    await cluster.add_nodes(node_body("n1"))
+    harness = await cluster.harness([pool_body("p", {"accelerator": "H100", "health": {"holdDown": "10m"}})])
+    await pass_(harness)
+    await agent_reports(cluster, "n1", "False", complete=False)
+    await pass_(harness)
+    assert taints(cluster, "n1") == {"accelpool.io/pool": "p", BURN_IN: "failed", QUARANTINE: "XidError79"}
+    assert [e["type"] for e in cluster.events("BurnInFailed")] == ["Warning", "Warning"]
+    assert harness.status("p")["phase"] == "Degraded"
+
+    # Healthy again for 11 minutes: past the 10-minute hold-down, short of two 15-minute check intervals.
+    await agent_reports(cluster, "n1", "True", complete=True, healthy_since=timedelta(minutes=11))
+    await pass_(harness)
+    assert taints(cluster, "n1") == {"accelpool.io/pool": "p", BURN_IN: "failed"}, "the quarantine alone is lifted"
+    member = harness.status("p")["members"][0]
+    assert (member["health"], member["reason"], harness.status("p")["capacity"]["gpus"]) == (
+        "BurnIn",
+        "BurnInFailed",
+        0,
+    )
+
+    await agent_reports(cluster, "n1", "True", complete=True, healthy_since=timedelta(minutes=31))
+    await pass_(harness)
+    assert taints(cluster, "n1") == {"accelpool.io/pool": "p"}
+    assert harness.status("p")["capacity"]["gpus"] == 8
