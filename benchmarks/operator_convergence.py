@@ -10,10 +10,10 @@ health annotation on every member), through the API, as soon as the operator's w
 
 Reported: seconds from applying the pools until every pool's status says Ready; the operator's
 API writes by verb and resource (its own client and kopf's, told apart from the simulator by
-User-Agent) against the minimum necessary (one patch per member node, the two ConfigMaps, one
-agent DaemonSet per pool, one finalizer and one status write per pool); writes during an idle
-period afterwards, first untouched, then with unrelated node changes that make the operator
-plan again (steady state: 0).
+User-Agent) against the minimum necessary (one patch per member node and one more per member that
+passes burn-in, the two ConfigMaps, one agent DaemonSet per pool, one finalizer and one status
+write per pool); writes during an idle period afterwards, first untouched, then with unrelated
+node changes that make the operator plan again (steady state: 0).
 
     .venv/bin/python benchmarks/operator_convergence.py --nodes 500 --pools 50 [--json]
 """
@@ -71,6 +71,16 @@ def live(emulator: ApiServer, resource: str) -> list[dict[str, Any]]:
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def burn_in_members(pool: dict[str, Any]) -> int:
+    """Members of a pool with burn-in: its NVIDIA nodes join tainted, and the taint comes off in a second write
+    (the `nvml` agents verify NVIDIA devices only; pools of other vendors have no burn-in)."""
+    spec = api.ComputePoolSpec.model_validate(pool["spec"])
+    if not spec.health.burn_in or spec.resolve().entry.vendor != catalog.Vendor.NVIDIA:
+        return 0
+    members: int = (pool.get("status") or {}).get("nodes", {}).get("members", 0)
+    return members
 
 
 def free_port() -> int:
@@ -186,7 +196,14 @@ class Simulator:
         if conventions.POOL_LABEL in labels and not any(
             c.get("type") == conventions.HEALTH_CONDITION for c in conditions
         ):
-            report = {"status": "Healthy", "reason": "AllChecksPassed", "tflops": 700.0, "dtype": "bf16"}
+            report = {
+                "status": "Healthy",
+                "reason": "AllChecksPassed",
+                "tflops": 700.0,
+                "dtype": "bf16",
+                "pool": labels[conventions.POOL_LABEL],
+                "complete": True,  # published after a full check cycle, as the agent does
+            }
             patches.append(
                 (
                     f"/api/v1/nodes/{name}",
@@ -292,10 +309,14 @@ async def measure(node_count: int, pool_count: int, idle: float, log: Path) -> d
             if operator.returncode is None:
                 operator.kill()
         members = sum((p.get("status") or {}).get("nodes", {}).get("members", 0) for p in live(emulator, POOLS_KEY))
-    minimum = members + 2 + 3 * pool_count  # node patches, 2 ConfigMaps, per pool: DaemonSet, finalizer, status
+        burned_in = sum(burn_in_members(p) for p in live(emulator, POOLS_KEY))
+    # Node patches (one per member, and one more per member that passed burn-in: the lift), 2 ConfigMaps,
+    # per pool: DaemonSet, finalizer, status.
+    minimum = members + burned_in + 2 + 3 * pool_count
     return {
         "seconds": ready_after,
         "members": members,
+        "burned_in": burned_in,
         "writes": dict(sorted(writes.items())),
         "refused": dict(sorted(refused.items())),
         "total": sum(writes.values()),
@@ -355,7 +376,7 @@ def results_for(node_count: int, pool_count: int, idle: float) -> list[dict[str,
             "target": "<= 1.1 x",
             "met": ratio <= 1.1,
             "note": f"{size}: {report['total']} writes vs minimum {report['minimum']} "
-            f"(members + 2 ConfigMaps + DaemonSet, finalizer and status per pool); {breakdown}; "
+            f"(members + burn-in lifts + 2 ConfigMaps + DaemonSet, finalizer and status per pool); {breakdown}; "
             f"refused with 409 (a concurrent writer: re-read and re-sent, not written): "
             f"{sum(report['refused'].values())}",
         },

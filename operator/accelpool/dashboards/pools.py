@@ -1,7 +1,8 @@
 """*Accelerator Pools*, the fleet view, as rows of declared panels.
 
-Per pool: members, ready, quarantined, GPUs, utilization, memory, power, temperature, measured vs
-expected TFLOPS, XID/ECC events, and the operator's own health.
+Per pool: members, ready, quarantined, in burn-in, GPUs pods can use and those that cannot serve
+(by why), driver versions, utilization, memory, power, temperature, measured vs expected TFLOPS,
+XID/ECC events, and the operator's own health.
 
 Pure: no I/O.
 """
@@ -69,7 +70,8 @@ def rows() -> tuple[Row, ...]:
                 ),
                 Panel(
                     "GPUs in pools",
-                    "Devices on member nodes, as the operator counts them (status.capacity.gpus).",
+                    "Devices pods can use now: on serving members, not quarantined nor in burn-in "
+                    "(status.capacity.gpus).",
                     queries((f"sum(accelpool_pool_gpus{{{POOL}}})", "GPUs")),
                     kind="stat",
                     width=4,
@@ -93,13 +95,13 @@ def rows() -> tuple[Row, ...]:
             (
                 Panel(
                     "Nodes per pool",
-                    "Desired (spec.nodes), member, ready and quarantined nodes of each pool.",
+                    "Desired (spec.nodes), member, ready, quarantined and burn-in nodes of each pool.",
                     queries((f"accelpool_pool_nodes{{{POOL}}}", "{{pool}} {{state}}")),
                     min=0,
                 ),
                 Panel(
                     "GPUs per pool",
-                    "Devices on each pool's members.",
+                    "Devices pods can use now on each pool's serving members (status.capacity.gpus).",
                     queries((f"accelpool_pool_gpus{{{POOL}}}", "{{pool}}")),
                     min=0,
                 ),
@@ -126,6 +128,22 @@ def rows() -> tuple[Row, ...]:
                     ),
                     unit="percentunit",
                     min=0,
+                ),
+                Panel(
+                    "GPUs that cannot serve",
+                    "Devices on members pods cannot use now, by why: quarantined, in burn-in (joined and not "
+                    "yet passed a full check cycle), unschedulable (NotReady, or cordoned by someone else).",
+                    queries((f"accelpool_pool_unavailable_gpus{{{POOL}}} > 0", "{{pool}} {{reason}}")),
+                    min=0,
+                    stacked=True,
+                ),
+                Panel(
+                    "Driver versions per pool",
+                    "Distinct driver and CUDA versions the pool's agents report; more than 1 is a mismatch "
+                    "(condition DriversConsistent names the nodes on the minority versions).",
+                    queries((f"accelpool_pool_driver_versions{{{POOL}}}", "{{pool}}")),
+                    min=0,
+                    thresholds=((2, "orange"),),
                 ),
             ),
         ),

@@ -9,12 +9,13 @@ each member in burn-in:
 - **passed**: its AcceleratorHealthy is True and fresh (`membership.judge_health` reads a stale
   condition, or one another pool's agent wrote, as Unknown), and this pool's agent reports a
   completed full cycle (`HealthReport.complete`: compute checks included) with status Healthy:
-  the taint comes off, with a `BurnInPassed` Event;
+  the taint comes off, with a `BurnInPassed` Event on the node;
 - **failed**: its AcceleratorHealthy is False: the taint's value turns `failed` (`BurnInFailed`,
-  a Warning); the remediation stage quarantines the node as it would any member. The taint stays
-  when that quarantine is lifted: a failed node comes off burn-in only once it has been healthy
-  again for `conventions.BURN_IN_FAILED_CYCLES` check intervals, so at least one more full cycle
-  passed (the hold-down of a quarantine is shorter and proves nothing about compute checks);
+  a Warning on the node and the pool); the remediation stage quarantines the node as it would
+  any member. The taint stays when that quarantine is lifted: a failed node comes off burn-in
+  only once it has been healthy again for `conventions.BURN_IN_FAILED_CYCLES` check intervals,
+  so at least one more full cycle passed (the hold-down of a quarantine is shorter and proves
+  nothing about compute checks);
 - otherwise it waits.
 
 Members at the time burn-in is turned on (or accelpool upgraded) are not tainted: only joining
@@ -100,8 +101,10 @@ def judge(
     needed = conventions.BURN_IN_FAILED_CYCLES * health.interval_seconds
 
     def tell(view: NodeView, type_: str, reason: str, message: str) -> None:
+        """An Event on the node; a Warning on the pool too (a pool's first fill is told by its status alone)."""
         events.append(EventIntent("Node", view.name, view.uid, type_, reason, message))
-        events.append(EventIntent("ComputePool", pool, uid, type_, reason, message))
+        if type_ == "Warning":
+            events.append(EventIntent("ComputePool", pool, uid, type_, reason, message))
 
     for view, taint in in_burn_in:
         passed = passed_full_cycle(view, pool)

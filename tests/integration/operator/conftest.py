@@ -209,15 +209,19 @@ class Cluster:
         bad_gpus: tuple[int, ...] = (),
         tflops: float | None = None,
         pool: str | None = None,
+        complete: bool = True,
     ) -> None:
-        """The agent's report: the AcceleratorHealthy condition and the accelpool.io/health annotation
-        (naming the pool whose agent writes it, when given)."""
+        """The agent's report: the AcceleratorHealthy condition and the accelpool.io/health annotation, naming
+        the pool whose agent writes it (`pool`, else the node's pool, as that pool's agent does) and whether a
+        full check cycle has completed (`complete`: a healthy verdict is published only after one)."""
         report: dict[str, Any] = {
             "status": "Healthy" if healthy else "Unhealthy",
             "reason": reason or ("AllChecksPassed" if healthy else "XidError79"),
+            "complete": complete,
         }
-        if pool is not None:
-            report["pool"] = pool
+        writer = pool if pool is not None else self.labels(node).get(conventions.POOL_LABEL)
+        if writer is not None:
+            report["pool"] = writer
         if message:
             report["message"] = message
         if bad_gpus:

@@ -81,7 +81,7 @@ async def test_apply_converges_to_ready(cluster: Cluster, operator: Operator) ->
 
     train = cluster.status("train")
     assert train["observedGeneration"] == 1
-    assert train["nodes"] == {"desired": 2, "members": 2, "ready": 2, "quarantined": 0, "summary": "2/2"}
+    assert train["nodes"] == {"desired": 2, "members": 2, "ready": 2, "quarantined": 0, "burnIn": 0, "summary": "2/2"}
     assert train["capacity"]["gpus"] == 16
     assert train["capacity"]["resources"] == {"nvidia.com/gpu": 16}
     assert train["capacity"]["measuredTFLOPS"] == 1300.0
@@ -94,10 +94,12 @@ async def test_apply_converges_to_ready(cluster: Cluster, operator: Operator) ->
         "DevicePluginConfigured": "True",
         "AgentReady": "True",
         "Healthy": "True",
+        "DriversConsistent": "True",
         "Ready": "True",
     }
     assert cluster.status("slices")["capacity"]["resources"] == {"nvidia.com/gpu": 56}
-    assert cluster.events() == [], "the first fill is told by the status; Events are for later changes"
+    # The first fill is told by the status; Events are for later changes, and each node's passed burn-in.
+    assert {(e["involvedObject"]["kind"], e["reason"]) for e in cluster.events()} == {("Node", "BurnInPassed")}
 
 
 async def test_steady_state_makes_no_writes(cluster: Cluster, operator: Operator, monkeypatch: object) -> None:

@@ -26,6 +26,8 @@ async def test_metrics_and_liveness(cluster: Cluster, operator: Operator) -> Non
         ("accelpool_pool_phase", "gauge"),
         ("accelpool_pool_nodes", "gauge"),
         ("accelpool_pool_gpus", "gauge"),
+        ("accelpool_pool_unavailable_gpus", "gauge"),
+        ("accelpool_pool_driver_versions", "gauge"),
         ("accelpool_pool_measured_tflops", "gauge"),
         ("accelpool_pool_expected_tflops", "gauge"),
         ("accelpool_pool_circuit_breaker_open", "gauge"),
@@ -45,7 +47,10 @@ async def test_metrics_and_liveness(cluster: Cluster, operator: Operator) -> Non
     assert await operator.metric('accelpool_pool_gpus{pool="train"}') == 16
     assert await operator.metric('accelpool_pool_expected_tflops{pool="train"}') == 989 * 16
     assert await operator.metric('accelpool_pool_measured_tflops{pool="train"}') == 1300
-    assert await operator.metric('accelpool_api_writes_total{resource="nodes",verb="patch"}') == 2
+    assert await operator.metric('accelpool_pool_nodes{pool="train",state="burn_in"}') == 0
+    assert await operator.metric('accelpool_pool_unavailable_gpus{pool="train",reason="burn_in"}') == 0
+    # Per node: the write that makes it a member (burn-in taint on), the one that lifts burn-in.
+    assert await operator.metric('accelpool_api_writes_total{resource="nodes",verb="patch"}') == 4
     assert await operator.metric("accelpool_reconcile_duration_seconds_count") >= 1
 
     async with (
