@@ -39,6 +39,7 @@ import aiohttp
 import kmock
 
 from accelpool import api, conventions, crd
+from accelpool.planning import burnin
 from accelpool_core import catalog
 from accelpool_demo import nvidia
 from accelpool_demo.apiserver import ApiServer, Served
@@ -77,7 +78,7 @@ def burn_in_members(pool: dict[str, Any]) -> int:
     """Members of a pool with burn-in: its NVIDIA nodes join tainted, and the taint comes off in a second write
     (the `nvml` agents verify NVIDIA devices only; pools of other vendors have no burn-in)."""
     spec = api.ComputePoolSpec.model_validate(pool["spec"])
-    if not spec.health.burn_in or spec.resolve().entry.vendor != catalog.Vendor.NVIDIA:
+    if not burnin.enabled(spec) or spec.resolve().entry.vendor != catalog.Vendor.NVIDIA:
         return 0
     members: int = (pool.get("status") or {}).get("nodes", {}).get("members", 0)
     return members

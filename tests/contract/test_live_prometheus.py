@@ -164,6 +164,9 @@ EXPECTED: dict[str, Expectation] = {
     "AccelPoolDegraded": (("pool", "phase"), lambda t: {(TRAINING, "Degraded")}),
     "AccelPoolUnderCapacity": (("pool",), lambda t: {(TRAINING,), (BATCH,)}),
     "AccelPoolCircuitBreakerOpen": (("pool",), lambda t: {(TRAINING,)}),
+    # Silent: every node passed burn-in before its fault was injected, and the fake agents run one driver.
+    "AccelPoolBurnInStuck": (("pool",), lambda t: set()),
+    "AccelPoolDriverVersionMismatch": (("pool",), lambda t: set()),
     "AccelPoolGPUUnhealthy": (
         ("pool", "node", "gpu"),
         lambda t: {(TRAINING, t.faulty_xid, "0"), (TRAINING, t.faulty_slow_hot, "1")},

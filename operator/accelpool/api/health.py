@@ -59,15 +59,16 @@ class HealthSpec(RuledModel):
             f"How long a quarantined node must be healthy again before it is released, at most {MAX_HOLD_DOWN}."
         ),
     )
-    burn_in: bool = Field(
-        True,
+    burn_in: bool | None = Field(
+        None,
         description=(
             "Burn-in gate: a node joining the pool (claimed, or provisioned by Karpenter) carries the taint "
             "accelpool.io/burn-in=pending:NoSchedule until its agent reports a completed full check cycle with "
             "AcceleratorHealthy True; a node that fails it keeps accelpool.io/burn-in=failed until it has been "
             "healthy for two check intervals. Members at the time it is turned on are not tainted; turning it off "
-            "lifts the taint. No effect where the agent cannot verify the pool's devices. On Karpenter pools it is "
-            "a NodePool startup taint, and changing it is NodePool drift (Karpenter replaces existing nodes)."
+            "lifts the taint. No effect where the agent cannot verify the pool's devices. Unset: on for static "
+            "pools, off for Karpenter pools, where it is a NodePool startup taint and turning it on or off is "
+            "NodePool drift (Karpenter replaces the pool's existing nodes)."
         ),
     )
 

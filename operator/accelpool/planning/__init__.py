@@ -183,7 +183,7 @@ def _burn_in(work: PoolWork, ledger: Ledger, options: PlannerOptions) -> None:
     decision = burnin.judge(
         work.name,
         work.input.uid,
-        work.spec.health,
+        work.spec,
         work.members,
         verifies=agent_verifies(work.resolved.entry, options),
         now=options.now,

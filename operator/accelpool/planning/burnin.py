@@ -1,6 +1,7 @@
 """Burn-in: a node that joins a pool serves pods only after its agent has passed a full check cycle. Pure.
 
-While the pool's policy asks for it (`spec.health.burnIn`, default true) and its agent can verify
+While the pool's policy asks for it (`spec.health.burnIn`; unset: on for static pools, off for
+Karpenter pools, whose NodePool it would change: `enabled`) and its agent can verify
 the pool's devices, a joining node carries `accelpool.io/burn-in=pending:NoSchedule` from the
 write that makes it a member (static pools, `apply_burn_in`; Karpenter puts it on the nodes it
 provisions, as a NodePool startup taint, `accelpool.render.nodepool`). `judge` then decides, for
@@ -60,6 +61,18 @@ class BurnInDecision:
 NO_BURN_IN = BurnInDecision()
 
 
+def enabled(spec: api.ComputePoolSpec) -> bool:
+    """The pool's burn-in policy: `spec.health.burnIn`, else on for static pools and off for Karpenter pools.
+
+    On a Karpenter pool burn-in is a startup taint of its NodePool, which Karpenter hashes (`startupTaints`
+    carries no `hash:"ignore"` tag in `pkg/apis/v1/nodeclaim.go`): turning it on is drift, and Karpenter
+    would replace every existing node of the pool. Upgrading accelpool must not do that unasked.
+    """
+    if spec.health.burn_in is not None:
+        return spec.health.burn_in
+    return spec.provisioner.type != "karpenter"
+
+
 def burn_in_taint(view: NodeView) -> Taint | None:
     return next((t for t in view.taints if t.key == conventions.BURN_IN_TAINT_KEY), None)
 
@@ -80,7 +93,7 @@ def passed_full_cycle(view: NodeView, pool: str) -> bool:
 def judge(
     pool: str,
     uid: str,
-    health: api.HealthSpec,
+    spec: api.ComputePoolSpec,
     members: Sequence[NodeView],
     *,
     verifies: bool,
@@ -90,7 +103,7 @@ def judge(
     """Which members in burn-in pass, fail or wait (see the module docstring); `verifies`: the agent can check
     the pool's devices. `healthy_since`: when the operator first saw a condition True that has no
     `lastTransitionTime`."""
-    active = health.burn_in and verifies
+    active = enabled(spec) and verifies
     in_burn_in = [(view, taint) for view in members if (taint := burn_in_taint(view)) is not None]
     if not in_burn_in:
         return BurnInDecision(active=active)  # the common case, decided for every pool and pass
@@ -98,7 +111,7 @@ def judge(
     failed: set[str] = set()
     events: list[EventIntent] = []
     waits: list[float] = []
-    needed = conventions.BURN_IN_FAILED_CYCLES * health.interval_seconds
+    needed = conventions.BURN_IN_FAILED_CYCLES * spec.health.interval_seconds
 
     def tell(view: NodeView, type_: str, reason: str, message: str) -> None:
         """An Event on the node; a Warning on the pool too (a pool's first fill is told by its status alone)."""
@@ -110,7 +123,11 @@ def judge(
         passed = passed_full_cycle(view, pool)
         if not active:
             lift.add(view.name)
-            why = "spec.health.burnIn is false" if verifies else "the agent cannot verify this pool's devices"
+            why = (
+                "burn-in is off for this pool (spec.health.burnIn)"
+                if verifies
+                else "the agent cannot verify this pool's devices"
+            )
             tell(view, "Normal", "BurnInCancelled", f"{view.name}: burn-in taint lifted: {why}")
         elif taint.value == conventions.BURN_IN_FAILED:
             healthy_for = healthy_seconds(view, now, healthy_since) if passed else None

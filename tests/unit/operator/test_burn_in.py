@@ -188,7 +188,7 @@ def test_burn_in_off_taints_no_joining_node_and_lifts_the_taints_there_are() -> 
     assert PENDING in result.changes["m1"].remove_taints
     assert not [t for t in result.changes["n2"].add_taints if t.key == BURN_IN]
     cancelled = next(e for e in result.events if e.reason == "BurnInCancelled" and e.kind == "Node")
-    assert cancelled.message == "m1: burn-in taint lifted: spec.health.burnIn is false"
+    assert cancelled.message == "m1: burn-in taint lifted: burn-in is off for this pool (spec.health.burnIn)"
 
 
 def test_no_burn_in_where_the_agent_cannot_verify_the_devices() -> None:
@@ -205,8 +205,11 @@ def test_release_takes_the_burn_in_taint_off() -> None:
     assert FAILED in result.changes["m1"].remove_taints
 
 
-def test_a_karpenter_pools_nodes_start_with_the_burn_in_taint() -> None:
-    spec = {"accelerator": "H100", "provisioner": {"type": "karpenter", "nodeClass": "gpu"}}
+def test_a_karpenter_pools_nodes_start_with_the_burn_in_taint_when_it_asks_for_burn_in() -> None:
+    karpenter = {"type": "karpenter", "nodeClass": "gpu"}
+    unset = run([pool("k", {"accelerator": "H100", "provisioner": karpenter})], []).pool("k")
+    assert unset is not None and not unset.burn_in, "unset: off, so an upgrade does not drift the NodePool"
+    spec = {"accelerator": "H100", "provisioner": karpenter, "health": {"burnIn": True}}
     result = run([pool("k", spec)], [])
     plan = result.pool("k")
     assert plan is not None and plan.burn_in and plan.spec is not None
