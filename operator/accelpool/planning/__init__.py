@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from accelpool import conventions
+from accelpool import api, conventions
 from accelpool.agents import AgentObservation
 from accelpool.nodes import NodeChange, NodeView
 from accelpool.planning import burnin, claims, configs, membership, remediation, sizing
@@ -286,12 +286,7 @@ def _pool_plan(
     peak = entry.peaks.get(work.spec.health.matmul.dtype)
     expected = round(peak * status.capacity.gpus, 1) if peak is not None else None
     tolerations = tuple(t for t in status.scheduling.tolerations if t.key != conventions.POOL_TAINT_KEY)
-    versions = driver_versions(members, pool.name)
-    drivers = next((c for c in status.conditions if c.type == "DriversConsistent"), None)
-    if (
-        drivers is not None and drivers.status == "False"
-    ):  # asked for on every pass; the Event recorder posts it once per window
-        ledger.event("ComputePool", pool.name, pool.uid, "Warning", drivers.reason, drivers.message)
+    _warn_of_driver_mismatch(pool, status, ledger)
     return PoolPlan(
         name=pool.name,
         uid=pool.uid,
@@ -305,8 +300,16 @@ def _pool_plan(
         tolerations=tolerations,
         member_labels=member_labels,
         burn_in=work.burn_in.active,
-        driver_versions=len(versions),
+        driver_versions=len(driver_versions(members, pool.name)),
     )
+
+
+def _warn_of_driver_mismatch(pool: PoolInput, status: api.ComputePoolStatus, ledger: Ledger) -> None:
+    """A Warning Event while the members run different drivers (DriversConsistent False, naming them): asked
+    for on every pass, posted once per window by the controller's Event recorder."""
+    drivers = next((c for c in status.conditions if c.type == "DriversConsistent"), None)
+    if drivers is not None and drivers.status == "False":
+        ledger.event("ComputePool", pool.name, pool.uid, "Warning", drivers.reason, drivers.message)
 
 
 def _listing(verb: str, names: Sequence[str]) -> str:
