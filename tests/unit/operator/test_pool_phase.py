@@ -101,3 +101,20 @@ def test_capacity_counts_serving_members_only_and_the_others_apart_by_why() -> N
     assert (found.quarantined_gpus, found.burn_in_gpus, found.unschedulable_gpus) == (16, 8, 8)
     other_dtype = capacity(census, catalog.BY_NAME["H100-80GB"], {}, "fp32")
     assert other_dtype.measured_tflops is None
+
+
+def test_burn_in_is_on_its_way_and_a_failed_burn_in_degrades() -> None:
+    pending = [{"key": conventions.BURN_IN_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}]
+    failed = [{"key": conventions.BURN_IN_TAINT_KEY, "value": "failed", "effect": "NoSchedule"}]
+    found = h100_census(
+        member("b1", "p", health=HEALTHY, taints=pending), member("f1", "p", health=HEALTHY, taints=failed)
+    )
+    assert [m.name for m in found.burn_in] == ["b1", "f1"]
+    assert [m.name for m in found.burn_in_failed] == ["f1"]
+    assert found.serving == () and found.ready == (), "a member in burn-in serves nothing yet"
+    assert configuring(found, Layout(), nvidia_pool=False, device_plugin_written=True) == ["1 in burn-in (b1)"]
+    assert degradations(found, Layout(), REPORTING) == ["1 failed burn-in (f1)"]
+    all_in_burn_in = h100_census(member("b1", "p", health=HEALTHY, taints=pending))
+    pending_only = configuring(all_in_burn_in, Layout(), nvidia_pool=False, device_plugin_written=True)
+    decided = decide_phase(Selection(desired=1), all_in_burn_in, SELECTED, [], pending_only)
+    assert decided == PhaseDecision("Configuring", "1 in burn-in (b1)")
