@@ -100,8 +100,10 @@ BURN_IN_FAILED = "failed"
 """The burn-in taint's value once the node's AcceleratorHealthy turned False during burn-in."""
 BURN_IN_FAILED_CYCLES = 2
 """A node that failed burn-in must be healthy for this many check intervals (`spec.health.interval`) before
-the taint comes off: the agent starts a full cycle every interval, so one began and ended inside that
-window, and a failing one would have turned the condition False again."""
+the taint comes off. The agent starts a full cycle `interval` after the previous one ended
+(`accelpool_agent.daemon.compute_loop`), so a window of `interval + 2 x cycle` always holds a whole cycle
+that began after the node turned healthy; two intervals do whenever a cycle takes at most half the
+interval (minutes against the default 15m). A failing cycle would have turned the condition False again."""
 
 # ---------------------------------------------------------------- ConfigMaps and owned objects
 
