@@ -33,7 +33,7 @@ from typing import Any
 
 from accelpool_demo.apiserver import disruption
 from accelpool_demo.apiserver.pods import DeleteOptions, phase, ready, terminating
-from accelpool_demo.apiserver.resources import StatusError, bad_request, error, status_body
+from accelpool_demo.apiserver.resources import StatusError, refused, status_body
 from accelpool_demo.apiserver.selectors import selects
 from accelpool_demo.apiserver.writes import JsonObject, timestamp
 
@@ -48,19 +48,27 @@ SUCCESS: JsonObject = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "st
 def options_of(body: Any, name: str, namespace: str | None, params: Mapping[str, str]) -> DeleteOptions:
     """The DeleteOptions of an Eviction sent for the pod `name`; 400 for a body that is not one."""
     if not isinstance(body, Mapping):
-        raise bad_request("the body of an eviction must be a policy/v1 Eviction object")
+        raise refused(400, "BadRequest", "the body of an eviction must be a policy/v1 Eviction object")
     api_version = body.get("apiVersion")
     if api_version is not None and api_version not in API_VERSIONS:
-        raise bad_request(
-            f"the API version in the data ({api_version}) does not match the expected API version (policy/v1)"
+        raise refused(
+            400,
+            "BadRequest",
+            f"the API version in the data ({api_version}) does not match the expected API version (policy/v1)",
         )
     if body.get("kind") not in (None, "Eviction"):
-        raise bad_request(f"kind: {body.get('kind')!r} is not Eviction (the eviction subresource takes an Eviction)")
+        raise refused(
+            400,
+            "BadRequest",
+            f"kind: {body.get('kind')!r} is not Eviction (the eviction subresource takes an Eviction)",
+        )
     metadata = body.get("metadata") or {}
     if metadata.get("namespace") not in (None, namespace):
-        raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        raise refused(
+            400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request"
+        )
     if metadata.get("name") != name:
-        raise bad_request("name in URL does not match name in Eviction object")
+        raise refused(400, "BadRequest", "name in URL does not match name in Eviction object")
     return DeleteOptions.parse(body.get("deleteOptions"), params, where="deleteOptions")
 
 
@@ -112,8 +120,8 @@ def decremented(budget: Mapping[str, Any], pod: str, now: float) -> JsonObject:
     elif len(status.get("disruptedPods") or {}) > MAX_DISRUPTED_PODS:
         forbidden = "DisruptedPods map too big - too many evictions not confirmed by PDB controller"
     if forbidden is not None:
-        details = {"name": name, "group": "policy", "kind": "poddisruptionbudget"}
-        raise error(403, "Forbidden", f'poddisruptionbudget.policy "{name}" is forbidden: {forbidden}', details)
+        message = f'poddisruptionbudget.policy "{name}" is forbidden: {forbidden}'
+        raise refused(403, "Forbidden", message, name=name, group="policy", kind="poddisruptionbudget")
     if allowed == 0:
         desired, current = status.get("desiredHealthy", 0), status.get("currentHealthy", 0)
         raise _too_many_requests(
@@ -142,8 +150,8 @@ def check_latest(pod: Mapping[str, Any], options: DeleteOptions) -> None:
         )
     if failed is not None:
         name = metadata.get("name")
-        raise error(
-            409, "Conflict", f'Operation cannot be fulfilled on Pod "{name}": {failed}', {"name": name, "kind": "Pod"}
+        raise refused(
+            409, "Conflict", f'Operation cannot be fulfilled on Pod "{name}": {failed}', name=name, kind="Pod"
         )
 
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from accelpool_demo.apiserver.resources import bad_request, error
+from accelpool_demo.apiserver.resources import refused
 from accelpool_demo.apiserver.writes import JsonObject, seconds_of, timestamp
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -40,18 +40,18 @@ class DeleteOptions:
         if body is None:
             body = {}
         if not isinstance(body, Mapping):
-            raise bad_request(f"{where} must be a JSON object, not {type(body).__name__}")
+            raise refused(400, "BadRequest", f"{where} must be a JSON object, not {type(body).__name__}")
         if body.get("dryRun") or params.get("dryRun"):
-            raise bad_request(f"{where}.dryRun: dry-run deletions are not modelled by this emulator")
+            raise refused(400, "BadRequest", f"{where}.dryRun: dry-run deletions are not modelled by this emulator")
         grace = body.get("gracePeriodSeconds", params.get("gracePeriodSeconds"))
         if grace is not None:
             try:
                 grace = int(grace)
             except (TypeError, ValueError):
-                raise bad_request(f"{where}.gracePeriodSeconds: {grace!r} is not an integer") from None
+                raise refused(400, "BadRequest", f"{where}.gracePeriodSeconds: {grace!r} is not an integer") from None
         preconditions = body.get("preconditions") or {}
         if not isinstance(preconditions, Mapping):
-            raise bad_request(f"{where}.preconditions must be an object with uid and resourceVersion")
+            raise refused(400, "BadRequest", f"{where}.preconditions must be an object with uid and resourceVersion")
         return cls(grace, preconditions.get("uid"), preconditions.get("resourceVersion"))
 
 
@@ -91,12 +91,13 @@ def check_preconditions(resource: str, current: Mapping[str, Any], options: Dele
         )
     if failed is not None:
         key = f"/registry/{resource}/{metadata.get('namespace')}/{metadata.get('name')}"
-        raise error(
+        raise refused(
             409,
             "Conflict",
             f'Operation cannot be fulfilled on {resource} "{metadata.get("name")}": StorageError: invalid object, '
             f"Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: {failed}",
-            {"name": metadata.get("name"), "kind": resource},
+            name=metadata.get("name"),
+            kind=resource,
         )
 
 

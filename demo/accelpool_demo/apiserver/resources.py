@@ -152,6 +152,11 @@ def status_body(code: int, message: str, reason: str | None = None, **details: A
     return body
 
 
+def refused(code: int, reason: str, message: str, **details: Any) -> StatusError:
+    """An error answered exactly as the API server's `StatusError` renders it (details only when it has them)."""
+    return StatusError.of(status_body(code, message, reason, **details))
+
+
 def error(status: int, reason: str, message: str, details: Mapping[str, Any] | None = None) -> kmock.KubernetesError:
     return kmock.KubernetesError(status, reason, message, dict(details) if details is not None else None)
 
