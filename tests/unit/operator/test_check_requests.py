@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from accelpool import conventions
 from accelpool.inputs import PoolRecord, pool_input
@@ -79,11 +80,9 @@ def test_release_takes_the_record_off_and_leaves_the_users_token() -> None:
 
 
 def test_the_pools_annotation_is_read_and_a_new_token_is_a_change_to_plan() -> None:
-    body = {
-        "metadata": {"name": "train", "uid": "u1", "annotations": {REQUEST: "t-1", "other": "x"}},
-        "spec": SPEC,
-    }
+    metadata: dict[str, Any] = {"name": "train", "uid": "u1", "annotations": {REQUEST: "t-1", "other": "x"}}
+    body = {"metadata": metadata, "spec": SPEC}
     record = PoolRecord.from_body(body)
     assert record.check_request == "t-1" and pool_input(record).check_request == "t-1"
-    newer = PoolRecord.from_body({**body, "metadata": {**body["metadata"], "annotations": {REQUEST: "t-2"}}})
+    newer = PoolRecord.from_body({**body, "metadata": {**metadata, "annotations": {REQUEST: "t-2"}}})
     assert newer != record, "the controller's pool event compares records: a new token starts a pass"
