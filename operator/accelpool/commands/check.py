@@ -6,8 +6,9 @@
 
 Sets a fresh token (the time and a random suffix) in the `accelpool.io/check-requested`
 annotation of each node, or of the ComputePool (the operator copies it to every member), then
-reads the nodes every 2 s until each one's `accelpool.io/health` annotation answers the token
-(`checkRequest`): its agent has run a full cycle, compute checks included, since the request.
+reads the nodes every 2 s (a pool's members in one list) until each one's `accelpool.io/health`
+annotation answers the token (`checkRequest`): its agent has run a full cycle, compute checks
+included, since the request.
 Progress goes to standard error; the verdicts (status, reason, recommended action, message) to
 standard output, as a table or, with `-o json`, as
 
@@ -143,7 +144,7 @@ def answer(node: dict[str, Any], token: str) -> HealthReport | None:
 def waiting_for(node: dict[str, Any] | None, token: str, *, pool: bool) -> str:
     """What a node that has not answered yet is waiting for, in words."""
     if node is None:
-        return "nothing: the node was deleted"
+        return "nothing: the node was deleted" + (" or left the pool" if pool else "")
     asked = ((node.get("metadata") or {}).get("annotations") or {}).get(conventions.CHECK_REQUEST_ANNOTATION)
     if asked != token and pool:
         return f"the operator to copy the pool's request to its {conventions.CHECK_REQUEST_ANNOTATION}"
@@ -210,18 +211,24 @@ async def _get(client: KubeClient, path: str, missing: str) -> None:
         raise UsageError(missing) from None
 
 
-async def wait(client: KubeClient, names: list[str], token: str, within: float, *, pool: bool) -> list[Verdict]:
+async def read_nodes(client: KubeClient, names: list[str], pool: str | None) -> dict[str, dict[str, Any] | None]:
+    """The nodes as they are now (None: gone): a pool's in one list request, named nodes one by one."""
+    if pool is not None:
+        members = await client.list(NODES, label_selector=f"{conventions.POOL_LABEL}={pool}")
+        found = {str(n["metadata"]["name"]): n for n in members}
+        return {name: found.get(name) for name in names}
+    return {name: await client.get_or_none(f"{NODES}/{name}") for name in names}
+
+
+async def wait(client: KubeClient, names: list[str], token: str, within: float, *, pool: str | None) -> list[Verdict]:
     """Read the nodes every `POLL_SECONDS` until each answers `token` or `within` seconds pass."""
     answers: dict[str, HealthReport] = {}
     last_seen: dict[str, dict[str, Any] | None] = {}
     deadline = time.monotonic() + within
     told = time.monotonic()
     while True:
-        for name in names:
-            if name in answers:
-                continue
-            node = await client.get_or_none(f"{NODES}/{name}")
-            last_seen[name] = node
+        last_seen = await read_nodes(client, [n for n in names if n not in answers], pool)
+        for name, node in last_seen.items():
             report = answer(node, token) if node is not None else None
             if report is not None:
                 answers[name] = report
@@ -234,7 +241,7 @@ async def wait(client: KubeClient, names: list[str], token: str, within: float, 
             _progress(f"waiting for {len(left)} node(s): {', '.join(left)}")
         await asyncio.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
     return [
-        Verdict(n, answers.get(n), "" if n in answers else waiting_for(last_seen.get(n), token, pool=pool))
+        Verdict(n, answers.get(n), "" if n in answers else waiting_for(last_seen.get(n), token, pool=pool is not None))
         for n in names
     ]
 
@@ -252,7 +259,7 @@ async def _check(args: argparse.Namespace, request: Request) -> int:
         if args.no_wait:
             print(token)
             return 0
-        verdicts = await wait(client, names, token, request.timeout_seconds, pool=request.pool is not None)
+        verdicts = await wait(client, names, token, request.timeout_seconds, pool=request.pool)
     print(render_json(token, request.pool, verdicts) if args.output == "json" else render_table(verdicts))
     silent = [v for v in verdicts if v.report is None]
     if silent:

@@ -190,3 +190,16 @@ async def test_the_watch_backs_off_and_retries_after_errors(cluster: ApiServer, 
         await eventually(lambda: seen.tokens[-1:] == ["after-errors"], "the token, once the server answers")
     refused = [s for s in cluster.served if s.method == "GET" and s.status == 503]
     assert len(refused) == 3
+
+
+async def test_the_watch_reads_a_node_larger_than_aiohttps_line_limit(client: KubeClient) -> None:
+    """Nodes carry image lists and annotations of other tools: one event is easily over 128 KiB."""
+    big = {"example.com/inventory": "x" * 200_000}
+    await client.patch(f"/api/v1/nodes/{NODE}", {"metadata": {"annotations": big}})
+    watch = NodeWatch(client, NODE, backoff=QUICK)
+    seen = Seen()
+    async with watching(watch, seen):
+        await eventually(lambda: watch.watches == 1, "watching")
+        await ask(client, "on-a-big-node")
+        await eventually(lambda: seen.tokens[-1:] == ["on-a-big-node"], "the token in a 200 KB event")
+    assert watch.watches == 1, "read in one stream, no error"
