@@ -251,7 +251,9 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     async def main() -> None:
         reporter = None
         client = None
+        watch = None
         if not args.no_report:
+            from accelpool_agent.node_watch import NodeWatch
             from accelpool_agent.reporter import NodeReporter
             from accelpool_core.kube import Credentials, KubeClient
 
@@ -262,7 +264,10 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 heartbeat_seconds=agent.config.heartbeat_seconds,
                 agent_name=os.environ.get("POD_NAME") or None,
             )
-        daemon = Daemon(agent, reporter=reporter, telemetry_interval=agent.settings.telemetry_interval_seconds)
+            watch = NodeWatch(client, agent.settings.node_name)
+        daemon = Daemon(
+            agent, reporter=reporter, telemetry_interval=agent.settings.telemetry_interval_seconds, watch=watch
+        )
         registry = build_registry(lambda: agent.snapshot)
         web_runner = await server.start(server.make_app(registry, daemon.liveness, daemon.readiness), host, port)
         log.info(

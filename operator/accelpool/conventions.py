@@ -79,6 +79,10 @@ MIG_RETRY_FIRST_SECONDS = 60.0
 MIG_RETRY_MAX_SECONDS = 600.0
 PRIOR_LABELS_ANNOTATION = f"{DOMAIN}/prior-labels"
 """JSON of the NVIDIA config labels' values before accelpool overwrote them; restored on release."""
+CHECK_REQUEST_ANNOTATION = protocol.CHECK_REQUEST_ANNOTATION
+"""A token asking for an immediate full check cycle: set on a node by a user, or on a pool and copied to its members."""
+POOL_CHECK_REQUEST_ANNOTATION = f"{DOMAIN}/pool-check-requested"
+"""The pool's check request last copied onto the member (`accelpool.planning.check_requests`)."""
 HEALTH_ANNOTATION = protocol.HEALTH_ANNOTATION
 """Written by the device agent: the compact `HealthReport`."""
 HEALTH_CONDITION = protocol.CONDITION_TYPE

@@ -32,7 +32,7 @@ OPERATOR_CLUSTER_RULES = [
     {"apiGroups": ["karpenter.sh"], "resources": ["nodepools"], "verbs": ["get", "list", "create", "patch", "delete"]},
 ]
 AGENT_CLUSTER_RULES = [
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
     {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
 ]
 DAEMONSET_RULES = [

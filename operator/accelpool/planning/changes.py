@@ -20,6 +20,7 @@ from datetime import datetime
 from accelpool import conventions
 from accelpool.nodes import NodeView, Taint, format_time
 from accelpool.planning import mig_retry
+from accelpool.planning.check_requests import copy_pool_request
 from accelpool.planning.ledger import Ledger, NodeEdit
 from accelpool.planning.pools import PoolWork
 from accelpool.planning.remediation import apply_quarantine
@@ -91,6 +92,7 @@ def member_changes(ledger: Ledger, work: PoolWork, now: datetime) -> dict[str, s
         else:
             edit.drop_taints(conventions.POOL_TAINT_KEY)
         apply_quarantine(work.remediation, view, edit)
+        copy_pool_request(edit, work.input.check_request)
     return labels
 
 

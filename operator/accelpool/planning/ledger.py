@@ -118,6 +118,7 @@ class Ledger:
             conventions.CORDONED_ANNOTATION,
             conventions.HEALTH_ANNOTATION,  # the pool's agent wrote it; it says nothing once the node is free
             conventions.MIG_RETRY_ANNOTATION,
+            conventions.POOL_CHECK_REQUEST_ANNOTATION,  # a user's own check request stays
         ):
             if annotation in view.annotations:
                 edit.annotations[annotation] = None

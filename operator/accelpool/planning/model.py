@@ -36,6 +36,8 @@ class PoolInput:
     previous: api.ComputePoolStatus | None = None
     unplannable: bool = False
     """True when the pool was set aside because planning or rendering it failed (`problems` says why)."""
+    check_request: str | None = None
+    """The pool's `accelpool.io/check-requested` token (`accelpool.planning.check_requests`)."""
 
     @property
     def valid(self) -> bool:
