@@ -52,8 +52,10 @@ kinds' OpenAPI; tables of other kinds beyond NAME and AGE; protobuf; TLS.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,14 +119,29 @@ class RunningApiServer:
         return self.server.served
 
 
+SETTLE_SECONDS = 0.2
+"""How often, between requests, the store's controllers catch up (`Store.settle`): watchers see a graceful
+deletion end, or a budget's new status, within this much of the clock's time without a request."""
+
+
+async def _settling(server: ApiServer) -> None:
+    while True:
+        await asyncio.sleep(SETTLE_SECONDS)
+        await server.store.settle()
+
+
 @contextlib.asynccontextmanager
 async def serving(
-    *, port: int = 0, remember: int | None = None, webhook: bool = True
+    *, port: int = 0, remember: int | None = None, webhook: bool = True, clock: Callable[[], float] = time.time
 ) -> AsyncIterator[RunningApiServer]:
-    """An `ApiServer` on 127.0.0.1 (`port`, or a free one) until the block ends."""
-    server = ApiServer(remember=remember, webhook=webhook)
+    """An `ApiServer` on 127.0.0.1 (`port`, or a free one) until the block ends (`clock`: see `ApiServer`)."""
+    server = ApiServer(remember=remember, webhook=webhook, clock=clock)
     async with server, kmock.Server(server, port=port or None) as http:
+        settling = asyncio.create_task(_settling(server))
         try:
             yield RunningApiServer(server, str(http.url).rstrip("/"))
         finally:
+            settling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await settling
             server.close_watches()

@@ -96,3 +96,26 @@ def matcher(params: Mapping[str, str]) -> Matcher:
     labels = label_matcher(params.get("labelSelector"))
     fields = field_matcher(params.get("fieldSelector"))
     return lambda obj: labels(obj) and fields(obj)
+
+
+def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """Whether a LabelSelector object (`spec.selector`: matchLabels and matchExpressions with In, NotIn,
+    Exists, DoesNotExist) selects these labels, as `metav1.LabelSelectorAsSelector` reads it
+    (k8s.io/apimachinery/pkg/apis/meta/v1/helpers.go): a null selector selects nothing, an empty one
+    everything; one with an unknown operator selects nothing (the eviction handler skips such a PDB)."""
+    if selector is None:
+        return False
+    if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = expression.get("key"), expression.get("operator")
+        values = set(expression.get("values") or [])
+        held = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }.get(str(operator), False)
+        if not held:
+            return False
+    return True
