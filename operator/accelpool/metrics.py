@@ -179,7 +179,9 @@ class OperatorCollector(Collector):
         for (pool_name, action), count in sorted(metrics.remediations.items()):
             remediations.add_metric([pool_name, action], count)
         yield remediations
-        yield from _drain_families(metrics)
+        yield from _drain_families(
+            metrics, [p.name for p in pools if p.spec is not None and p.spec.health.drain.enabled]
+        )
         writes = CounterMetricFamily(
             "accelpool_api_writes", "Kubernetes API writes made by the reconciler.", labels=["verb", "resource"]
         )
@@ -188,13 +190,14 @@ class OperatorCollector(Collector):
         yield writes
 
 
-def _drain_families(metrics: OperatorMetrics) -> Iterator[Metric]:
+def _drain_families(metrics: OperatorMetrics, draining_pools: list[str]) -> Iterator[Metric]:
+    """The drain's counters: every pool whose policy drains has its series from the start (at 0)."""
     evictions = CounterMetricFamily(
         "accelpool_drain_evictions",
         "Evictions the drain executor sent, by pool and result (blocked: refused by a PodDisruptionBudget).",
         labels=["pool", "result"],
     )
-    pools = sorted({pool for pool, _ in metrics.drain_evictions})
+    pools = sorted({pool for pool, _ in metrics.drain_evictions} | set(draining_pools))
     for pool in pools:
         for result in EVICTION_RESULTS:
             evictions.add_metric([pool, result], metrics.drain_evictions.get((pool, result), 0))
