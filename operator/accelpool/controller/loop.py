@@ -257,7 +257,8 @@ class Controller:
         outcome = await self._writer.write(desired, snapshot, permit)
         if outcome.conflicts:
             self._state.write_conflicted()
-        await self._drainer.drain(desired.plan.drains, permit, skip=outcome.unwritten_nodes)
+        if not outcome.blocked:  # the node writes went out: the drained nodes carry their ladder records
+            await self._drainer.drain(desired.plan.drains, permit, skip=outcome.unwritten_nodes)
         # 4. write statuses
         unpublished = outcome.unpublished(desired.plan)
         self._status.publish(desired.plan, unpublished, snapshot.pools)

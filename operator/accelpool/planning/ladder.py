@@ -57,6 +57,14 @@ def start(view: NodeView, now: datetime) -> LadderRecord:
     )
 
 
+def adopt(view: NodeView, now: datetime) -> LadderRecord:
+    """The record of a member quarantined without one (by an operator before the ladder): its taint names the cause."""
+    taint = view.quarantine_taint
+    cause = taint.value if taint is not None and taint.value else health_reason(view)
+    unhealthy = view.health is not None and view.health.unhealthy
+    return replace(start(view, now), cause=cause, message=describe_health(view) if unhealthy else cause)
+
+
 @dataclass
 class Ladder:
     """One pool's ladder this pass: what `climb` decided for each quarantined member."""
@@ -78,7 +86,7 @@ class Ladder:
 
     def climb(self, view: NodeView, observation: DrainObservation | None) -> None:
         """Move a member quarantined before this pass up its ladder as far as it may go now."""
-        record = self._escalated(view, record_of(view) or start(view, self.now))
+        record = self._escalated(view, record_of(view) or adopt(view, self.now))
         if record.step == "quarantined":
             record = self._drain(view, record)
         if record.step == "draining":

@@ -125,7 +125,9 @@ def test_the_ladder_climbs_from_quarantine_to_hand_off_and_is_released_after_the
     assert drained.changes["m1"].labels[conventions.REMEDIATION_ACTION_LABEL] == "reset-gpu"
     assert drained.drains == ()
     found = drained.pool("p")
-    assert found is not None and dict(found.ladder_steps) == {"handed-off": 1}
+    assert found is not None and dict(found.ladder_steps) == {"handed-off": 1} and found.status is not None
+    healthy = next(c for c in found.status.conditions if c.type == "Healthy")
+    assert healthy.message == f"m1: {XID79[2]} (handed off: reset-gpu)"
     nodes = applied(nodes, drained)
     handed = record_of(next(v for v in nodes if v.name == "m1"))
     assert handed is not None and (handed.step, handed.action, handed.since) == ("handed-off", Action.RESET_GPU, NOW)
@@ -256,3 +258,15 @@ def test_the_record_reads_back_what_it_wrote_and_refuses_what_it_did_not() -> No
     assert LadderRecord.from_annotation(written.to_annotation()) == written
     for text in ("", "[]", '{"step": "burning", "since": "2026-11-02T12:00:00Z"}', '{"step": "drained"}'):
         assert LadderRecord.from_annotation(text) is None, text
+
+
+def test_a_node_quarantined_before_the_ladder_gets_a_record_naming_its_taints_cause() -> None:
+    healthy = ("True", "AllChecksPassed", "8 GPUs passed all checks", "2026-11-02T11:59:00Z")
+    taint = {"key": QUARANTINE, "value": "EccDoubleBit", "effect": "NoSchedule"}
+    nodes = [member("m1", "p", health=healthy, taints=[taint]), member("m2", "p")]
+    adopted = record(run([pool("p", LADDER)], nodes), nodes, "m1")
+    assert adopted is not None and (adopted.step, adopted.cause, adopted.message) == (
+        "quarantined",
+        "EccDoubleBit",
+        "EccDoubleBit",
+    )
