@@ -14,6 +14,8 @@ facts allow, one step after another:
 - **drained → handed-off** when `health.handOff.enabled` and the recommended action is reset-gpu,
   restart-os or service-required: label `accelpool.io/remediation-action=<action>` and a Warning
   `RemediationRequested` for the break-fix step. A node that only needs a drain stays drained.
+- A step the policy no longer asks for is withdrawn: a drain stops (Event `DrainStopped`), a
+  hand-off's label goes.
 
 The circuit breaker bounds every step: while it is open (the pool refused a quarantine), no drain
 or hand-off starts, and the pool's breaker message and a `RemediationHeld` Warning say which nodes
@@ -86,7 +88,7 @@ class Ladder:
 
     def climb(self, view: NodeView, observation: DrainObservation | None) -> None:
         """Move a member quarantined before this pass up its ladder as far as it may go now."""
-        record = self._escalated(view, record_of(view) or adopt(view, self.now))
+        record = self._withdrawn(view, self._escalated(view, record_of(view) or adopt(view, self.now)))
         if record.step == "quarantined":
             record = self._drain(view, record)
         if record.step == "draining":
@@ -156,6 +158,15 @@ class Ladder:
         self._request(view, record)
         self.remediations.append(Remediation(self.pool, view.name, "hand_off", record.cause))
         return record.at("handed-off", self.now)
+
+    def _withdrawn(self, view: NodeView, record: LadderRecord) -> LadderRecord:
+        """The record back down a step the policy no longer asks for (a drain stops; a hand-off's label goes)."""
+        if record.step == "draining" and not self.health.drain.enabled:
+            self._both(view, "Normal", "DrainStopped", f"{view.name}: drain stopped: spec.health.drain is not enabled")
+            return record.at("quarantined", self.now)
+        if record.step == "handed-off" and not self.health.hand_off.enabled:
+            return record.at("drained", self.now)
+        return record
 
     def _escalated(self, view: NodeView, record: LadderRecord) -> LadderRecord:
         """The record with the recommended action raised to what the agent asks for now, if that is more."""

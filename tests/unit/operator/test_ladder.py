@@ -270,3 +270,23 @@ def test_a_node_quarantined_before_the_ladder_gets_a_record_naming_its_taints_ca
         "EccDoubleBit",
         "EccDoubleBit",
     )
+
+
+def test_a_step_the_policy_no_longer_asks_for_is_withdrawn() -> None:
+    nodes = [failing("m1"), member("m2", "p")]
+    nodes = applied(nodes, run([pool("p", LADDER)], nodes))
+    draining = run([pool("p", LADDER)], nodes, now=later(1))
+    nodes = applied(nodes, draining)
+    stopped = run([pool("p", {"accelerator": "H100", "nodes": 2})], nodes, now=later(2))
+    assert stopped.drains == () and step(stopped, nodes, "m1") == "quarantined"
+    assert events(stopped, "DrainStopped") == ["m1: drain stopped: spec.health.drain is not enabled"]
+    nodes = applied(nodes, stopped)
+    again = run([pool("p", LADDER)], nodes, now=later(3))
+    nodes = applied(nodes, again)
+    handed = run([pool("p", LADDER)], nodes, now=later(4), drains=visit(again, "m1"))
+    assert handed.changes["m1"].labels[conventions.REMEDIATION_ACTION_LABEL] == "reset-gpu"
+    nodes = applied(nodes, handed)
+    no_hand_off = {**LADDER, "health": {"drain": {"enabled": True}}}
+    withdrawn = run([pool("p", no_hand_off)], nodes, now=later(5))
+    assert withdrawn.changes["m1"].labels[conventions.REMEDIATION_ACTION_LABEL] is None
+    assert step(withdrawn, nodes, "m1") == "drained"
