@@ -112,16 +112,14 @@ def grace_period(pod: Mapping[str, Any], requested: int | None) -> int:
 def deletion(pod: Mapping[str, Any], requested: int | None, now: float) -> JsonObject | None:
     """The pod as a DELETE leaves it while it terminates (its grace period in `deletionGracePeriodSeconds`,
     0: to be removed now, unless finalizers hold it), or None when the DELETE changes nothing (a graceful
-    deletion pending, not shortened)."""
+    deletion pending and not shortened, or finalizers holding a pod whose grace period is over)."""
     if requested is not None and requested < 0:
         requested = 1
     metadata = pod.get("metadata") or {}
     marked = copy.deepcopy(dict(pod))
     if metadata.get("deletionTimestamp"):
         current = metadata.get("deletionGracePeriodSeconds")
-        if not current:
-            return marked
-        if requested is None or requested >= current:
+        if not current or requested is None or requested >= current:
             return None
         started = seconds_of(metadata["deletionTimestamp"]) - current
         marked["metadata"].update(

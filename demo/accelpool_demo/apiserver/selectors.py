@@ -4,7 +4,8 @@ Pure. Label selectors (k8s.io/apimachinery/pkg/labels/selector.go): `k=v`, `k==v
 `k in (a,b)`, `k notin (a,b)`, comma-separated, all of which must hold. Field selectors
 (k8s.io/apimachinery/pkg/fields/selector.go): `f=v`, `f==v`, `f!=v`, comma-separated, where `f` is a
 dotted path into the object (`metadata.name`, `involvedObject.kind`, `reason`, `spec.nodeName`); the
-real server accepts only the fields each resource declares, the emulator any path.
+real server accepts only the fields each resource declares, the emulator any path. And LabelSelector
+objects (a PodDisruptionBudget's `spec.selector`: `selects`).
 """
 
 from __future__ import annotations

@@ -298,8 +298,9 @@ class Store:
 
     def _sync_budgets(self, namespace: str | None, now: float) -> None:
         """The disruption controller's sync of every budget of a namespace (`disruption.synced_status`)."""
-        in_namespace = self.list(PODS, namespace)
-        for budget in self.list(BUDGETS, namespace):
+        budgets = self.list(BUDGETS, namespace)
+        in_namespace = self.list(PODS, namespace) if budgets else []
+        for budget in budgets:
             status, recheck = disruption.synced_status(budget, in_namespace, self._lookup, now)
             if recheck is not None:
                 self._recheck = recheck if self._recheck is None else min(self._recheck, recheck)

@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from accelpool_core.kube import ApiError, KubeClient
+from accelpool_demo.apiserver import RunningApiServer
 from accelpool_demo.apiserver.writes import timestamp
+from accelpool_demo.run import load_workloads
 
 from .conftest import Clock
 from .workloads import APPS, BUDGETS, PODS, budget, controlled_by, pod, start
@@ -156,3 +158,26 @@ async def test_a_budget_the_api_server_refuses_is_422(client: KubeClient, spec: 
     with pytest.raises(ApiError) as refused:
         await client.create(BUDGETS, {**budget("bad"), "spec": {"selector": {}, **spec}})
     assert (refused.value.status, refused.value.reason, refused.value.message) == (422, "Invalid", message)
+
+
+async def test_the_demos_workloads_are_guarded_as_its_fleet_file_says(
+    api: RunningApiServer, client: KubeClient
+) -> None:
+    """The pods `accelpool demo` starts with (demo-cluster.yaml `workloads`): llm-training's budget forbids
+    any eviction, batch-eval's allows one."""
+    for obj in load_workloads():
+        api.put(_COLLECTIONS[obj["kind"]], obj)
+    budgets = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
+    statuses = {b["metadata"]["name"]: b["status"] for b in await client.list(budgets)}
+    assert {name: counts(status) for name, status in statuses.items()} == {
+        "llm-training": (2, 2, 2, 0),
+        "batch-eval": (2, 2, 1, 1),
+    }
+    on_h100_1 = await client.list("/api/v1/pods", field_selector="spec.nodeName=h100-1")
+    assert sorted(p["metadata"]["name"] for p in on_h100_1) == ["batch-eval-0", "llm-training-0"]
+
+
+_COLLECTIONS = {
+    "Pod": "/api/v1/namespaces/default/pods",
+    "PodDisruptionBudget": "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+}
