@@ -47,10 +47,21 @@ JsonObject = dict[str, Any]
 class ApiError(Exception):
     """The API server answered with an error status."""
 
-    def __init__(self, status: int, reason: str, message: str, *, method: str = "", path: str = "") -> None:
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        *,
+        method: str = "",
+        path: str = "",
+        causes: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         self.status = status
         self.reason = reason
         self.message = message
+        self.causes = causes
+        """The Status's `details.causes` as (type, message): an eviction's `DisruptionBudget` cause names its budget."""
         super().__init__(f"{method} {path}: {status} {reason}: {message}".strip())
 
 
@@ -413,14 +424,17 @@ class KubeClient:
 
 def _error(status: int, text: str, *, method: str, path: str) -> ApiError:
     reason, message = "", text[:500]
+    causes: tuple[tuple[str, str], ...] = ()
     try:
         payload = json.loads(text)
         reason = str(payload.get("reason", ""))
         message = str(payload.get("message", message))
+        listed = (payload.get("details") or {}).get("causes") or []
+        causes = tuple((str(c.get("type", "")), str(c.get("message", ""))) for c in listed if isinstance(c, dict))
     except (ValueError, AttributeError):
         pass
     kind = {404: NotFoundError, 409: ConflictError, 410: GoneError}.get(status, ApiError)
-    return kind(status, reason, message, method=method, path=path)
+    return kind(status, reason, message, method=method, path=path, causes=causes)
 
 
 def _watch_event(event: JsonObject, path: str) -> JsonObject:

@@ -92,6 +92,25 @@ HEALTH_STALE_SECONDS = 3 * protocol.AgentConfig().heartbeat_seconds
 SILENT_AGENT_REASON = "AgentSilent"
 """The reason the operator reads a stale or foreign health condition as (status Unknown)."""
 
+# ---------------------------------------------------------------- the remediation ladder (node annotation, label, pods)
+
+REMEDIATION_ANNOTATION = f"{DOMAIN}/remediation"
+"""JSON on a member accelpool quarantined: the ladder's `step` (quarantined, draining, drained, handed-off), the
+`cause` (the health reason that made the quarantine, as in its taint), the recommended `action` (the agent's
+`HealthReport.action`), `since` (when it was quarantined), the cause's `message`, and `stepSince` (when the step
+began). Written in the same patch as the quarantine, so it names the fault that caused it, whatever the agent
+reports later (`accelpool.ladder`); removed when the quarantine is lifted or the node leaves its pool."""
+REMEDIATION_ACTION_LABEL = f"{DOMAIN}/remediation-action"
+"""`reset-gpu`, `restart-os` or `service-required` on a drained member handed off (`spec.health.handOff`): what the
+external break-fix step (NVSentinel's fault remediation, a cloud's repair, a human) is asked to do. Removed with
+the quarantine."""
+HAND_OFF_ACTIONS = (protocol.Action.RESET_GPU, protocol.Action.RESTART_OS, protocol.Action.SERVICE_REQUIRED)
+"""The recommended actions a hand-off asks for; a node whose action is `drain` (or none) only drains."""
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+"""On the API server's mirror of a kubelet's static pod: it cannot be evicted (kubectl drain skips it too)."""
+DRAIN_RETRY_SECONDS = 10.0
+"""A draining node's pods are listed (and refused evictions tried again) at most this often."""
+
 # ---------------------------------------------------------------- ConfigMaps and owned objects
 
 MANAGED_KEYS_ANNOTATION = f"{DOMAIN}/managed-keys"

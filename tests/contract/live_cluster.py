@@ -6,9 +6,10 @@ the demo's DaemonSet controller (a pod per node an agent DaemonSet selects) and 
 kubelet, which runs one real `accelpool-agent` process (fake backend) per pod,
 restarted with `--fault` when the node carries the demo's fault annotation. `running()` yields once this is in place:
 
-- pool `llm-training` (2 nodes, maxUnavailable 1): node A's agent has `0:xid=79` (GPU 0 fell off
-  the bus; A is quarantined), node B's has `1:slow-matmul=4,hot` (GPU 1 is slow and at its
-  slowdown temperature; the circuit breaker refuses to quarantine B too);
+- pool `llm-training` (2 nodes, maxUnavailable 1, drain enabled): node A's agent has `0:xid=79`
+  (GPU 0 fell off the bus; A is quarantined, and drained if the breaker has not opened yet: it holds
+  only DaemonSet pods), node B's has `1:slow-matmul=4,hot` (GPU 1 is slow and at its slowdown
+  temperature; the circuit breaker refuses to quarantine B too);
 - pool `inference` (1 node, C) is healthy.
 
 Faults a test injects while Prometheus watches: `break_the_api()` (ConfigMap writes fail with
@@ -223,7 +224,9 @@ class LiveCluster:
             phases = [(await self._status(pool)).get("phase") for pool in (TRAINING, INFERENCE)]
             return phases == ["Ready", "Ready"]
 
-        await client.create(POOLS, _pool(TRAINING, 2, {"maxUnavailable": 1, "holdDown": "1h"}))
+        await client.create(
+            POOLS, _pool(TRAINING, 2, {"maxUnavailable": 1, "holdDown": "1h", "drain": {"enabled": True}})
+        )
         await client.create(POOLS, _pool(INFERENCE, 1, {}))
         await self._until("both pools Ready", ready, within=90)
 

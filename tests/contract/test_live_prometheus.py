@@ -164,6 +164,9 @@ EXPECTED: dict[str, Expectation] = {
     "AccelPoolDegraded": (("pool", "phase"), lambda t: {(TRAINING, "Degraded")}),
     "AccelPoolUnderCapacity": (("pool",), lambda t: {(TRAINING,), (BATCH,)}),
     "AccelPoolCircuitBreakerOpen": (("pool",), lambda t: {(TRAINING,)}),
+    # No drain is blocked and no node handed off in the live cluster (the unit and promtool tests make them fire).
+    "AccelPoolDrainBlocked": (("pool",), lambda t: set()),
+    "AccelPoolNodeHandedOff": (("pool",), lambda t: set()),
     "AccelPoolGPUUnhealthy": (
         ("pool", "node", "gpu"),
         lambda t: {(TRAINING, t.faulty_xid, "0"), (TRAINING, t.faulty_slow_hot, "1")},

@@ -17,6 +17,7 @@ from typing import Any
 
 from accelpool import api, conventions
 from accelpool.agents import AgentObservation
+from accelpool.evictions import DrainObservation, DrainOrder
 from accelpool.nodes import NodeChange
 
 # ---------------------------------------------------------------- inputs
@@ -79,6 +80,8 @@ class PlannerOptions:
     agents: Mapping[str, AgentObservation] | None = None
     """Each pool's agent DaemonSet, pods and FailedCreate Events (`accelpool.agents.observe`); None when
     they were not observed (an offline plan), so AgentReady rests on the agents' reports alone."""
+    drains: Mapping[str, DrainObservation] = field(default_factory=dict)
+    """Node → the drain executor's last visit (`accelpool.controller.drain`): what a draining node has left."""
 
 
 # ---------------------------------------------------------------- outputs
@@ -91,7 +94,7 @@ class Remediation:
     pool: str
     node: str
     action: str
-    """taint, cordon, untaint, uncordon or circuit_breaker."""
+    """taint, cordon, untaint, uncordon, circuit_breaker, drain (a drain began) or hand_off."""
     reason: str
 
 
@@ -127,6 +130,8 @@ class PoolPlan:
     """Other controllers' taints found on members (the agent DaemonSet tolerates them too)."""
     member_labels: Mapping[str, str] = field(default_factory=dict)
     """The labels accelpool puts on every member (a Karpenter NodePool's template labels)."""
+    ladder_steps: Mapping[str, int] = field(default_factory=dict)
+    """Quarantined members by remediation ladder step (quarantined, draining, drained, handed-off) after the pass."""
 
     @property
     def phase(self) -> str:
@@ -151,6 +156,8 @@ class Plan:
     """Seconds until a time-based decision (hold-down, NotReady grace) needs another pass."""
     unplannable: Mapping[str, str] = field(default_factory=dict)
     """Pools whose planning failed this pass (name → why); every other pool was planned without them."""
+    drains: tuple[DrainOrder, ...] = ()
+    """The nodes to drain after this pass's writes (the controller's drain executor evicts their pods)."""
 
     def pool(self, name: str) -> PoolPlan | None:
         return next((p for p in self.pools if p.name == name), None)
