@@ -165,4 +165,10 @@ class GpuCollector:
             f.gauge(
                 "accelpool_gpu_compute_processes", "Compute processes running on the GPU.", key, t.compute_processes
             )
+            f.gauge(
+                "accelpool_gpu_power_state",
+                "Performance state: 0 (P0, maximum performance) to 15 (P15, minimum).",
+                key,
+                t.performance_state,
+            )
         return [info, mig, *f.families.values()]

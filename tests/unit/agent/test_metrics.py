@@ -21,6 +21,7 @@ from accelpool_agent.metrics import (
     CheckCollector,
     Exporter,
     GpuCollector,
+    LinkCollector,
     NodeCollector,
     build_registry,
 )
@@ -38,6 +39,7 @@ def registry_for(snapshot: AgentSnapshot, collectors: Iterable[object] | None = 
         if collectors is not None
         else [
             GpuCollector(),
+            LinkCollector(),
             CheckCollector(),
             NodeCollector(),
             AgentCollector(version="0.0.0-test"),
