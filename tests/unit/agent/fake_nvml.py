@@ -224,7 +224,7 @@ class FakeNvml:
         info.state = self.fabric_state
         info.status = self.fabric_status
         info.healthMask = self.fabric_health_mask << pynvml.NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW
-        return pynvml.NVML_SUCCESS
+        return int(pynvml.NVML_SUCCESS)
 
     # events
     def nvmlEventSetCreate(self) -> str:
