@@ -3,9 +3,8 @@
 `AgentState` holds the devices of the latest inventory and, per GPU UUID (a replaced GPU starts
 clean), a `GpuHistory`: its latest telemetry, the XIDs seen since the agent started (fatal ones
 are sticky until it restarts), the ECC counters of its first reading (the baseline), its NVLink
-error counters over the rate window, why its
-compute checks did not run in the latest cycle, and the last verdict of each compute check kind
-(sanity, correctness, matmul, bandwidth). A verdict stands until a later check of the same kind
+error counters over the rate window, why its compute checks did not run in the latest cycle, and
+the last verdict of each compute check kind (sanity, correctness, matmul, bandwidth). A verdict stands until a later check of the same kind
 on the same GPU produces one: a check that is skipped (busy or lost GPU, an earlier check that
 timed out) keeps the previous verdict in force, marked stale, so a busy bad GPU never turns
 healthy. A GPU whose compute checks have never produced a verdict is "not checked", never

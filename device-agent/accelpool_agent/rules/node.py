@@ -1,13 +1,13 @@
-"""The node's verdict from its GPUs' reports.
+"""The node's verdict from its GPUs' reports and the node-wide checks.
 
-Unhealthy if any GPU fails (or a working backend sees fewer GPUs than expected: GpuMissing), or
-a node-wide check fails (an InfiniBand port down: IbPortDown),
-Unknown when the backend itself is unavailable (BackendUnavailable: NVML library missing, driver
-not loaded, init failing; never GpuMissing), when nothing could be checked (NothingChecked), or
-when a GPU's compute checks have never produced a verdict (ChecksSkipped: e.g. a GPU kept busy
-since the agent started, with no verdict left on the node by an earlier agent), Healthy
-otherwise. Messages use stable summaries, never measured numbers, so a noisy TFLOPS reading
-does not rewrite the node. A pure function.
+Unhealthy if any GPU fails, a node-wide check fails (an InfiniBand port down: IbPortDown), or a
+working backend sees fewer GPUs than expected (GpuMissing); a node-wide warning (a flapping
+InfiniBand link) counts like a GPU's (ChecksPassedWithWarnings). Unknown when the backend itself
+is unavailable (BackendUnavailable: NVML library missing, driver not loaded, init failing; never
+GpuMissing), when nothing could be checked (NothingChecked), or when a GPU's compute checks have
+never produced a verdict (ChecksSkipped: e.g. a GPU kept busy since the agent started, with no
+verdict left on the node by an earlier agent), Healthy otherwise. Messages use stable summaries,
+never measured numbers, so a noisy TFLOPS reading does not rewrite the node. A pure function.
 """
 
 from __future__ import annotations
