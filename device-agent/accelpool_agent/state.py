@@ -4,12 +4,13 @@
 clean), a `GpuHistory`: its latest telemetry, the XIDs seen since the agent started (fatal ones
 are sticky until it restarts), the ECC counters of its first reading (the baseline), its NVLink
 error counters over the rate window, why its compute checks did not run in the latest cycle, and
-the last verdict of each compute check kind (sanity, correctness, matmul, bandwidth). A verdict stands until a later check of the same kind
-on the same GPU produces one: a check that is skipped (busy or lost GPU, an earlier check that
-timed out) keeps the previous verdict in force, marked stale, so a busy bad GPU never turns
-healthy. A GPU whose compute checks have never produced a verdict is "not checked", never
-"passed". Node-wide, it keeps the driver's versions (from the inventory) and the host's
-InfiniBand ports with their error counters over the rate window.
+the last verdict of each compute check kind (sanity, correctness, matmul, bandwidth). A verdict
+stands until a later check of the same kind on the same GPU produces one: a check that is
+skipped (busy or lost GPU, an earlier check that timed out) keeps the previous verdict in force,
+marked stale, so a busy bad GPU never turns healthy. A GPU whose compute checks have never
+produced a verdict is "not checked", never "passed". Node-wide, it keeps the driver's versions
+(from the inventory) and the host's InfiniBand ports with their error counters over the rate
+window.
 
 Each step (`with_readings`, `with_skipped`, `with_checks`, `with_restored`) returns a new state
 and changes nothing; `gpu_reports` turns a state into reports. The agent (`accelpool_agent.agent`)
