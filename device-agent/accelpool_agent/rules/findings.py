@@ -13,11 +13,14 @@ NVIDIA's XID catalog, `xids.ladder_action`). Where a step comes from:
   retired pages at the limit (DCGM_LIMIT_MAX_RETIRED_PAGES), means the GPU should be replaced.
 - WrongResults → service-required: silent data corruption is not cured by a reset.
 - CudaError, SanityMismatch, CheckTimeout, ComputeCrashed, SlowMatmul, LowBandwidth,
-  ClocksStuckLow, PowerStateStuck, PCIe and NVLink faults → reset-gpu: a reset re-initialises the
+  ClocksStuckLow, PowerStateStuck, PCIe and NVLink error rates → reset-gpu: a reset re-initialises the
   GPU, retrains its PCIe link (secondary bus reset) and its NVLinks (XID 74's NVLink workflow).
-- FabricNotStarted, FabricRegistrationFailed → restart-os: the fabric manager trains NVLinks and
-  registers GPUs at start; NVIDIA's Fabric Manager guide recovers a failed training by resetting
-  the GPUs and NVSwitches together, which on an HGX baseboard is a host restart.
+- NvlinkDown → reset-gpu: NVIDIA Health Validation's `nvlink_active` check (no inactive link
+  tolerated, CRITICAL) recommends drain, then reset_gpu → restart_os → service_required.
+- FabricNotStarted, FabricRegistrationFailed → restart-os: NVIDIA's Fabric Manager guide: a GPU
+  that fails to register with the fabric loses its NVLink peer-to-peer capability, and CUDA
+  fails to initialise (cudaErrorSystemNotReady) until the fabric manager has initialised the
+  system; the fabric manager trains the NVLinks and registers the GPUs when it starts, at boot.
 - IbPortDown → restart-os: a restart reloads the HCA's driver and firmware and retrains the link;
   a port still down after it needs its cable, transceiver or switch port serviced.
 - PowerAboveLimit → service-required: the board's power capping or sensor is faulty.

@@ -2,9 +2,11 @@
 
 - `pcie_rule`: a link trained below its maximum width warns (PcieLinkDegraded), always; below its
   maximum generation it warns (PcieGenDegraded) only while the GPU is loaded, because NVIDIA GPUs
-  lower the link generation to save power when idle (NVML: "the current link generation may be
-  reduced when the GPU is not in use"). NVML's maximum is what the device *and the system* allow
-  (`nvmlDeviceGetMaxPcieLinkGeneration`/`Width`), so a Gen5 GPU in a Gen4 slot is not degraded.
+  lower the link generation to save power when idle (`nvidia-smi -q -d PCIE` shows an idle GPU's
+  current generation below its maximum) and raise it again under load. NVML's maximum is "the
+  maximum PCIe link generation possible with this device and system" (nvml.h,
+  `nvmlDeviceGetMaxPcieLinkGeneration`, likewise the width), so a Gen5 GPU in a Gen4 slot is
+  not degraded.
 - `nvlink_rule`: a link down while the GPU's other links are up fails (NvlinkDown); no active link
   at all passes with a note (NvlinkInactive: no bridge or fabric in use, which the fabric check
   judges on NVSwitch systems). Error counters are judged on their rate per minute over the
