@@ -40,6 +40,7 @@ class FaultKind(enum.StrEnum):
     IB_ERRORS = "ib-errors"
     IB_FLAP = "ib-flap"
     OLD_DRIVER = "old-driver"
+    RESET_REQUIRED = "reset-required"
 
 
 FAULT_HELP: dict[FaultKind, str] = {
@@ -69,6 +70,7 @@ FAULT_HELP: dict[FaultKind, str] = {
     FaultKind.IB_DOWN: "ib-down: the InfiniBand port paired with the GPU (mlx5_<gpu>) is down (HGX nodes)",
     FaultKind.IB_ERRORS: "ib-errors[=<per-minute>]: that port counts symbol errors at this rate (default 60)",
     FaultKind.IB_FLAP: "ib-flap: that port goes down and comes back between every two readings (link_downed)",
+    FaultKind.RESET_REQUIRED: "reset-required: the driver's recovery action for the GPU is a GPU reset",
     FaultKind.OLD_DRIVER: "old-driver: the node runs driver 535.104.05 (CUDA 12.2) instead of 550.54.15 (12.4)",
 }
 

@@ -252,6 +252,7 @@ class FakeBackend:
             performance_state=8 if pstate_stuck else 0,
             nvlinks=self._nvlinks(index),
             fabric=self._fabric(index),
+            recovery_action=1 if self._faults(index, FaultKind.RESET_REQUIRED) else 0,
         )
 
     def _minutes(self) -> float:

@@ -9,7 +9,9 @@ NVLink (PCIe cards such as L4 and T4), so neither is a link. Each link's data-li
 come from `nvmlDeviceGetNvLinkErrorCounter` (NVML_NVLINK_ERROR_DL_REPLAY, _RECOVERY, _CRC_FLIT,
 _CRC_DATA); a counter NVML does not give (NVLink 5 moved them to field values) is absent. The
 fabric registration comes from `nvmlDeviceGetGpuFabricInfoV` (v2: with the health mask), else
-`nvmlDeviceGetGpuFabricInfo`; both are Hopper and later, NOT_SUPPORTED before.
+`nvmlDeviceGetGpuFabricInfo`; both are Hopper and later, NOT_SUPPORTED before. The driver's
+recovery action for the GPU is the field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, whose own return
+code says whether this driver and GPU report it.
 """
 
 from __future__ import annotations
@@ -129,7 +131,18 @@ def read(calls: NvmlCalls, index: int, handle: Any) -> Telemetry:
         performance_state=_performance_state(calls, handle),
         nvlinks=nvlinks(calls, handle),
         fabric=fabric(calls, handle),
+        recovery_action=recovery_action(calls, handle),
     )
+
+
+def recovery_action(calls: NvmlCalls, handle: Any) -> int | None:
+    """The driver's recovery action (field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION); None where the driver or
+    GPU does not report it (the field's own return code is not NVML_SUCCESS)."""
+    field = calls.const("NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", 230)
+    values = calls.get("nvmlDeviceGetFieldValues", handle, [field])
+    if not values or int(values[0].nvmlReturn) != 0:
+        return None
+    return int(values[0].value.uiVal)
 
 
 _NVLINK_ERROR_CONSTANTS = {

@@ -39,6 +39,8 @@ class Check(enum.StrEnum):
     GPU_COUNT = "gpu_count"
     """Node-wide: the backend sees as many GPUs as the pool expects."""
     DEVICE = "device"
+    RECOVERY = "recovery"
+    """The driver's own recovery action for the GPU (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)."""
     XID = "xid"
     ECC = "ecc"
     ROW_REMAP = "row_remap"

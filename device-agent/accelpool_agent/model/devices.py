@@ -195,6 +195,9 @@ class Telemetry:
     """The GPU's NVLinks; None when it has none or NVML does not report them (PCIe cards)."""
     fabric: FabricInfo | None = None
     """NVSwitch fabric registration; None when not supported (no fabric, or before Hopper)."""
+    recovery_action: int | None = None
+    """The driver's recovery action for the GPU (NVML_GPU_RECOVERY_ACTION_*: 0 none, 1 GPU reset, 2 node
+    reboot, 3 drain P2P, 4 drain and reset, 5 recover IMEX domain, 6 bus reset, 7 system reboot)."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}

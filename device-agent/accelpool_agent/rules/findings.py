@@ -7,6 +7,8 @@ NVIDIA's XID catalog, `xids.ladder_action`). Where a step comes from:
 
 - GpuLost, GpuMissing → restart-os: XID 79 ("fallen off the bus") is RESTART_BM in NVIDIA's XID
   catalog; a GPU that did not enumerate needs the host to boot again (then service, if still gone).
+- Recovery<...> → the step the driver itself asks for (NVML's GPU recovery action: reset, drain
+  and reset, bus reset → reset-gpu; node or system reboot → restart-os; drain P2P → drain).
 - EccDoubleBitError, RowRemapPending, RetiredPagesPending → reset-gpu: NVIDIA's GPU memory error
   management: the remap / retirement a DBE leaves pending takes effect at the next GPU reset.
 - RowRemapFailure, RetiredPagesLimit → service-required: the same guide: a failed remap, or
@@ -41,6 +43,12 @@ from accelpool_core.protocol import Action, Finding, HealthStatus, Severity
 
 ACTIONS: dict[str, Action] = {
     "GpuLost": Action.RESTART_OS,
+    "RecoveryGpuReset": Action.RESET_GPU,
+    "RecoveryDrainAndReset": Action.RESET_GPU,
+    "RecoveryBusReset": Action.RESET_GPU,
+    "RecoveryNodeReboot": Action.RESTART_OS,
+    "RecoverySystemReboot": Action.RESTART_OS,
+    "RecoveryDrainP2p": Action.DRAIN,
     "GpuMissing": Action.RESTART_OS,
     "EccDoubleBitError": Action.RESET_GPU,
     "RowRemapPending": Action.RESET_GPU,

@@ -1,6 +1,7 @@
 """Telemetry rules: one GPU's latest readings and its XIDs in, one result per check out.
 
-A lost GPU fails (GpuLost); XIDs are judged by NVIDIA's XID catalog (`accelpool_agent.xids`): a
+A lost GPU fails (GpuLost); the driver's own recovery action (a GPU reset, a reboot) fails, a
+drain warns (`RECOVERY_ACTIONS`); XIDs are judged by NVIDIA's XID catalog (`accelpool_agent.xids`): a
 fatal XID seen since the agent started fails (XidError<n>); a warning, unexpected, unknown or
 application XID (13, 31, ...) seen within the warning window warns, and an application XID
 repeating `xid_repeat_limit` times within it fails; informational XIDs (43, 45, ...) pass with a
@@ -84,6 +85,39 @@ def device_rule(telemetry: Telemetry | None) -> CheckResult:
             "GPU lost (not answering)",
         )
     return _result(Check.DEVICE, CheckStatus.PASS, "Responding", "the GPU answers")
+
+
+RECOVERY_ACTIONS: Mapping[int, tuple[str, CheckStatus, str]] = {
+    # NVML_GPU_RECOVERY_ACTION_*: (reason, status, what NVIDIA's memory error management guide says to do)
+    1: ("RecoveryGpuReset", CheckStatus.FAIL, "terminate the GPU's processes and reset it (nvidia-smi -r)"),
+    2: ("RecoveryNodeReboot", CheckStatus.FAIL, "reboot the operating system"),
+    3: ("RecoveryDrainP2p", CheckStatus.WARN, "drain peer-to-peer traffic off the GPU"),
+    4: ("RecoveryDrainAndReset", CheckStatus.FAIL, "drain the GPU, then reset it"),
+    5: ("RecoveryImexDomain", CheckStatus.WARN, "recover the IMEX domain"),
+    6: ("RecoveryBusReset", CheckStatus.FAIL, "reset the GPU's bus"),
+    7: ("RecoverySystemReboot", CheckStatus.FAIL, "reboot the system"),
+}
+"""The driver's recovery action → the result (NVIDIA GPU memory error management, "Recovery action flag")."""
+
+
+def recovery_rule(telemetry: Telemetry | None) -> CheckResult:
+    action = telemetry.recovery_action if telemetry is not None else None
+    if action is None:
+        return _result(Check.RECOVERY, CheckStatus.SKIP, "NotSupported", "the driver reports no recovery action")
+    known = RECOVERY_ACTIONS.get(action)
+    if known is None:
+        return _result(
+            Check.RECOVERY, CheckStatus.PASS, "NoRecoveryNeeded", "the driver asks for no recovery", value=float(action)
+        )
+    reason, status, advice = known
+    return _result(
+        Check.RECOVERY,
+        status,
+        reason,
+        f"the driver's recovery action for the GPU: {advice}",
+        f"driver asks to {advice}",
+        value=float(action),
+    )
 
 
 def xid_rule(record: XidRecord, now: float, window_seconds: float, repeat_limit: int = 10) -> CheckResult:
@@ -309,6 +343,7 @@ def telemetry_checks(
     busy = policy.busy_utilization
     results = [
         device_rule(telemetry),
+        recovery_rule(telemetry),
         xid_rule(record, now, policy.xid_warning_window_seconds, policy.xid_repeat_limit),
         ecc_rule(telemetry, baseline_aggregate_double),
         row_remap_rule(telemetry),

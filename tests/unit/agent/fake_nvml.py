@@ -39,6 +39,8 @@ class FakeNvml:
     fabric_status: int = pynvml.NVML_SUCCESS
     fabric_health_mask: int = pynvml.NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_FALSE
     performance_state: int = 0
+    recovery_action: int | None = pynvml.NVML_GPU_RECOVERY_ACTION_NONE
+    """The field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; None: the field answers NOT_SUPPORTED."""
 
     NVMLError = pynvml.NVMLError
     c_nvmlGpuFabricInfoV_t = pynvml.c_nvmlGpuFabricInfoV_t
@@ -205,6 +207,19 @@ class FakeNvml:
     def nvmlDeviceGetPerformanceState(self, handle: int) -> int:
         self._check("nvmlDeviceGetPerformanceState", handle)
         return self.performance_state
+
+    def nvmlDeviceGetFieldValues(self, handle: int, field_ids: list[int]) -> Any:
+        """pynvml's own structures: each field carries its own return code, as in NVML."""
+        self._check("nvmlDeviceGetFieldValues", handle)
+        values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
+        for value, field_id in zip(values, field_ids, strict=True):
+            value.fieldId = field_id
+            if field_id != pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION or self.recovery_action is None:
+                value.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+                continue
+            value.nvmlReturn = pynvml.NVML_SUCCESS
+            value.value.uiVal = self.recovery_action
+        return values
 
     # NVLink and fabric
     def nvmlDeviceGetNvLinkState(self, handle: int, link: int) -> int:

@@ -39,6 +39,7 @@ async def cycle(make_agent: MakeAgent, gpus: str, *faults: str, minutes: float =
         ("3:ib-down", "infiniband", Severity.CRITICAL, "IbPortDown", Action.RESTART_OS),
         ("3:ib-errors", "infiniband", Severity.WARNING, "IbErrorRate", Action.NONE),
         ("3:ib-flap", "infiniband", Severity.WARNING, "IbLinkFlapping", Action.NONE),
+        ("3:reset-required", "recovery", Severity.CRITICAL, "RecoveryGpuReset", Action.RESET_GPU),
         ("3:wrong-results", "correctness", Severity.CRITICAL, "WrongResults", Action.SERVICE_REQUIRED),
         ("3:row-remap-failure", "row_remap", Severity.CRITICAL, "RowRemapFailure", Action.SERVICE_REQUIRED),
         ("3:lost", "device", Severity.CRITICAL, "GpuLost", Action.RESTART_OS),

@@ -90,3 +90,15 @@ def test_performance_state_and_versions() -> None:
     b = backend(nvml)
     assert b.telemetry()[0].performance_state is None
     assert b.versions().cuda is None
+
+
+def test_the_drivers_recovery_action_and_its_absence() -> None:
+    assert backend(FakeNvml(gpus=1)).telemetry()[0].recovery_action == 0
+    nvml = FakeNvml(gpus=1, recovery_action=pynvml.NVML_GPU_RECOVERY_ACTION_NODE_REBOOT)
+    assert backend(nvml).telemetry()[0].recovery_action == 2
+    assert backend(FakeNvml(gpus=1, recovery_action=None)).telemetry()[0].recovery_action is None  # field NOT_SUPPORTED
+    old = FakeNvml(gpus=1)
+    old.errors[("nvmlDeviceGetFieldValues", None)] = pynvml.NVML_ERROR_FUNCTION_NOT_FOUND
+    b = backend(old)
+    assert b.telemetry()[0].recovery_action is None
+    assert not b.call_errors
