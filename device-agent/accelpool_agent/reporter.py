@@ -319,6 +319,14 @@ class NodeReporter:
             new.verdicts,
         ):
             return True
+        if (old.action, old.findings, old.complete, old.driver_version, old.cuda_version) != (
+            new.action,
+            new.findings,
+            new.complete,
+            new.driver_version,
+            new.cuda_version,
+        ):
+            return True
         if (old.tflops is None) != (new.tflops is None):
             return True
         if old.tflops and new.tflops:
