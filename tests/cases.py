@@ -92,6 +92,19 @@ CASES: list[Case] = [
     ),
     Case("interval-week", {"accelerator": "H100", "health": {"interval": "168h", "holdDown": "0s"}}, "valid"),
     Case("zero-nodes", {"accelerator": "L4", "nodes": 0}, "valid"),
+    Case(
+        "remediation-ladder",
+        {
+            "accelerator": "H100",
+            "health": {
+                "remediation": "cordon",
+                "drain": {"enabled": True, "gracePeriod": "2m", "timeout": "1h"},
+                "handOff": {"enabled": True},
+            },
+        },
+        "valid",
+    ),
+    Case("drain-off-with-none", {"accelerator": "H100", "health": {"remediation": "none", "drain": {}}}, "valid"),
     # ---- rejected by the CRD itself (schema or CEL), and by the models
     Case("missing-accelerator", {"nodes": 2}, "schema", "spec.accelerator", "Required value"),
     Case("unknown-field", {"accelerator": "H100", "gpus": 8}, "decode", "spec.gpus", 'unknown field "spec.gpus"'),
@@ -294,6 +307,34 @@ CASES: list[Case] = [
         "schema",
         "spec.health.interval",
         "may not be more than 32 bytes",
+    ),
+    Case(
+        "drain-without-quarantine",
+        {"accelerator": "H100", "health": {"remediation": "none", "drain": {"enabled": True}}},
+        "schema",
+        "spec.health.drain",
+        "drain needs remediation taint or cordon",
+    ),
+    Case(
+        "hand-off-without-drain",
+        {"accelerator": "H100", "health": {"handOff": {"enabled": True}}},
+        "schema",
+        "spec.health.handOff",
+        "handOff needs drain enabled",
+    ),
+    Case(
+        "drain-timeout-too-long",
+        {"accelerator": "H100", "health": {"drain": {"enabled": True, "timeout": "200h"}}},
+        "schema",
+        "spec.health.drain.timeout",
+        "at most 168h",
+    ),
+    Case(
+        "grace-period-too-long",
+        {"accelerator": "H100", "health": {"drain": {"enabled": True, "gracePeriod": "25h"}}},
+        "schema",
+        "spec.health.drain.gracePeriod",
+        "at most 24h",
     ),
     Case(
         "hold-down-too-long",

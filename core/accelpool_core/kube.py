@@ -1,10 +1,11 @@
 """A small asynchronous Kubernetes API client: the only place accelpool speaks HTTP to the API server.
 
 Used by the operator's handlers (nodes, ConfigMaps, DaemonSets, Events, Karpenter NodePools)
-and by the device agent's reporter (its node's status and annotations). It knows just enough
-of the API: JSON requests, merge/strategic/JSON patches, server-side apply (`apply`), label and
-field selectors on lists, conflicts as `ConflictError`, and credentials from a kubeconfig, the
-in-cluster service account, or a plain server URL.
+and by the device agent's reporter (its node's status and annotations) and node watch. It knows
+just enough of the API: JSON requests, merge/strategic/JSON patches, server-side apply (`apply`),
+label and field selectors on lists, watch streams (`watch`), conflicts as `ConflictError`, an
+expired resourceVersion as `GoneError`, and credentials from a kubeconfig, the in-cluster
+service account, or a plain server URL.
 
 Credentials are handled as client-go handles them: a token from a file (the pod's rotating
 ServiceAccount token, a kubeconfig's `tokenFile`) is re-read while the client runs, and
@@ -22,7 +23,7 @@ import os
 import ssl
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -46,10 +47,21 @@ JsonObject = dict[str, Any]
 class ApiError(Exception):
     """The API server answered with an error status."""
 
-    def __init__(self, status: int, reason: str, message: str, *, method: str = "", path: str = "") -> None:
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        *,
+        method: str = "",
+        path: str = "",
+        causes: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         self.status = status
         self.reason = reason
         self.message = message
+        self.causes = causes
+        """The Status's `details.causes` as (type, message): an eviction's `DisruptionBudget` cause names its budget."""
         super().__init__(f"{method} {path}: {status} {reason}: {message}".strip())
 
 
@@ -59,6 +71,14 @@ class NotFoundError(ApiError):
 
 class ConflictError(ApiError):
     """409: a stale resourceVersion, or the object already exists."""
+
+
+class GoneError(ApiError):
+    """410: the resourceVersion a watch asked for is older than the server keeps: list again."""
+
+
+WATCH_READ_MARGIN_SECONDS = 30.0
+"""How long past its `timeoutSeconds` a watch may stay silent before the client gives up on it."""
 
 
 TOKEN_REREAD_SECONDS = 60.0
@@ -356,14 +376,71 @@ class KubeClient:
         with contextlib.suppress(NotFoundError):
             await self.request("DELETE", path)
 
+    async def watch(
+        self,
+        path: str,
+        *,
+        resource_version: str,
+        timeout_seconds: int,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+    ) -> AsyncIterator[JsonObject]:
+        """The watch events (`{"type", "object"}`) of a collection after `resource_version`, until the server
+        ends the stream (after `timeout_seconds`, or going down). Bookmarks are asked for (`BOOKMARK`
+        events carry only a newer resourceVersion). An `ERROR` event raises: `GoneError` for 410
+        Expired (list again), else `ApiError`. Events are read as whole lines of any length (a Node
+        with its image list is easily over aiohttp's 128 KiB line limit)."""
+        params = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        params.update(
+            {
+                key: value
+                for key, value in (("fieldSelector", field_selector), ("labelSelector", label_selector))
+                if value
+            }
+        )
+        sent_at = self._token_file.now() if self._token_file else 0.0
+        headers = {"Authorization": f"Bearer {token}"} if (token := self._token()) else {}
+        read_limit = timeout_seconds + WATCH_READ_MARGIN_SECONDS
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=read_limit)
+        url = f"{self.credentials.server}{path}"
+        async with self._http().get(url, params=params, headers=headers, timeout=timeout) as response:
+            if response.status == 401 and self._token_file is not None:
+                self._token_file.reset_older_than(sent_at)
+            if response.status >= 400:
+                raise _error(response.status, await response.text(), method="WATCH", path=path)
+            pending = b""
+            async for chunk in response.content.iter_any():
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield _watch_event(json.loads(line), path)
+
 
 def _error(status: int, text: str, *, method: str, path: str) -> ApiError:
     reason, message = "", text[:500]
+    causes: tuple[tuple[str, str], ...] = ()
     try:
         payload = json.loads(text)
         reason = str(payload.get("reason", ""))
         message = str(payload.get("message", message))
+        listed = (payload.get("details") or {}).get("causes") or []
+        causes = tuple((str(c.get("type", "")), str(c.get("message", ""))) for c in listed if isinstance(c, dict))
     except (ValueError, AttributeError):
         pass
-    kind = {404: NotFoundError, 409: ConflictError}.get(status, ApiError)
-    return kind(status, reason, message, method=method, path=path)
+    kind = {404: NotFoundError, 409: ConflictError, 410: GoneError}.get(status, ApiError)
+    return kind(status, reason, message, method=method, path=path, causes=causes)
+
+
+def _watch_event(event: JsonObject, path: str) -> JsonObject:
+    """A watch event as it came, or the error an `ERROR` event stands for (its object is a Status)."""
+    if event.get("type") != "ERROR":
+        return event
+    status = event.get("object") or {}
+    code = int(status.get("code") or 500)
+    raise _error(code, json.dumps(status), method="WATCH", path=path)

@@ -189,3 +189,18 @@ class HealthReport(_Wire):
     @classmethod
     def from_annotation(cls, text: str) -> HealthReport:
         return cls.model_validate_json(text)
+
+
+MAX_CHECK_REQUEST_LENGTH = 63
+"""The longest `accelpool.io/check-requested` token an agent answers (a label value's length)."""
+
+
+def check_request_problem(token: str) -> str | None:
+    """Why `token` cannot be a check request, naming the value and what is valid (None: it can be one).
+    Any string of 1 to `MAX_CHECK_REQUEST_LENGTH` characters is a token; the empty string asks for nothing."""
+    if not token or len(token) > MAX_CHECK_REQUEST_LENGTH:
+        return (
+            f"{CHECK_REQUEST_ANNOTATION}: invalid value {token!r} ({len(token)} characters): "
+            f"a check request is a token of 1 to {MAX_CHECK_REQUEST_LENGTH} characters"
+        )
+    return None

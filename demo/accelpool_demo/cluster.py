@@ -5,7 +5,9 @@ the AMD node labeller, Karpenter on AWS), with capacity for the accelerator's re
 Ready condition, and the kubelet facts `kubectl get nodes -o wide` shows. Pure.
 
 `DEFAULT_FLEET` is the fleet `accelpool demo` simulates: package data (`demo-cluster.yaml` next to
-this module), so the demo finds it from any working directory.
+this module), so the demo finds it from any working directory. Its `workloads` are pods already running
+on some nodes when the demo starts, each set guarded by a PodDisruptionBudget (what a drain must honour):
+`workload_objects`.
 """
 
 from __future__ import annotations
@@ -171,3 +173,66 @@ def nodes(groups: list[NodeGroup]) -> list[dict[str, Any]]:
                 }
             )
     return result
+
+
+WORKLOAD_NAMESPACE = "default"
+WORKLOAD_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Pods named `<name>-<n>`, one on each of `nodes`, and a PDB over them (`app: <name>`)."""
+
+    name: str
+    nodes: tuple[str, ...]
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+    grace_seconds: int = 30
+
+
+def parse_workloads(text: str) -> list[Workload]:
+    """The `workloads` of a DemoCluster document; errors name the workload and the field."""
+    workloads: list[Workload] = []
+    for index, raw in enumerate((yaml.safe_load(text) or {}).get("workloads") or []):
+        where = f"workloads[{index}]"
+        nodes = raw.get("nodes")
+        if not isinstance(nodes, list) or not nodes:
+            raise ValueError(f"{where}.nodes: {nodes!r} is not a list of node names")
+        workloads.append(
+            Workload(
+                name=str(raw["name"]),
+                nodes=tuple(str(node) for node in nodes),
+                min_available=raw.get("minAvailable"),
+                max_unavailable=raw.get("maxUnavailable"),
+                grace_seconds=int(raw.get("terminationGracePeriodSeconds", 30)),
+            )
+        )
+    return workloads
+
+
+def workload_objects(workload: Workload) -> list[dict[str, Any]]:
+    """The workload's pods, bound, Running and Ready (as their kubelet reports them), then its PDB."""
+    labels = {"app": workload.name}
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": _CREATED}
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{workload.name}-{number}", "namespace": WORKLOAD_NAMESPACE, "labels": labels},
+            "spec": {
+                "nodeName": node,
+                "terminationGracePeriodSeconds": workload.grace_seconds,
+                "containers": [{"name": "main", "image": WORKLOAD_IMAGE}],
+            },
+            "status": {"phase": "Running", "conditions": [ready]},
+        }
+        for number, node in enumerate(workload.nodes)
+    ]
+    spec: dict[str, Any] = {"selector": {"matchLabels": labels}}
+    if workload.min_available is not None:
+        spec["minAvailable"] = workload.min_available
+    if workload.max_unavailable is not None:
+        spec["maxUnavailable"] = workload.max_unavailable
+    budget = {"name": workload.name, "namespace": WORKLOAD_NAMESPACE}
+    objects.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": budget, "spec": spec})
+    return objects

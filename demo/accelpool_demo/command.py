@@ -81,7 +81,7 @@ def _injection(text: str) -> Injection:
 
 def run(args: argparse.Namespace) -> int:
     from accelpool_demo.cluster import DEFAULT_FLEET
-    from accelpool_demo.run import SOURCE_EXAMPLES, DemoOptions, example_pools, load_fleet, run_demo
+    from accelpool_demo.run import SOURCE_EXAMPLES, DemoOptions, example_pools, load_fleet, load_workloads, run_demo
 
     examples = args.examples or ([SOURCE_EXAMPLES] if SOURCE_EXAMPLES else [])
     if not examples:
@@ -93,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         duration=args.duration,
         tui=args.tui,
         operator_metrics_port=args.metrics_port,
+        workloads=load_workloads(args.cluster or DEFAULT_FLEET),
     )
     ready = asyncio.run(_until_signalled(run_demo(options)))
     return 0 if ready or args.duration is None else 1

@@ -23,8 +23,8 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -77,6 +77,8 @@ class DemoOptions:
     duration: float | None
     tui: bool
     operator_metrics_port: int
+    workloads: list[dict[str, Any]] = field(default_factory=list)
+    """The pods and PodDisruptionBudgets running when the demo starts (`load_workloads`)."""
 
 
 def pool_rows(pools: list[dict[str, Any]]) -> list[tuple[str, ...]]:
@@ -121,6 +123,11 @@ def load_fleet(cluster_file: Path = cluster.DEFAULT_FLEET) -> list[dict[str, Any
     return cluster.nodes(cluster.parse(cluster_file.read_text()))
 
 
+def load_workloads(cluster_file: Path = cluster.DEFAULT_FLEET) -> list[dict[str, Any]]:
+    workloads = cluster.parse_workloads(cluster_file.read_text())
+    return [obj for workload in workloads for obj in cluster.workload_objects(workload)]
+
+
 def example_pools(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
     pools: list[dict[str, Any]] = []
     for path in paths:
@@ -147,11 +154,18 @@ async def install_prerequisites(client: KubeClient, namespace: str = NAMESPACE) 
     )
 
 
-async def _seed(client: KubeClient, fleet: list[dict[str, Any]]) -> None:
+async def _seed(client: KubeClient, fleet: list[dict[str, Any]], workloads: Sequence[dict[str, Any]] = ()) -> None:
     await client.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd.custom_resource_definition())
     await install_prerequisites(client)
     for node in fleet:
         await client.create("/api/v1/nodes", node)
+    for obj in workloads:  # pods, reported Running and Ready as their kubelet would, and their budgets
+        namespace = obj["metadata"]["namespace"]
+        if obj["kind"] == "Pod":
+            await client.create(f"/api/v1/namespaces/{namespace}/pods", obj)
+            await client.patch(f"/api/v1/namespaces/{namespace}/pods/{obj['metadata']['name']}/status", obj)
+        else:
+            await client.create(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets", obj)
 
 
 async def _start_operator(server: str, metrics_port: int, log_dir: Path) -> asyncio.subprocess.Process:
@@ -222,6 +236,7 @@ class SimulatedCluster:
 async def simulated_cluster(
     fleet: list[dict[str, Any]],
     *,
+    workloads: Sequence[dict[str, Any]] = (),
     port: int = 0,
     operator_metrics_port: int = 0,
     installation: nvidia.Installation = DEMO_INSTALLATION,
@@ -230,7 +245,12 @@ async def simulated_cluster(
     it comes (cancelled, an error), and then the temporary directory of their logs removed."""
     with tempfile.TemporaryDirectory(prefix="accelpool-demo-", ignore_cleanup_errors=True) as log_dir:
         async with _cluster_logging_to(
-            Path(log_dir), fleet, port=port, operator_metrics_port=operator_metrics_port, installation=installation
+            Path(log_dir),
+            fleet,
+            workloads=workloads,
+            port=port,
+            operator_metrics_port=operator_metrics_port,
+            installation=installation,
         ) as demo:
             yield demo
 
@@ -240,6 +260,7 @@ async def _cluster_logging_to(
     log_dir: Path,
     fleet: list[dict[str, Any]],
     *,
+    workloads: Sequence[dict[str, Any]],
     port: int,
     operator_metrics_port: int,
     installation: nvidia.Installation,
@@ -258,7 +279,7 @@ async def _cluster_logging_to(
         operator: asyncio.subprocess.Process | None = None
         tasks: list[asyncio.Task[None]] = []
         try:
-            await _seed(client, fleet)
+            await _seed(client, fleet, workloads)
             operator = await _start_operator(server, operator_metrics_port or free_port(), log_dir)
             tasks = [
                 asyncio.create_task(components.run()),
@@ -281,7 +302,10 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> bool:
     """Run until interrupted or for `options.duration`; True when every pool ended Ready."""
     pools: list[dict[str, Any]] = []
     async with simulated_cluster(
-        options.fleet, port=options.port, operator_metrics_port=options.operator_metrics_port
+        options.fleet,
+        workloads=options.workloads,
+        port=options.port,
+        operator_metrics_port=options.operator_metrics_port,
     ) as demo:
         for pool in options.pools:
             await demo.client.create(POOLS_PATH, pool)

@@ -48,9 +48,9 @@ _ABORTING = {"CheckTimeout", "ComputeCrashed"}
 
 
 def take_inventory(backend: Backend, clock: Clock) -> Inventory:
-    """The backend's devices now. Blocking: runs in the backend thread."""
+    """The backend's devices and driver versions now. Blocking: runs in the backend thread."""
     devices = tuple(backend.inventory())
-    return Inventory(devices, backend.error, clock.time())
+    return Inventory(devices, backend.error, clock.time(), backend.versions())
 
 
 def read_devices(backend: Backend, clock: Clock, *, inventory_due: bool, inventory_error: str | None) -> Readings:
@@ -59,10 +59,11 @@ def read_devices(backend: Backend, clock: Clock, *, inventory_due: bool, invento
     inventory = take_inventory(backend, clock) if inventory_due else None
     telemetry = tuple(backend.telemetry())
     events = tuple(backend.drain_xid_events())
+    ports = tuple(backend.infiniband())
     known_error = inventory.error if inventory is not None else inventory_error
     if (backend.error is None) != (known_error is None):
         inventory = take_inventory(backend, clock)
-    return Readings(telemetry, events, backend.error, inventory)
+    return Readings(telemetry, events, backend.error, inventory, ports)
 
 
 def run_checks(runner: ComputeRunner, job: ComputeJob, timeout_seconds: float) -> list[Measurement]:
@@ -159,7 +160,7 @@ class Agent:
                 inventory_error=self._state.inventory_error,
             )
         )
-        self._state = self._state.with_readings(readings, now)
+        self._state = self._state.with_readings(readings, now, window_seconds=self.policy.counter_window_seconds)
         self._log_xids(readings.xid_events)
         self._snapshot = replace(self._snapshot, ticks_total=self._snapshot.ticks_total + 1)
         self.last_tick_monotonic = self.clock.monotonic()
@@ -205,9 +206,11 @@ class Agent:
         return self._publish(now, cycle_duration=duration)
 
     async def full_cycle(self) -> NodeReport:
-        """A telemetry tick followed by a compute cycle: what `accelpool-agent check` runs."""
+        """A telemetry tick, a compute cycle, and a telemetry tick after it (so error counters have
+        two readings, across the load of the checks, to give rates): what `accelpool-agent check` runs."""
         await self.tick()
-        return await self.compute_cycle()
+        await self.compute_cycle()
+        return await self.tick()
 
     async def restore_verdicts(self, recorded: Mapping[str, Mapping[str, WireVerdict]]) -> NodeReport:
         """Take back the compute verdicts a previous agent left on the node; fresher ones win."""
@@ -272,7 +275,10 @@ class Agent:
         """Judge the node from the state and replace the snapshot with the new report."""
         state = self._state
         gpus = state.gpu_reports(now=now, policy=self.policy, expected=self.expected)
-        verdict = rules.node_verdict(gpus, expected_gpus=self.config.expected_gpus, backend_error=state.backend_error)
+        node_checks = state.node_checks(expected_gpus=self.config.expected_gpus, now=now)
+        verdict = rules.node_verdict(
+            gpus, expected_gpus=self.config.expected_gpus, backend_error=state.backend_error, node_checks=node_checks
+        )
         measured = [g.matmul_tflops[self.policy.dtype] for g in gpus if self.policy.dtype in g.matmul_tflops]
         previous = self._snapshot.report
         report = NodeReport(
@@ -291,6 +297,13 @@ class Agent:
             if cycle_duration is not None
             else (previous.cycle_duration_seconds if previous else None),
             complete=self._snapshot.cycles_total > 0 or cycle_duration is not None,
+            checks=node_checks,
+            findings=rules.findings(
+                gpus, node_checks, status=verdict.status, reason=verdict.reason, message=verdict.message
+            ),
+            driver_version=state.versions.driver,
+            cuda_version=state.versions.cuda,
+            infiniband=state.infiniband,
         )
         if previous is None or (previous.status, previous.reason) != (report.status, report.reason):
             level = logging.WARNING if report.status is HealthStatus.UNHEALTHY else logging.INFO

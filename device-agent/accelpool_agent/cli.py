@@ -21,6 +21,7 @@ import signal
 import socket
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from accelpool_agent.backends import BACKENDS
@@ -102,6 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common.add_argument("--seed", type=int, default=0, help="fake backend: seed of the simulated readings")
     common.add_argument(
+        "--sysfs-root",
+        default=os.environ.get("ACCELPOOL_AGENT_SYSFS_ROOT", "/sys"),
+        metavar="DIR",
+        help="where sysfs is mounted; InfiniBand ports are read from DIR/class/infiniband "
+        "(default: $ACCELPOOL_AGENT_SYSFS_ROOT, else /sys)",
+    )
+    common.add_argument(
         "--check-timeout", type=_positive, metavar="SECONDS", help="kill a compute check after this long"
     )
     common.add_argument("--force", action="store_true", default=None, help="run compute checks on busy GPUs too")
@@ -172,6 +180,11 @@ def _print_report(report: NodeReport) -> None:
     print(f"{report.status.value} — {report.reason}")
     if report.message:
         print(f"  {report.message}")
+    versions = f"driver {report.driver_version or '?'}, CUDA {report.cuda_version or '?'}"
+    print(f"  recommended action: {report.action.value}; {versions}")
+    for node_check in report.checks:
+        if node_check.status in (CheckStatus.WARN, CheckStatus.FAIL):
+            print(f"  {node_check.status.value}: {node_check.check.value}: {node_check.reason}: {node_check.message}")
     print(f"{'GPU':>3}  {'MODEL':<16} {'STATUS':<6} {'REASON':<26} {'MATMUL ' + report.dtype:>14} {'BANDWIDTH':>11}")
     for gpu in report.gpus:
         tflops = gpu.matmul_tflops.get(report.dtype)
@@ -208,7 +221,9 @@ def _make_agent(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Ag
         fake_gpus = args.fake_gpus
         if args.backend == "fake" and fake_gpus is None and config.accelerator:
             fake_gpus = config.accelerator
-        backend = create_backend(args.backend, fake_gpus=fake_gpus, faults=faults, seed=args.seed)
+        backend = create_backend(
+            args.backend, fake_gpus=fake_gpus, faults=faults, seed=args.seed, sysfs_root=Path(args.sysfs_root)
+        )
     except (BackendError, FaultSpecError) as error:
         parser.error(str(error))
     config, settings = _settings(args, config)
@@ -251,7 +266,9 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     async def main() -> None:
         reporter = None
         client = None
+        watch = None
         if not args.no_report:
+            from accelpool_agent.node_watch import NodeWatch
             from accelpool_agent.reporter import NodeReporter
             from accelpool_core.kube import Credentials, KubeClient
 
@@ -262,7 +279,10 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 heartbeat_seconds=agent.config.heartbeat_seconds,
                 agent_name=os.environ.get("POD_NAME") or None,
             )
-        daemon = Daemon(agent, reporter=reporter, telemetry_interval=agent.settings.telemetry_interval_seconds)
+            watch = NodeWatch(client, agent.settings.node_name)
+        daemon = Daemon(
+            agent, reporter=reporter, telemetry_interval=agent.settings.telemetry_interval_seconds, watch=watch
+        )
         registry = build_registry(lambda: agent.snapshot)
         web_runner = await server.start(server.make_app(registry, daemon.liveness, daemon.readiness), host, port)
         log.info(

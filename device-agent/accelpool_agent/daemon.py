@@ -1,9 +1,14 @@
-"""The long-running agent (`accelpool-agent run`): two loops and a reporter.
+"""The long-running agent (`accelpool-agent run`): two loops, a node watch and a reporter.
 
 - the telemetry loop ticks every `telemetry_interval` seconds (telemetry, XID events, rules),
   so a fatal XID turns the node Unhealthy within one tick;
 - the compute loop runs a full cycle (a fresh tick, then the compute checks on idle GPUs)
-  at start and every `AgentConfig.interval_seconds`.
+  at start and every `AgentConfig.interval_seconds`, and at once when a check is requested;
+- the node watch (`accelpool_agent.node_watch`) hands every version of the agent's Node to
+  `node_seen`, which notes a new `accelpool.io/check-requested` token (`accelpool_agent.check_requests`):
+  the compute loop starts a full cycle now, or right after the one running, and the report of
+  that cycle answers the token (`HealthReport.check_request`). A token the node's annotation
+  already answers when the agent starts is not run again; an invalid one is logged and ignored.
 
 Blocking work runs in the agent's threads (backend calls in its backend thread, the waits for
 compute children in its check threads, one per GPU checked in parallel), so hung GPUs can delay
@@ -24,12 +29,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from accelpool_agent.agent import Agent
+from accelpool_agent.check_requests import CheckRequests, problem
 from accelpool_agent.model import NodeReport
 from accelpool_agent.snapshot import ReportStats
-from accelpool_core.protocol import HealthReport, HealthStatus
+from accelpool_core.protocol import CHECK_REQUEST_ANNOTATION, HealthReport, HealthStatus
 
 log = logging.getLogger(__name__)
 
@@ -44,18 +51,39 @@ class Reporter(Protocol):
     def previous(self) -> HealthReport | None: ...
 
     @property
+    def requested(self) -> str | None: ...
+
+    @property
     def stats(self) -> ReportStats: ...
 
     async def load(self) -> bool: ...
 
-    async def report(self, report: NodeReport) -> list[str]: ...
+    async def report(self, report: NodeReport, *, answers: str | None = None) -> list[str]: ...
+
+
+class NodeWatcher(Protocol):
+    """What the daemon needs of the node watch (`accelpool_agent.node_watch.NodeWatch`)."""
+
+    async def run(self, on_node: Callable[[Mapping[str, Any]], None]) -> None: ...
 
 
 class Daemon:
-    def __init__(self, agent: Agent, *, reporter: Reporter | None, telemetry_interval: float) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        reporter: Reporter | None,
+        telemetry_interval: float,
+        watch: NodeWatcher | None = None,
+    ) -> None:
         self.agent = agent
         self.reporter = reporter
         self.telemetry_interval = telemetry_interval
+        self.watch = watch
+        self.requests = CheckRequests()
+        self._ignored: str | None = None
+        """The last invalid token logged (logged once, however many node events carry it)."""
+        self._wake = asyncio.Event()
         self._publish_lock = asyncio.Lock()
         self._restored = reporter is None
         self.started_monotonic = agent.clock.monotonic()
@@ -80,6 +108,8 @@ class Daemon:
             return None  # the API is not reachable yet: the next publish tries again
         self._restored = True
         previous = self.reporter.previous
+        self.requests = self.requests.restored(previous.check_request if previous else None)
+        self.check_requested(self.reporter.requested)
         if previous is None or not previous.verdicts:
             return None
         log.info("restoring the compute verdicts of %d GPU(s) recorded on the node", len(previous.verdicts))
@@ -97,7 +127,28 @@ class Daemon:
         """One telemetry tick (its backend calls in the agent's backend thread)."""
         return await self.agent.tick()
 
-    async def publish(self, report: NodeReport) -> None:
+    def node_seen(self, node: Mapping[str, Any]) -> None:
+        """The node watch's callback: a version of the agent's Node, with its check request (if any)."""
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        self.check_requested(annotations.get(CHECK_REQUEST_ANNOTATION))
+
+    def check_requested(self, token: str | None) -> None:
+        """The node carries `token`: a new valid one starts a full cycle now (or right after the one running)."""
+        why = problem(token)
+        if why is not None:
+            if token != self._ignored:
+                log.warning("ignoring the check request: %s", why)
+                self._ignored = token
+            return
+        before = self.requests
+        self.requests = before.seen(token)
+        if self.requests != before:
+            later = "after the one running" if before.running is not None else "now"
+            log.info("check requested (%s): a full cycle starts %s", token, later)
+            self._wake.set()
+
+    async def publish(self, report: NodeReport, *, answers: str | None = None) -> None:
+        """Hand `report` to the reporter; `answers`: the check request this report's cycle answers."""
         if self.reporter is None or self.stopping:
             return
         if not self._restored:
@@ -108,7 +159,7 @@ class Daemon:
             if self.stopping:  # SIGTERM while this report waited for the one before it
                 return
             try:
-                await self.reporter.report(report)
+                await self.reporter.report(report, answers=answers)
             except Exception:  # a reporter bug must not stop the agent
                 log.exception("reporting failed")
             self.agent.record_report_stats(self.reporter.stats)
@@ -125,20 +176,35 @@ class Daemon:
 
     async def compute_loop(self) -> None:
         while True:
+            self.requests = self.requests.starting()
+            token = self.requests.running
+            failed = False
             try:
                 report = await self.agent.full_cycle()
             except Exception:
                 log.exception("check cycle failed")
+                self.requests, failed = self.requests.failed(), True
             else:
+                self.requests = self.requests.finished()
                 log.info(
-                    "cycle done: %s (%s), %d GPU(s), %.1f s",
+                    "cycle done: %s (%s), %d GPU(s), %.1f s%s",
                     report.status.value,
                     report.reason,
                     len(report.gpus),
                     report.cycle_duration_seconds or 0.0,
+                    f", answering check request {token}" if token else "",
                 )
-                await self.publish(report)
-            await asyncio.sleep(self.agent.config.interval_seconds)
+                await self.publish(report, answers=token)
+            await self._until_next_cycle(after_failure=failed)
+
+    async def _until_next_cycle(self, *, after_failure: bool) -> None:
+        """The interval, or less: until a check request comes (one waiting already: no wait at all, unless
+        the cycle just failed, when it waits for a newer request or the interval)."""
+        if self.requests.wanted and not after_failure:
+            return
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), self.agent.config.interval_seconds)
 
     async def run(self, stop: asyncio.Event) -> None:
         await asyncio.to_thread(self.agent.open)
@@ -147,6 +213,8 @@ class Daemon:
             asyncio.create_task(self.telemetry_loop(), name="telemetry"),
             asyncio.create_task(self.compute_loop(), name="compute"),
         ]
+        if self.watch is not None:
+            tasks.append(asyncio.create_task(self.watch.run(self.node_seen), name="node watch"))
         try:
             await stop.wait()
         finally:

@@ -28,6 +28,19 @@ class FaultKind(enum.StrEnum):
     BUSY = "busy"
     CUDA_ERROR = "cuda-error"
     CRASH = "crash"
+    NVLINK_DOWN = "nvlink-down"
+    NVLINK_ERRORS = "nvlink-errors"
+    FABRIC_UNREGISTERED = "fabric-unregistered"
+    FABRIC_DEGRADED = "fabric-degraded"
+    PCIE_GEN_LOW = "pcie-gen-low"
+    POWER_HIGH = "power-high"
+    PSTATE_STUCK = "pstate-stuck"
+    CLOCKS_LOW = "clocks-low"
+    IB_DOWN = "ib-down"
+    IB_ERRORS = "ib-errors"
+    IB_FLAP = "ib-flap"
+    OLD_DRIVER = "old-driver"
+    RESET_REQUIRED = "reset-required"
 
 
 FAULT_HELP: dict[FaultKind, str] = {
@@ -46,9 +59,22 @@ FAULT_HELP: dict[FaultKind, str] = {
     FaultKind.BUSY: "busy: a compute process runs on the GPU (compute checks are skipped)",
     FaultKind.CUDA_ERROR: "cuda-error: creating a CUDA context fails",
     FaultKind.CRASH: "crash: the compute check process dies",
+    FaultKind.NVLINK_DOWN: "nvlink-down: NVLink 0 of the GPU goes down while its other links stay up",
+    FaultKind.NVLINK_ERRORS: "nvlink-errors[=<per-minute>]: NVLink 0 counts replay errors at this rate (default 600)",
+    FaultKind.FABRIC_UNREGISTERED: "fabric-unregistered: the GPU is not registered with the NVSwitch fabric",
+    FaultKind.FABRIC_DEGRADED: "fabric-degraded: the NVSwitch fabric reports degraded bandwidth for the GPU",
+    FaultKind.PCIE_GEN_LOW: "pcie-gen-low: the GPU is loaded and its PCIe link runs two generations below its maximum",
+    FaultKind.POWER_HIGH: "power-high: the GPU draws 125% of its enforced power limit",
+    FaultKind.PSTATE_STUCK: "pstate-stuck: the GPU is loaded but stays in performance state P8",
+    FaultKind.CLOCKS_LOW: "clocks-low: the GPU is loaded but its SM clock stays at 30% with no throttle reason",
+    FaultKind.IB_DOWN: "ib-down: the InfiniBand port paired with the GPU (mlx5_<gpu>) is down (HGX nodes)",
+    FaultKind.IB_ERRORS: "ib-errors[=<per-minute>]: that port counts symbol errors at this rate (default 60)",
+    FaultKind.IB_FLAP: "ib-flap: that port goes down and comes back between every two readings (link_downed)",
+    FaultKind.RESET_REQUIRED: "reset-required: the driver's recovery action for the GPU is a GPU reset",
+    FaultKind.OLD_DRIVER: "old-driver: the node runs driver 535.104.05 (CUDA 12.2) instead of 550.54.15 (12.4)",
 }
 
-_VALUED = {FaultKind.XID, FaultKind.SLOW_MATMUL, FaultKind.LOW_BANDWIDTH}
+_VALUED = {FaultKind.XID, FaultKind.SLOW_MATMUL, FaultKind.LOW_BANDWIDTH, FaultKind.NVLINK_ERRORS, FaultKind.IB_ERRORS}
 _DEFAULT_FACTOR = 2.0
 
 
@@ -70,6 +96,10 @@ class Fault:
 
     kind: FaultKind
     value: float | None = None
+
+    def rate(self, default: float) -> float:
+        """Errors per minute of a rate fault (`nvlink-errors=<per-minute>`), `default` without a value."""
+        return default if self.value is None else self.value
 
     @property
     def factor(self) -> float:

@@ -12,14 +12,20 @@ Two objects are written on the agent's own Node:
   a repeating verdict causes no write). Its TFLOPS are rounded to three significant figures and
   rewritten only when they move by more than `tflops_tolerance`, so noise causes no writes.
 
+The annotation also names the last check request the agent answered (`checkRequest`, the node's
+`accelpool.io/check-requested` token): `report(..., answers=TOKEN)` hands over the report of the
+full cycle that the request started; from then on every annotation carries the token, and a
+new one is written at once, even when nothing else changed.
+
 A change of status (True/False/Unknown) is written at once. A change of reason or message that
 keeps the status (a GPU that throttles on and off, a second failing GPU) is written at most once
 per `min_detail_seconds`, so a flapping warning cannot turn into a stream of API writes.
 
 Nothing is written when nothing changed. The node is read once (`load`, at daemon start or the
 first report), so an agent restart keeps the transition time, does not rewrite an identical
-condition, and hands the previous annotation (`previous`) to the agent to restore its verdicts. API
-errors are logged and counted, the node is read again, and the next report retries.
+condition, and hands the previous annotation (`previous`) to the agent to restore its verdicts
+and the node's check request (`requested`) to the daemon. API errors are logged and counted, the
+node is read again, and the next report retries.
 
 An agent reports only on a node of its pool. Its pod outlives the operator's release of the node
 (it is terminating, or the node is slow to hear of it), and a report written then would stay behind
@@ -45,7 +51,13 @@ from accelpool_agent.clock import Clock, SystemClock
 from accelpool_agent.model import NodeReport
 from accelpool_agent.snapshot import ReportStats
 from accelpool_core.kube import ApiError, KubeClient, NotFoundError
-from accelpool_core.protocol import CONDITION_TYPE, HEALTH_ANNOTATION, POOL_LABEL, HealthReport
+from accelpool_core.protocol import (
+    CHECK_REQUEST_ANNOTATION,
+    CONDITION_TYPE,
+    HEALTH_ANNOTATION,
+    POOL_LABEL,
+    HealthReport,
+)
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +125,10 @@ class NodeReporter:
         self._annotation: HealthReport | None = None
         self.previous: HealthReport | None = None
         """The annotation found on the node at load (what the agent before this one wrote)."""
+        self.requested: str | None = None
+        """The node's `accelpool.io/check-requested` token at the last read."""
+        self._answers: str | None = None
+        """The check request the annotation answers (the previous agent's, until this one answers one)."""
         self._writes: dict[str, int] = {"condition": 0, "annotation": 0}
         self._errors = 0
         self._node_pool: str | None = None
@@ -138,10 +154,13 @@ class NodeReporter:
     def loaded(self) -> bool:
         return self._loaded
 
-    async def report(self, report: NodeReport) -> list[str]:
-        """Bring the node in line with `report`; returns what was written ("condition", "annotation")."""
+    async def report(self, report: NodeReport, *, answers: str | None = None) -> list[str]:
+        """Bring the node in line with `report`; returns what was written ("condition", "annotation").
+        `answers`: the check request whose full cycle produced `report` (kept for every later report)."""
         if not self._loaded and not await self.load():
             return []
+        if answers is not None:
+            self._answers = answers
         if report.pool is not None and not await self._in_pool(report.pool):
             return []
         written = []
@@ -209,10 +228,13 @@ class NodeReporter:
                     heartbeat=heartbeat,
                     transition=transition,
                 )
-        text = ((node.get("metadata") or {}).get("annotations") or {}).get(HEALTH_ANNOTATION)
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        self.requested = annotations.get(CHECK_REQUEST_ANNOTATION)
+        text = annotations.get(HEALTH_ANNOTATION)
         if text and not self._loaded:
             try:
                 self._annotation = self.previous = HealthReport.from_annotation(text)
+                self._answers = self._answers or self.previous.check_request
             except ValueError:
                 log.info("replacing an unreadable %s annotation", HEALTH_ANNOTATION)
         self._loaded = True
@@ -275,13 +297,13 @@ class NodeReporter:
         return True
 
     def _annotation_report(self, report: NodeReport) -> HealthReport:
-        health = report.health_report().model_copy(update={"agent": self.agent_name})
+        health = report.health_report().model_copy(update={"agent": self.agent_name, "check_request": self._answers})
         if health.tflops is not None:
             health = health.model_copy(update={"tflops": round_significant(health.tflops)})
         return health
 
     def _meaningful_change(self, old: HealthReport | None, new: HealthReport) -> bool:
-        if old is None or old.status != new.status:
+        if old is None or old.status != new.status or old.check_request != new.check_request:
             return True
         written_at = self._annotation_written_at
         if written_at is not None and (self._now() - written_at).total_seconds() < self.min_detail_seconds:
@@ -295,6 +317,14 @@ class NodeReporter:
             new.pool,
             new.agent,
             new.verdicts,
+        ):
+            return True
+        if (old.action, old.findings, old.complete, old.driver_version, old.cuda_version) != (
+            new.action,
+            new.findings,
+            new.complete,
+            new.driver_version,
+            new.cuda_version,
         ):
             return True
         if (old.tflops is None) != (new.tflops is None):

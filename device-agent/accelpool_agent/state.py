@@ -2,13 +2,15 @@
 
 `AgentState` holds the devices of the latest inventory and, per GPU UUID (a replaced GPU starts
 clean), a `GpuHistory`: its latest telemetry, the XIDs seen since the agent started (fatal ones
-are sticky until it restarts), the ECC counters of its first reading (the baseline), why its
-compute checks did not run in the latest cycle, and the last verdict of each compute check kind
-(sanity, correctness, matmul, bandwidth). A verdict stands until a later check of the same kind
-on the same GPU produces one: a check that is skipped (busy or lost GPU, an earlier check that
-timed out) keeps the previous verdict in force, marked stale, so a busy bad GPU never turns
-healthy. A GPU whose compute checks have never produced a verdict is "not checked", never
-"passed".
+are sticky until it restarts), the ECC counters of its first reading (the baseline), its NVLink
+error counters over the rate window, why its compute checks did not run in the latest cycle, and
+the last verdict of each compute check kind (sanity, correctness, matmul, bandwidth). A verdict
+stands until a later check of the same kind on the same GPU produces one: a check that is
+skipped (busy or lost GPU, an earlier check that timed out) keeps the previous verdict in force,
+marked stale, so a busy bad GPU never turns healthy. A GPU whose compute checks have never
+produced a verdict is "not checked", never "passed". Node-wide, it keeps the driver's versions
+(from the inventory) and the host's InfiniBand ports with their error counters over the rate
+window.
 
 Each step (`with_readings`, `with_skipped`, `with_checks`, `with_restored`) returns a new state
 and changes nothing; `gpu_reports` turns a state into reports. The agent (`accelpool_agent.agent`)
@@ -29,8 +31,10 @@ from accelpool_agent.model import (
     CheckStatus,
     CheckVerdict,
     DeviceInfo,
+    DriverVersions,
     EccCounts,
     GpuReport,
+    IbPort,
     Measurement,
     Telemetry,
     XidEvent,
@@ -47,6 +51,7 @@ class Inventory:
     devices: tuple[DeviceInfo, ...]
     error: str | None
     taken_at: float
+    versions: DriverVersions = field(default_factory=DriverVersions)
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class Readings:
     xid_events: tuple[XidEvent, ...]
     backend_error: str | None
     inventory: Inventory | None = None
+    infiniband: tuple[IbPort, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,9 +92,16 @@ class GpuHistory:
     """Compute check → when its current status and reason were first reached."""
     ran: Mapping[Check, CheckResult] = field(default_factory=dict)
     """Compute check → what it gave in the GPU's latest run (skips included)."""
+    nvlink_errors: rules.CounterWindow = field(default_factory=rules.CounterWindow)
+    """NVLink error counters (`<link>:<counter>`) over the rate window."""
 
-    def with_reading(self, reading: Telemetry) -> GpuHistory:
-        return replace(self, telemetry=reading, first_ecc=self.first_ecc if self.first_ecc is not None else reading.ecc)
+    def with_reading(self, reading: Telemetry, *, at: float, window_seconds: float) -> GpuHistory:
+        nvlink_errors = self.nvlink_errors
+        if reading.nvlinks:
+            counters = {f"{n.link}:{name}": value for n in reading.nvlinks for name, value in n.errors.items()}
+            nvlink_errors = nvlink_errors.add(at, counters, window_seconds)
+        first_ecc = self.first_ecc if self.first_ecc is not None else reading.ecc
+        return replace(self, telemetry=reading, first_ecc=first_ecc, nvlink_errors=nvlink_errors)
 
     def with_outcome(self, outcome: rules.ComputeOutcome, now: float) -> GpuHistory:
         verdicts, since = dict(self.verdicts), dict(self.since)
@@ -128,12 +141,14 @@ class GpuHistory:
             baseline_aggregate_double=self.first_ecc.aggregate_double if self.first_ecc else None,
             now=now,
             policy=policy,
+            nvlink_rates=self.nvlink_errors.per_minute(),
         )
         outcome = self.outcome
+        compute = [rules.with_action(result) for result in self.compute_results()]
         return GpuReport(
             device=device,
             telemetry=self.telemetry,
-            checks=tuple(sorted([*checks, *self.compute_results()], key=lambda c: CHECK_ORDER[c.check])),
+            checks=tuple(sorted([*checks, *compute], key=lambda c: CHECK_ORDER[c.check])),
             matmul_tflops=dict(outcome.matmul_tflops) if outcome else {},
             matmul_efficiency=dict(outcome.matmul_efficiency) if outcome else {},
             expected_tflops=dict(expected.tflops),
@@ -159,6 +174,12 @@ class AgentState:
     backend_error: str | None = None
     """The backend's error as of the latest pass over it."""
     gpus: Mapping[str, GpuHistory] = field(default_factory=dict)
+    versions: DriverVersions = field(default_factory=DriverVersions)
+    """The driver's and CUDA's versions, from the latest inventory that had them."""
+    infiniband: tuple[IbPort, ...] = ()
+    """The host's RDMA ports as last read."""
+    infiniband_errors: rules.CounterWindow = field(default_factory=rules.CounterWindow)
+    """InfiniBand error counters (`<device>/<port>:<counter>`) over the rate window."""
 
     def gpu(self, uuid: str) -> GpuHistory:
         return self.gpus.get(uuid) or GpuHistory()
@@ -170,29 +191,42 @@ class AgentState:
         return self.inventory_at is None or now - self.inventory_at >= refresh_seconds
 
     def with_inventory(self, inventory: Inventory) -> AgentState:
+        known = inventory.versions if inventory.versions != DriverVersions() else self.versions
         return replace(
             self,
             devices=inventory.devices,
             inventory_at=inventory.taken_at,
             inventory_error=inventory.error,
             backend_error=inventory.error,
+            versions=known,
         )
 
-    def with_readings(self, readings: Readings, now: float) -> AgentState:
-        """Take a telemetry pass: the readings replace the previous ones, the XIDs add up."""
+    def with_readings(self, readings: Readings, now: float, *, window_seconds: float = 600.0) -> AgentState:
+        """Take a telemetry pass: the readings replace the previous ones, the XIDs add up, the error
+        counters join their rate windows."""
         state = self.with_inventory(readings.inventory) if readings.inventory is not None else self
         by_index = {device.index: device for device in state.devices}
         gpus = dict(state.gpus)
         for reading in readings.telemetry:
             device = by_index.get(reading.index)
             if device is not None:
-                gpus[device.uuid] = state.gpu(device.uuid).with_reading(reading)
+                gpus[device.uuid] = state.gpu(device.uuid).with_reading(reading, at=now, window_seconds=window_seconds)
         for event in readings.xid_events:
             device = by_index.get(event.index)
             if device is not None:
                 history = gpus.get(device.uuid) or GpuHistory()
                 gpus[device.uuid] = replace(history, xids=history.xids.add(event.xid, event.timestamp or now))
-        return replace(state, gpus=gpus, backend_error=readings.backend_error)
+        counters = {f"{p.name}:{name}": value for p in readings.infiniband for name, value in p.counters.items()}
+        infiniband_errors = (
+            state.infiniband_errors.add(now, counters, window_seconds) if counters else rules.CounterWindow()
+        )
+        return replace(
+            state,
+            gpus=gpus,
+            backend_error=readings.backend_error,
+            infiniband=readings.infiniband,
+            infiniband_errors=infiniband_errors,
+        )
 
     def with_skipped(self, skipped: Mapping[str, Skipped]) -> AgentState:
         """Note the GPUs whose compute checks will not run in this cycle (GPU UUID → why)."""
@@ -269,6 +303,14 @@ class AgentState:
                 since[check] = at
             gpus[uuid] = replace(history, verdicts=verdicts, since=since)
         return replace(self, gpus=gpus)
+
+    def node_checks(self, *, expected_gpus: int | None, now: float) -> tuple[CheckResult, ...]:
+        """The node-wide checks: GPU count and InfiniBand ports."""
+        results = (
+            rules.gpu_count_rule(len(self.devices), expected_gpus, self.backend_error),
+            rules.infiniband_rule(self.infiniband, self.infiniband_errors.per_minute()),
+        )
+        return tuple(rules.with_action(replace(result, finished_at=now)) for result in results)
 
     def gpu_reports(
         self, *, now: float, policy: rules.Policy, expected: Callable[[DeviceInfo], rules.Expected]

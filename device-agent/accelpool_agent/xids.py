@@ -38,12 +38,19 @@ out-of-bounds error", RESTART_APP), but NVIDIA notes that in rare cases a hardwa
 up as XID 13: so it warns, and fails only when it repeats `xid_repeat_limit` times (default 10)
 within an hour. That failure is not sticky: it clears when the XIDs stop.
 
+Each bucket maps to a step of the action ladder (`LADDER`, `ladder_action`): a GPU reset for
+RESET_GPU and the NVLink / XID 48 workflows (their first step is a reset), an OS restart for
+RESTART_BM and RESTART_VM, a drain for RESTART_APP (the node is fine, the workload is not),
+service for CONTACT_SUPPORT, UPDATE_SWFW and CHECK_MECHANICALS, nothing for IGNORE.
+
 Pure data; the telemetry rules (`accelpool_agent.rules.xid_rule`) read it.
 """
 
 from __future__ import annotations
 
 import enum
+
+from accelpool_core.protocol import Action
 
 RESET_GPU = "RESET_GPU"
 RESTART_BM = "RESTART_BM"
@@ -217,6 +224,26 @@ _BY_BUCKET: dict[str, XidClass] = {
 _OVERRIDES: dict[int, XidClass] = {63: XidClass.WARNING, 92: XidClass.WARNING, 94: XidClass.WARNING}
 """Departures from the bucket (see the module docstring and the comments at the entries)."""
 
+LADDER: dict[str, Action] = {
+    RESET_GPU: Action.RESET_GPU,
+    RESTART_BM: Action.RESTART_OS,
+    RESTART_VM: Action.RESTART_OS,
+    WORKFLOW_XID_48: Action.RESET_GPU,  # the DBE's row remap takes effect at the next GPU reset
+    WORKFLOW_NVLINK_ERR: Action.RESET_GPU,  # the catalog's NVLink workflow starts with a GPU reset
+    WORKFLOW_NVLINK5_ERR: Action.RESET_GPU,
+    XID_154: Action.RESET_GPU,  # the recovery action changed, at least to a GPU reset
+    RESTART_APP: Action.DRAIN,
+    IGNORE: Action.NONE,
+    WORKFLOW_XID_45: Action.NONE,
+    CONTACT_SUPPORT: Action.SERVICE_REQUIRED,
+    UPDATE_SWFW: Action.SERVICE_REQUIRED,
+    CHECK_MECHANICALS: Action.SERVICE_REQUIRED,
+    CHECK_UVM: Action.DRAIN,
+}
+"""NVIDIA's immediate action (resolution bucket) → the step of the action ladder."""
+_LADDER_OVERRIDES: dict[int, Action] = {63: Action.RESET_GPU, 94: Action.RESET_GPU}
+"""63 (a row remap waits) and 94 (contained ECC error): the catalog asks for a GPU reset."""
+
 FATAL: frozenset[int] = frozenset(x for x in CATALOG if _OVERRIDES.get(x, _BY_BUCKET[CATALOG[x][1]]) is XidClass.FATAL)
 """Every XID that fails the GPU; a superset of DCGM's (48, 64, 74, 79, 95, 119, 120, 140)."""
 
@@ -232,6 +259,14 @@ def action(xid: int) -> str | None:
     """NVIDIA's immediate action for this XID (RESET_GPU, RESTART_APP, ...), None when unknown."""
     entry = CATALOG.get(xid)
     return entry[1] if entry else None
+
+
+def ladder_action(xid: int) -> Action:
+    """The step of the action ladder this XID asks for; service for one missing from the catalog."""
+    if xid in _LADDER_OVERRIDES:
+        return _LADDER_OVERRIDES[xid]
+    bucket = action(xid)
+    return LADDER[bucket] if bucket is not None else Action.SERVICE_REQUIRED
 
 
 def describe(xid: int) -> str:

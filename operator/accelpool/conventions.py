@@ -79,6 +79,10 @@ MIG_RETRY_FIRST_SECONDS = 60.0
 MIG_RETRY_MAX_SECONDS = 600.0
 PRIOR_LABELS_ANNOTATION = f"{DOMAIN}/prior-labels"
 """JSON of the NVIDIA config labels' values before accelpool overwrote them; restored on release."""
+CHECK_REQUEST_ANNOTATION = protocol.CHECK_REQUEST_ANNOTATION
+"""A token asking for an immediate full check cycle: set on a node by a user, or on a pool and copied to its members."""
+POOL_CHECK_REQUEST_ANNOTATION = f"{DOMAIN}/pool-check-requested"
+"""The pool's check request last copied onto the member (`accelpool.planning.check_requests`)."""
 HEALTH_ANNOTATION = protocol.HEALTH_ANNOTATION
 """Written by the device agent: the compact `HealthReport`."""
 HEALTH_CONDITION = protocol.CONDITION_TYPE
@@ -88,6 +92,24 @@ HEALTH_STALE_SECONDS = 3 * protocol.AgentConfig().heartbeat_seconds
 SILENT_AGENT_REASON = "AgentSilent"
 """The reason the operator reads a stale or foreign health condition as (status Unknown)."""
 
+# ---------------------------------------------------------------- the remediation ladder (node annotation, label, pods)
+
+REMEDIATION_ANNOTATION = f"{DOMAIN}/remediation"
+"""JSON on a member accelpool quarantined: the ladder's `step` (quarantined, draining, drained, handed-off), the
+`cause` (the health reason that made the quarantine, as in its taint), the recommended `action` (the agent's
+`HealthReport.action`), `since` (when it was quarantined), the cause's `message`, and `stepSince` (when the step
+began). Written in the same patch as the quarantine, so it names the fault that caused it, whatever the agent
+reports later (`accelpool.ladder`); removed when the quarantine is lifted or the node leaves its pool."""
+REMEDIATION_ACTION_LABEL = f"{DOMAIN}/remediation-action"
+"""`reset-gpu`, `restart-os` or `service-required` on a drained member handed off (`spec.health.handOff`): what the
+external break-fix step (NVSentinel's fault remediation, a cloud's repair, a human) is asked to do. Removed with
+the quarantine."""
+HAND_OFF_ACTIONS = (protocol.Action.RESET_GPU, protocol.Action.RESTART_OS, protocol.Action.SERVICE_REQUIRED)
+"""The recommended actions a hand-off asks for; a node whose action is `drain` (or none) only drains."""
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+"""On the API server's mirror of a kubelet's static pod: it cannot be evicted (kubectl drain skips it too)."""
+DRAIN_RETRY_SECONDS = 10.0
+"""A draining node's pods are listed (and refused evictions tried again) at most this often."""
 # ---------------------------------------------------------------- burn-in
 
 BURN_IN_TAINT_KEY = f"{DOMAIN}/burn-in"

@@ -77,6 +77,7 @@ def _rules_by_title() -> dict[str, tuple[api.Rule, ...]]:
         api.MigSpec,
         api.SharingSpec,
         api.HealthSpec,
+        api.DrainPolicy,
     ]
     return {model.__name__: model.rules for model in models}
 

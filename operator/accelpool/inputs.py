@@ -81,6 +81,8 @@ class PoolRecord:
     """The spec as canonical JSON: records with equal specs compare equal, and it keys the validation cache."""
     spec: Mapping[str, Any] = field(compare=False)
     status: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    check_request: str | None = None
+    """The pool's `accelpool.io/check-requested` token, copied to its members."""
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> PoolRecord:
@@ -95,12 +97,18 @@ class PoolRecord:
             spec_key=json.dumps(spec, sort_keys=True, default=str),
             spec=spec,
             status=copy.deepcopy(dict(body.get("status") or {})),
+            check_request=_annotation(metadata, conventions.CHECK_REQUEST_ANNOTATION),
         )
 
     @property
     def validation_key(self) -> tuple[str, str]:
         """The same pool with the same spec validates the same: (uid, spec)."""
         return (self.uid or self.name, self.spec_key)
+
+
+def _annotation(metadata: Mapping[str, Any], key: str) -> str | None:
+    value = (metadata.get("annotations") or {}).get(key)
+    return value if isinstance(value, str) else None
 
 
 def pool_input(
@@ -119,6 +127,7 @@ def pool_input(
         created=record.created,
         deleting=record.deleting,
         previous=previous if previous is not None else previous_status(record.status),
+        check_request=record.check_request,
     )
 
 

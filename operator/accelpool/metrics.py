@@ -10,7 +10,7 @@ operator's event loop). Families (all prefixed `accelpool_`):
 | accelpool_pools | gauge | phase (Pending, Provisioning, Configuring, Ready, Degraded, Failed) |
 | accelpool_pool_phase | gauge (0/1) | pool, phase |
 | accelpool_pool_info | gauge (1) | pool, accelerator, provisioner, mig_strategy, sharing |
-| accelpool_pool_nodes | gauge | pool, state (desired, members, ready, quarantined, burn_in) |
+| accelpool_pool_nodes | gauge | pool, state (desired, members, ready, quarantined, burn_in; the ladder's steps) |
 | accelpool_pool_gpus | gauge | pool (devices pods can use now: on serving members) |
 | accelpool_pool_unavailable_gpus | gauge | pool, reason (quarantined, burn_in, unschedulable) |
 | accelpool_pool_driver_versions | gauge | pool (distinct driver/CUDA versions its agents report; > 1: mismatch) |
@@ -21,7 +21,9 @@ operator's event loop). Families (all prefixed `accelpool_`):
 | accelpool_reconcile_errors_total | counter | — |
 | accelpool_reconcile_duration_seconds | histogram | — |
 | accelpool_reconcile_last_success_timestamp_seconds | gauge | — |
-| accelpool_remediations_total | counter | pool, action (taint, cordon, untaint, uncordon, circuit_breaker) |
+| accelpool_remediations_total | counter | pool, action (taint cordon untaint uncordon circuit_breaker drain hand_off) |
+| accelpool_drain_evictions_total | counter | pool, result (evicted, blocked by a PodDisruptionBudget, failed) |
+| accelpool_drain_list_errors_total | counter | pool (a draining node's pods could not be listed) |
 | accelpool_api_writes_total | counter | verb (create, patch, replace, delete), resource |
 """
 
@@ -44,6 +46,9 @@ from accelpool.planning import Plan
 PHASES = ("Pending", "Provisioning", "Configuring", "Ready", "Degraded", "Failed")
 NODE_STATES = ("desired", "members", "ready", "quarantined", "burn_in")
 UNAVAILABLE_REASONS = ("quarantined", "burn_in", "unschedulable")
+LADDER_STATES = {"draining": "draining", "drained": "drained", "handed-off": "handed_off"}
+"""Ladder step → its `accelpool_pool_nodes` state (quarantined members past the quarantine)."""
+EVICTION_RESULTS = ("evicted", "blocked", "failed")
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -60,6 +65,9 @@ class OperatorMetrics:
     last_success: float | None = None
     remediations: Counter[tuple[str, str]] = field(default_factory=Counter)
     writes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    drain_evictions: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """(pool, result) → evictions the drain executor sent."""
+    drain_list_errors: Counter[str] = field(default_factory=Counter)
 
     def observe_pass(self, seconds: float, ok: bool) -> None:
         self.reconciles["success" if ok else "error"] += 1
@@ -152,6 +160,8 @@ class OperatorCollector(Collector):
                 strict=True,
             ):
                 nodes.add_metric([pool.name, state], value)
+            for step, state in LADDER_STATES.items():
+                nodes.add_metric([pool.name, state], pool.ladder_steps.get(step, 0))
             capacity = status.capacity
             gpus.add_metric([pool.name], capacity.gpus)
             for reason, value in zip(
@@ -196,12 +206,35 @@ class OperatorCollector(Collector):
         for (pool_name, action), count in sorted(metrics.remediations.items()):
             remediations.add_metric([pool_name, action], count)
         yield remediations
+        yield from _drain_families(
+            metrics, [p.name for p in pools if p.spec is not None and p.spec.health.drain.enabled]
+        )
         writes = CounterMetricFamily(
             "accelpool_api_writes", "Kubernetes API writes made by the reconciler.", labels=["verb", "resource"]
         )
         for (verb, resource), count in sorted(metrics.writes.items()):
             writes.add_metric([verb, resource], count)
         yield writes
+
+
+def _drain_families(metrics: OperatorMetrics, draining_pools: list[str]) -> Iterator[Metric]:
+    """The drain's counters: every pool whose policy drains has its series from the start (at 0)."""
+    evictions = CounterMetricFamily(
+        "accelpool_drain_evictions",
+        "Evictions the drain executor sent, by pool and result (blocked: refused by a PodDisruptionBudget).",
+        labels=["pool", "result"],
+    )
+    pools = sorted({pool for pool, _ in metrics.drain_evictions} | set(draining_pools))
+    for pool in pools:
+        for result in EVICTION_RESULTS:
+            evictions.add_metric([pool, result], metrics.drain_evictions.get((pool, result), 0))
+    yield evictions
+    errors = CounterMetricFamily(
+        "accelpool_drain_list_errors", "Visits to a draining node whose pods could not be listed.", labels=["pool"]
+    )
+    for pool, count in sorted(metrics.drain_list_errors.items()):
+        errors.add_metric([pool], count)
+    yield errors
 
 
 def registry_for(metrics: OperatorMetrics) -> CollectorRegistry:

@@ -6,9 +6,12 @@ the demo's DaemonSet controller (a pod per node an agent DaemonSet selects) and 
 kubelet, which runs one real `accelpool-agent` process (fake backend) per pod,
 restarted with `--fault` when the node carries the demo's fault annotation. `running()` yields once this is in place:
 
-- pool `llm-training` (2 nodes, maxUnavailable 1): node A's agent has `0:xid=79` (GPU 0 fell off
-  the bus; A is quarantined), node B's has `1:slow-matmul=4,hot` (GPU 1 is slow and at its
-  slowdown temperature; the circuit breaker refuses to quarantine B too);
+- pool `llm-training` (2 nodes, maxUnavailable 1, drain enabled): node A's agent has
+  `0:xid=79,nvlink-down,ib-down` (GPU 0 fell off the bus, one of its NVLinks and its InfiniBand port
+  mlx5_0 are down; A is quarantined, and drained if the breaker has not opened yet: it holds only
+  DaemonSet pods), node B's has `1:slow-matmul=4,hot,pcie-degraded,nvlink-errors=6` (GPU 1 is slow,
+  at its slowdown temperature, on a half-width PCIe link and counting NVLink replays at 6 a minute,
+  a warning; the circuit breaker refuses to quarantine B too);
 - pool `inference` (1 node, C) is healthy.
 
 Faults a test injects while Prometheus watches: `break_the_api()` (ConfigMap writes fail with
@@ -45,8 +48,8 @@ from accelpool_demo.simulators import FAULT_ANNOTATION, Kubelet, free_port
 NAMESPACE = "accelpool-system"
 POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 TRAINING, INFERENCE, BATCH = "llm-training", "inference", "batch"
-XID_FAULT = "0:xid=79"
-SLOW_HOT_FAULT = "1:slow-matmul=4,hot"
+XID_FAULT = "0:xid=79,nvlink-down,ib-down"
+SLOW_HOT_FAULT = "1:slow-matmul=4,hot,pcie-degraded,nvlink-errors=6"
 T = TypeVar("T")
 
 
@@ -223,7 +226,9 @@ class LiveCluster:
             phases = [(await self._status(pool)).get("phase") for pool in (TRAINING, INFERENCE)]
             return phases == ["Ready", "Ready"]
 
-        await client.create(POOLS, _pool(TRAINING, 2, {"maxUnavailable": 1, "holdDown": "1h"}))
+        await client.create(
+            POOLS, _pool(TRAINING, 2, {"maxUnavailable": 1, "holdDown": "1h", "drain": {"enabled": True}})
+        )
         await client.create(POOLS, _pool(INFERENCE, 1, {}))
         await self._until("both pools Ready", ready, within=90)
 

@@ -28,11 +28,13 @@ OPERATOR_CLUSTER_RULES = [
     {"apiGroups": ["accelpool.io"], "resources": ["computepools/finalizers"], "verbs": ["update"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
     {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]},
     {"apiGroups": ["karpenter.sh"], "resources": ["nodepools"], "verbs": ["get", "list", "create", "patch", "delete"]},
 ]
 AGENT_CLUSTER_RULES = [
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
     {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
 ]
 DAEMONSET_RULES = [

@@ -164,6 +164,9 @@ EXPECTED: dict[str, Expectation] = {
     "AccelPoolDegraded": (("pool", "phase"), lambda t: {(TRAINING, "Degraded")}),
     "AccelPoolUnderCapacity": (("pool",), lambda t: {(TRAINING,), (BATCH,)}),
     "AccelPoolCircuitBreakerOpen": (("pool",), lambda t: {(TRAINING,)}),
+    # No drain is blocked and no node handed off in the live cluster (the unit and promtool tests make them fire).
+    "AccelPoolDrainBlocked": (("pool",), lambda t: set()),
+    "AccelPoolNodeHandedOff": (("pool",), lambda t: set()),
     # Silent: every node passed burn-in before its fault was injected, and the fake agents run one driver.
     "AccelPoolBurnInStuck": (("pool",), lambda t: set()),
     "AccelPoolDriverVersionMismatch": (("pool",), lambda t: set()),
@@ -179,6 +182,14 @@ EXPECTED: dict[str, Expectation] = {
     "AccelPoolReconcileErrors": (("job",), lambda t: {("accelpool-operator",)}),
     # Silent while the operator runs; test_operator_down_fires_when_the_operator_stops makes it fire.
     "AccelPoolOperatorDown": (("job",), lambda t: set()),
+    "AccelPoolNVLinkDown": (("node", "gpu"), lambda t: {(t.faulty_xid, "0")}),
+    "AccelPoolNVLinkErrors": (("node", "gpu"), lambda t: {(t.faulty_slow_hot, "1")}),
+    "AccelPoolPCIeLinkDegraded": (("node", "gpu", "reason"), lambda t: {(t.faulty_slow_hot, "1", "PcieLinkDegraded")}),
+    "AccelPoolInfiniBandPortDown": (("node", "device", "port"), lambda t: {(t.faulty_xid, "mlx5_0", "1")}),
+    "AccelPoolNodeActionRecommended": (
+        ("pool", "node", "action"),
+        lambda t: {(TRAINING, t.faulty_xid, "restart-os"), (TRAINING, t.faulty_slow_hot, "reset-gpu")},
+    ),
 }
 
 

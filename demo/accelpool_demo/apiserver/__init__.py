@@ -7,7 +7,7 @@ the scale subresource in tests/integration/demo/test_apiserver.py):
 
 - creation: a name from `generateName`, the URL's namespace, uid, creationTimestamp, generation 1, a
   resourceVersion; 409 AlreadyExists for a taken name; the status dropped where the create strategy
-  drops it (ComputePools, DaemonSets), a pod's set to `Pending`;
+  drops it (ComputePools, the apps kinds), a pod's set to `Pending`, a PodDisruptionBudget's counts to 0;
 - resourceVersions: one counter for every write, so a list's resourceVersion orders it against every
   event; 409 Conflict for a stale `metadata.resourceVersion` on PUT, merge or strategic PATCH and apply;
   a write that changes nothing stores nothing and keeps the resourceVersion;
@@ -19,17 +19,31 @@ the scale subresource in tests/integration/demo/test_apiserver.py):
 - subresources: `status` (a write through it changes only the status; a write through the resource
   never changes the status of a resource that has one), and ComputePools' `scale` (`kubectl scale`);
 - deletion: at once, or with `deletionTimestamp` while finalizers remain (no new finalizer can then
-  be added), the object gone when the last one is removed;
+  be added), the object gone when the last one is removed; DeleteOptions' `preconditions` (409) and, for
+  pods, graceful deletion (`pods`): `gracePeriodSeconds` (or the pod's terminationGracePeriodSeconds;
+  0 for a pod on no node or finished) in `deletionTimestamp`/`deletionGracePeriodSeconds`, shortened
+  by a later DELETE, the pod removed when it passes on the server's `clock` (the kubelet's part);
+- evictions, `POST pods/NAME/eviction` with a policy/v1 (or v1beta1) Eviction, as eviction.go answers
+  them: PodDisruptionBudgets honoured (429 with the budget's cause, 500 for two budgets, 429 for a
+  budget not yet observed), pods a budget does not guard deleted, the DisruptionTarget condition set
+  (`eviction`);
+- PodDisruptionBudgets (`policy/v1`, status subresource, validated), their status kept by the
+  disruption controller's rules (`disruption`: expected pods from the pods' ReplicaSets, Deployments
+  and StatefulSets, which are stored, never run), synced before each request and every
+  `SETTLE_SECONDS` on the server's `clock` (`Store.disruption_controller = False`: a controller that is
+  behind);
 - lists and watches by namespace, `labelSelector` and `fieldSelector` (any dotted field path); watches
   from a `resourceVersion` (410 Expired once it is older than the events kept), or from now with every
   object as ADDED first; objects entering or leaving a watch's selectors as ADDED or DELETED;
   `timeoutSeconds`; every stream ended when the server shuts down (`close_watches`), as a real one does;
 - admission: ComputePools as the chart's CRD and webhook judge them (strict decoding on
   `fieldValidation=Strict`, else unknown fields dropped; schema, CEL, and the webhook unless
-  `webhook=False`), pods refused without their ServiceAccount or RuntimeClass (`admission`);
-- discovery (`/api`, `/apis`, group versions with kinds, short names, categories, subresources),
-  OpenAPI v3 for ComputePools (`kubectl explain cpool.spec`; `openapi`), and server-side tables for
-  ComputePools (the CRD's printer columns) and nodes (NAME STATUS ROLES AGE VERSION; `tables`);
+  `webhook=False`), pods refused without their ServiceAccount or RuntimeClass, PodDisruptionBudgets
+  validated as the policy group's validation does (`admission`);
+- discovery (`/api`, `/apis`, group versions with kinds, short names, categories, subresources;
+  `pods/eviction` as policy/v1 Eviction, which `kubectl drain` looks for), OpenAPI v3 for ComputePools
+  (`kubectl explain cpool.spec`; `openapi`), and server-side tables for ComputePools (the CRD's printer
+  columns), nodes (NAME STATUS ROLES AGE VERSION) and PodDisruptionBudgets (`tables`);
 - kopf's peering resources (`clusterkopfpeerings.kopf.dev`, `kopfpeerings.kopf.dev`, v1), so operators
   can peer through it;
 - for tests: refusals injected before anything is written (`ApiServer.fail`), kmock's reactions (a
@@ -41,19 +55,25 @@ It does NOT emulate: authentication, authorization and RBAC (every request is ad
 over HTTP (kmock's URL parser reads `/api/v1/namespaces/NAME` as a namespace prefix: they are stored
 with `RunningApiServer.put`) and their lifecycle (objects may be created in a namespace that does not
 exist);
-garbage collection (ownerReferences are stored, never followed); controllers (no pod is scheduled or
-run, no DaemonSet status written: `accelpool_demo.daemonsets` and the demo's kubelet play those);
+garbage collection (ownerReferences are stored, never followed); controllers other than the disruption
+controller (no pod is scheduled or run, no DaemonSet status written: `accelpool_demo.daemonsets` and the
+demo's kubelet play those; no ReplicaSet replaces an evicted pod); a kubelet's view of a terminating pod
+(its phase and Ready stay as they were until it is removed; a node that is down still lets it go);
+defaulting of pods (no terminationGracePeriodSeconds of 30: without one a pod is deleted at once);
 admission other than the above (no quotas, LimitRanges, Pod Security, webhooks other than accelpool's,
-defaulting or validation of built-in kinds); strategic-merge directives and merge keys other than
-conditions; field selectors restricted to the fields each kind supports; list pagination (`limit`,
-`continue`), `dryRun`, `resourceVersionMatch`, bookmarks; collection deletes; OpenAPI v2 and built-in
-kinds' OpenAPI; tables of other kinds beyond NAME and AGE; protobuf; TLS.
+defaulting or validation of other built-in kinds); strategic-merge directives and merge keys other
+than conditions; field selectors restricted to the fields each kind supports; list pagination
+(`limit`, `continue`), `dryRun` (an eviction or DELETE asking for it is a 400), `resourceVersionMatch`,
+bookmarks; collection deletes; OpenAPI v2 and built-in kinds' OpenAPI; tables of other kinds beyond
+NAME and AGE; protobuf; TLS.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,14 +137,29 @@ class RunningApiServer:
         return self.server.served
 
 
+SETTLE_SECONDS = 0.2
+"""How often, between requests, the store's controllers catch up (`Store.settle`): watchers see a graceful
+deletion end, or a budget's new status, within this much of the clock's time without a request."""
+
+
+async def _settling(server: ApiServer) -> None:
+    while True:
+        await asyncio.sleep(SETTLE_SECONDS)
+        await server.store.settle()
+
+
 @contextlib.asynccontextmanager
 async def serving(
-    *, port: int = 0, remember: int | None = None, webhook: bool = True
+    *, port: int = 0, remember: int | None = None, webhook: bool = True, clock: Callable[[], float] = time.time
 ) -> AsyncIterator[RunningApiServer]:
-    """An `ApiServer` on 127.0.0.1 (`port`, or a free one) until the block ends."""
-    server = ApiServer(remember=remember, webhook=webhook)
+    """An `ApiServer` on 127.0.0.1 (`port`, or a free one) until the block ends (`clock`: see `ApiServer`)."""
+    server = ApiServer(remember=remember, webhook=webhook, clock=clock)
     async with server, kmock.Server(server, port=port or None) as http:
+        settling = asyncio.create_task(_settling(server))
         try:
             yield RunningApiServer(server, str(http.url).rstrip("/"))
         finally:
+            settling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await settling
             server.close_watches()

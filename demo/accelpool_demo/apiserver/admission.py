@@ -6,6 +6,11 @@
   plugin/pkg/admission/serviceaccount/admission.go (`error looking up service account <ns>/<name>:
   serviceaccount "<name>" not found`) and plugin/pkg/admission/runtimeclass/admission.go (`pod
   rejected: RuntimeClass "<name>" not found`). Quotas, LimitRanges and Pod Security are not modelled.
+- PodDisruptionBudgets: pkg/apis/policy/validation/validation.go `ValidatePodDisruptionBudgetSpec`:
+  minAvailable and maxUnavailable not both set, each a non-negative integer or a percentage of at most
+  100% (apps validation's `ValidatePositiveIntOrPercent`, `IsNotMoreThan100Percent`), and
+  unhealthyPodEvictionPolicy IfHealthyBudget or AlwaysAllow; 422 with one cause per field (the bad
+  value is shown as JSON, where the real message prints the Go value). Selectors are not validated.
 - ComputePools: a create, or a write that changes the spec, judged as a real API server with the
   chart installed judges it: strict decoding (unknown fields are dropped unless the client asks for
   `fieldValidation=Strict`, then 400), the CRD's schema and CEL, then (unless the chart's webhook is
@@ -19,6 +24,8 @@
 from __future__ import annotations
 
 import copy
+import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -49,6 +56,56 @@ def admit_pod(exists: Exists, namespace: str | None, pod: Mapping[str, Any]) -> 
     runtime_class = spec.get("runtimeClassName")
     if runtime_class and not exists(RUNTIME_CLASSES, None, str(runtime_class)):
         raise forbidden("pods", name, f'pod rejected: RuntimeClass "{runtime_class}" not found')
+
+
+_PERCENT = re.compile(r"^[0-9]+%$")
+EVICTION_POLICIES = ("AlwaysAllow", "IfHealthyBudget")
+
+
+def _int_or_percent_problems(value: Any) -> list[str]:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return ["must be an integer or percentage (e.g '5%')"]
+    if isinstance(value, int):
+        return ["must be greater than or equal to 0"] if value < 0 else []
+    if not _PERCENT.match(value):
+        return [
+            "a valid percent string must be a numeric string followed by an ending '%' "
+            "(e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"
+        ]
+    return ["must not be greater than 100%"] if int(value[:-1]) > 100 else []
+
+
+def admit_budget(budget: Mapping[str, Any]) -> None:
+    """422 for a PodDisruptionBudget spec the API server refuses."""
+    spec = budget.get("spec") or {}
+    problems: list[tuple[str, Any, str]] = []
+    if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
+        problems.append(("spec", None, "minAvailable and maxUnavailable cannot be both set"))
+    for field in ("minAvailable", "maxUnavailable"):
+        if spec.get(field) is not None:
+            problems += [(f"spec.{field}", spec[field], why) for why in _int_or_percent_problems(spec[field])]
+    policy = spec.get("unhealthyPodEvictionPolicy")
+    if policy is not None and policy not in EVICTION_POLICIES:
+        supported = ", ".join(f'"{p}"' for p in EVICTION_POLICIES)
+        problems.append(("spec.unhealthyPodEvictionPolicy", policy, f"supported values: {supported}"))
+    if not problems:
+        return
+    causes = [
+        {
+            "reason": "FieldValueNotSupported" if "supported values" in why else "FieldValueInvalid",
+            "message": f"{'Unsupported' if 'supported values' in why else 'Invalid'} value: {json.dumps(value)}: {why}",
+            "field": path,
+        }
+        for path, value, why in problems
+    ]
+    listed = [f"{cause['field']}: {cause['message']}" for cause in causes]
+    name = (budget.get("metadata") or {}).get("name")
+    message = f'PodDisruptionBudget.policy "{name}" is invalid: ' + (
+        listed[0] if len(listed) == 1 else f"[{', '.join(listed)}]"
+    )
+    raise error(
+        422, "Invalid", message, {"name": name, "group": "policy", "kind": "PodDisruptionBudget", "causes": causes}
+    )
 
 
 def _drop(obj: JsonObject, path: list[str]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
 import kmock
 
 from accelpool import api
@@ -20,6 +21,10 @@ VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete"
 POOLS = f"{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 NODES = "v1/nodes"
 PODS = "v1/pods"
+BUDGETS = "policy/v1/poddisruptionbudgets"
+REPLICA_SETS = "apps/v1/replicasets"
+DEPLOYMENTS = "apps/v1/deployments"
+STATEFUL_SETS = "apps/v1/statefulsets"
 SERVICE_ACCOUNTS = "v1/serviceaccounts"
 RUNTIME_CLASSES = "node.k8s.io/v1/runtimeclasses"
 CLUSTER_PEERINGS = "kopf.dev/v1/clusterkopfpeerings"
@@ -42,9 +47,14 @@ RESOURCES: dict[str, kmock.ResourceInfo] = {
     NODES: _info("Node", False, "no", subresources=("status",)),
     "v1/events": _info("Event", True, "ev"),
     "v1/configmaps": _info("ConfigMap", True, "cm"),
-    PODS: _info("Pod", True, "po", subresources=("status",)),
+    PODS: _info("Pod", True, "po", subresources=("status", "eviction")),
     SERVICE_ACCOUNTS: _info("ServiceAccount", True, "sa"),
     "apps/v1/daemonsets": _info("DaemonSet", True, "ds", subresources=("status",)),
+    # The pods' controllers whose scale the disruption controller reads (`disruption`); stored, never run.
+    REPLICA_SETS: _info("ReplicaSet", True, "rs", subresources=("status",)),
+    DEPLOYMENTS: _info("Deployment", True, "deploy", subresources=("status",)),
+    STATEFUL_SETS: _info("StatefulSet", True, "sts", subresources=("status",)),
+    BUDGETS: _info("PodDisruptionBudget", True, "pdb", subresources=("status",)),
     RUNTIME_CLASSES: _info("RuntimeClass", False),
     "apiextensions.k8s.io/v1/customresourcedefinitions": _info("CustomResourceDefinition", False, "crd", "crds"),
     POOLS: kmock.ResourceInfo(
@@ -65,14 +75,23 @@ RESOURCES: dict[str, kmock.ResourceInfo] = {
 
 CUSTOM = frozenset({POOLS, CLUSTER_PEERINGS, NAMESPACED_PEERINGS})
 """Custom resources: no strategic merge patch (415), as the API server answers for CRDs."""
-STATUS_RESET_ON_CREATE = frozenset({POOLS, "apps/v1/daemonsets"})
-"""Resources whose create strategy drops the status sent (a CRD with a status subresource, DaemonSets)."""
+STATUS_RESET_ON_CREATE = frozenset({POOLS, "apps/v1/daemonsets", REPLICA_SETS, DEPLOYMENTS, STATEFUL_SETS})
+"""Resources whose create strategy drops the status sent (a CRD with a status subresource, the apps kinds;
+PodDisruptionBudgets get a zero status instead: `writes.created`)."""
 
 
 def key_of(resource: kmock.resource) -> str:
     """`v1/nodes`, `apps/v1/daemonsets`: a resource as `RESOURCES` keys it."""
     prefix = f"{resource.group}/" if resource.group else ""
     return f"{prefix}{resource.version}/{resource.plural}"
+
+
+def key_of_kind(api_version: str, kind: str) -> str | None:
+    """The served resource of an object's apiVersion and kind (an ownerReference's), or None."""
+    for key, info in RESOURCES.items():
+        if info.kind == kind and key.rsplit("/", 1)[0] == api_version:
+            return key
+    return None
 
 
 def kind_of(resource: kmock.resource) -> str:
@@ -105,6 +124,37 @@ def parse_path(path: str) -> tuple[str, str | None, str | None, str | None]:
 
 
 # ---------------------------------------------------------------- the API server's error answers
+
+
+@attrs.frozen
+class StatusError(kmock.KubernetesError):
+    """An answer rendered as exactly this `Status` (no reason or details added), with its headers:
+    `errors.NewTooManyRequests`' `Retry-After`, or a Status the handler returned (reason-less)."""
+
+    body: Mapping[str, Any] = attrs.field(factory=dict)
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> StatusError:
+        reason, message, details = body.get("reason"), body.get("message"), body.get("details")
+        return cls(int(body["code"]), reason, message, details, dict(body), dict(headers or {}))
+
+
+def status_body(code: int, message: str, reason: str | None = None, **details: Any) -> dict[str, Any]:
+    """A failure `Status` as metav1.Status renders it: reason and details left out when empty."""
+    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
+    body["message"] = message
+    if reason:
+        body["reason"] = reason
+    if details:
+        body["details"] = details
+    body["code"] = code
+    return body
+
+
+def refused(code: int, reason: str, message: str, **details: Any) -> StatusError:
+    """An error answered exactly as the API server's `StatusError` renders it (details only when it has them)."""
+    return StatusError.of(status_body(code, message, reason, **details))
 
 
 def error(status: int, reason: str, message: str, details: Mapping[str, Any] | None = None) -> kmock.KubernetesError:

@@ -4,7 +4,8 @@ Pure. Label selectors (k8s.io/apimachinery/pkg/labels/selector.go): `k=v`, `k==v
 `k in (a,b)`, `k notin (a,b)`, comma-separated, all of which must hold. Field selectors
 (k8s.io/apimachinery/pkg/fields/selector.go): `f=v`, `f==v`, `f!=v`, comma-separated, where `f` is a
 dotted path into the object (`metadata.name`, `involvedObject.kind`, `reason`, `spec.nodeName`); the
-real server accepts only the fields each resource declares, the emulator any path.
+real server accepts only the fields each resource declares, the emulator any path. And LabelSelector
+objects (a PodDisruptionBudget's `spec.selector`: `selects`).
 """
 
 from __future__ import annotations
@@ -96,3 +97,26 @@ def matcher(params: Mapping[str, str]) -> Matcher:
     labels = label_matcher(params.get("labelSelector"))
     fields = field_matcher(params.get("fieldSelector"))
     return lambda obj: labels(obj) and fields(obj)
+
+
+def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """Whether a LabelSelector object (`spec.selector`: matchLabels and matchExpressions with In, NotIn,
+    Exists, DoesNotExist) selects these labels, as `metav1.LabelSelectorAsSelector` reads it
+    (k8s.io/apimachinery/pkg/apis/meta/v1/helpers.go): a null selector selects nothing, an empty one
+    everything; one with an unknown operator selects nothing (the eviction handler skips such a PDB)."""
+    if selector is None:
+        return False
+    if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = expression.get("key"), expression.get("operator")
+        values = set(expression.get("values") or [])
+        held = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }.get(str(operator), False)
+        if not held:
+            return False
+    return True

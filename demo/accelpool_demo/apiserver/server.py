@@ -1,10 +1,11 @@
 """The emulated API server's HTTP side: kmock's Kubernetes scaffold (discovery, errors as `Status`,
 reactions a test can add), with every read and write of objects served by `Store`.
 
-A request goes: injected faults (`Fault`: refused before anything is written) → the one-shot
-`before_update` hooks of a test → the write, if it is one (`Store`) → kmock's reactions, if a test
-added one for it (`server[kmock.method.PATCH, resource] << 500`: the write is stored, its answer
-lost) → otherwise the fallback that answers with the stored result, list, table or watch stream.
+A request goes: the store's controllers catch up (`Store.settle`) → injected faults (`Fault`: refused
+before anything is written) → the one-shot `before_update` hooks of a test → the write, if it is one
+(`Store`; an eviction: `Store.evict`) → kmock's reactions, if a test added one for it
+(`server[kmock.method.PATCH, resource] << 500`: the write is stored, its answer lost) → otherwise the
+fallback that answers with the stored result, list, table or watch stream.
 Each request served is logged (`served`) and passed to the `listeners`.
 """
 
@@ -19,8 +20,9 @@ import aiohttp.web
 import attrs
 import kmock
 
-from accelpool_demo.apiserver import admission, apply, openapi, resources, tables, writes
+from accelpool_demo.apiserver import admission, apply, eviction, openapi, resources, tables, writes
 from accelpool_demo.apiserver.events import expired, wait
+from accelpool_demo.apiserver.pods import DeleteOptions
 from accelpool_demo.apiserver.selectors import matcher
 from accelpool_demo.apiserver.served import Fault, RequestLog, Served
 from accelpool_demo.apiserver.store import Store
@@ -48,6 +50,8 @@ class ApiServer(kmock.KubernetesScaffold):
     webhook: bool = True
     """Whether accelpool's admission webhook judges ComputePools (False: a cluster without it, where
     only the CRD's schema and CEL do)."""
+    clock: Callable[[], float] = time.time
+    """Seconds since the epoch, as the store's controllers see them (a test's clock moves on its word)."""
     store: Store = attrs.field(init=False)
     served: RequestLog = attrs.field(init=False)
     listeners: list[Callable[[Served], None]] = attrs.field(factory=list, init=False)
@@ -62,7 +66,7 @@ class ApiServer(kmock.KubernetesScaffold):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
-        self.store = Store(self._has_status, webhook=self.webhook)
+        self.store = Store(self._has_status, webhook=self.webhook, clock=self.clock)
         self.served = RequestLog(self.remember)
         for key, info in resources.RESOURCES.items():
             self.resources[key] = info
@@ -140,6 +144,7 @@ class ApiServer(kmock.KubernetesScaffold):
             self._log(request, status)
 
     async def _respond(self, request: kmock.Request, task: asyncio.Task[Any]) -> aiohttp.web.StreamResponse:
+        await self.store.settle()
         method, path = request.method.value, request.url.path
         for fault in self.faults:
             if fault.matches(method, path):
@@ -191,10 +196,15 @@ class ApiServer(kmock.KubernetesScaffold):
                     405, "MethodNotAllowed", f"{request.method.value} of a collection is not modelled"
                 )
             return 201, await self.store.create(resource, namespace, request.data, strict=strict)
+        if request.method == kmock.method.POST and subresource == "eviction" and namespace is not None:
+            options = eviction.options_of(request.data, name, namespace, request.params)
+            return 201, await self.store.evict(namespace, name, options)
         if request.method == kmock.method.POST:
             raise resources.error(405, "MethodNotAllowed", "POST to an object is not allowed")
         if request.method == kmock.method.DELETE:
-            return 200, await self.store.delete(resource, namespace, name)
+            return 200, await self.store.delete(
+                resource, namespace, name, DeleteOptions.parse(request.data, request.params)
+            )
         hooks, self.before_update = self.before_update, []
         for hook in hooks:
             hook(request)
@@ -326,7 +336,15 @@ class ApiServer(kmock.KubernetesScaffold):
                 entry["shortNames"], entry["categories"] = [], []
             if entry["name"].endswith("/scale"):
                 entry.update(kind="Scale", group="autoscaling", version="v1", verbs=["get", "patch", "update"])
+            if entry["name"] == "pods/eviction":  # what `kubectl drain` looks for (drain.go CheckEvictionSupport)
+                entry.update(kind="Eviction", group="policy", version="v1", verbs=["create"], singularName="")
         return payload
+
+    async def _render_error(self, exc: Exception) -> aiohttp.web.StreamResponse:
+        """A `StatusError` as exactly its Status and headers; the rest as kmock renders them."""
+        if isinstance(exc, resources.StatusError):
+            return aiohttp.web.json_response(exc.body, status=exc.status, headers=exc.headers)
+        return await super()._render_error(exc)
 
 
 def _check_replacement(request: kmock.Request) -> None:

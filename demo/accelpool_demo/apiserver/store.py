@@ -1,39 +1,69 @@
 """The emulated API server's storage: objects by (resource, namespace, name), written one at a time.
 
 Each write takes the lock, reads the stored object, computes the new one (`writes`, `apply`,
-`admission`), gives it the next resourceVersion, stores it and publishes its watch event, so no
-other write lands between the check of a resourceVersion and the store. Objects live in a
+`admission`, `pods`, `eviction`), gives it the next resourceVersion, stores it and publishes its watch
+event, so no other write lands between the check of a resourceVersion and the store. Objects live in a
 `kmock.ObjectsArray`, which tests may also read and write directly (`store.objects[...]`: no
 event, no new resourceVersion, as writing to etcd behind the API server's back would be).
+
+Two controllers' work is done here too, on the store's `clock` (seconds since the epoch), by `settle`,
+which the server runs before each request and every `SETTLE_SECONDS`: the kubelets' end of a graceful
+deletion (a terminating pod whose grace period has passed is deleted, as its kubelet deletes it with
+grace 0 once its containers stopped; the emulator assumes they take the whole grace period and that
+every node's kubelet is up), and the disruption controller's (`disruption`): every PodDisruptionBudget of
+a namespace whose pods, budgets or pods' controllers changed is synced, its status written when it
+changes, as kube-controller-manager writes it through the API (its writes are not in the request log).
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import kmock
 
-from accelpool_demo.apiserver import admission, apply, resources, writes
+from accelpool_demo.apiserver import admission, apply, disruption, eviction, pods, resources, writes
 from accelpool_demo.apiserver.events import Event, EventLog
+from accelpool_demo.apiserver.pods import DeleteOptions
 from accelpool_demo.apiserver.writes import JsonObject
 
 VERSIONS_KEPT = 2
 """Versions kept per object in `objects[...].history`: the current one, and the one before."""
 Key = tuple[kmock.resource, str | None, str]
+PODS = kmock.resource(resources.PODS)
+BUDGETS = kmock.resource(resources.BUDGETS)
+BUDGET_INPUTS = frozenset({resources.PODS, resources.BUDGETS, *disruption.SCALABLE})
+"""What the disruption controller watches: a change to one syncs the budgets of its namespace."""
 
 
 class Store:
-    def __init__(self, has_status: Callable[[kmock.resource], bool], *, webhook: bool = True) -> None:
+    def __init__(
+        self,
+        has_status: Callable[[kmock.resource], bool],
+        *,
+        webhook: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.objects = kmock.ObjectsArray()
         self.events = EventLog()
         self.lock = asyncio.Lock()
         self.version = 1
         """The newest resourceVersion given (a list's resourceVersion)."""
+        self.clock = clock
+        """Seconds since the epoch: when graceful deletions end, the times the disruption controller writes."""
+        self.disruption_controller = True
+        """Whether PodDisruptionBudgets' statuses are kept up to date (False: a controller that is down)."""
         self._has_status = has_status
         self._webhook = webhook
+        self._unsynced: set[str | None] = set()
+        """Namespaces whose budgets the disruption controller has yet to sync."""
+        self._recheck: float | None = None
+        """When an evicted pod's entry in a budget's disruptedPods expires."""
+        self._terminating: dict[Key, float] = {}
+        """Pods in a graceful deletion, and when it ends."""
 
     # ------------------------------------------------------------ reading
 
@@ -67,11 +97,25 @@ class Store:
 
     def _publish(self, key: Key, kind: str, obj: JsonObject, previous: JsonObject | None = None) -> None:
         self.events.publish(Event(self.version, key[0], kind, obj, previous))
+        resource_key = resources.key_of(key[0])
+        if resource_key in BUDGET_INPUTS:
+            self._unsynced.add(key[1])
+        if resource_key == resources.PODS:
+            metadata = obj.get("metadata") or {}
+            if kind != "DELETED" and metadata.get("deletionTimestamp") and metadata.get("deletionGracePeriodSeconds"):
+                self._terminating[key] = writes.seconds_of(metadata["deletionTimestamp"])
+            else:
+                self._terminating.pop(key, None)
 
     def _store(self, key: Key, obj: JsonObject, previous: JsonObject | None) -> JsonObject:
-        """Store a new version; an object being deleted whose finalizers are all gone is deleted."""
+        """Store a new version; an object being deleted whose finalizers are all gone is deleted (a pod
+        whose grace period runs, when it ends: `settle`)."""
         metadata = obj.get("metadata") or {}
-        if metadata.get("deletionTimestamp") and not metadata.get("finalizers"):
+        if (
+            metadata.get("deletionTimestamp")
+            and not metadata.get("finalizers")
+            and not metadata.get("deletionGracePeriodSeconds")
+        ):
             self.objects[key].delete()
             self._publish(key, "DELETED", obj)
             return obj
@@ -133,6 +177,8 @@ class Store:
             return admission.admit_pool(obj, current, strict=strict, webhook=self._webhook)
         if key == resources.PODS and current is None:
             admission.admit_pod(self.exists, namespace, obj)
+        if key == resources.BUDGETS and (current is None or current.get("spec") != obj.get("spec")):
+            admission.admit_budget(obj)
         return obj
 
     async def update(
@@ -165,10 +211,17 @@ class Store:
             self.version += 1
             return self._store((resource, namespace, name), result, current)
 
-    async def delete(self, resource: kmock.resource, namespace: str | None, name: str) -> JsonObject:
-        """DELETE: gone at once, or marked with a deletionTimestamp while finalizers remain."""
+    async def delete(
+        self, resource: kmock.resource, namespace: str | None, name: str, options: DeleteOptions | None = None
+    ) -> JsonObject:
+        """DELETE: gone at once, or marked with a deletionTimestamp while finalizers remain (or, for a pod,
+        while its grace period runs: `pods.deletion`); 409 when the options' preconditions fail."""
+        options = options or DeleteOptions()
         async with self.lock:
             current = self.current(resource, namespace, name)
+            pods.check_preconditions(str(resource.plural), current, options)
+            if resources.key_of(resource) == resources.PODS:
+                return self._delete_pod((resource, namespace, name), current, options.grace_period_seconds)
             metadata = current.get("metadata") or {}
             if metadata.get("deletionTimestamp"):
                 return current
@@ -181,6 +234,81 @@ class Store:
             self.objects[resource, namespace, name].delete()
             self._publish((resource, namespace, name), "DELETED", marked)
             return marked
+
+    def _delete_pod(self, key: Key, current: JsonObject, grace: int | None) -> JsonObject:
+        """A pod deleted with this grace period (None: its own): marked while it terminates or finalizers
+        hold it, removed when its grace period is 0."""
+        marked = pods.deletion(current, grace, self.clock())
+        if marked is None:
+            return current
+        marked["metadata"]["resourceVersion"] = self._next_version()
+        if marked["metadata"]["deletionGracePeriodSeconds"] == 0 and not marked["metadata"].get("finalizers"):
+            self.objects[key].delete()
+            self._publish(key, "DELETED", marked)
+            return marked
+        return self._store(key, marked, current)
+
+    def _write_status(self, resource: kmock.resource, obj: Mapping[str, Any], status: JsonObject) -> JsonObject:
+        """A controller's write of an object's status (no-op when it is the stored one)."""
+        key = (resource, obj["metadata"].get("namespace"), obj["metadata"]["name"])
+        if status == obj.get("status"):
+            return dict(obj)
+        current = dict(obj)
+        updated = {**copy.deepcopy(current), "status": status}
+        updated["metadata"]["resourceVersion"] = self._next_version()
+        return self._store(key, updated, current)
+
+    async def evict(self, namespace: str, name: str, options: DeleteOptions) -> JsonObject:
+        """POST pods/NAME/eviction (`eviction`): the Success Status, or the refusal."""
+        async with self.lock:
+            pod = self.current(PODS, namespace, name)
+            now = self.clock()
+            if not eviction.can_ignore_budgets(pod):
+                budgets = eviction.budgets_of(pod, self.list(BUDGETS, namespace))
+                if len(budgets) > 1:
+                    raise eviction.more_than_one_budget()
+                if budgets and not eviction.unhealthy_may_go(pod, budgets[0]):
+                    self._write_status(BUDGETS, budgets[0], eviction.decremented(budgets[0], name, now))
+            eviction.check_latest(pod, options)
+            pod = self._write_status(PODS, pod, pods.with_condition(pod, eviction.disruption_target(now))["status"])
+            self._delete_pod((PODS, namespace, name), pod, options.grace_period_seconds)
+            return dict(eviction.SUCCESS)
+
+    # ------------------------------------------------------------ the controllers' work
+
+    async def settle(self) -> None:
+        """End the graceful deletions that are due, and sync the budgets that need it."""
+        now = self.clock()
+        due = [key for key, deadline in self._terminating.items() if deadline <= now]
+        recheck = self._recheck is not None and self._recheck <= now
+        if not due and not (self.disruption_controller and (self._unsynced or recheck)):
+            return
+        async with self.lock:
+            for key in due:
+                current = self.get(*key)
+                if current is not None and pods.due(current, now):
+                    self._delete_pod(key, current, 0)
+            if self.disruption_controller:
+                if recheck:
+                    budgets = [key for key, obj in self.objects.items() if key[0] == BUDGETS and not obj.deleted]
+                    self._unsynced.update(namespace for _, namespace, _ in budgets)
+                    self._recheck = None
+                while self._unsynced:
+                    self._sync_budgets(self._unsynced.pop(), now)
+
+    def _sync_budgets(self, namespace: str | None, now: float) -> None:
+        """The disruption controller's sync of every budget of a namespace (`disruption.synced_status`)."""
+        budgets = self.list(BUDGETS, namespace)
+        in_namespace = self.list(PODS, namespace) if budgets else []
+        for budget in budgets:
+            status, recheck = disruption.synced_status(budget, in_namespace, self._lookup, now)
+            if recheck is not None:
+                self._recheck = recheck if self._recheck is None else min(self._recheck, recheck)
+            self._write_status(BUDGETS, budget, status)
+        self._unsynced.discard(namespace)
+
+    def _lookup(self, resource_key: str, namespace: str, name: str) -> JsonObject | None:
+        return self.get(kmock.resource(resource_key), namespace, name)
 
     async def apply(
         self,

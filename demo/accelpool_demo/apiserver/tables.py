@@ -3,8 +3,10 @@
 Pure. ComputePools print the CRD's additionalPrinterColumns (as the API server's table convertor
 does for a CRD); Nodes print what kube-apiserver's node printer prints (pkg/printers/internalversion:
 NAME STATUS ROLES AGE VERSION, and with `-o wide` INTERNAL-IP EXTERNAL-IP OS-IMAGE KERNEL-VERSION
-CONTAINER-RUNTIME); every other resource prints NAME AGE (the default convertor; a real API server
-prints more columns for its built-in kinds, such as a pod's READY STATUS RESTARTS).
+CONTAINER-RUNTIME); PodDisruptionBudgets what its PDB printer prints (NAME MIN AVAILABLE MAX
+UNAVAILABLE ALLOWED DISRUPTIONS AGE, `N/A` for the bound not set); every other resource prints NAME AGE
+(the default convertor; a real API server prints more columns for its built-in kinds, such as a pod's
+READY STATUS RESTARTS).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from accelpool import crd
-from accelpool_demo.apiserver.resources import NODES, POOLS
+from accelpool_demo.apiserver.resources import BUDGETS, NODES, POOLS
 from accelpool_demo.apiserver.writes import JsonObject
 
 ROLE_LABEL_PREFIX = "node-role.kubernetes.io/"
@@ -86,6 +88,13 @@ def _node_cells(node: Mapping[str, Any]) -> list[Any]:
     ]
 
 
+def _budget_cells(budget: Mapping[str, Any]) -> list[Any]:
+    spec = budget.get("spec") or {}
+    bounds = ["N/A" if spec.get(field) is None else str(spec[field]) for field in ("minAvailable", "maxUnavailable")]
+    allowed = (budget.get("status") or {}).get("disruptionsAllowed", 0)
+    return [budget["metadata"]["name"], *bounds, allowed, age(budget["metadata"].get("creationTimestamp"))]
+
+
 NAME: Column = ("Name", "string", 0, "Name must be unique within a namespace.")
 NODE_COLUMNS: list[Column] = [
     NAME,
@@ -100,10 +109,18 @@ NODE_COLUMNS: list[Column] = [
     ("Container-Runtime", "string", 1, "Container runtime version reported by the node."),
 ]
 POOL_COLUMNS: list[Column] = [NAME] + [(c["name"], c["type"], 0, c.get("description", "")) for c in crd.PRINTER_COLUMNS]
+BUDGET_COLUMNS: list[Column] = [
+    NAME,
+    ("Min Available", "string", 0, "The minimum number of pods that must be available."),
+    ("Max Unavailable", "string", 0, "The maximum number of pods that may be unavailable."),
+    ("Allowed Disruptions", "integer", 0, "Calculated number of pods that may be disrupted at this time."),
+    ("Age", "string", 0, "CreationTimestamp is a timestamp representing the server time when this object was created."),
+]
 DEFAULT_COLUMNS: list[Column] = [NAME, ("Age", "date", 0, "")]
 PRINTERS: dict[str, tuple[list[Column], Callable[[Mapping[str, Any]], list[Any]]]] = {
     POOLS: (POOL_COLUMNS, _pool_cells),
     NODES: (NODE_COLUMNS, _node_cells),
+    BUDGETS: (BUDGET_COLUMNS, _budget_cells),
 }
 
 

@@ -3,7 +3,8 @@
 Pure functions on JSON objects (apart from the clock and generated names), used by `server`:
 
 - `created`: a name from `generateName`, the URL's namespace, uid, creationTimestamp, generation 1 and
-  the new resourceVersion; the status dropped where the create strategy drops it, a pod `Pending`;
+  the new resourceVersion; the status dropped where the create strategy drops it, a pod `Pending`, a
+  PodDisruptionBudget's counts zero;
 - `merge_patch` (RFC 7386), `strategic_merge_patch` (a merge patch whose `status.conditions` merge
   by `type`, as the Node and Pod strategies' patchMergeKey makes them), `json_patch` (RFC 6902, with
   `test` operations; 422 when it cannot be applied);
@@ -39,8 +40,24 @@ IDENTITY = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp"
 """Metadata no write can change (`rest.BeforeUpdate` keeps them from the stored object)."""
 
 
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+ZERO_BUDGET_STATUS = {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}
+"""A PodDisruptionBudget's status on creation (pkg/registry/policy/poddisruptionbudget/strategy.go
+`PrepareForCreate` empties it; policy/v1's four counts are not omitempty)."""
+
+
 def now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.UTC).strftime(TIME_FORMAT)
+
+
+def timestamp(seconds: float) -> str:
+    """An RFC 3339 time (metav1.Time: whole seconds) of seconds since the epoch."""
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime(TIME_FORMAT)
+
+
+def seconds_of(time: str) -> float:
+    """Seconds since the epoch of an RFC 3339 time."""
+    return datetime.datetime.strptime(time, TIME_FORMAT).replace(tzinfo=datetime.UTC).timestamp()
 
 
 def generate_name(metadata: JsonObject) -> None:
@@ -79,6 +96,8 @@ def created(resource: kmock.resource, obj: JsonObject, version: str) -> JsonObje
         result.pop("status", None)
     if key == resources.PODS:
         result["status"] = {"phase": "Pending"}
+    if key == resources.BUDGETS:
+        result["status"] = dict(ZERO_BUDGET_STATUS)
     metadata = result["metadata"]
     for transient in ("deletionTimestamp", "deletionGracePeriodSeconds"):
         metadata.pop(transient, None)

@@ -1,8 +1,10 @@
 """Device backends behind one small interface, and the factory the CLI uses.
 
-A backend answers four questions: which devices are there (`inventory`), how are they now
-(`telemetry`), which XID errors happened since the last call (`drain_xid_events`), and how to
-run compute checks on one of them (`compute_job`, a picklable job for a child process).
+A backend answers which devices are there (`inventory`), how are they now (`telemetry`), which
+XID errors happened since the last call (`drain_xid_events`), how to run compute checks on one
+of them (`compute_job`, a picklable job for a child process), which driver runs them
+(`versions`), and what the host's InfiniBand / RoCE ports say (`infiniband`: sysfs, read by
+`backends.infiniband` for the real backends, simulated by the fake one).
 
 - `nvml`: NVIDIA's management library for inventory, telemetry and XID events; compute checks
   with CuPy in child processes. What a real GPU node runs.
@@ -17,11 +19,12 @@ Backends never raise from these calls for device trouble: a dead NVML is reporte
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Protocol
 
 from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask
 from accelpool_agent.faults import Fault
-from accelpool_agent.model import DeviceInfo, Telemetry, XidEvent
+from accelpool_agent.model import DeviceInfo, DriverVersions, IbPort, Telemetry, XidEvent
 from accelpool_core import catalog
 
 BACKENDS = ("nvml", "cuda", "cpu", "fake")
@@ -44,6 +47,12 @@ class Backend(Protocol):
     def telemetry(self) -> list[Telemetry]: ...
 
     def drain_xid_events(self) -> list[XidEvent]: ...
+
+    def versions(self) -> DriverVersions:
+        """The driver's and CUDA's versions (fields None where unknown)."""
+
+    def infiniband(self) -> list[IbPort]:
+        """The host's RDMA ports; none when the host has no /sys/class/infiniband."""
 
     def compute_job(
         self, device: DeviceInfo, tasks: Sequence[ComputeTask], sizes: ComputeSizes, seed: int
@@ -72,8 +81,10 @@ def create_backend(
     fake_gpus: str | None = None,
     faults: Mapping[int, tuple[Fault, ...]] | None = None,
     seed: int = 0,
+    sysfs_root: Path = Path("/sys"),
 ) -> Backend:
-    """Build a backend by name. `fake_gpus` and `faults` apply to the fake backend only."""
+    """Build a backend by name. `fake_gpus` and `faults` apply to the fake backend only; the others
+    read the host's InfiniBand ports under `sysfs_root`."""
     if name == "fake":
         from accelpool_agent.backends.fake import FakeBackend, parse_fake_gpus
 
@@ -84,13 +95,13 @@ def create_backend(
     if name == "nvml":
         from accelpool_agent.backends.nvml import NvmlBackend
 
-        return NvmlBackend()
+        return NvmlBackend(sysfs_root=sysfs_root)
     if name == "cuda":
         from accelpool_agent.backends.cuda import CudaBackend
 
-        return CudaBackend()
+        return CudaBackend(sysfs_root=sysfs_root)
     if name == "cpu":
         from accelpool_agent.backends.cpu import CpuBackend
 
-        return CpuBackend()
+        return CpuBackend(sysfs_root=sysfs_root)
     raise BackendError(f"unknown backend {name!r}; valid: {', '.join(BACKENDS)}")

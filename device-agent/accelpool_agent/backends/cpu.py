@@ -13,16 +13,18 @@ import socket
 from collections.abc import Sequence
 from pathlib import Path
 
+from accelpool_agent.backends.infiniband import SysfsInfiniband
 from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask
-from accelpool_agent.model import DeviceInfo, Telemetry, XidEvent
+from accelpool_agent.model import DeviceInfo, DriverVersions, IbPort, Telemetry, XidEvent
 
 
 class CpuBackend:
     name = "cpu"
     compute_engine: str | None = "cpu"
 
-    def __init__(self, proc: Path = Path("/proc")) -> None:
+    def __init__(self, proc: Path = Path("/proc"), *, sysfs_root: Path = Path("/sys")) -> None:
         self._proc = proc
+        self._infiniband = SysfsInfiniband(sysfs_root)
         self._last_stat: tuple[int, int] | None = None
         self._device: DeviceInfo | None = None
 
@@ -97,6 +99,12 @@ class CpuBackend:
 
     def drain_xid_events(self) -> list[XidEvent]:
         return []
+
+    def versions(self) -> DriverVersions:
+        return DriverVersions()
+
+    def infiniband(self) -> list[IbPort]:
+        return self._infiniband.ports()
 
     def compute_job(
         self, device: DeviceInfo, tasks: Sequence[ComputeTask], sizes: ComputeSizes, seed: int

@@ -10,10 +10,12 @@ from __future__ import annotations
 import logging
 import multiprocessing
 from collections.abc import Sequence
+from pathlib import Path
 
 from accelpool_agent.backends import detect_model
+from accelpool_agent.backends.infiniband import SysfsInfiniband
 from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask
-from accelpool_agent.model import DeviceInfo, Telemetry, XidEvent
+from accelpool_agent.model import DeviceInfo, DriverVersions, IbPort, Telemetry, XidEvent
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +55,8 @@ class CudaBackend:
     name = "cuda"
     compute_engine: str | None = "cuda"
 
-    def __init__(self) -> None:
+    def __init__(self, *, sysfs_root: Path = Path("/sys")) -> None:
+        self._infiniband = SysfsInfiniband(sysfs_root)
         self._devices: list[DeviceInfo] = []
         self._error: str | None = "CUDA not queried yet"
 
@@ -98,6 +101,12 @@ class CudaBackend:
 
     def drain_xid_events(self) -> list[XidEvent]:
         return []
+
+    def versions(self) -> DriverVersions:
+        return DriverVersions()
+
+    def infiniband(self) -> list[IbPort]:
+        return self._infiniband.ports()
 
     def compute_job(
         self, device: DeviceInfo, tasks: Sequence[ComputeTask], sizes: ComputeSizes, seed: int

@@ -2,17 +2,23 @@
 
 Telemetry is derived from the catalog entry (memory, TDP-based power, temperatures, clocks,
 PCIe generation) with a small noise that is a pure function of (seed, GPU, tick), so a run is
-reproducible. Faults (`accelpool_agent.faults`) change what telemetry, XID events and the
-compute children report. Used by the unit tests, `accelpool-agent check --backend fake`, and
-the demo cluster.
+reproducible. As on real GPUs, an idle GPU's PCIe link drops to gen1 and comes back to its
+maximum under load. SXM models (HGX baseboards) have NVLinks (6 on V100, 12 on A100, 18 from
+Hopper on); Hopper and later SXM GPUs register with the NVSwitch fabric; and the node has one
+InfiniBand HCA per GPU (`mlx5_<gpu>`, port 1), as rail-optimised HGX nodes do. PCIe cards have
+none of these. Faults (`accelpool_agent.faults`) change what telemetry, XID events, the
+InfiniBand ports and the compute children report; error counters grow at the fault's rate per
+minute of the backend's clock. Used by the unit tests, `accelpool-agent check --backend fake`,
+and the demo cluster.
 """
 
 from __future__ import annotations
 
 import random
+import time
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from accelpool_agent import faults as fault_kinds
 from accelpool_agent.backends import BackendError
@@ -21,7 +27,11 @@ from accelpool_agent.faults import Fault, FaultKind
 from accelpool_agent.model import (
     DTYPES,
     DeviceInfo,
+    DriverVersions,
     EccCounts,
+    FabricInfo,
+    IbPort,
+    NvLink,
     PcieLink,
     RetiredPages,
     RowRemap,
@@ -35,13 +45,17 @@ MAX_FAKE_GPUS = 64
 
 @dataclass(frozen=True)
 class _Traits:
-    """What the catalog does not say about a model: compute capability, clocks (MHz), PCIe generation."""
+    """What the catalog does not say about a model: compute capability, clocks (MHz), PCIe generation,
+    NVLinks per GPU and InfiniBand rate (SXM boards), NVSwitch fabric registration (Hopper on)."""
 
     compute_capability: str | None
     sm_clock_max_mhz: int
     memory_clock_mhz: int
     pcie_generation: int
     slowdown_celsius: float = 87.0
+    nvlinks: int = 0
+    ib_gbps: float = 400.0
+    fabric: bool = False
 
 
 _TRAITS: dict[str, _Traits] = {
@@ -49,16 +63,20 @@ _TRAITS: dict[str, _Traits] = {
     "L4": _Traits("8.9", 2040, 6251, 4, 92.0),
     "L40S": _Traits("8.9", 2520, 9001, 4, 92.0),
     "A10G": _Traits("8.6", 1710, 6251, 4, 92.0),
-    "V100": _Traits("7.0", 1530, 877, 3),
-    "A100": _Traits("8.0", 1410, 1593, 4),
-    "H100": _Traits("9.0", 1980, 2619, 5),
-    "H200": _Traits("9.0", 1980, 3201, 5),
+    "V100": _Traits("7.0", 1530, 877, 3, nvlinks=6, ib_gbps=100.0),
+    "A100": _Traits("8.0", 1410, 1593, 4, nvlinks=12, ib_gbps=200.0),
+    "H100": _Traits("9.0", 1980, 2619, 5, nvlinks=18, fabric=True),
+    "H200": _Traits("9.0", 1980, 3201, 5, nvlinks=18, fabric=True),
     "GH200": _Traits("9.0", 1980, 2619, 5),
-    "B200": _Traits("10.0", 1965, 3996, 5),
+    "B200": _Traits("10.0", 1965, 3996, 5, nvlinks=18, fabric=True),
 }
 _GENERIC = _Traits(None, 1700, 1600, 4)
 _HGX_BUS_IDS = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
 _IDLE_SM_MHZ = 345
+_DRIVER = DriverVersions(driver="550.54.15", cuda="12.4")
+_OLD_DRIVER = DriverVersions(driver="535.104.05", cuda="12.2")
+_LOADED = 0.95
+"""Utilization of a GPU a fault keeps loaded (pcie-gen-low, pstate-stuck, clocks-low)."""
 
 
 def parse_fake_gpus(text: str) -> tuple[catalog.Accelerator, int]:
@@ -106,6 +124,7 @@ class FakeBackend:
         *,
         faults: Mapping[int, tuple[Fault, ...]] | None = None,
         seed: int = 0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         faults = dict(faults or {})
         beyond = [index for index in faults if not 0 <= index < count]
@@ -116,7 +135,12 @@ class FakeBackend:
         self.faults = faults
         self.seed = seed
         self.traits = _TRAITS.get(accelerator.model, _GENERIC)
+        if accelerator.form_factor is not catalog.FormFactor.SXM:  # PCIe cards: no NVLink, fabric or HCA per GPU
+            self.traits = replace(self.traits, nvlinks=0, fabric=False)
+        self._clock = clock
+        self._started = clock()
         self._tick = 0
+        self._ib_readings = 0
         self._xids_sent = False
         self._devices = [self._device(index) for index in range(count)]
 
@@ -165,11 +189,19 @@ class FakeBackend:
         busy = bool(self._faults(index, FaultKind.BUSY))
         hot = bool(self._faults(index, FaultKind.HOT))
         throttled = bool(self._faults(index, FaultKind.THROTTLE))
-        utilization = rng.uniform(0.9, 1.0) if busy else 0.0
-        reasons = {"gpu_idle"} if not busy else set()
-        temperature = (60.0 if busy else 31.0) + rng.uniform(0.0, 4.0) + index * 0.5
-        power = tdp * (rng.uniform(0.7, 0.9) if busy else rng.uniform(0.09, 0.11))
-        sm_mhz = float(traits.sm_clock_max_mhz if busy else _IDLE_SM_MHZ)
+        clocks_low = bool(self._faults(index, FaultKind.CLOCKS_LOW))
+        gen_low = bool(self._faults(index, FaultKind.PCIE_GEN_LOW))
+        pstate_stuck = bool(self._faults(index, FaultKind.PSTATE_STUCK))
+        loaded = busy or clocks_low or gen_low or pstate_stuck
+        utilization = rng.uniform(0.9, 1.0) if busy else (_LOADED if loaded else 0.0)
+        reasons = {"gpu_idle"} if not loaded else set()
+        temperature = (60.0 if loaded else 31.0) + rng.uniform(0.0, 4.0) + index * 0.5
+        power = tdp * (rng.uniform(0.7, 0.9) if loaded else rng.uniform(0.09, 0.11))
+        if self._faults(index, FaultKind.POWER_HIGH):
+            power = tdp * 1.25
+        sm_mhz = float(traits.sm_clock_max_mhz if loaded else _IDLE_SM_MHZ)
+        if clocks_low:
+            sm_mhz = traits.sm_clock_max_mhz * 0.3
         if hot:
             temperature = traits.slowdown_celsius + 2.0 + rng.uniform(0.0, 1.0)
             reasons |= {"sw_thermal_slowdown", "hw_thermal_slowdown"}
@@ -182,6 +214,9 @@ class FakeBackend:
         remap_failure = bool(self._faults(index, FaultKind.ROW_REMAP_FAILURE))
         remap_pending = bool(self._faults(index, FaultKind.ROW_REMAP_PENDING)) or remap_failure
         width = 8 if self._faults(index, FaultKind.PCIE_DEGRADED) else 16
+        generation = traits.pcie_generation if loaded else 1  # idle GPUs drop the link to gen1
+        if gen_low:
+            generation = max(1, traits.pcie_generation - 2)
         return Telemetry(
             index=index,
             utilization_ratio=round(utilization, 3),
@@ -208,12 +243,76 @@ class FakeBackend:
             if ampere_or_later
             else None,
             pcie=PcieLink(
-                generation=traits.pcie_generation,
+                generation=generation,
                 width=width,
                 max_generation=traits.pcie_generation,
                 max_width=16,
             ),
             compute_processes=1 if busy else 0,
+            performance_state=8 if pstate_stuck else 0,
+            nvlinks=self._nvlinks(index),
+            fabric=self._fabric(index),
+            recovery_action=1 if self._faults(index, FaultKind.RESET_REQUIRED) else 0,
+        )
+
+    def _minutes(self) -> float:
+        return max(0.0, self._clock() - self._started) / 60.0
+
+    def _nvlinks(self, index: int) -> tuple[NvLink, ...] | None:
+        if not self.traits.nvlinks:
+            return None
+        down = bool(self._faults(index, FaultKind.NVLINK_DOWN))
+        replays = sum(int(f.rate(600.0) * self._minutes()) for f in self._faults(index, FaultKind.NVLINK_ERRORS))
+        zero = {"replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 0}
+        return tuple(
+            NvLink(
+                link=link,
+                active=not (down and link == 0),
+                errors={**zero, "replay": replays} if link == 0 else zero,
+            )
+            for link in range(self.traits.nvlinks)
+        )
+
+    def _fabric(self, index: int) -> FabricInfo | None:
+        if not self.traits.fabric:
+            return None
+        if self._faults(index, FaultKind.FABRIC_UNREGISTERED):
+            return FabricInfo(state="not_started")
+        return FabricInfo(state="completed", degraded_bandwidth=bool(self._faults(index, FaultKind.FABRIC_DEGRADED)))
+
+    def versions(self) -> DriverVersions:
+        old = any(self._faults(index, FaultKind.OLD_DRIVER) for index in range(self.count))
+        return _OLD_DRIVER if old else _DRIVER
+
+    def infiniband(self) -> list[IbPort]:
+        """One InfiniBand port per GPU on HGX (SXM) nodes, `mlx5_<gpu>` port 1; none on PCIe-card nodes."""
+        if not self.traits.nvlinks:
+            return []
+        self._ib_readings += 1
+        return [self._ib_port(index) for index in range(self.count)]
+
+    def _ib_port(self, index: int) -> IbPort:
+        down = bool(self._faults(index, FaultKind.IB_DOWN))
+        symbol_errors = sum(int(f.rate(60.0) * self._minutes()) for f in self._faults(index, FaultKind.IB_ERRORS))
+        flaps = self._ib_readings if self._faults(index, FaultKind.IB_FLAP) else 0
+        return IbPort(
+            device=f"mlx5_{index}",
+            port=1,
+            state=1 if down else 4,
+            state_name="DOWN" if down else "ACTIVE",
+            phys_state=2 if down else 5,
+            phys_state_name="Polling" if down else "LinkUp",
+            link_layer="InfiniBand",
+            rate_gbps=self.traits.ib_gbps,
+            counters={
+                "symbol_error": min(symbol_errors, 0xFFFF),  # PMA counters saturate (16 bits here)
+                "link_error_recovery": 0,
+                "link_downed": min(flaps, 0xFF),
+                "port_rcv_errors": 0,
+                "local_link_integrity_errors": 0,
+                "excessive_buffer_overrun_errors": 0,
+                "port_xmit_discards": 0,
+            },
         )
 
     def drain_xid_events(self) -> list[XidEvent]:

@@ -8,6 +8,10 @@ initialisation is retried every `retry_seconds`. Other errors count into `call_e
 read as no data. What is read from one GPU is in `nvml_device`; this module keeps the
 lifecycle, the device handles and the XID event set.
 
+The driver's version and the CUDA version it supports are read once at initialisation
+(`nvmlSystemGetDriverVersion`, `nvmlSystemGetCudaDriverVersion_v2`: 12040 → "12.4"). The host's
+InfiniBand ports come from sysfs (`backends.infiniband`), not NVML.
+
 XID errors arrive through an NVML event set registered for `nvmlEventTypeXidCriticalError`
 on every GPU and drained without blocking. Compute checks run in CuPy children pinned to the
 GPU (or its first MIG device) by UUID. The `nvml` module is injectable so tests can drive
@@ -21,9 +25,11 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from accelpool_agent.backends import nvml_device
+from accelpool_agent.backends.infiniband import SysfsInfiniband
 from accelpool_agent.backends.nvml_calls import (
     TIMEOUT,
     XID_CRITICAL_ERROR_EVENT,
@@ -32,7 +38,7 @@ from accelpool_agent.backends.nvml_calls import (
     NvmlDeadError,
 )
 from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask
-from accelpool_agent.model import DeviceInfo, Telemetry, XidEvent
+from accelpool_agent.model import DeviceInfo, DriverVersions, IbPort, Telemetry, XidEvent
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +53,10 @@ class NvmlBackend:
         compute_engine: str | None = "cuda",
         retry_seconds: float = 30.0,
         clock: Callable[[], float] = time.time,
+        sysfs_root: Path = Path("/sys"),
     ) -> None:
         self._module = nvml
+        self._infiniband = SysfsInfiniband(sysfs_root)
         self.compute_engine = compute_engine
         self._retry_seconds = retry_seconds
         self._clock = clock
@@ -60,6 +68,7 @@ class NvmlBackend:
         self.call_errors: Counter[str] = Counter()
         self._calls = NvmlCalls(None, self.call_errors)
         self.driver_version: str | None = None
+        self.cuda_version: str | None = None
 
     @property
     def error(self) -> str | None:
@@ -80,7 +89,8 @@ class NvmlBackend:
             return
         self._error = None
         try:
-            self.driver_version = self._calls.get("nvmlSystemGetDriverVersion")
+            self.driver_version = nvml_device.text(self._calls.get("nvmlSystemGetDriverVersion"))
+            self.cuda_version = cuda_version(self._calls)
             self._scan()
             self._register_events()
         except (NvmlDeadError, GpuLostError) as error:
@@ -158,6 +168,12 @@ class NvmlBackend:
             return []
         return readings
 
+    def versions(self) -> DriverVersions:
+        return DriverVersions(driver=self.driver_version, cuda=self.cuda_version)
+
+    def infiniband(self) -> list[IbPort]:
+        return self._infiniband.ports()
+
     # ------------------------------------------------------------------ XID events
 
     def _register_events(self) -> None:
@@ -226,6 +242,16 @@ class NvmlBackend:
             seed=seed,
             visible_device=target,
         )
+
+
+def cuda_version(calls: NvmlCalls) -> str | None:
+    """The CUDA version the driver supports, as NVML encodes it (1000 x major + 10 x minor): 12040 → "12.4"."""
+    value = calls.get("nvmlSystemGetCudaDriverVersion_v2")
+    if value is None:
+        value = calls.get("nvmlSystemGetCudaDriverVersion")
+    if value is None or int(value) <= 0:
+        return None
+    return f"{int(value) // 1000}.{int(value) % 1000 // 10}"
 
 
 def _instance(value: Any) -> int | None:

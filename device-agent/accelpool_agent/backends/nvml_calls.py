@@ -1,9 +1,11 @@
 """Guarded calls into NVML for the nvml backend: what an error code means, decided in one place.
 
 NVML_ERROR_NOT_SUPPORTED (and a function missing from an older driver) means "no data" and
-yields None, never an error. NVML_ERROR_GPU_IS_LOST raises `GpuLostError` (that GPU is lost for
-this reading); a dead NVML (uninitialised, driver unloaded, library or version mismatch) raises
-`NvmlDeadError`. Other errors are counted per function and read as no data.
+yields None, never an error; a caller probing indexes (NVLinks) also reads
+NVML_ERROR_INVALID_ARGUMENT as "no such link" (`get(..., no_data=BEYOND)`).
+NVML_ERROR_GPU_IS_LOST raises `GpuLostError` (that GPU is lost for this reading); a dead NVML
+(uninitialised, driver unloaded, library or version mismatch) raises `NvmlDeadError`. Other
+errors are counted per function and read as no data.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 # NVML constants (nvml.h); read from the module when present, these are the documented values.
+INVALID_ARGUMENT = 2
 NOT_SUPPORTED = 3
 NOT_FOUND = 6
 DRIVER_NOT_LOADED = 9
@@ -25,7 +28,9 @@ GPU_IS_LOST = 15
 UNINITIALIZED = 1
 LIB_RM_VERSION_MISMATCH = 18
 XID_CRITICAL_ERROR_EVENT = 0x8
-NO_DATA = {NOT_SUPPORTED, FUNCTION_NOT_FOUND, NOT_FOUND}
+NO_DATA = frozenset({NOT_SUPPORTED, FUNCTION_NOT_FOUND, NOT_FOUND})
+BEYOND = NO_DATA | {INVALID_ARGUMENT}
+"""No data, or an index beyond what the device has (a link number past its last NVLink)."""
 DEAD = {UNINITIALIZED, DRIVER_NOT_LOADED, LIBRARY_NOT_FOUND, LIB_RM_VERSION_MISMATCH}
 
 
@@ -50,7 +55,7 @@ class NvmlCalls:
         value = getattr(error, "value", None)
         return value if isinstance(value, int) else None
 
-    def get(self, function: str, *args: Any) -> Any:
+    def get(self, function: str, *args: Any, no_data: frozenset[int] = NO_DATA) -> Any:
         """Call an NVML function: None for "no data", GpuLostError / NvmlDeadError for the serious cases."""
         fn = getattr(self.nvml, function, None)
         if fn is None:
@@ -59,7 +64,7 @@ class NvmlCalls:
             return fn(*args)
         except self.nvml.NVMLError as error:
             code = self.code(error)
-            if code in NO_DATA:
+            if code in no_data:
                 return None
             if code == GPU_IS_LOST:
                 raise GpuLostError(f"{function}: {error}") from error

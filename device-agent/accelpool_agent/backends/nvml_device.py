@@ -1,6 +1,17 @@
 """What the nvml backend reads from one GPU: its identity and MIG devices (`describe`) and its
-readings at one moment (`read`). Every call goes through `NvmlCalls`, so an unsupported reading
-is None and a lost GPU raises `GpuLostError`.
+readings at one moment (`read`), its NVLinks and NVSwitch fabric registration included. Every
+call goes through `NvmlCalls`, so an unsupported reading is None and a lost GPU raises
+`GpuLostError`.
+
+NVLinks are probed from link 0 up to NVML_NVLINK_MAX_LINKS: `nvmlDeviceGetNvLinkState` answers
+NVML_ERROR_INVALID_ARGUMENT past the GPU's last link and NVML_ERROR_NOT_SUPPORTED on GPUs without
+NVLink (PCIe cards such as L4 and T4), so neither is a link. Each link's data-link error counters
+come from `nvmlDeviceGetNvLinkErrorCounter` (NVML_NVLINK_ERROR_DL_REPLAY, _RECOVERY, _CRC_FLIT,
+_CRC_DATA); a counter NVML does not give (NVLink 5 moved them to field values) is absent. The
+fabric registration comes from `nvmlDeviceGetGpuFabricInfoV` (v2: with the health mask), else
+`nvmlDeviceGetGpuFabricInfo`; both are Hopper and later, NOT_SUPPORTED before. The driver's
+recovery action for the GPU is the field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, whose own return
+code says whether this driver and GPU report it.
 """
 
 from __future__ import annotations
@@ -9,12 +20,16 @@ import re
 from typing import Any
 
 from accelpool_agent.backends import detect_model
-from accelpool_agent.backends.nvml_calls import NvmlCalls
+from accelpool_agent.backends.nvml_calls import BEYOND, NvmlCalls
 from accelpool_agent.model import (
+    FABRIC_STATES,
+    NVLINK_COUNTERS,
     THROTTLE_REASONS,
     DeviceInfo,
     EccCounts,
+    FabricInfo,
     MigDevice,
+    NvLink,
     PcieLink,
     RetiredPages,
     RowRemap,
@@ -25,7 +40,7 @@ _MIG_PROFILE = re.compile(r"MIG\s+(\S+)\s*$")
 
 
 def describe(calls: NvmlCalls, index: int, handle: Any) -> DeviceInfo:
-    name = _text(calls.get("nvmlDeviceGetName", handle)) or "NVIDIA GPU"
+    name = text(calls.get("nvmlDeviceGetName", handle)) or "NVIDIA GPU"
     pci = calls.get("nvmlDeviceGetPciInfo", handle)
     memory = calls.get("nvmlDeviceGetMemoryInfo", handle)
     capability = calls.get("nvmlDeviceGetCudaComputeCapability", handle)
@@ -34,13 +49,13 @@ def describe(calls: NvmlCalls, index: int, handle: Any) -> DeviceInfo:
     accelerator = detect_model(name)
     return DeviceInfo(
         index=index,
-        uuid=_text(calls.get("nvmlDeviceGetUUID", handle)) or f"GPU-unknown-{index}",
+        uuid=text(calls.get("nvmlDeviceGetUUID", handle)) or f"GPU-unknown-{index}",
         name=name,
-        pci_bus_id=_text(getattr(pci, "busId", None)) or "",
+        pci_bus_id=text(getattr(pci, "busId", None)) or "",
         memory_total_bytes=int(memory.total) if memory is not None else None,
         model=accelerator.name if accelerator else None,
         compute_capability=f"{capability[0]}.{capability[1]}" if capability else None,
-        serial=_text(calls.get("nvmlDeviceGetSerial", handle)),
+        serial=text(calls.get("nvmlDeviceGetSerial", handle)),
         mig_enabled=mig_enabled,
         mig_devices=mig_devices(calls, handle) if mig_enabled else (),
     )
@@ -52,13 +67,13 @@ def mig_devices(calls: NvmlCalls, handle: Any) -> tuple[MigDevice, ...]:
         mig = calls.get("nvmlDeviceGetMigDeviceHandleByIndex", handle, slot)
         if mig is None:
             continue
-        name = _text(calls.get("nvmlDeviceGetName", mig)) or ""
+        name = text(calls.get("nvmlDeviceGetName", mig)) or ""
         match = _MIG_PROFILE.search(name)
         memory = calls.get("nvmlDeviceGetMemoryInfo", mig)
         found.append(
             MigDevice(
                 index=slot,
-                uuid=_text(calls.get("nvmlDeviceGetUUID", mig)) or f"MIG-unknown-{slot}",
+                uuid=text(calls.get("nvmlDeviceGetUUID", mig)) or f"MIG-unknown-{slot}",
                 profile=match.group(1) if match else None,
                 memory_total_bytes=int(memory.total) if memory is not None else None,
                 gpu_instance_id=calls.get("nvmlDeviceGetGpuInstanceId", mig),
@@ -113,7 +128,83 @@ def read(calls: NvmlCalls, index: int, handle: Any) -> Telemetry:
             max_width=get("nvmlDeviceGetMaxPcieLinkWidth", handle),
         ),
         compute_processes=len(processes) if processes is not None else None,
+        performance_state=_performance_state(calls, handle),
+        nvlinks=nvlinks(calls, handle),
+        fabric=fabric(calls, handle),
+        recovery_action=recovery_action(calls, handle),
     )
+
+
+def recovery_action(calls: NvmlCalls, handle: Any) -> int | None:
+    """The driver's recovery action (field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION); None where the driver or
+    GPU does not report it (the field's own return code is not NVML_SUCCESS)."""
+    field = calls.const("NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", 230)
+    values = calls.get("nvmlDeviceGetFieldValues", handle, [field])
+    if not values or int(values[0].nvmlReturn) != 0:
+        return None
+    return int(values[0].value.uiVal)
+
+
+_NVLINK_ERROR_CONSTANTS = {
+    "replay": ("NVML_NVLINK_ERROR_DL_REPLAY", 0),
+    "recovery": ("NVML_NVLINK_ERROR_DL_RECOVERY", 1),
+    "crc_flit": ("NVML_NVLINK_ERROR_DL_CRC_FLIT", 2),
+    "crc_data": ("NVML_NVLINK_ERROR_DL_CRC_DATA", 3),
+}
+_PSTATE_UNKNOWN = 32
+_DEGRADED_BW_TRUE = 1
+
+
+def nvlinks(calls: NvmlCalls, handle: Any) -> tuple[NvLink, ...] | None:
+    """The GPU's NVLinks, or None when it has none (or NVML reports none)."""
+    counters = {name: calls.const(*_NVLINK_ERROR_CONSTANTS[name]) for name in NVLINK_COUNTERS}
+    found: list[NvLink] = []
+    for link in range(calls.const("NVML_NVLINK_MAX_LINKS", 18)):
+        state = calls.get("nvmlDeviceGetNvLinkState", handle, link, no_data=BEYOND)
+        if state is None:
+            break  # past the last link (INVALID_ARGUMENT), or no NVLink at all (NOT_SUPPORTED)
+        errors = {
+            name: int(value)
+            for name, counter in counters.items()
+            if (value := calls.get("nvmlDeviceGetNvLinkErrorCounter", handle, link, counter)) is not None
+        }
+        found.append(NvLink(link=link, active=int(state) == 1, errors=errors))
+    return tuple(found) or None
+
+
+def fabric(calls: NvmlCalls, handle: Any) -> FabricInfo | None:
+    """The GPU's NVSwitch fabric registration, or None when NVML does not report one."""
+    for function, struct in (
+        ("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfoV_t"),
+        ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t"),
+    ):
+        make = getattr(calls.nvml, struct, None)
+        if make is None or getattr(calls.nvml, function, None) is None:
+            continue
+        info = make()
+        if calls.get(function, handle, info) is None:
+            return None  # NOT_SUPPORTED: no fabric (or before Hopper)
+        state = int(info.state)
+        mask = getattr(info, "healthMask", None)
+        degraded = None
+        if mask is not None:
+            shift = calls.const("NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW", 0)
+            width = calls.const("NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_DEGRADED_BW", 0x3)
+            bits = (int(mask) >> shift) & width
+            degraded = None if bits == 0 else bits == _DEGRADED_BW_TRUE
+        return FabricInfo(
+            state=FABRIC_STATES[state] if 0 <= state < len(FABRIC_STATES) else "not_supported",
+            status=int(info.status),
+            degraded_bandwidth=degraded,
+        )
+    return None
+
+
+def _performance_state(calls: NvmlCalls, handle: Any) -> int | None:
+    value = calls.get("nvmlDeviceGetPerformanceState", handle)
+    if value is None:
+        value = calls.get("nvmlDeviceGetPowerState", handle)  # the older name of the same call
+    return None if value is None or int(value) >= _PSTATE_UNKNOWN else int(value)
 
 
 def _ecc(calls: NvmlCalls, handle: Any) -> EccCounts | None:
@@ -175,7 +266,7 @@ def lost_device(index: int, why: str) -> DeviceInfo:
     )
 
 
-def _text(value: Any) -> str | None:
+def text(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, bytes):

@@ -12,9 +12,10 @@ snake_case. Per-GPU series carry `node`, `pool`, `gpu` (index) and `uuid`; model
 and PCI address are on `accelpool_gpu_info` only (join on `gpu`/`uuid`). "No data" (a reading
 the GPU does not support) is an absent series, never a zero.
 
-One module per subsystem: `metrics.gpu` (`accelpool_gpu_*`), `metrics.checks`
-(`accelpool_check_*`), `metrics.node` (`accelpool_node_*`, `accelpool_agent_*`); `metrics.families`
-holds what they share. This module runs them (`Exporter`) in a registry of its own.
+One module per subsystem: `metrics.gpu` (`accelpool_gpu_*`), `metrics.links` (NVLink, NVSwitch
+fabric and InfiniBand: `accelpool_gpu_nvlink_*`, `accelpool_gpu_fabric_*`, `accelpool_ib_port_*`),
+`metrics.checks` (`accelpool_check_*`), `metrics.node` (`accelpool_node_*`, `accelpool_agent_*`);
+`metrics.families` holds what they share. This module runs them (`Exporter`) in a registry of its own.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from prometheus_client.registry import Collector
 from accelpool_agent.metrics.checks import CheckCollector
 from accelpool_agent.metrics.families import NODE_LABELS
 from accelpool_agent.metrics.gpu import GpuCollector
+from accelpool_agent.metrics.links import LinkCollector
 from accelpool_agent.metrics.node import AgentCollector, NodeCollector
 from accelpool_agent.snapshot import AgentSnapshot
 
@@ -40,6 +42,7 @@ __all__ = [
     "CheckCollector",
     "Exporter",
     "GpuCollector",
+    "LinkCollector",
     "NodeCollector",
     "SubCollector",
     "build_registry",
@@ -54,7 +57,13 @@ class SubCollector(Protocol):
     def collect(self, snapshot: AgentSnapshot) -> Iterable[Metric]: ...
 
 
-DEFAULT_COLLECTORS: tuple[type[SubCollector], ...] = (GpuCollector, CheckCollector, NodeCollector, AgentCollector)
+DEFAULT_COLLECTORS: tuple[type[SubCollector], ...] = (
+    GpuCollector,
+    LinkCollector,
+    CheckCollector,
+    NodeCollector,
+    AgentCollector,
+)
 
 
 class Exporter(Collector):

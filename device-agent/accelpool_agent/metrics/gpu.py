@@ -165,4 +165,17 @@ class GpuCollector:
             f.gauge(
                 "accelpool_gpu_compute_processes", "Compute processes running on the GPU.", key, t.compute_processes
             )
+            f.gauge(
+                "accelpool_gpu_recovery_action",
+                "The driver's recovery action: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset, "
+                "5 recover IMEX domain, 6 bus reset, 7 system reboot (NVML_GPU_RECOVERY_ACTION_*).",
+                key,
+                t.recovery_action,
+            )
+            f.gauge(
+                "accelpool_gpu_power_state",
+                "Performance state: 0 (P0, maximum performance) to 15 (P15, minimum).",
+                key,
+                t.performance_state,
+            )
         return [info, mig, *f.families.values()]

@@ -1,4 +1,5 @@
-"""`accelpool_node_*` (the node's verdict) and `accelpool_agent_*` (the agent itself)."""
+"""`accelpool_node_*` (the node's verdict, its node-wide checks, findings, recommended action and
+driver versions) and `accelpool_agent_*` (the agent itself)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from collections.abc import Iterable
 from prometheus_client.metrics_core import InfoMetricFamily, Metric
 
 from accelpool_agent.metrics.families import NODE_LABELS, Families
+from accelpool_agent.model import CheckStatus
 from accelpool_agent.snapshot import AgentSnapshot
-from accelpool_core.protocol import HealthStatus
+from accelpool_core.protocol import Action, HealthStatus, Severity
 
 
 def _version() -> str:
@@ -45,6 +47,40 @@ class NodeCollector:
                 float(report.status is status),
                 [("status", status.value)],
             )
+        recommended = report.action
+        for action in Action:
+            f.gauge(
+                "accelpool_node_recommended_action",
+                "The node's recommended action as a state set (1 for the current one): the strongest action "
+                "of its CRITICAL findings, on the ladder none, drain, reset-gpu, restart-os, service-required.",
+                key,
+                float(action is recommended),
+                [("action", action.value)],
+            )
+        for severity in (Severity.CRITICAL, Severity.WARNING, Severity.UNKNOWN, Severity.INFO):
+            f.gauge(
+                "accelpool_node_findings",
+                "Findings (checks that did not simply pass, grouped over GPUs) by severity.",
+                key,
+                float(sum(finding.severity is severity for finding in report.findings)),
+                [("severity", severity.value)],
+            )
+        f.gauge(
+            "accelpool_node_check_status",
+            "Latest result of a node-wide check (gpu_count, infiniband): 0 pass, 1 warn, 2 fail (skipped: absent).",
+            key,
+            None,
+            [("check", ""), ("reason", "")],
+        )
+        for check in report.checks:
+            if check.status is not CheckStatus.SKIP:
+                f.gauge(
+                    "accelpool_node_check_status",
+                    "",
+                    key,
+                    float(check.status.severity),
+                    [("check", check.check.value), ("reason", check.reason)],
+                )
         f.gauge("accelpool_node_gpus", "Accelerators the agent sees.", key, float(len(report.gpus)))
         f.gauge("accelpool_node_unhealthy_gpus", "Accelerators failing a check.", key, float(len(report.bad_gpus)))
         if report.tflops is not None:
@@ -76,7 +112,16 @@ class NodeCollector:
             key,
             snapshot.last_cycle_duration_seconds,
         )
-        return list(f.families.values())
+        driver = InfoMetricFamily(
+            "accelpool_node_driver",
+            "The accelerator driver's version and the CUDA version it supports; value 1.",
+            labels=[*NODE_LABELS, "driver_version", "cuda_version"],
+        )
+        if report.driver_version or report.cuda_version:
+            driver.add_metric(
+                key, {"driver_version": report.driver_version or "", "cuda_version": report.cuda_version or ""}
+            )
+        return [*f.families.values(), driver]
 
 
 class AgentCollector:

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # compute children unpickle this module's classes: keep pydantic out of their imports
+    from accelpool_core.protocol import Action
 
 
 class CheckStatus(enum.StrEnum):
@@ -33,24 +36,40 @@ _SEVERITY = {"skip": -1, "pass": 0, "warn": 1, "fail": 2}
 class Check(enum.StrEnum):
     """Every check the agent runs, in the order that decides a GPU's headline reason."""
 
+    GPU_COUNT = "gpu_count"
+    """Node-wide: the backend sees as many GPUs as the pool expects."""
     DEVICE = "device"
+    RECOVERY = "recovery"
+    """The driver's own recovery action for the GPU (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)."""
     XID = "xid"
     ECC = "ecc"
     ROW_REMAP = "row_remap"
     RETIRED_PAGES = "retired_pages"
+    FABRIC = "fabric"
+    NVLINK = "nvlink"
     SANITY = "sanity"
     CORRECTNESS = "correctness"
     MATMUL = "matmul"
     BANDWIDTH = "bandwidth"
     THERMAL = "thermal"
     PCIE_LINK = "pcie_link"
+    POWER = "power"
+    CLOCKS = "clocks"
+    INFINIBAND = "infiniband"
+    """Node-wide: the host's InfiniBand / RoCE ports (sysfs)."""
 
     @property
     def is_compute(self) -> bool:
         return self in COMPUTE_CHECKS
 
+    @property
+    def is_node_wide(self) -> bool:
+        """A check of the node (GPU count, InfiniBand), not of one GPU."""
+        return self in NODE_CHECKS
+
 
 COMPUTE_CHECKS = frozenset({Check.SANITY, Check.CORRECTNESS, Check.MATMUL, Check.BANDWIDTH})
+NODE_CHECKS = frozenset({Check.GPU_COUNT, Check.INFINIBAND})
 CHECK_ORDER = {check: position for position, check in enumerate(Check)}
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
@@ -90,6 +109,10 @@ class CheckResult:
     """Stable text without measured numbers, for the node condition (so it does not flap)."""
     stale: bool = False
     """Carried over from an earlier cycle (this cycle skipped the check, e.g. the GPU was busy)."""
+    action: Action | None = None
+    """The step of the action ladder this result asks for (None: nothing; `rules.findings` says why)."""
+    noteworthy: bool = False
+    """A pass with something worth knowing (an informational XID, no active NVLink): severity INFO."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -102,6 +125,7 @@ class CheckResult:
             "dtype": self.dtype,
             "duration_seconds": self.duration_seconds,
             "stale": self.stale,
+            "action": self.action.value if self.action is not None else "none",
         }
 
 

@@ -1,10 +1,13 @@
 """What the backends report about a GPU: its identity (`DeviceInfo`), its readings at one moment
-(`Telemetry`), and the XID errors the driver raised (`XidEvent`). Pure data.
+(`Telemetry`: with its PCIe link, NVLinks and NVSwitch fabric registration), the XID errors the
+driver raised (`XidEvent`), and about the host: its InfiniBand / RoCE ports (`IbPort`) and the
+driver's versions (`DriverVersions`). Pure data.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 THROTTLE_REASONS = (
@@ -89,6 +92,77 @@ class PcieLink:
     max_width: int | None = None
 
 
+NVLINK_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data")
+"""NVML's NVLink data-link error counters (NVML_NVLINK_ERROR_DL_REPLAY, _RECOVERY, _CRC_FLIT, _CRC_DATA)."""
+
+
+@dataclass(frozen=True)
+class NvLink:
+    """One NVLink of a GPU: whether it is active, and its error counters (None: not readable)."""
+
+    link: int
+    active: bool
+    errors: Mapping[str, int] = field(default_factory=dict)
+    """`NVLINK_COUNTERS` name → count since the driver loaded (a counter NVML does not give is absent)."""
+
+
+FABRIC_STATES = ("not_supported", "not_started", "in_progress", "completed")
+"""NVML_GPU_FABRIC_STATE_* in value order (nvml.h)."""
+
+
+@dataclass(frozen=True)
+class FabricInfo:
+    """A GPU's registration with the NVSwitch fabric (NVML's GPU fabric info, Hopper and later)."""
+
+    state: str
+    """One of `FABRIC_STATES`."""
+    status: int = 0
+    """The registration's NVML return code once completed (0 = NVML_SUCCESS)."""
+    degraded_bandwidth: bool | None = None
+    """The fabric reports reduced NVLink bandwidth for this GPU (health mask, NVML fabric info v2+)."""
+
+
+@dataclass(frozen=True)
+class IbPort:
+    """One port of an RDMA device under /sys/class/infiniband (InfiniBand, or Ethernet for RoCE)."""
+
+    device: str
+    """The HCA, e.g. `mlx5_0`."""
+    port: int
+    state: int
+    """Logical state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER (the number of `4: ACTIVE`)."""
+    state_name: str
+    phys_state: int
+    """Physical state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp, ..."""
+    phys_state_name: str
+    link_layer: str = "InfiniBand"
+    """`InfiniBand` or `Ethernet` (RoCE)."""
+    rate_gbps: float | None = None
+    counters: Mapping[str, int] = field(default_factory=dict)
+    """Error counter name (sysfs file) → value; a counter without a performance-management agent is absent."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.device}/{self.port}"
+
+    @property
+    def up(self) -> bool:
+        return self.state == 4 and self.phys_state == 5
+
+    @property
+    def disabled(self) -> bool:
+        """Administratively disabled (phys_state 3): not a fault, the port is not meant to be used."""
+        return self.phys_state == 3
+
+
+@dataclass(frozen=True)
+class DriverVersions:
+    """The accelerator driver's version and the CUDA version it supports (None: unknown)."""
+
+    driver: str | None = None
+    cuda: str | None = None
+
+
 @dataclass(frozen=True)
 class Telemetry:
     """One GPU's readings at one moment. None means "no data" (not supported, not readable)."""
@@ -115,6 +189,15 @@ class Telemetry:
     row_remap: RowRemap | None = None
     pcie: PcieLink | None = None
     compute_processes: int | None = None
+    performance_state: int | None = None
+    """The P-state: 0 (maximum performance) to 15 (minimum); None when not reported."""
+    nvlinks: tuple[NvLink, ...] | None = None
+    """The GPU's NVLinks; None when it has none or NVML does not report them (PCIe cards)."""
+    fabric: FabricInfo | None = None
+    """NVSwitch fabric registration; None when not supported (no fabric, or before Hopper)."""
+    recovery_action: int | None = None
+    """The driver's recovery action for the GPU (NVML_GPU_RECOVERY_ACTION_*: 0 none, 1 GPU reset, 2 node
+    reboot, 3 drain P2P, 4 drain and reset, 5 recover IMEX domain, 6 bus reset, 7 system reboot)."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -124,8 +207,10 @@ class Telemetry:
             value = getattr(self, name)
             if isinstance(value, frozenset):
                 value = sorted(value)
-            elif isinstance(value, EccCounts | RetiredPages | RowRemap | PcieLink):
+            elif isinstance(value, EccCounts | RetiredPages | RowRemap | PcieLink | FabricInfo):
                 value = dict(value.__dict__)
+            elif name == "nvlinks" and value is not None:
+                value = [{"link": n.link, "active": n.active, "errors": dict(n.errors)} for n in value]
             data[name] = value
         return data
 

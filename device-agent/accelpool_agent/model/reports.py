@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from accelpool_agent.model.checks import CHECK_ORDER, Check, CheckResult, CheckStatus, CheckVerdict, worst
-from accelpool_agent.model.devices import DeviceInfo, Telemetry
+from accelpool_agent.model.devices import DeviceInfo, IbPort, Telemetry
 
 if TYPE_CHECKING:  # compute children unpickle the model's classes: keep pydantic out of their imports
-    from accelpool_core.protocol import HealthReport, HealthStatus
+    from accelpool_core.protocol import Action, Finding, HealthReport, HealthStatus
 
 
 @dataclass(frozen=True)
@@ -103,14 +103,29 @@ class NodeReport:
     cycle_duration_seconds: float | None = None
     complete: bool = True
     """False until the first full cycle (compute checks included) has finished."""
+    checks: tuple[CheckResult, ...] = ()
+    """Node-wide checks (GPU count, InfiniBand), beside each GPU's own."""
+    findings: tuple[Finding, ...] = ()
+    """Every check that did not simply pass, grouped over GPUs, worst first (`rules.findings`)."""
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    infiniband: tuple[IbPort, ...] = ()
+    """The host's RDMA ports as last read (none: no /sys/class/infiniband)."""
 
     @property
     def healthy(self) -> bool:
         return self.status.value == "Healthy"
 
+    @property
+    def action(self) -> Action:
+        """The recommended action: the strongest action among the CRITICAL findings."""
+        from accelpool_core.protocol import Severity, strongest
+
+        return strongest(f.action for f in self.findings if f.severity is Severity.CRITICAL)
+
     def health_report(self) -> HealthReport:
+        from accelpool_core.protocol import MAX_FINDINGS, HealthReport
         from accelpool_core.protocol import CheckVerdict as WireVerdict
-        from accelpool_core.protocol import HealthReport
 
         verdicts = {
             gpu.device.uuid: {
@@ -133,7 +148,11 @@ class NodeReport:
             checked_at=datetime.fromtimestamp(self.checked_at, UTC),
             pool=self.pool,
             verdicts=verdicts,
+            action=self.action,
+            findings=list(self.findings[:MAX_FINDINGS]),
             complete=self.complete,
+            driver_version=self.driver_version,
+            cuda_version=self.cuda_version,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -150,5 +169,22 @@ class NodeReport:
             "tflops": self.tflops,
             "checked_at": datetime.fromtimestamp(self.checked_at, UTC).isoformat().replace("+00:00", "Z"),
             "cycle_duration_seconds": self.cycle_duration_seconds,
+            "complete": self.complete,
+            "action": self.action.value,
+            "findings": [f.model_dump(mode="json") for f in self.findings],
+            "driver_version": self.driver_version,
+            "cuda_version": self.cuda_version,
+            "checks": [c.to_json() for c in self.checks],
+            "infiniband": [
+                {
+                    "port": p.name,
+                    "state": p.state_name,
+                    "phys_state": p.phys_state_name,
+                    "link_layer": p.link_layer,
+                    "rate_gbps": p.rate_gbps,
+                    "counters": dict(p.counters),
+                }
+                for p in self.infiniband
+            ],
             "gpus": [g.to_json() for g in self.gpus],
         }

@@ -3,7 +3,10 @@
 Pure functions, the agent's functional core; every rule has unit tests on the fake backend.
 
 - `rules.telemetry`: per GPU, from its latest readings and XIDs (device, xid, ecc, row_remap,
-  retired_pages, thermal, pcie_link), every telemetry tick;
+  retired_pages, thermal), every telemetry tick, with `rules.links` (pcie_link, nvlink, fabric)
+  and `rules.power` (power, clocks);
+- `rules.host`: node-wide (gpu_count, infiniband); `rules.rates`: error counters' rates over a
+  window; `rules.findings`: each result's severity and ladder step, and the node's findings;
 - `rules.compute`: per GPU, from its compute child's measurements (sanity, correctness, matmul,
   bandwidth), and the peer comparison across the node's GPUs, every compute cycle;
 - `rules.node`: the node's verdict (Healthy, Unhealthy, Unknown) from its GPUs' reports;
@@ -21,8 +24,13 @@ from accelpool_agent.rules.compute import (
     mark_slower_than_peers,
     peer_outliers,
 )
+from accelpool_agent.rules.findings import ACTIONS, findings, severity, with_action
+from accelpool_agent.rules.host import IB_LIMITS, gpu_count_rule, infiniband_rule
+from accelpool_agent.rules.links import NVLINK_LIMITS, fabric_rule, nvlink_rule, pcie_rule
 from accelpool_agent.rules.node import Verdict, node_verdict
 from accelpool_agent.rules.policy import Expected, Policy, expected_for
+from accelpool_agent.rules.power import clocks_rule, power_rule
+from accelpool_agent.rules.rates import CounterWindow
 from accelpool_agent.rules.telemetry import (
     POWER_REASONS,
     RECENT_XIDS_KEPT,
@@ -31,7 +39,7 @@ from accelpool_agent.rules.telemetry import (
     XidRecord,
     device_rule,
     ecc_rule,
-    pcie_rule,
+    recovery_rule,
     retired_pages_rule,
     row_remap_rule,
     telemetry_checks,
@@ -40,26 +48,40 @@ from accelpool_agent.rules.telemetry import (
 )
 
 __all__ = [
+    "ACTIONS",
+    "IB_LIMITS",
+    "NVLINK_LIMITS",
     "POWER_REASONS",
     "RECENT_XIDS_KEPT",
     "RETIRED_PAGES_LIMIT",
     "THERMAL_REASONS",
     "ComputeOutcome",
+    "CounterWindow",
     "Expected",
     "Policy",
     "Verdict",
     "XidRecord",
+    "clocks_rule",
     "compute_checks",
     "device_rule",
     "ecc_rule",
     "expected_for",
+    "fabric_rule",
+    "findings",
+    "gpu_count_rule",
+    "infiniband_rule",
     "mark_slower_than_peers",
     "node_verdict",
+    "nvlink_rule",
     "pcie_rule",
     "peer_outliers",
+    "power_rule",
+    "recovery_rule",
     "retired_pages_rule",
     "row_remap_rule",
+    "severity",
     "telemetry_checks",
     "thermal_rule",
+    "with_action",
     "xid_rule",
 ]

@@ -1,12 +1,13 @@
-"""The node's verdict from its GPUs' reports.
+"""The node's verdict from its GPUs' reports and the node-wide checks.
 
-Unhealthy if any GPU fails (or a working backend sees fewer GPUs than expected: GpuMissing),
-Unknown when the backend itself is unavailable (BackendUnavailable: NVML library missing, driver
-not loaded, init failing; never GpuMissing), when nothing could be checked (NothingChecked), or
-when a GPU's compute checks have never produced a verdict (ChecksSkipped: e.g. a GPU kept busy
-since the agent started, with no verdict left on the node by an earlier agent), Healthy
-otherwise. Messages use stable summaries, never measured numbers, so a noisy TFLOPS reading
-does not rewrite the node. A pure function.
+Unhealthy if any GPU fails, a node-wide check fails (an InfiniBand port down: IbPortDown), or a
+working backend sees fewer GPUs than expected (GpuMissing); a node-wide warning (a flapping
+InfiniBand link) counts like a GPU's (ChecksPassedWithWarnings). Unknown when the backend itself
+is unavailable (BackendUnavailable: NVML library missing, driver not loaded, init failing; never
+GpuMissing), when nothing could be checked (NothingChecked), or when a GPU's compute checks have
+never produced a verdict (ChecksSkipped: e.g. a GPU kept busy since the agent started, with no
+verdict left on the node by an earlier agent), Healthy otherwise. Messages use stable summaries,
+never measured numbers, so a noisy TFLOPS reading does not rewrite the node. A pure function.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from accelpool_agent.model import Check, CheckStatus, GpuReport
+from accelpool_agent.model import Check, CheckResult, CheckStatus, GpuReport
 from accelpool_core.protocol import HealthStatus
 
 
@@ -46,18 +47,27 @@ def _group(gpus: Sequence[GpuReport], status: CheckStatus) -> str:
 
 
 def node_verdict(
-    gpus: Sequence[GpuReport], *, expected_gpus: int | None = None, backend_error: str | None = None
+    gpus: Sequence[GpuReport],
+    *,
+    expected_gpus: int | None = None,
+    backend_error: str | None = None,
+    node_checks: Sequence[CheckResult] = (),
 ) -> Verdict:
     failing = [g for g in gpus if g.status is CheckStatus.FAIL]
     bad = tuple(g.device.index for g in failing)
+    node_failing = [c for c in node_checks if c.status is CheckStatus.FAIL and c.check is not Check.GPU_COUNT]
+    node_text = "; ".join(c.summary or c.reason for c in node_failing)
     missing = expected_gpus is not None and len(gpus) < expected_gpus
     if missing and not backend_error:  # only a working backend can say that devices are missing
         found = f"found {len(gpus)} of {expected_gpus} GPUs"
-        more = f"; {_group(failing, CheckStatus.FAIL)}" if failing else ""
+        more = "".join(f"; {text}" for text in (_group(failing, CheckStatus.FAIL), node_text) if text)
         return Verdict(HealthStatus.UNHEALTHY, "GpuMissing", f"{found}{more}", bad)
     if failing:
         first = failing[0]
-        return Verdict(HealthStatus.UNHEALTHY, first.reason, _group(failing, CheckStatus.FAIL), bad)
+        text = _group(failing, CheckStatus.FAIL) + (f"; {node_text}" if node_text else "")
+        return Verdict(HealthStatus.UNHEALTHY, first.reason, text[:_MESSAGE_LIMIT], bad)
+    if node_failing:
+        return Verdict(HealthStatus.UNHEALTHY, node_failing[0].reason, node_text[:_MESSAGE_LIMIT], ())
     if backend_error and (missing or not gpus):
         # NVML missing, driver not loaded, init failing: a runtime problem, not missing GPUs.
         return Verdict(HealthStatus.UNKNOWN, "BackendUnavailable", backend_error[:_MESSAGE_LIMIT], ())
@@ -75,8 +85,10 @@ def node_verdict(
         text = "compute checks not run: " + "; ".join(parts)
         return Verdict(HealthStatus.UNKNOWN, "ChecksSkipped", text[:_MESSAGE_LIMIT], ())
     warning = [g for g in gpus if g.status is CheckStatus.WARN]
-    if warning:
-        return Verdict(HealthStatus.HEALTHY, "ChecksPassedWithWarnings", _group(warning, CheckStatus.WARN), ())
+    node_warning = "; ".join(c.summary or c.reason for c in node_checks if c.status is CheckStatus.WARN)
+    if warning or node_warning:
+        text = "; ".join(t for t in (_group(warning, CheckStatus.WARN), node_warning) if t)
+        return Verdict(HealthStatus.HEALTHY, "ChecksPassedWithWarnings", text[:_MESSAGE_LIMIT], ())
     count = len(gpus)
     return Verdict(
         HealthStatus.HEALTHY, "AllChecksPassed", f"{count} GPU{'s' if count != 1 else ''} passed all checks", ()

@@ -28,6 +28,14 @@ class Policy:
     """How long a warning, unexpected, unknown or application XID keeps the GPU in `warn`."""
     xid_repeat_limit: int = 10
     """An application XID (13, 31, ...) seen this often within the warning window fails the GPU."""
+    counter_window_seconds: float = 600.0
+    """NVLink and InfiniBand error counters are judged on their rate over this window."""
+    busy_utilization: float = 0.8
+    """A GPU at least this utilized is loaded: PCIe generation, P-state and clocks are judged only then."""
+    clocks_low_ratio: float = 0.5
+    """A loaded GPU whose SM clock is below this fraction of its maximum, unexplained, warns."""
+    power_margin: float = 0.1
+    """A draw above the enforced power limit by more than this fraction warns."""
 
     @classmethod
     def from_config(cls, config: AgentConfig) -> Policy:

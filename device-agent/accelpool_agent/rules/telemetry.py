@@ -1,14 +1,17 @@
 """Telemetry rules: one GPU's latest readings and its XIDs in, one result per check out.
 
-A lost GPU fails (GpuLost); XIDs are judged by NVIDIA's XID catalog (`accelpool_agent.xids`): a
+A lost GPU fails (GpuLost); the driver's own recovery action (a GPU reset, a reboot) fails, a
+drain warns (`RECOVERY_ACTIONS`); XIDs are judged by NVIDIA's XID catalog (`accelpool_agent.xids`): a
 fatal XID seen since the agent started fails (XidError<n>); a warning, unexpected, unknown or
 application XID (13, 31, ...) seen within the warning window warns, and an application XID
 repeating `xid_repeat_limit` times within it fails; informational XIDs (43, 45, ...) pass with a
 note. A double-bit ECC error since the driver loaded, or an increase of the lifetime count since
 the agent started, fails (EccDoubleBitError); a failed row remap fails (RowRemapFailure), a
 pending one warns; too many retired pages fails, a pending retirement warns; thermal throttling
-(ThermalThrottle) and power-brake / hardware slowdown (PowerThrottle) warn; a PCIe link below
-its maximum width warns. Pure functions.
+(ThermalThrottle) and power-brake / hardware slowdown (PowerThrottle) warn. `telemetry_checks`
+adds the link rules (`rules.links`: PCIe, NVLink, NVSwitch fabric) and the power and clock rules
+(`rules.power`), and gives every result its step of the action ladder (`rules.findings`). Pure
+functions.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from dataclasses import dataclass, field, replace
 
 from accelpool_agent import xids
 from accelpool_agent.model import Check, CheckResult, CheckStatus, Telemetry
+from accelpool_agent.rules.findings import with_action
+from accelpool_agent.rules.links import fabric_rule, nvlink_rule, pcie_rule
 from accelpool_agent.rules.policy import Policy
+from accelpool_agent.rules.power import clocks_rule, power_rule
 
 RETIRED_PAGES_LIMIT = 60
 """Retired pages at which NVIDIA considers a (pre-Ampere) GPU for replacement."""
@@ -81,6 +87,39 @@ def device_rule(telemetry: Telemetry | None) -> CheckResult:
     return _result(Check.DEVICE, CheckStatus.PASS, "Responding", "the GPU answers")
 
 
+RECOVERY_ACTIONS: Mapping[int, tuple[str, CheckStatus, str]] = {
+    # NVML_GPU_RECOVERY_ACTION_*: (reason, status, what NVIDIA's memory error management guide says to do)
+    1: ("RecoveryGpuReset", CheckStatus.FAIL, "terminate the GPU's processes and reset it (nvidia-smi -r)"),
+    2: ("RecoveryNodeReboot", CheckStatus.FAIL, "reboot the operating system"),
+    3: ("RecoveryDrainP2p", CheckStatus.WARN, "drain peer-to-peer traffic off the GPU"),
+    4: ("RecoveryDrainAndReset", CheckStatus.FAIL, "drain the GPU, then reset it"),
+    5: ("RecoveryImexDomain", CheckStatus.WARN, "recover the IMEX domain"),
+    6: ("RecoveryBusReset", CheckStatus.FAIL, "reset the GPU's bus"),
+    7: ("RecoverySystemReboot", CheckStatus.FAIL, "reboot the system"),
+}
+"""The driver's recovery action → the result (NVIDIA GPU memory error management, "Recovery action flag")."""
+
+
+def recovery_rule(telemetry: Telemetry | None) -> CheckResult:
+    action = telemetry.recovery_action if telemetry is not None else None
+    if action is None:
+        return _result(Check.RECOVERY, CheckStatus.SKIP, "NotSupported", "the driver reports no recovery action")
+    known = RECOVERY_ACTIONS.get(action)
+    if known is None:
+        return _result(
+            Check.RECOVERY, CheckStatus.PASS, "NoRecoveryNeeded", "the driver asks for no recovery", value=float(action)
+        )
+    reason, status, advice = known
+    return _result(
+        Check.RECOVERY,
+        status,
+        reason,
+        f"the driver's recovery action for the GPU: {advice}",
+        f"driver asks to {advice}",
+        value=float(action),
+    )
+
+
 def xid_rule(record: XidRecord, now: float, window_seconds: float, repeat_limit: int = 10) -> CheckResult:
     """Fatal XIDs fail (sticky); recent warning, unexpected, unknown and application XIDs warn; an
     application XID repeating `repeat_limit` times within the window fails; informational ones pass."""
@@ -90,7 +129,8 @@ def xid_rule(record: XidRecord, now: float, window_seconds: float, repeat_limit:
         by_class.setdefault(xids.classify(xid), []).append(xid)
 
     def result(status: CheckStatus, xid: int, message: str, summary: str) -> CheckResult:
-        return _result(Check.XID, status, xids.reason(xid), message, summary, value=total, unit="count")
+        found = _result(Check.XID, status, xids.reason(xid), message, summary, value=total, unit="count")
+        return replace(found, action=xids.ladder_action(xid))
 
     fatal = by_class.get(xids.XidClass.FATAL, [])
     if fatal:
@@ -133,14 +173,16 @@ def xid_rule(record: XidRecord, now: float, window_seconds: float, repeat_limit:
             )
     informational = by_class.get(xids.XidClass.INFORMATIONAL, [])
     if informational:
-        return _result(
+        noted = _result(
             Check.XID,
             CheckStatus.PASS,
             "InformationalXid",
             f"only informational XIDs ({', '.join(map(str, informational))}): no action needed",
+            "informational XID (no action needed)",
             value=total,
             unit="count",
         )
+        return replace(noted, noteworthy=True)
     if record.counts:
         return _result(
             Check.XID, CheckStatus.PASS, "NoRecentXidErrors", f"no XID errors {window}", value=total, unit="count"
@@ -288,30 +330,6 @@ def thermal_rule(telemetry: Telemetry | None) -> CheckResult:
     )
 
 
-def pcie_rule(telemetry: Telemetry | None) -> CheckResult:
-    link = telemetry.pcie if telemetry is not None else None
-    if link is None or link.width is None or link.max_width is None:
-        return _result(Check.PCIE_LINK, CheckStatus.SKIP, "NoData", "no PCIe link data")
-    if link.width < link.max_width:
-        return _result(
-            Check.PCIE_LINK,
-            CheckStatus.WARN,
-            "PcieLinkDegraded",
-            f"PCIe link trained at x{link.width} of x{link.max_width}",
-            "PCIe link below full width",
-            value=float(link.width),
-            unit="lanes",
-        )
-    return _result(
-        Check.PCIE_LINK,
-        CheckStatus.PASS,
-        "LinkAtFullWidth",
-        f"PCIe gen{link.generation} x{link.width}",
-        value=float(link.width),
-        unit="lanes",
-    )
-
-
 def telemetry_checks(
     telemetry: Telemetry | None,
     record: XidRecord,
@@ -319,14 +337,22 @@ def telemetry_checks(
     baseline_aggregate_double: int | None,
     now: float,
     policy: Policy,
+    nvlink_rates: Mapping[str, float] | None = None,
 ) -> list[CheckResult]:
+    """Every telemetry rule on one GPU; `nvlink_rates` as `rules.nvlink_rule` takes them."""
+    busy = policy.busy_utilization
     results = [
         device_rule(telemetry),
+        recovery_rule(telemetry),
         xid_rule(record, now, policy.xid_warning_window_seconds, policy.xid_repeat_limit),
         ecc_rule(telemetry, baseline_aggregate_double),
         row_remap_rule(telemetry),
         retired_pages_rule(telemetry),
+        fabric_rule(telemetry),
+        nvlink_rule(telemetry, nvlink_rates or {}),
         thermal_rule(telemetry),
-        pcie_rule(telemetry),
+        pcie_rule(telemetry, busy),
+        power_rule(telemetry, power_margin=policy.power_margin, busy_utilization=busy),
+        clocks_rule(telemetry, clocks_low_ratio=policy.clocks_low_ratio, busy_utilization=busy),
     ]
-    return [replace(r, finished_at=now) for r in results]
+    return [with_action(replace(r, finished_at=now)) for r in results]

@@ -23,6 +23,8 @@ MAX_DURATION_LENGTH = 32
 MIN_INTERVAL = "1m"
 MAX_INTERVAL = "168h"
 MAX_HOLD_DOWN = "168h"
+MAX_DRAIN_TIMEOUT = "168h"
+MAX_GRACE_PERIOD = "24h"
 
 
 class MatmulPolicy(Model):
@@ -31,6 +33,78 @@ class MatmulPolicy(Model):
     dtype: Literal["fp32", "tf32", "fp16", "bf16"] = Field("bf16", description="Data type of the matmul check.")
     min_efficiency: float = Field(
         0.6, ge=0, le=1, description="Fail a GPU below this fraction of the catalog's dense peak."
+    )
+
+
+class DrainPolicy(RuledModel):
+    """The ladder's second step: evict a quarantined node's workloads through the Eviction API."""
+
+    enabled: bool = Field(
+        False,
+        description=(
+            "Evict the pods of a quarantined member through the Eviction API (policy/v1), honouring their "
+            "PodDisruptionBudgets; DaemonSet pods, mirror pods, the accelpool agent and completed pods stay. "
+            "Needs remediation taint or cordon (a node that stays schedulable would take the pods back)."
+        ),
+    )
+    grace_period: Annotated[str, Field(pattern=DURATION_PATTERN, max_length=MAX_DURATION_LENGTH)] | None = Field(
+        None,
+        description=(
+            f"The grace period each evicted pod gets to stop (deleteOptions.gracePeriodSeconds, whole seconds), "
+            f"at most {MAX_GRACE_PERIOD}; when absent, the pod's own terminationGracePeriodSeconds."
+        ),
+    )
+    timeout: Annotated[str, Field(pattern=DURATION_PATTERN, max_length=MAX_DURATION_LENGTH)] = Field(
+        "30m",
+        description=(
+            f"How long a drain may take before a DrainTimedOut Warning names the pods left (evictions go on, "
+            f"never past a PodDisruptionBudget), at most {MAX_DRAIN_TIMEOUT}."
+        ),
+    )
+
+    rules = (
+        Rule(
+            f"!self.timeout.matches('{DURATION_PATTERN}') || duration(self.timeout) <= duration('{MAX_DRAIN_TIMEOUT}')",
+            lambda d: (
+                not re.fullmatch(DURATION_PATTERN, d["timeout"])
+                or _duration_within(d["timeout"], 0.0, parse_duration(MAX_DRAIN_TIMEOUT))
+            ),
+            f"timeout must be at most {MAX_DRAIN_TIMEOUT}",
+            field="timeout",
+        ),
+        Rule(
+            f"!has(self.gracePeriod) || !self.gracePeriod.matches('{DURATION_PATTERN}')"
+            f" || duration(self.gracePeriod) <= duration('{MAX_GRACE_PERIOD}')",
+            lambda d: (
+                "gracePeriod" not in d
+                or not re.fullmatch(DURATION_PATTERN, d["gracePeriod"])
+                or _duration_within(d["gracePeriod"], 0.0, parse_duration(MAX_GRACE_PERIOD))
+            ),
+            f"gracePeriod must be at most {MAX_GRACE_PERIOD}",
+            field="gracePeriod",
+        ),
+    )
+
+    @property
+    def grace_period_seconds(self) -> int | None:
+        return None if self.grace_period is None else int(parse_duration(self.grace_period))
+
+    @property
+    def timeout_seconds(self) -> float:
+        return parse_duration(self.timeout)
+
+
+class HandOffPolicy(Model):
+    """The ladder's third step: hand a drained node to an external break-fix step."""
+
+    enabled: bool = Field(
+        False,
+        description=(
+            "Once drained, label the node accelpool.io/remediation-action=<reset-gpu|restart-os|service-required> "
+            "(the agent's recommended action), annotate it accelpool.io/remediation and post a "
+            "RemediationRequested Warning, for NVSentinel's fault remediation, a cloud's repair or a human to act "
+            "on. Nodes whose action is only a drain are not handed off. Needs drain enabled."
+        ),
     )
 
 
@@ -72,6 +146,9 @@ class HealthSpec(RuledModel):
         ),
     )
 
+    drain: DrainPolicy = Field(default_factory=DrainPolicy)
+    hand_off: HandOffPolicy = Field(default_factory=HandOffPolicy)
+
     rules = (
         Rule(
             f"type(self.maxUnavailable) == string ? self.maxUnavailable.matches('{PERCENT_PATTERN}')"
@@ -106,6 +183,22 @@ class HealthSpec(RuledModel):
             ),
             f"holdDown must be at most {MAX_HOLD_DOWN}",
             field="holdDown",
+        ),
+        Rule(
+            "!has(self.drain) || !has(self.drain.enabled) || !self.drain.enabled || self.remediation != 'none'",
+            lambda h: not (h.get("drain") or {}).get("enabled", False) or h.get("remediation", "taint") != "none",
+            "drain needs remediation taint or cordon: with remediation none the node stays schedulable and would "
+            "take the evicted pods back",
+            field="drain",
+        ),
+        Rule(
+            "!has(self.handOff) || !has(self.handOff.enabled) || !self.handOff.enabled"
+            " || (has(self.drain) && has(self.drain.enabled) && self.drain.enabled)",
+            lambda h: (
+                not (h.get("handOff") or {}).get("enabled", False) or (h.get("drain") or {}).get("enabled", False)
+            ),
+            "handOff needs drain enabled: a GPU reset or an OS restart would kill the workloads a drain moves first",
+            field="handOff",
         ),
     )
 

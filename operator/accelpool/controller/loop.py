@@ -8,7 +8,8 @@ A pass (`Controller.reconcile_once`):
    the NVIDIA ConfigMaps (`accelpool.controller.planner`, `accelpool.desired`). When the pass
    would write and the pools have not been listed for a while (or a write met a 409 since), the
    pools are listed first, and where the index was stale the pass plans again with the list;
-3. **write the difference**: `Writer.write()` (`accelpool.controller.writes`);
+3. **write the difference**: `Writer.write()` (`accelpool.controller.writes`), then evict the pods
+   of the nodes the plan drains (`DrainExecutor.drain`, `accelpool.controller.drain`);
 4. **write statuses**: `StatusWriter` (`accelpool.controller.status`);
 5. **record**: metrics, which deleted pools are released (the finalizer waits for that), when to
    plan again.
@@ -39,6 +40,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from accelpool.controller.apiserver import TRANSIENT, Gate, Paused, Permit
+from accelpool.controller.drain import DrainExecutor
 from accelpool.controller.events import EventRecorder
 from accelpool.controller.planner import Planner
 from accelpool.controller.state import ClusterState
@@ -93,6 +95,7 @@ class Controller:
         events = EventRecorder(config.events_namespace, client, metrics, self._clock, wall_clock)
         self._writer = Writer(config, client, self._state, events, metrics)
         self._status = StatusWriter(config, client, self._state, metrics, self._clock)
+        self._drainer = DrainExecutor(config, client, self._state, metrics, self._clock)
         self.task: asyncio.Task[None] | None = None
         self.last: PassResult | None = None
         self._gate = Gate()
@@ -254,6 +257,8 @@ class Controller:
         outcome = await self._writer.write(desired, snapshot, permit)
         if outcome.conflicts:
             self._state.write_conflicted()
+        if not outcome.blocked:  # the node writes went out: the drained nodes carry their ladder records
+            await self._drainer.drain(desired.plan.drains, permit, skip=outcome.unwritten_nodes)
         # 4. write statuses
         unpublished = outcome.unpublished(desired.plan)
         self._status.publish(desired.plan, unpublished, snapshot.pools)

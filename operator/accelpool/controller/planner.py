@@ -64,6 +64,7 @@ class Planner:
             tolerated_taints=self._config.tolerated_taints,
             healthy_since=self._healthy_since(snapshot.nodes),
             agents=snapshot.agents,
+            drains=snapshot.drains,
         )
         desired = decide(
             pools,

@@ -17,6 +17,8 @@ Nobody else keeps cluster state. What `ClusterState` owns:
   DaemonSets, the Karpenter NodePools (and whether Karpenter is installed at all).
 - The agents' observation (their DaemonSets, pods and FailedCreate Events, `accelpool.agents`),
   listed at most every `--agent-check-interval` while there are pools; a failed list keeps the last.
+- The drain executor's last visit to each draining node (`accelpool.controller.drain`), until its
+  drain ends.
 - The pool-list check: a pass that would write lists the pools first when it has not done so for
   `POOL_CHECK_SECONDS`, or a write met a 409 since (`pool_check_due`, `check_pools`).
 - What the last pass planned with, so that a watch event nudges the loop only when planning could
@@ -34,6 +36,7 @@ from typing import Any, Generic, Literal, TypeVar
 from accelpool import agents, conventions, inputs
 from accelpool.controller import apiserver
 from accelpool.controller.apiserver import TRANSIENT
+from accelpool.evictions import DrainObservation, DrainOrder
 from accelpool.inputs import PoolRecord
 from accelpool.nodes import NodeView
 from accelpool.planning import ConfigState
@@ -64,6 +67,8 @@ class Snapshot:
     """The MIG ConfigMap's document as stored (a document that says the same is not rewritten)."""
     karpenter: bool
     agents: Mapping[str, agents.AgentObservation] | None
+    drains: Mapping[str, DrainObservation]
+    """Node → the drain executor's last visit, for the nodes draining."""
     loaded_at: float
     """When the unwatched objects were last read (a new value: pools set aside are tried again)."""
 
@@ -107,6 +112,7 @@ class ClusterState:
         self._loaded_at: float | None = None
         self._agents: dict[str, agents.AgentObservation] | None = None
         self._agents_at: float | None = None
+        self._drains: dict[str, DrainObservation] = {}
         self._planned_nodes: Mapping[str, NodeView] = {}
         self._planned_pools: Mapping[str, PoolRecord] = {}
 
@@ -149,6 +155,7 @@ class ClusterState:
             mig_text=((mig or {}).get("data") or {}).get(conventions.MIG_CONFIG_DATA_KEY),
             karpenter=self._karpenter,
             agents=self._agents,
+            drains=dict(self._drains),
             loaded_at=self._loaded_at,
         )
 
@@ -224,6 +231,17 @@ class ClusterState:
             return
         self._agents = agents.observe(daemonsets, pods, events)
         self._agents_at = now
+
+    # ------------------------------------------------------------ drains
+
+    def remember_drain(self, observation: DrainObservation) -> None:
+        """The drain executor's visit to a node: the next pass plans with it."""
+        self._drains[observation.node] = observation
+
+    def keep_drains(self, orders: Sequence[DrainOrder]) -> None:
+        """Forget the visits of drains that ended (the node is no longer ordered drained, or drains anew)."""
+        wanted = {order.node: order.since for order in orders}
+        self._drains = {n: o for n, o in self._drains.items() if wanted.get(n) == o.since}
 
     # ------------------------------------------------------------ nodes
 

@@ -171,4 +171,92 @@ def rows() -> tuple[Row, ...]:
                 ),
             ),
         ),
+        Row(
+            "Findings, links and power",
+            (
+                Panel(
+                    "Recommended action",
+                    "The strongest action of the node's CRITICAL findings, on the ladder none, drain, reset-gpu, "
+                    "restart-os, service-required (the annotation accelpool.io/health lists the findings).",
+                    queries((f"accelpool_node_recommended_action{{{NODE}}} == 1", "{{node}} {{action}}")),
+                    kind="table",
+                    width=12,
+                    height=6,
+                ),
+                Panel(
+                    "Findings by severity",
+                    "Checks that did not simply pass, grouped over the node's GPUs, by severity.",
+                    queries((f"sum by (severity) (accelpool_node_findings{{{NODE}}})", "{{severity}}")),
+                    min=0,
+                ),
+                Panel(
+                    "NVLinks down",
+                    "NVLinks per GPU that are not active; one down while the GPU's others are up fails the GPU.",
+                    queries(
+                        (
+                            f"accelpool_gpu_nvlink_links{{{GPU}}} - accelpool_gpu_nvlink_links_active{{{GPU}}}",
+                            "{{node}} GPU {{gpu}}",
+                        ),
+                    ),
+                    min=0,
+                    thresholds=((1, "red"),),
+                ),
+                Panel(
+                    "NVLink errors per minute",
+                    "NVLink data-link errors per minute summed over each GPU's links, by counter; the agent warns "
+                    "at 1/min per link and fails at 8/min (replay, recovery) or 6000/min (CRC).",
+                    queries(
+                        (
+                            f"60 * sum by (node, gpu, counter) "
+                            f"(rate(accelpool_gpu_nvlink_errors_total{{{GPU}}}[$__rate_interval]))",
+                            "{{node}} GPU {{gpu}} {{counter}}",
+                        ),
+                    ),
+                    min=0,
+                ),
+                Panel(
+                    "NVSwitch fabric",
+                    "1 when the GPU completed its NVSwitch fabric registration (Hopper and later, with the fabric "
+                    "manager); 0 fails the GPU.",
+                    queries((f"accelpool_gpu_fabric_registered{{{GPU}}}", "{{node}} GPU {{gpu}}")),
+                    min=0,
+                    max=1,
+                ),
+                Panel(
+                    "PCIe link generation",
+                    "Current PCIe generation per GPU against its maximum; idle GPUs drop to gen1 to save power, "
+                    "so only a loaded GPU below its maximum is degraded.",
+                    queries(
+                        (f"accelpool_gpu_pcie_link_generation{{{GPU}}}", "{{node}} GPU {{gpu}}"),
+                        (f"max(accelpool_gpu_pcie_link_max_generation{{{GPU}}})", "max"),
+                    ),
+                    min=0,
+                ),
+                Panel(
+                    "Performance state",
+                    "P-state per GPU (0 = P0, maximum performance); a loaded GPU above P2 is stuck in a "
+                    "power-saving state.",
+                    queries((f"accelpool_gpu_power_state{{{GPU}}}", "{{node}} GPU {{gpu}}")),
+                    min=0,
+                ),
+                Panel(
+                    "InfiniBand ports",
+                    "Logical state per RDMA port: 4 ACTIVE; below 4 the port is down (Disabled ports excepted).",
+                    queries((f"accelpool_ib_port_state{{{NODE}}}", "{{node}} {{device}}/{{port}}")),
+                    min=0,
+                ),
+                Panel(
+                    "InfiniBand errors per minute",
+                    "Port error counters per minute (symbol errors, link recoveries and flaps, receive errors, "
+                    "discards); the agent warns at the rates of infiniband-diags' error thresholds.",
+                    queries(
+                        (
+                            f"60 * rate(accelpool_ib_port_errors_total{{{NODE}}}[$__rate_interval])",
+                            "{{node}} {{device}}/{{port}} {{counter}}",
+                        ),
+                    ),
+                    min=0,
+                ),
+            ),
+        ),
     )

@@ -2,7 +2,8 @@
 
 Per pool: members, ready, quarantined, in burn-in, GPUs pods can use and those that cannot serve
 (by why), driver versions, utilization, memory, power, temperature, measured vs expected TFLOPS,
-XID/ECC events, and the operator's own health.
+XID/ECC events, the remediation ladder (nodes per step, drain evictions, hand-offs), and the
+operator's own health.
 
 Pure: no I/O.
 """
@@ -241,6 +242,47 @@ def rows() -> tuple[Row, ...]:
                         ),
                     ),
                     min=0,
+                ),
+            ),
+        ),
+        Row(
+            "Remediation ladder",
+            (
+                Panel(
+                    "Nodes per ladder step",
+                    "Quarantined members (all steps) and those draining, drained, or handed off to a break-fix "
+                    "step (label accelpool.io/remediation-action), per pool (spec.health.drain, handOff).",
+                    queries(
+                        (
+                            f'accelpool_pool_nodes{{{POOL}, state=~"quarantined|draining|drained|handed_off"}}',
+                            "{{pool}} {{state}}",
+                        ),
+                    ),
+                    min=0,
+                ),
+                Panel(
+                    "Drain evictions",
+                    "Evictions the drain sent, by result: evicted, blocked (refused by a PodDisruptionBudget, "
+                    "retried every 10 s), failed (an API error).",
+                    queries(
+                        (
+                            "sum by (pool, result) "
+                            f"(increase(accelpool_drain_evictions_total{{{POOL}}}[$__rate_interval]))",
+                            "{{pool}} {{result}}",
+                        ),
+                    ),
+                    min=0,
+                    stacked=True,
+                ),
+                Panel(
+                    "Handed off",
+                    "Drained members waiting for a GPU reset, an OS restart or service (AccelPoolNodeHandedOff "
+                    "fires after 30 minutes).",
+                    queries((f'sum(accelpool_pool_nodes{{{POOL}, state="handed_off"}})', "handed off")),
+                    kind="stat",
+                    width=4,
+                    height=8,
+                    thresholds=((1, "orange"),),
                 ),
             ),
         ),

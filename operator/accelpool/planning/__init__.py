@@ -4,8 +4,9 @@
 
 1. **Membership** (`membership`): which pool each node belongs to, and which nodes leave it
    (deleted or missing pools, members that no longer match); stale agent health reads Unknown.
-2. **Remediation** (`remediation`): quarantine unhealthy members per the pool's policy within
-   `maxUnavailable` (else the circuit breaker opens); lift quarantines after `holdDown`.
+2. **Remediation** (`remediation`, `ladder`): quarantine unhealthy members per the pool's policy
+   within `maxUnavailable` (else the circuit breaker opens); drain and hand off quarantined
+   members as the policy asks and the breaker allows; lift quarantines after `holdDown`.
    **Burn-in** (`burnin`): lift the burn-in taint of members that passed a full check cycle,
    mark those that failed.
 3. **Sizing** (`sizing`): how many serving members a static pool lacks, or which are surplus
@@ -151,6 +152,7 @@ def _plan_once(
         events=tuple(ledger.events),
         remediations=tuple(ledger.remediations),
         requeue_after=ledger.requeue_after,
+        drains=tuple(order for work in works.values() for order in work.remediation.drains),
     )
 
 
@@ -171,6 +173,7 @@ def _remediate(work: PoolWork, ledger: Ledger, options: PlannerOptions) -> None:
         work.members,
         now=options.now,
         healthy_since=options.healthy_since,
+        drains=options.drains,
     )
     work.remediation = decision
     ledger.remediations.extend(decision.records)
@@ -301,6 +304,7 @@ def _pool_plan(
         member_labels=member_labels,
         burn_in=work.burn_in.active,
         driver_versions=len(driver_versions(members, pool.name)),
+        ladder_steps=work.remediation.steps,
     )
 
 

@@ -22,6 +22,7 @@ from accelpool import conventions
 from accelpool.nodes import NodeView, Taint, format_time
 from accelpool.planning import mig_retry
 from accelpool.planning.burnin import apply_burn_in
+from accelpool.planning.check_requests import copy_pool_request
 from accelpool.planning.ledger import Ledger, NodeEdit
 from accelpool.planning.pools import PoolWork
 from accelpool.planning.remediation import apply_quarantine
@@ -94,6 +95,7 @@ def member_changes(ledger: Ledger, work: PoolWork, now: datetime) -> dict[str, s
             edit.drop_taints(conventions.POOL_TAINT_KEY)
         apply_quarantine(work.remediation, view, edit)
         apply_burn_in(work.burn_in, view, edit, joining=new)
+        copy_pool_request(edit, work.input.check_request)
     return labels
 
 

@@ -111,6 +111,8 @@ class Ledger:
         edit = self.edit(view)
         edit.pool = None
         edit.labels[conventions.POOL_LABEL] = None
+        if conventions.REMEDIATION_ACTION_LABEL in view.labels:
+            edit.labels[conventions.REMEDIATION_ACTION_LABEL] = None
         self._restore_config_labels(view, edit)
         for annotation in (
             conventions.JOINED_ANNOTATION,
@@ -118,6 +120,8 @@ class Ledger:
             conventions.CORDONED_ANNOTATION,
             conventions.HEALTH_ANNOTATION,  # the pool's agent wrote it; it says nothing once the node is free
             conventions.MIG_RETRY_ANNOTATION,
+            conventions.POOL_CHECK_REQUEST_ANNOTATION,  # a user's own check request stays
+            conventions.REMEDIATION_ANNOTATION,
         ):
             if annotation in view.annotations:
                 edit.annotations[annotation] = None

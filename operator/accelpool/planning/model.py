@@ -17,6 +17,7 @@ from typing import Any
 
 from accelpool import api, conventions
 from accelpool.agents import AgentObservation
+from accelpool.evictions import DrainObservation, DrainOrder
 from accelpool.nodes import NodeChange
 
 # ---------------------------------------------------------------- inputs
@@ -36,6 +37,8 @@ class PoolInput:
     previous: api.ComputePoolStatus | None = None
     unplannable: bool = False
     """True when the pool was set aside because planning or rendering it failed (`problems` says why)."""
+    check_request: str | None = None
+    """The pool's `accelpool.io/check-requested` token (`accelpool.planning.check_requests`)."""
 
     @property
     def valid(self) -> bool:
@@ -77,6 +80,8 @@ class PlannerOptions:
     agents: Mapping[str, AgentObservation] | None = None
     """Each pool's agent DaemonSet, pods and FailedCreate Events (`accelpool.agents.observe`); None when
     they were not observed (an offline plan), so AgentReady rests on the agents' reports alone."""
+    drains: Mapping[str, DrainObservation] = field(default_factory=dict)
+    """Node → the drain executor's last visit (`accelpool.controller.drain`): what a draining node has left."""
 
 
 # ---------------------------------------------------------------- outputs
@@ -89,7 +94,7 @@ class Remediation:
     pool: str
     node: str
     action: str
-    """taint, cordon, untaint, uncordon or circuit_breaker."""
+    """taint, cordon, untaint, uncordon, circuit_breaker, drain (a drain began) or hand_off."""
     reason: str
 
 
@@ -125,6 +130,8 @@ class PoolPlan:
     """Other controllers' taints found on members (the agent DaemonSet tolerates them too)."""
     member_labels: Mapping[str, str] = field(default_factory=dict)
     """The labels accelpool puts on every member (a Karpenter NodePool's template labels)."""
+    ladder_steps: Mapping[str, int] = field(default_factory=dict)
+    """Quarantined members by remediation ladder step (quarantined, draining, drained, handed-off) after the pass."""
     burn_in: bool = False
     """Joining nodes carry the burn-in taint (a Karpenter NodePool's startup taint)."""
     driver_versions: int = 0
@@ -153,6 +160,8 @@ class Plan:
     """Seconds until a time-based decision (hold-down, NotReady grace) needs another pass."""
     unplannable: Mapping[str, str] = field(default_factory=dict)
     """Pools whose planning failed this pass (name → why); every other pool was planned without them."""
+    drains: tuple[DrainOrder, ...] = ()
+    """The nodes to drain after this pass's writes (the controller's drain executor evicts their pods)."""
 
     def pool(self, name: str) -> PoolPlan | None:
         return next((p for p in self.pools if p.name == name), None)

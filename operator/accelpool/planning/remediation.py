@@ -4,25 +4,34 @@ A member whose `AcceleratorHealthy` is False is quarantined per the pool's polic
 `accelpool.io/quarantined=<reason>:NoSchedule`, or cordon remembered in `accelpool.io/cordoned`),
 unless that would quarantine more than `maxUnavailable` nodes: the circuit breaker then opens
 (a Warning, a `circuit_breaker` record and the Healthy condition say so) and the member is left
-serving. A quarantine is lifted once the condition has been True for `holdDown`.
-`remediation: none` only reports. A node someone else cordoned is not ours to cordon (or
-uncordon) again.
+serving. The quarantine is written with the node's ladder record (`accelpool.io/remediation`,
+`accelpool.ladder`), which keeps its cause; quarantined members then climb the rest of the ladder,
+drain and hand-off, as the policy asks and the breaker allows (`accelpool.planning.ladder`). A
+quarantine is lifted once the condition has been True for `holdDown`, with its record and
+hand-off label. `remediation: none` only reports. A node someone else cordoned is not ours to
+cordon (or uncordon) again.
 
-`remediate` decides for one pool from its members and the time; `apply_quarantine` puts one
-member's part of the decision on its node edit. Called by the planning pass.
+`remediate` decides for one pool from its members, the drain executor's last visits and the time;
+`apply_quarantine` puts one member's part of the decision on its node edit. Called by the
+planning pass.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from accelpool import api, conventions
+from accelpool.evictions import DrainObservation, DrainOrder
+from accelpool.ladder import LadderRecord, record_of
 from accelpool.nodes import NodeView, Taint
+from accelpool.planning.ladder import Ladder, reported_action, start
 from accelpool.planning.ledger import NodeEdit
 from accelpool.planning.model import EventIntent, Remediation
 from accelpool.poolstatus import Breaker, describe_health, health_reason
+from accelpool_core.protocol import Action
 
 NO_BREAKER = Breaker()
 
@@ -41,7 +50,16 @@ class RemediationDecision:
     records: tuple[Remediation, ...] = ()
     events: tuple[EventIntent, ...] = ()
     requeue_after: float | None = None
-    """Seconds until the next hold-down of a healthy quarantined member passes."""
+    """Seconds until the next time-based decision: a hold-down passing, a drain's next visit or timeout."""
+    ladder: Mapping[str, LadderRecord] = field(default_factory=dict)
+    """Node → its ladder record after this pass (every member quarantined after it)."""
+    drains: tuple[DrainOrder, ...] = ()
+    """The members to drain after this pass's writes."""
+
+    @property
+    def steps(self) -> dict[str, int]:
+        """Members quarantined after this pass, by ladder step."""
+        return dict(Counter(record.step for record in self.ladder.values()))
 
     def quarantined_after(self, view: NodeView) -> bool:
         """Whether the member is quarantined once this decision is written."""
@@ -60,11 +78,13 @@ def remediate(
     *,
     now: datetime,
     healthy_since: Mapping[str, datetime],
+    drains: Mapping[str, DrainObservation] | None = None,
 ) -> RemediationDecision:
-    """Lift the quarantines whose hold-down has passed, then quarantine unhealthy members within the limit.
+    """Lift the quarantines whose hold-down has passed, quarantine unhealthy members within the limit, and
+    move the members still quarantined up the ladder.
 
     `healthy_since`: when the operator first saw a node's condition True, for conditions that carry no
-    `lastTransitionTime`.
+    `lastTransitionTime`. `drains`: node → the drain executor's last visit.
     """
     quarantined: list[NodeView] = []
     unhealthy: list[NodeView] = []
@@ -79,14 +99,28 @@ def remediate(
     events: list[EventIntent] = []
     lift, held, waits = _hold_downs(pool, uid, quarantined, health, now, healthy_since, records, events)
     quarantine, breaker = _quarantines(pool, uid, unhealthy, health, desired, len(held), records, events)
+    ladder = Ladder(pool, uid, health, breaker.open, now)
+    for view in quarantined:
+        if view.name in held:
+            ladder.climb(view, (drains or {}).get(view.name))
+    for view in unhealthy:
+        if view.name in quarantine:
+            ladder.records[view.name] = start(view, now)
+    held_message = ladder.held_message()
+    if held_message:
+        breaker = Breaker(open=True, message=f"{breaker.message}; {held_message}")
+        events.append(EventIntent("ComputePool", pool, uid, "Warning", "RemediationHeld", held_message))
+    waits += ladder.waits
     return RemediationDecision(
         quarantine=quarantine,
         lift=frozenset(lift),
         held=frozenset(held),
         breaker=breaker,
-        records=tuple(records),
-        events=tuple(events),
+        records=(*records, *ladder.remediations),
+        events=(*events, *ladder.events),
         requeue_after=min(waits) if waits else None,
+        ladder=ladder.records,
+        drains=tuple(ladder.drains),
     )
 
 
@@ -111,7 +145,11 @@ def _hold_downs(
             lift.add(view.name)
             action = "uncordon" if view.cordoned_by_us and view.quarantine_taint is None else "untaint"
             records.append(Remediation(pool, view.name, action, "HoldDownPassed"))
-            message = f"{view.name}: {conventions.HEALTH_CONDITION} True for {int(healthy_for)}s; quarantine lifted"
+            record = record_of(view)
+            cause = f" (quarantined for {record.cause}, {record.step})" if record is not None else ""
+            message = (
+                f"{view.name}: {conventions.HEALTH_CONDITION} True for {int(healthy_for)}s; quarantine lifted{cause}"
+            )
             events.append(EventIntent("Node", view.name, view.uid, "Normal", "QuarantineLifted", message))
             events.append(EventIntent("ComputePool", pool, uid, "Normal", "QuarantineLifted", message))
         else:
@@ -159,7 +197,9 @@ def _quarantines(
                 if policy == "taint"
                 else "cordoned"
             )
-            message = f"{view.name}: {why}; {what}"
+            advice = reported_action(view)
+            recommended = f"; recommended action: {advice.value}" if advice != Action.NONE else ""
+            message = f"{view.name}: {why}; {what}{recommended}"
             records.append(Remediation(pool, view.name, policy, reason))
             events.append(EventIntent("Node", view.name, view.uid, "Warning", "NodeQuarantined", message))
             events.append(EventIntent("ComputePool", pool, uid, "Warning", "NodeQuarantined", message))
@@ -178,7 +218,8 @@ def healthy_seconds(view: NodeView, now: datetime, healthy_since: Mapping[str, d
 
 
 def apply_quarantine(decision: RemediationDecision, view: NodeView, edit: NodeEdit) -> None:
-    """The member's quarantine taint or cordon as decided: lifted, put on, or kept as it is."""
+    """The member's quarantine taint or cordon as decided: lifted, put on, or kept as it is; its ladder record
+    and hand-off label with it."""
     decided = decision.quarantine.get(view.name)
     if view.name in decision.lift:
         edit.drop_taints(conventions.QUARANTINE_TAINT_KEY)
@@ -193,3 +234,15 @@ def apply_quarantine(decision: RemediationDecision, view: NodeView, edit: NodeEd
         edit.annotations[conventions.CORDONED_ANNOTATION] = "true"
     elif view.name in decision.held and view.quarantine_taint is not None:
         edit.put_taint(view.quarantine_taint)  # the quarantine holds
+    _put_ladder(decision.ladder.get(view.name), view, edit)
+
+
+def _put_ladder(record: LadderRecord | None, view: NodeView, edit: NodeEdit) -> None:
+    """The ladder record and hand-off label the member carries after the pass (none once it is not quarantined)."""
+    text = record.to_annotation() if record is not None else None
+    if text != view.annotations.get(conventions.REMEDIATION_ANNOTATION):
+        edit.annotations[conventions.REMEDIATION_ANNOTATION] = text
+    action = record.hand_off_action if record is not None and record.step == "handed-off" else None
+    label = action.value if action is not None else None
+    if label != view.labels.get(conventions.REMEDIATION_ACTION_LABEL):
+        edit.labels[conventions.REMEDIATION_ACTION_LABEL] = label

@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from accelpool import agents, conventions, nvidia
+from accelpool.ladder import LadderRecord
 from accelpool.poolstatus.census import Census
 from accelpool.poolstatus.facts import MESSAGE_NODES, Breaker, Member, Selection, and_more, describe_health, name_list
 from accelpool.poolstatus.layout import Layout, PoolShape
@@ -212,4 +213,19 @@ def _shortfalls(layout: Layout) -> str:
 
 
 def _health_details(members: Sequence[Member]) -> str:
-    return "; ".join(f"{m.name}: {describe_health(m.view)}" for m in members[:MESSAGE_NODES])
+    return "; ".join(f"{m.name}: {describe_health(m.view)}{_ladder_step(m)}" for m in members[:MESSAGE_NODES])
+
+
+def _ladder_step(member: Member) -> str:
+    """` (draining)`, ` (handed off: reset-gpu)`: a quarantined member's ladder step past the quarantine."""
+    key = conventions.REMEDIATION_ANNOTATION
+    change = member.change
+    text = (
+        change.annotations[key]
+        if change is not None and key in change.annotations
+        else member.view.annotations.get(key)
+    )
+    record = LadderRecord.from_annotation(text) if text else None
+    if record is None or record.step == "quarantined":
+        return ""
+    return f" (handed off: {record.action.value})" if record.step == "handed-off" else f" ({record.step})"

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from accelpool import agents, api, conventions
+from accelpool import agents, api, conventions, ladder
 from accelpool.nodes import NodeChange, NodeView, Taint
+from accelpool_core.protocol import HealthReport
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 MemberHealth = Literal["Healthy", "Unhealthy", "Unknown", "Quarantined", "BurnIn"]
@@ -112,8 +113,17 @@ class PoolFacts:
 
 
 def describe_health(view: NodeView) -> str:
-    """`XID 79 (GPU fallen off the bus) on GPU 3`: the agent's message and failing devices."""
-    report = view.report
+    """`XID 79 (GPU fallen off the bus) on GPU 3`: the agent's message and failing devices.
+
+    A member accelpool quarantined is described by the cause its ladder record keeps (`accelpool.ladder`),
+    not by what the agent says now. Otherwise the health annotation speaks only where it agrees with the
+    condition: the agent writes the condition first and the annotation next, so a pass between the two
+    writes sees a False condition beside the annotation of the last passing cycle.
+    """
+    record = ladder.record_of(view)
+    if record is not None and view.quarantined and record.message:
+        return record.message
+    report = _agreeing_report(view)
     health = view.health
     text = (report.message if report and report.message else "") or (health.message if health else "")
     reason = (report.reason if report else "") or (health.reason if health else "")
@@ -125,9 +135,22 @@ def describe_health(view: NodeView) -> str:
 
 
 def health_reason(view: NodeView) -> str:
-    """The member's health reason as a label value (`XidError79`): the quarantine taint's value."""
-    reason = (view.health.reason if view.health else "") or (view.report.reason if view.report else "")
+    """The member's health reason as a label value (`XidError79`): the quarantine taint's value (a quarantined
+    member's is the cause its ladder record keeps)."""
+    record = ladder.record_of(view)
+    if record is not None and view.quarantined:
+        return record.cause
+    report = _agreeing_report(view)
+    reason = (view.health.reason if view.health else "") or (report.reason if report else "")
     return conventions.label_value(reason or "Unhealthy", fallback="Unhealthy")
+
+
+def _agreeing_report(view: NodeView) -> HealthReport | None:
+    """The health annotation, unless it says another status than the condition (it was written apart from it)."""
+    report, health = view.report, view.health
+    if report is None or health is None or report.status.condition_status == health.status:
+        return report
+    return None
 
 
 def name_list(members: Sequence[Member]) -> str:

@@ -196,7 +196,7 @@ def _webhook_problem(path: str, loc: tuple[int | str, ...], error: Mapping[str, 
 
 CEL_RULES = {
     rule.message: rule
-    for model in (api.ComputePoolSpec, api.MigSpec, api.SharingSpec, api.HealthSpec)
+    for model in (api.ComputePoolSpec, api.MigSpec, api.SharingSpec, api.HealthSpec, api.DrainPolicy)
     for rule in model.rules
     if rule.cel
 }

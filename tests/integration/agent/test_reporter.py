@@ -200,6 +200,18 @@ async def test_meaningful_tflops_change_rewrites_the_annotation_only(cluster: Ap
     assert annotation(cluster).tflops == 5900.0
 
 
+async def test_new_driver_versions_and_findings_rewrite_the_annotation(cluster: ApiServer, client: KubeClient) -> None:
+    clock = ManualClock()
+    reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=clock)
+    await reporter.report(report())
+    clock.advance(60)
+    upgraded = replace(report(), driver_version="550.54.15", cuda_version="12.4")
+    assert await reporter.report(upgraded) == ["annotation"]
+    assert (annotation(cluster).driver_version, annotation(cluster).cuda_version) == ("550.54.15", "12.4")
+    clock.advance(60)
+    assert await reporter.report(upgraded) == []
+
+
 async def test_a_flapping_warning_is_written_at_most_once_a_minute(cluster: ApiServer, client: KubeClient) -> None:
     clock = ManualClock()
     reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=clock)

@@ -1,9 +1,11 @@
-"""The emulated API server (`accelpool_demo.apiserver`) on a free port, a client of it, and a watch reader."""
+"""The emulated API server (`accelpool_demo.apiserver`) on a free port, on a clock the test moves, a client of it,
+and a watch reader."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,9 +24,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
+class Clock:
+    """Seconds since the epoch, standing still until the test moves them on (the emulator's clock)."""
+
+    def __init__(self) -> None:
+        self.now = float(int(time.time()))
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 @pytest.fixture
-async def api() -> AsyncIterator[RunningApiServer]:
-    async with serving() as running:
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+async def api(clock: Clock) -> AsyncIterator[RunningApiServer]:
+    async with serving(clock=clock) as running:
         running.put("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
         yield running
 

@@ -11,6 +11,9 @@ from accelpool_core.kube import KubeClient
 from accelpool_demo.apiserver import RunningApiServer
 from tests.conftest import require_tool
 
+from .conftest import NAMESPACE
+from .workloads import APPS, BUDGETS, PODS, budget, controlled_by, pod, start
+
 POOLS = "/apis/accelpool.io/v1alpha1/computepools"
 PEERINGS = "/apis/kopf.dev/v1/clusterkopfpeerings"
 
@@ -110,3 +113,48 @@ async def test_kopf_peering_resources_are_served(api: RunningApiServer, client: 
     await client.patch(f"{PEERINGS}/accelpool", {"status": {"leader@host": None}})
     assert set((await client.get(f"{PEERINGS}/accelpool"))["status"]) == {"standby@host"}
     assert await kubectl(api, "get", "clusterkopfpeerings", "-o", "name") == "clusterkopfpeering.kopf.dev/accelpool\n"
+
+
+async def drain(api: RunningApiServer, node: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(
+        subprocess.run,
+        [require_tool("kubectl"), "--server", api.url, "drain", node, "--ignore-daemonsets", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+async def test_kubectl_drain_evicts_through_the_eviction_api_and_honours_the_budget(
+    api: RunningApiServer, client: KubeClient
+) -> None:
+    """kubectl's own drain (k8s.io/kubectl/pkg/drain): cordon, the node's pods by field selector, DaemonSet
+    and mirror pods left, the others evicted (found by discovery: pods/eviction), waiting until gone."""
+    await client.create("/api/v1/nodes", {"metadata": {"name": "n1"}})
+    daemonset = await client.create(f"{APPS}/daemonsets", {"metadata": {"name": "agent"}, "spec": {}})
+    replicas = await client.create(f"{APPS}/replicasets", {"metadata": {"name": "web"}, "spec": {"replicas": 2}})
+    await start(client, pod("agent-n1", owner=controlled_by(daemonset), app="agent"))
+    mirror = pod("static-n1", app="static")
+    mirror["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "c0ffee"}
+    await start(client, mirror)
+    for name in ("web-a", "web-b"):
+        await start(client, pod(name, owner=controlled_by(replicas)))
+    await client.create(BUDGETS, budget("web", minAvailable=2))
+
+    blocked = await drain(api, "n1", "--timeout=1s")
+    assert blocked.returncode != 0
+    assert "Cannot evict pod as it would violate the pod's disruption budget." in blocked.stderr
+    assert (await client.get("/api/v1/nodes/n1"))["spec"]["unschedulable"] is True, "cordoned first"
+    assert {p["metadata"]["name"] for p in await client.list(PODS)} == {"agent-n1", "static-n1", "web-a", "web-b"}
+
+    table = rows(await kubectl(api, "get", "pdb", "-n", NAMESPACE))
+    assert table[0] == ["NAME", "MIN", "AVAILABLE", "MAX", "UNAVAILABLE", "ALLOWED", "DISRUPTIONS", "AGE"]
+    assert table[1][:4] == ["web", "2", "N/A", "0"]
+    await client.patch(f"{BUDGETS}/web", {"spec": {"minAvailable": 0}})
+    drained = await drain(api, "n1", "--timeout=30s")
+    assert drained.returncode == 0, drained.stderr
+    assert "node/n1 drained" in drained.stdout
+    assert {p["metadata"]["name"] for p in await client.list(PODS)} == {"agent-n1", "static-n1"}
+    evictions = [s for s in api.served if s.subresource == "eviction"]
+    assert {(s.name, s.status) for s in evictions if s.status == 201} == {("web-a", 201), ("web-b", 201)}

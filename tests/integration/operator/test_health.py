@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from accelpool import conventions
 
 from .conftest import Cluster, Operator, gpu_node, seed
@@ -87,3 +89,34 @@ async def test_remediation_none_only_reports(cluster: Cluster, operator: Operato
     assert quarantine_taints(cluster, "h100-1") == []
     assert not cluster.node("h100-1").get("spec", {}).get("unschedulable")
     assert cluster.status("train")["phase"] == "Degraded"
+
+
+async def test_a_drain_evicts_a_quarantined_nodes_workloads_and_keeps_its_daemonset_pods(
+    cluster: Cluster, operator: Operator
+) -> None:
+    await ready_pool(cluster, operator, 1, {"remediation": "taint", "drain": {"enabled": True}}, spares=0)
+    workload = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "trainer-0", "labels": {"app": "trainer"}},
+        "spec": {"nodeName": "h100-1", "containers": [{"name": "main", "image": "trainer"}]},
+    }
+    await cluster.client.create("/api/v1/namespaces/team-a/pods", workload)
+    agents = [p["metadata"]["name"] for p in cluster.pods("train")]
+    await cluster.report_health("h100-1", healthy=False, reason="XidError79", message="GPU fallen off the bus")
+
+    def pod_names() -> set[str]:
+        return {p["metadata"]["name"] for p in cluster._list("v1/pods")}
+
+    await cluster.wait_for(lambda: "trainer-0" not in pod_names(), what="the workload evicted")
+    assert set(agents) <= pod_names(), "the agent's DaemonSet pods stay"
+    evictions = [s.path for s in cluster.emulator.writes(agent="accelpool") if s.path.endswith("/eviction")]
+    assert evictions == ["/api/v1/namespaces/team-a/pods/trainer-0/eviction"]
+    await cluster.wait_for(
+        lambda: ("h100-1", "NodeDrained") in {(e["involvedObject"]["name"], e["reason"]) for e in cluster.events()},
+        what="NodeDrained",
+    )
+    record = json.loads(cluster.node("h100-1")["metadata"]["annotations"][conventions.REMEDIATION_ANNOTATION])
+    assert (record["step"], record["cause"]) == ("drained", "XidError79")
+    assert await operator.metric('accelpool_drain_evictions_total{pool="train",result="evicted"}') == 1
+    assert await operator.metric('accelpool_pool_nodes{pool="train",state="drained"}') == 1

@@ -1,7 +1,8 @@
 """Fixtures for the device agent's unit tests: fake-backend agents with a manual clock.
 
 Compute checks run in-process (`InlineRunner`) here, so a cycle takes milliseconds; the tests
-of process isolation (`test_isolation.py`) use the real `ProcessRunner`.
+of process isolation (`test_isolation.py`) use the real `ProcessRunner`. The fake backend runs on
+the agent's clock, so its error counters grow only when a test advances it.
 """
 
 from __future__ import annotations
@@ -32,13 +33,14 @@ def make_fake_agent(
 ) -> Agent:
     accelerator, count = parse_fake_gpus(gpus)
     injected = faults_by_gpu([parse_fault_spec(f) for f in faults], count)
-    backend = FakeBackend(accelerator, count, faults=injected, seed=seed)
+    clock = clock or ManualClock()
+    backend = FakeBackend(accelerator, count, faults=injected, seed=seed, clock=clock.time)
     agent = Agent(
         backend,
         config or AgentConfig(pool="llm-training", check_timeout_seconds=5),
         AgentSettings(node_name=node, backend="fake", seed=seed),
         InlineRunner(),
-        clock=clock or ManualClock(),
+        clock=clock,
     )
     agent.open()
     return agent

@@ -2,6 +2,10 @@
 
 It raises the real `pynvml.NVMLError` subclasses, so the backend's error handling is exercised
 exactly as against a driver. Handles are plain values: ints for GPUs, tuples for MIG devices.
+
+NVLink calls answer as the driver does: NVML_ERROR_NOT_SUPPORTED on a GPU without NVLink
+(`nvlinks=0`, a PCIe card) and NVML_ERROR_INVALID_ARGUMENT for a link number past the GPU's last
+link. The fabric info fills pynvml's own `c_nvmlGpuFabricInfoV_t` structure.
 """
 
 from __future__ import annotations
@@ -25,8 +29,22 @@ class FakeNvml:
     """(gpu index, xid) waiting in the event set."""
     processes: dict[int, int] = field(default_factory=dict)
     calls: int = 0
+    nvlinks: int = 18
+    """NVLinks per GPU; 0: a PCIe card (NOT_SUPPORTED)."""
+    nvlink_down: set[tuple[int, int]] = field(default_factory=set)
+    """(gpu, link) pairs that are inactive."""
+    nvlink_errors: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    """(gpu, link, NVML_NVLINK_ERROR_DL_*) → count."""
+    fabric_state: int = pynvml.NVML_GPU_FABRIC_STATE_COMPLETED
+    fabric_status: int = pynvml.NVML_SUCCESS
+    fabric_health_mask: int = pynvml.NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_FALSE
+    performance_state: int = 0
+    recovery_action: int | None = pynvml.NVML_GPU_RECOVERY_ACTION_NONE
+    """The field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; None: the field answers NOT_SUPPORTED."""
 
     NVMLError = pynvml.NVMLError
+    c_nvmlGpuFabricInfoV_t = pynvml.c_nvmlGpuFabricInfoV_t
+    c_nvmlGpuFabricInfo_t = pynvml.c_nvmlGpuFabricInfo_t
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith(("NVML_", "nvmlEventType", "nvmlClocks")):
@@ -51,6 +69,10 @@ class FakeNvml:
 
     def nvmlSystemGetDriverVersion(self) -> str:
         return "580.65.06"
+
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
+        self._check("nvmlSystemGetCudaDriverVersion_v2")
+        return 13000
 
     # inventory
     def nvmlDeviceGetCount(self) -> int:
@@ -181,6 +203,43 @@ class FakeNvml:
     def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[Any]:
         self._check("nvmlDeviceGetComputeRunningProcesses", handle)
         return [SimpleNamespace(pid=1000 + i, usedGpuMemory=2**30) for i in range(self.processes.get(handle, 0))]
+
+    def nvmlDeviceGetPerformanceState(self, handle: int) -> int:
+        self._check("nvmlDeviceGetPerformanceState", handle)
+        return self.performance_state
+
+    def nvmlDeviceGetFieldValues(self, handle: int, field_ids: list[int]) -> Any:
+        """pynvml's own structures: each field carries its own return code, as in NVML."""
+        self._check("nvmlDeviceGetFieldValues", handle)
+        values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
+        for value, field_id in zip(values, field_ids, strict=True):
+            value.fieldId = field_id
+            if field_id != pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION or self.recovery_action is None:
+                value.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+                continue
+            value.nvmlReturn = pynvml.NVML_SUCCESS
+            value.value.uiVal = self.recovery_action
+        return values
+
+    # NVLink and fabric
+    def nvmlDeviceGetNvLinkState(self, handle: int, link: int) -> int:
+        self._check("nvmlDeviceGetNvLinkState", handle)
+        if not self.nvlinks:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if not 0 <= link < self.nvlinks:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return int((handle, link) not in self.nvlink_down)
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, handle: int, link: int, counter: int) -> int:
+        self._check("nvmlDeviceGetNvLinkErrorCounter", handle)
+        return self.nvlink_errors.get((handle, link, counter), 0)
+
+    def nvmlDeviceGetGpuFabricInfoV(self, handle: int, info: Any) -> int:
+        self._check("nvmlDeviceGetGpuFabricInfoV", handle)
+        info.state = self.fabric_state
+        info.status = self.fabric_status
+        info.healthMask = self.fabric_health_mask << pynvml.NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW
+        return int(pynvml.NVML_SUCCESS)
 
     # events
     def nvmlEventSetCreate(self) -> str:

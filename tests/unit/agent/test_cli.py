@@ -157,3 +157,16 @@ def test_python_dash_m_works_with_spawned_children() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["healthy"] is True
+
+
+def test_check_reads_infiniband_under_the_sysfs_root(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    port = tmp_path / "class" / "infiniband" / "mlx5_0" / "ports" / "1"
+    (port / "counters").mkdir(parents=True)
+    for name, text in {"state": "1: DOWN\n", "phys_state": "2: Polling\n", "link_layer": "InfiniBand\n"}.items():
+        (port / name).write_text(text)
+    code = main(["check", "--backend", "cpu", "--json", "--log-level", "ERROR", "--sysfs-root", str(tmp_path)])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert (report["reason"], report["action"]) == ("IbPortDown", "restart-os")
+    assert report["infiniband"][0]["port"] == "mlx5_0/1"
+    assert report["findings"][0]["check"] == "infiniband"

@@ -8,12 +8,13 @@ import contextlib
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from accelpool_agent.check_requests import CheckRequests
 from accelpool_agent.daemon import Daemon
 from accelpool_agent.metrics import build_registry
 from accelpool_agent.model import NodeReport
 from accelpool_agent.server import make_app, parse_listen
 from accelpool_agent.snapshot import ReportStats
-from accelpool_core.protocol import AgentConfig, HealthStatus
+from accelpool_core.protocol import AgentConfig, HealthReport, HealthStatus
 
 from .conftest import make_fake_agent
 
@@ -33,16 +34,19 @@ class LoopClock:
 
 class RecordingReporter:
     loaded = True
-    previous = None
 
     def __init__(self) -> None:
+        self.previous: HealthReport | None = None
+        self.requested: str | None = None
         self.reports: list[NodeReport] = []
+        self.answers: list[str | None] = []
 
     async def load(self) -> bool:
         return True
 
-    async def report(self, report: NodeReport) -> list[str]:
+    async def report(self, report: NodeReport, *, answers: str | None = None) -> list[str]:
         self.reports.append(report)
+        self.answers.append(answers)
         return []
 
     @property
@@ -202,3 +206,35 @@ async def test_run_command_serves_metrics() -> None:
     finally:
         process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(process.wait(), 15) == 0
+
+
+@pytest.mark.looptime
+async def test_a_check_request_starts_a_full_cycle_at_once_and_its_report_answers_it() -> None:
+    daemon, reporter = daemon_for(interval=3600.0)
+    stop = asyncio.Event()
+    task = asyncio.create_task(daemon.run(stop))
+    await asyncio.sleep(10)
+    assert daemon.agent.snapshot.cycles_total == 1  # the cycle at start
+    daemon.node_seen({"metadata": {"name": "gpu-a1", "annotations": {"accelpool.io/check-requested": "req-1"}}})
+    await asyncio.sleep(10)
+    assert daemon.agent.snapshot.cycles_total == 2, "the request did not wait for the hour's interval"
+    assert daemon.requests.answered == "req-1"
+    answered = [r for r, a in zip(reporter.reports, reporter.answers, strict=True) if a == "req-1"]
+    assert [r.cycle_duration_seconds is not None for r in answered] == [True], "a cycle's report"
+    assert [a for a in reporter.answers if a] == ["req-1"], "only the requested cycle's report answers it"
+    daemon.check_requested("req-1")  # the same token again (every later node event carries it)
+    daemon.check_requested("x" * 64)  # not a token: logged and ignored
+    await asyncio.sleep(100)
+    assert daemon.agent.snapshot.cycles_total == 2
+    stop.set()
+    await task
+
+
+@pytest.mark.parametrize(("on_node", "expected"), [("req-1", None), ("req-2", "req-2")])
+async def test_a_request_answered_before_a_restart_is_not_run_again(on_node: str, expected: str | None) -> None:
+    """The previous agent's annotation answered req-1; a token asked while no agent ran is waiting."""
+    daemon, reporter = daemon_for(interval=3600.0)
+    reporter.previous = HealthReport(status=HealthStatus.HEALTHY, reason="AllChecksPassed", check_request="req-1")
+    reporter.requested = on_node
+    await daemon.restore()
+    assert daemon.requests == CheckRequests(answered="req-1", pending=expected)

@@ -30,9 +30,10 @@ async def test_healthy_node(make_agent: MakeAgent) -> None:
     assert report.reason == "AllChecksPassed"
     assert report.message == "8 GPUs passed all checks"
     assert report.bad_gpus == ()
+    assert {c.check for c in report.checks} == {Check.GPU_COUNT, Check.INFINIBAND}
     for gpu in report.gpus:
         assert gpu.status is CheckStatus.PASS
-        assert {c.check for c in gpu.checks} == set(Check)
+        assert {c.check for c in gpu.checks} == {c for c in Check if not c.is_node_wide}
         assert check(gpu, Check.MATMUL) == (CheckStatus.PASS, "EfficiencyOk")
         assert check(gpu, Check.CORRECTNESS) == (CheckStatus.PASS, "ResultsCorrect")
         assert check(gpu, Check.BANDWIDTH) == (CheckStatus.PASS, "BandwidthOk")

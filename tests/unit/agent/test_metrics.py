@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -16,11 +17,13 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from accelpool_agent.clock import ManualClock
+from accelpool_agent.exposition import render_text
 from accelpool_agent.metrics import (
     AgentCollector,
     CheckCollector,
     Exporter,
     GpuCollector,
+    LinkCollector,
     NodeCollector,
     build_registry,
 )
@@ -38,6 +41,7 @@ def registry_for(snapshot: AgentSnapshot, collectors: Iterable[object] | None = 
         if collectors is not None
         else [
             GpuCollector(),
+            LinkCollector(),
             CheckCollector(),
             NodeCollector(),
             AgentCollector(version="0.0.0-test"),
@@ -149,3 +153,14 @@ async def test_no_backend_means_no_gpu_series_and_backend_down() -> None:
     assert 'accelpool_agent_backend_up{node="n",pool=""} 0.0' in text
     assert "accelpool_gpu_temperature_celsius{" not in text
     assert 'accelpool_node_health_status{node="n",pool="",status="Unknown"} 1.0' in text
+
+
+async def test_the_fast_text_render_is_byte_for_byte_prometheus_clients(make_agent: MakeAgent) -> None:
+    faults = ["1:xid=79", "2:hot", "3:nvlink-down", "0:ib-flap", "all:nvlink-errors=5", "0:old-driver"]
+    agent = make_agent("H100:8", faults, clock=ManualClock())
+    await agent.full_cycle()
+    registry = build_registry(lambda: agent.snapshot, timer=lambda: 0.0)
+    assert render_text(registry) == generate_latest(registry)
+    odd = CollectorRegistry(auto_describe=False)
+    odd.register(Exporter(lambda: replace(agent.snapshot, node='gpu "a"\\b\nc'), timer=lambda: 0.0))
+    assert render_text(odd) == generate_latest(odd)  # label values with quotes, backslashes, newlines

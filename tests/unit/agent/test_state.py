@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from accelpool_agent.backends.fake import FakeBackend
 from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask
 from accelpool_agent.compute.runner import InlineRunner
-from accelpool_agent.model import DeviceInfo, EccCounts, Measurement, Telemetry, XidEvent
+from accelpool_agent.model import DeviceInfo, DriverVersions, EccCounts, IbPort, Measurement, Telemetry, XidEvent
 from accelpool_agent.snapshot import ReportStats
 from accelpool_agent.state import AgentState, Inventory, Readings
 
@@ -66,6 +66,14 @@ class PausingBackend:
     def drain_xid_events(self) -> list[XidEvent]:
         self._pause()
         return self.inner.drain_xid_events()
+
+    def versions(self) -> DriverVersions:
+        self._pause()
+        return self.inner.versions()
+
+    def infiniband(self) -> list[IbPort]:
+        self._pause()
+        return self.inner.infiniband()
 
     def compute_job(
         self, device: DeviceInfo, tasks: Sequence[ComputeTask], sizes: ComputeSizes, seed: int

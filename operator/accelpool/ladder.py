@@ -1,0 +1,108 @@
+"""The remediation ladder's record on a node: the `accelpool.io/remediation` annotation, read and written. Pure.
+
+A member accelpool quarantines carries one `LadderRecord`, written in the same patch as its
+quarantine taint or cordon:
+
+```json
+{"step": "draining", "cause": "XidError79", "action": "reset-gpu",
+ "message": "XID 79 (GPU fallen off the bus) on GPU 3",
+ "since": "2026-11-02T12:00:00Z", "stepSince": "2026-11-02T12:00:15Z"}
+```
+
+`step` climbs quarantined → draining → drained → handed-off (`accelpool.planning.ladder` decides
+when); `cause` and `message` are the fault that caused the quarantine, kept as they were whatever
+the agent reports later, so Events and the pool's status name the cause and not the last check
+cycle; `action` is the agent's recommended action (`HealthReport.action`), raised when a later
+report asks for more. `blocked` and `timedOut` note what was reported once in the current step
+(a `DrainBlocked`, a `DrainTimedOut`). Other tools read this annotation and the
+`accelpool.io/remediation-action` label of a handed-off node (README, "The remediation ladder").
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Literal, get_args
+
+from accelpool import conventions
+from accelpool.nodes import NodeView, format_time, parse_time
+from accelpool_core.protocol import Action
+
+Step = Literal["quarantined", "draining", "drained", "handed-off"]
+STEPS: tuple[Step, ...] = get_args(Step)
+
+
+@dataclass(frozen=True)
+class LadderRecord:
+    """Where a quarantined node stands on the ladder, and why it is there."""
+
+    step: Step
+    cause: str
+    """The health reason that caused the quarantine (`XidError79`), as in the quarantine taint's value."""
+    message: str
+    """What the agent said about the cause (`XID 79 (GPU fallen off the bus) on GPU 3`)."""
+    action: Action
+    """The recommended action: what a hand-off asks for."""
+    since: datetime
+    """When the node was quarantined."""
+    step_since: datetime
+    """When the current step began (a drain's timeout counts from it)."""
+    blocked: str = ""
+    """The pod whose refused eviction was reported (`DrainBlocked`) in this step."""
+    timed_out: bool = False
+    """`DrainTimedOut` was reported in this step."""
+
+    def at(self, step: Step, now: datetime) -> LadderRecord:
+        """The record on the next step, which begins now."""
+        return replace(self, step=step, step_since=now, blocked="", timed_out=False)
+
+    @property
+    def hand_off_action(self) -> Action | None:
+        """The action a hand-off asks for; None when the node only needs a drain (or nothing)."""
+        return self.action if self.action in conventions.HAND_OFF_ACTIONS else None
+
+    def to_annotation(self) -> str:
+        data: dict[str, Any] = {
+            "step": self.step,
+            "cause": self.cause,
+            "action": self.action.value,
+            "since": format_time(self.since),
+            "message": self.message,
+            "stepSince": format_time(self.step_since),
+        }
+        if self.blocked:
+            data["blocked"] = self.blocked
+        if self.timed_out:
+            data["timedOut"] = True
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def from_annotation(cls, text: str) -> LadderRecord | None:
+        """The record, or None for text that is not one (hand-edited, or from a future version)."""
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        step, action = data.get("step"), data.get("action", Action.NONE.value)
+        since = parse_time(data.get("since"))
+        if step not in STEPS or action not in {a.value for a in Action} or since is None:
+            return None
+        return cls(
+            step=step,
+            cause=str(data.get("cause") or "Unhealthy"),
+            message=str(data.get("message") or ""),
+            action=Action(action),
+            since=since,
+            step_since=parse_time(data.get("stepSince")) or since,
+            blocked=str(data.get("blocked") or ""),
+            timed_out=data.get("timedOut") is True,
+        )
+
+
+def record_of(view: NodeView) -> LadderRecord | None:
+    """The node's ladder record, if it carries a readable one."""
+    text = view.annotations.get(conventions.REMEDIATION_ANNOTATION)
+    return LadderRecord.from_annotation(text) if text else None

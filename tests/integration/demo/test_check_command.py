@@ -1,0 +1,68 @@
+"""`accelpool check` end to end on the simulated cluster: the real operator copies a pool's request to its
+members, the real agents (fake backend, one process per node) run a full cycle and answer it, and the
+command prints each node's verdict with its exit code."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from accelpool import cli, conventions
+from accelpool_core.protocol import HealthReport
+from accelpool_demo import cluster
+from accelpool_demo.run import POOLS_PATH, inject, simulated_cluster
+from tests.integration.demo.test_demo import eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+FLEET = """
+kind: DemoCluster
+groups:
+  - {prefix: h100, count: 2, accelerator: H100-80GB, gpus: 8, labels: gfd, instanceType: p5.48xlarge}
+"""
+POOL = {
+    "apiVersion": "accelpool.io/v1alpha1",
+    "kind": "ComputePool",
+    "metadata": {"name": "training"},
+    "spec": {"accelerator": "H100:8", "nodes": 2},
+}
+
+
+async def accelpool_check(capsys: pytest.CaptureFixture[str], server: str, *args: str) -> tuple[int, str, str]:
+    code = await asyncio.to_thread(cli.main, ["check", "--server", server, "--timeout", "90s", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+async def test_a_node_and_a_pool_are_checked_and_their_verdicts_shown(capsys: pytest.CaptureFixture[str]) -> None:
+    async with simulated_cluster(cluster.nodes(cluster.parse(FLEET))) as demo:
+        await demo.client.create(POOLS_PATH, POOL)
+
+        async def ready() -> bool:
+            status: dict[str, Any] = (await demo.client.get(f"{POOLS_PATH}/training")).get("status") or {}
+            return status.get("phase") == "Ready"
+
+        await eventually(ready, 90, "the pool Ready")
+
+        code, out, err = await accelpool_check(capsys, demo.server, "h100-1")
+        assert code == 0, err
+        assert out.splitlines()[1].split()[:4] == ["h100-1", "Healthy", "AllChecksPassed", "none"]
+        node = await demo.client.get("/api/v1/nodes/h100-1")
+        token = node["metadata"]["annotations"][conventions.CHECK_REQUEST_ANNOTATION]
+        answer = HealthReport.from_annotation(node["metadata"]["annotations"][conventions.HEALTH_ANNOTATION])
+        assert answer.check_request == token and "h100-1: Healthy (AllChecksPassed) [1/1]" in err
+
+        await inject(demo.server, "h100-2", "3:xid=79")  # its agent restarts with GPU 3 off the bus
+        code, out, err = await accelpool_check(capsys, demo.server, "--pool", "training", "-o", "json")
+        document = json.loads(out)
+        assert code == 1, err
+        pool = await demo.client.get(f"{POOLS_PATH}/training")
+        assert document["token"] == pool["metadata"]["annotations"][conventions.CHECK_REQUEST_ANNOTATION]
+        verdicts = {n["node"]: (n["answered"], n["status"], n["reason"]) for n in document["nodes"]}
+        assert verdicts == {"h100-1": (True, "Healthy", "AllChecksPassed"), "h100-2": (True, "Unhealthy", "XidError79")}
+        for name in ("h100-1", "h100-2"):  # the operator copied the pool's token to both members
+            node = await demo.client.get(f"/api/v1/nodes/{name}")
+            assert node["metadata"]["annotations"][conventions.CHECK_REQUEST_ANNOTATION] == document["token"]
