@@ -205,6 +205,11 @@ class NodeView:
         return next((t for t in self.taints if t.key == conventions.QUARANTINE_TAINT_KEY), None)
 
     @property
+    def in_burn_in(self) -> bool:
+        """Carries accelpool's burn-in taint: it joined its pool and has not passed burn-in, so it serves nothing."""
+        return any(t.key == conventions.BURN_IN_TAINT_KEY for t in self.taints)
+
+    @property
     def cordoned_by_us(self) -> bool:
         return self.annotations.get(conventions.CORDONED_ANNOTATION) == "true"
 

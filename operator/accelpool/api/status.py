@@ -36,6 +36,10 @@ class NodeCounts(Model):
     ready: int = 0
     quarantined: int = 0
     burn_in: int = Field(0, description="Members in burn-in (tainted accelpool.io/burn-in), failed ones included.")
+    draining: int = Field(0, description="Quarantined members whose pods are being evicted (remediation ladder).")
+    handed_off: int = Field(
+        0, description="Quarantined members handed off to a break-fix step (label accelpool.io/remediation-action)."
+    )
     summary: str = Field("0/0", description="members/desired, for `kubectl get`.")
 
 
@@ -102,6 +106,14 @@ class Member(Model):
     since: str | None = Field(None, description="RFC 3339 time the health last changed.")
     mig: str | None = Field(None, description="nvidia.com/mig.config.state: pending, success, failed.")
     tflops: float | None = Field(None, description="The node's latest matmul result, summed over its GPUs.")
+    step: Literal["quarantined", "draining", "drained", "handed-off"] | None = Field(
+        None, description="Where a quarantined member stands on the remediation ladder."
+    )
+    action: str | None = Field(
+        None,
+        description="A quarantined member's recommended action: none, drain, reset-gpu, restart-os or "
+        "service-required (what a hand-off asks for).",
+    )
 
 
 MAX_STATUS_MEMBERS = 100

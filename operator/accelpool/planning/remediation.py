@@ -4,7 +4,9 @@ A member whose `AcceleratorHealthy` is False is quarantined per the pool's polic
 `accelpool.io/quarantined=<reason>:NoSchedule`, or cordon remembered in `accelpool.io/cordoned`),
 unless that would quarantine more than `maxUnavailable` nodes: the circuit breaker then opens
 (a Warning, a `circuit_breaker` record and the Healthy condition say so) and the member is left
-serving. The quarantine is written with the node's ladder record (`accelpool.io/remediation`,
+serving. Members in burn-in (`accelpool.planning.burnin`) serve nothing, so quarantining them costs
+no capacity: they are always quarantined and never count against `maxUnavailable`. The
+quarantine is written with the node's ladder record (`accelpool.io/remediation`,
 `accelpool.ladder`), which keeps its cause; quarantined members then climb the rest of the ladder,
 drain and hand-off, as the policy asks and the breaker allows (`accelpool.planning.ladder`). A
 quarantine is lifted once the condition has been True for `holdDown`, with its record and
@@ -98,7 +100,8 @@ def remediate(
     records: list[Remediation] = []
     events: list[EventIntent] = []
     lift, held, waits = _hold_downs(pool, uid, quarantined, health, now, healthy_since, records, events)
-    quarantine, breaker = _quarantines(pool, uid, unhealthy, health, desired, len(held), records, events)
+    serving_held = sum(1 for view in quarantined if view.name in held and not view.in_burn_in)
+    quarantine, breaker = _quarantines(pool, uid, unhealthy, health, desired, serving_held, records, events)
     ladder = Ladder(pool, uid, health, breaker.open, now)
     for view in quarantined:
         if view.name in held:
@@ -169,7 +172,8 @@ def _quarantines(
     records: list[Remediation],
     events: list[EventIntent],
 ) -> tuple[dict[str, str], Breaker]:
-    """Unhealthy members quarantined per the policy while `maxUnavailable` allows, and the breaker."""
+    """Unhealthy members quarantined per the policy while `maxUnavailable` allows (members in burn-in always,
+    uncounted), and the breaker. `still_quarantined`: members outside burn-in that stay quarantined."""
     policy = health.remediation
     limit = health.max_unavailable_nodes(desired)
     breaker = NO_BREAKER
@@ -181,7 +185,7 @@ def _quarantines(
             events.append(EventIntent("ComputePool", pool, uid, "Warning", "NodeUnhealthy", message))
         elif policy == "cordon" and view.cordoned_by_others:
             continue  # already unschedulable; not ours to uncordon later
-        elif still_quarantined >= limit:
+        elif still_quarantined >= limit and not view.in_burn_in:
             message = (
                 f"not quarantining {view.name} ({why}): {still_quarantined} of {desired} nodes already "
                 f"quarantined and maxUnavailable {health.max_unavailable} allows {limit}"
@@ -190,7 +194,7 @@ def _quarantines(
             records.append(Remediation(pool, view.name, "circuit_breaker", reason))
             events.append(EventIntent("ComputePool", pool, uid, "Warning", "CircuitBreakerOpen", message))
         else:
-            still_quarantined += 1
+            still_quarantined += 0 if view.in_burn_in else 1
             quarantine[view.name] = policy
             what = (
                 f"tainted {conventions.QUARANTINE_TAINT_KEY}={reason}:{conventions.NO_SCHEDULE}"

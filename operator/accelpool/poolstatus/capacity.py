@@ -104,6 +104,8 @@ def status_members(members: Sequence[Member], *, mig_pool: bool) -> list[api.Mem
                 since=since,
                 mig=m.mig_state if mig_pool else None,
                 tflops=report.tflops if report is not None else None,
+                step=m.remediation.step if m.remediation is not None and m.quarantined else None,
+                action=m.remediation.action.value if m.remediation is not None and m.quarantined else None,
             )
         )
     return listed

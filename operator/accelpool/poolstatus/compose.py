@@ -112,6 +112,12 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
             ready=len(census.ready),
             quarantined=len(census.quarantined),
             burn_in=len(census.burn_in),
+            draining=sum(
+                1 for m in census.quarantined if m.remediation is not None and m.remediation.step == "draining"
+            ),
+            handed_off=sum(
+                1 for m in census.quarantined if m.remediation is not None and m.remediation.step == "handed-off"
+            ),
             summary=f"{members}/{selection.desired}",
         ),
         capacity=capacity.capacity(census, shape.entry, per_gpu, spec.health.matmul.dtype),

@@ -38,6 +38,8 @@ class Member:
     burn_in: str | None = field(init=False, compare=False)
     """The value of its `accelpool.io/burn-in` taint (pending, failed), None when it is not in burn-in."""
     mig_state: str | None = field(init=False, compare=False)
+    remediation: ladder.LadderRecord | None = field(init=False, compare=False)
+    """Where a quarantined member stands on the remediation ladder (its `accelpool.io/remediation` record)."""
 
     def __post_init__(self) -> None:
         # Eager and plain: a status pass reads these for every member (functools.cached_property
@@ -56,6 +58,10 @@ class Member:
         burn_in = next((t for t in taints if t.key == conventions.BURN_IN_TAINT_KEY), None)
         set_field(self, "burn_in", None if burn_in is None else burn_in.value or conventions.BURN_IN_PENDING)
         set_field(self, "mig_state", view.label_after(change, conventions.MIG_CONFIG_STATE_LABEL))
+        record_text = view.annotations.get(conventions.REMEDIATION_ANNOTATION)
+        if change is not None and conventions.REMEDIATION_ANNOTATION in change.annotations:
+            record_text = change.annotations[conventions.REMEDIATION_ANNOTATION]
+        set_field(self, "remediation", ladder.LadderRecord.from_annotation(record_text) if record_text else None)
 
     @property
     def name(self) -> str:

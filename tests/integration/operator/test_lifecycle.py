@@ -81,7 +81,16 @@ async def test_apply_converges_to_ready(cluster: Cluster, operator: Operator) ->
 
     train = cluster.status("train")
     assert train["observedGeneration"] == 1
-    assert train["nodes"] == {"desired": 2, "members": 2, "ready": 2, "quarantined": 0, "burnIn": 0, "summary": "2/2"}
+    assert train["nodes"] == {
+        "desired": 2,
+        "members": 2,
+        "ready": 2,
+        "quarantined": 0,
+        "burnIn": 0,
+        "draining": 0,
+        "handedOff": 0,
+        "summary": "2/2",
+    }
     assert train["capacity"]["gpus"] == 16
     assert train["capacity"]["resources"] == {"nvidia.com/gpu": 16}
     assert train["capacity"]["measuredTFLOPS"] == 1300.0

@@ -149,6 +149,22 @@ def test_a_node_failing_burn_in_keeps_the_taint_as_failed_and_is_quarantined_and
     assert (status.capacity.gpus, status.capacity.quarantined_gpus, status.capacity.burn_in_gpus) == (8, 8, 8)
 
 
+def test_nodes_in_burn_in_are_quarantined_past_the_circuit_breaker_and_do_not_count_against_it() -> None:
+    """They serve nothing, so their quarantine costs no capacity: a serving member that fails still gets one."""
+    quarantined = Taint(QUARANTINE, "NoSchedule", "XidError79")
+    nodes = [
+        in_burn_in("b1", health=XID79, text=report(status="Unhealthy")),
+        in_burn_in("b2", health=XID79, text=report(status="Unhealthy")),
+        member("m1", "p", health=XID79, annotations={conventions.HEALTH_ANNOTATION: report(status="Unhealthy")}),
+        member("m2", "p", health=healthy()),
+    ]
+    result = run([pool("p", {"accelerator": "H100", "nodes": 4, "health": {"maxUnavailable": 1}})], nodes)
+    for name in ("b1", "b2", "m1"):
+        assert quarantined in result.changes[name].add_taints, name
+    assert not [r for r in result.remediations if r.action == "circuit_breaker"]
+    assert condition(result, "Healthy")[1] != "CircuitBreakerOpen"
+
+
 def test_a_failed_node_keeps_its_burn_in_taint_when_the_quarantine_lifts_until_two_intervals_passed() -> None:
     quarantine = [{"key": QUARANTINE, "value": "XidError79", "effect": "NoSchedule"}]
     spec = {"accelerator": "H100", "health": {"holdDown": "10m", "interval": "15m"}}

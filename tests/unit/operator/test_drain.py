@@ -131,6 +131,7 @@ async def test_an_xid_drains_the_node_past_a_budget_once_it_allows_then_hands_it
 
     await passes(harness, 1)  # draining: every eviction refused by the budget
     assert pods_on(cluster, "m1") == ["dcgm-exporter", "trainer-0", "trainer-1"]
+    assert harness.status("p")["nodes"]["draining"] == 1
     evictions = [path for verb, path in cluster.writes() if path.endswith("/eviction")]
     assert evictions == [f"{PODS}/trainer-0/eviction", f"{PODS}/trainer-1/eviction"]
     assert all(verb == "POST" for verb, path in cluster.writes() if path.endswith("/eviction"))
@@ -155,6 +156,16 @@ async def test_an_xid_drains_the_node_past_a_budget_once_it_allows_then_hands_it
     assert labels[conventions.REMEDIATION_ACTION_LABEL] == "reset-gpu"
     assert harness.controller.metrics.drain_evictions[("p", "evicted")] == 2
     assert harness.controller.metrics.remediations[("p", "hand_off")] == 1
+    await passes(harness, 30)  # the status settles
+    status = harness.status("p")
+    assert (status["nodes"]["quarantined"], status["nodes"]["handedOff"], status["nodes"]["draining"]) == (1, 1, 0)
+    [member] = [m for m in status["members"] if m["node"] == "m1"]
+    assert (member["health"], member["reason"], member["step"], member["action"]) == (
+        "Quarantined",
+        "XidError79",
+        "handed-off",
+        "reset-gpu",
+    )
 
     await report(cluster, "m1", healthy=True, since=now())
     await passes(harness, 61)
