@@ -4,7 +4,9 @@ Pure. ComputePools print the CRD's additionalPrinterColumns (as the API server's
 does for a CRD); Nodes print what kube-apiserver's node printer prints (pkg/printers/internalversion:
 NAME STATUS ROLES AGE VERSION, and with `-o wide` INTERNAL-IP EXTERNAL-IP OS-IMAGE KERNEL-VERSION
 CONTAINER-RUNTIME); PodDisruptionBudgets what its PDB printer prints (NAME MIN AVAILABLE MAX
-UNAVAILABLE ALLOWED DISRUPTIONS AGE, `N/A` for the bound not set); every other resource prints NAME AGE
+UNAVAILABLE ALLOWED DISRUPTIONS AGE, `N/A` for the bound not set); core Events what `printEvent` prints
+(LAST SEEN TYPE REASON OBJECT MESSAGE, the object as `kind/name` in lower case; `-o wide` adds SUBOBJECT
+SOURCE FIRST SEEN COUNT NAME); every other resource prints NAME AGE
 (the default convertor; a real API server prints more columns for its built-in kinds, such as a pod's
 READY STATUS RESTARTS).
 """
@@ -16,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from accelpool import crd
-from accelpool_demo.apiserver.resources import BUDGETS, NODES, POOLS
+from accelpool_demo.apiserver.resources import BUDGETS, EVENTS, NODES, POOLS
 from accelpool_demo.apiserver.writes import JsonObject
 
 ROLE_LABEL_PREFIX = "node-role.kubernetes.io/"
@@ -95,7 +97,32 @@ def _budget_cells(budget: Mapping[str, Any]) -> list[Any]:
     return [budget["metadata"]["name"], *bounds, allowed, age(budget["metadata"].get("creationTimestamp"))]
 
 
+def _event_cells(event: Mapping[str, Any]) -> list[Any]:
+    """As kubernetes pkg/printers/internalversion/printers.go `printEvent`: a repeated Event's LAST SEEN reads
+    `<last> (x<count> over <first>)`."""
+    involved = event.get("involvedObject") or {}
+    first = event.get("firstTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp")
+    last = event.get("lastTimestamp") or first
+    count = int(event.get("count") or 1)
+    seen = age(last) if count <= 1 else f"{age(last)} (x{count} over {age(first)})"
+    source = event.get("source") or {}
+    return [
+        seen,
+        event.get("type", ""),
+        event.get("reason", ""),
+        f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
+        involved.get("fieldPath", ""),
+        ", ".join(str(part) for part in (source.get("component"), source.get("host")) if part),
+        event.get("message", ""),
+        age(first),
+        count,
+        event["metadata"]["name"],
+    ]
+
+
 NAME: Column = ("Name", "string", 0, "Name must be unique within a namespace.")
+NAME_WIDE: Column = ("Name", "string", 1, "Name must be unique within a namespace.")
+"""The name as a `-o wide` column (Events print it last, only there)."""
 NODE_COLUMNS: list[Column] = [
     NAME,
     ("Status", "string", 0, "The status of the node"),
@@ -116,11 +143,30 @@ BUDGET_COLUMNS: list[Column] = [
     ("Allowed Disruptions", "integer", 0, "Calculated number of pods that may be disrupted at this time."),
     ("Age", "string", 0, "CreationTimestamp is a timestamp representing the server time when this object was created."),
 ]
+EVENT_COLUMNS: list[Column] = [
+    ("Last Seen", "string", 0, "The time at which the most recent occurrence of this event was recorded."),
+    ("Type", "string", 0, "Type of this event (Normal, Warning), new types could be added in the future"),
+    (
+        "Reason",
+        "string",
+        0,
+        "This should be a short, machine understandable string that gives the reason for "
+        "the transition into the object's current status.",
+    ),
+    ("Object", "string", 0, "The object that this event is about."),
+    ("Subobject", "string", 1, "The field of the object this event is about (involvedObject.fieldPath)."),
+    ("Source", "string", 1, "The component reporting this event."),
+    ("Message", "string", 0, "A human-readable description of the status of this operation."),
+    ("First Seen", "string", 1, "The time at which the event was first recorded."),
+    ("Count", "string", 1, "The number of times this event has occurred."),
+    NAME_WIDE,
+]
 DEFAULT_COLUMNS: list[Column] = [NAME, ("Age", "date", 0, "")]
 PRINTERS: dict[str, tuple[list[Column], Callable[[Mapping[str, Any]], list[Any]]]] = {
     POOLS: (POOL_COLUMNS, _pool_cells),
     NODES: (NODE_COLUMNS, _node_cells),
     BUDGETS: (BUDGET_COLUMNS, _budget_cells),
+    EVENTS: (EVENT_COLUMNS, _event_cells),
 }
 
 
@@ -139,7 +185,7 @@ def table(resource_key: str, items: Sequence[Mapping[str, Any]], resource_versio
             {
                 "name": name,
                 "type": type_,
-                "format": "name" if column is NAME else "",
+                "format": "name" if column in (NAME, NAME_WIDE) else "",
                 "description": text,
                 "priority": priority,
             }

@@ -158,3 +158,27 @@ async def test_kubectl_drain_evicts_through_the_eviction_api_and_honours_the_bud
     assert {p["metadata"]["name"] for p in await client.list(PODS)} == {"agent-n1", "static-n1"}
     evictions = [s for s in api.served if s.subresource == "eviction"]
     assert {(s.name, s.status) for s in evictions if s.status == 201} == {("web-a", 201), ("web-b", 201)}
+
+
+async def test_kubectl_get_events_prints_the_event_columns(api: RunningApiServer, client: KubeClient) -> None:
+    """`kubectl get events` as on a real server: what happened to which object, not just names (printEvent)."""
+    event = {
+        "metadata": {"name": "n1.quarantined", "namespace": "default"},
+        "involvedObject": {"kind": "Node", "name": "n1"},
+        "type": "Warning",
+        "reason": "NodeQuarantined",
+        "message": "n1: XID 79 on GPU 0; tainted",
+        "count": 3,
+        "firstTimestamp": "2026-11-01T00:00:00Z",
+        "lastTimestamp": "2026-11-01T00:05:00Z",
+        "source": {"component": "accelpool"},
+    }
+    await client.create("/api/v1/namespaces/default/events", event)
+    table = (await kubectl(api, "get", "events", "-n", "default")).strip().splitlines()
+    assert table[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    cells = table[1].split()
+    assert cells[1:4] == ["(x3", "over", cells[3]] and cells[3].endswith(")"), "a repeated Event says so"
+    assert cells[4:7] == ["Warning", "NodeQuarantined", "node/n1"]
+    assert table[1].endswith("n1: XID 79 on GPU 0; tainted")
+    wide = (await kubectl(api, "get", "events", "-n", "default", "-o", "wide")).splitlines()[0].split()
+    assert wide[-4:] == ["FIRST", "SEEN", "COUNT", "NAME"]
