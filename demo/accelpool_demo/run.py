@@ -199,7 +199,9 @@ def banner(server: str, metrics_port: int, log_dir: Path, cwd: Path | None = Non
     return f"""accelpool demo: a simulated GPU cluster on this machine
   kubectl      {kubectl} --server {server} get cpool        (get nodes --show-labels, get cpool NAME -o yaml)
   metrics      operator http://{LOCALHOST}:{metrics_port}/metrics; agents: {log_dir}/agents.txt
-  faults       {inject} NODE xid=79   (ecc-dbe, slow-matmul=3, wrong-results, hang, lost; N:FAULT; clear)
+  faults       {inject} NODE xid=79   (ecc-dbe, slow-matmul=3, nvlink-down, ib-down, ...; N:FAULT; clear)
+  check        {accelpool} check --server {server} --pool llm-training   (a full cycle now; or NODE...)
+  ladder       {kubectl} --server {server} get events   (drain, PodDisruptionBudget refusals, hand-off)
   NVIDIA       {inject} NODE mig-broken; {inject} - strategy-override=single (off)
   agents       {inject} NODE no-runtime-class   (no nvidia RuntimeClass: NODE's agent pod cannot return)
   logs         {log_dir}   (removed when the demo ends)
