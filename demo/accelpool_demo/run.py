@@ -32,7 +32,8 @@ import yaml
 
 from accelpool import api, conventions, crd
 from accelpool.textio import format_table
-from accelpool_core.kube import ApiError, Credentials, KubeClient
+from accelpool_core.credentials import Credentials
+from accelpool_core.kube import ApiError, KubeClient
 from accelpool_demo import cluster, daemonsets, nvidia
 from accelpool_demo.apiserver import serving
 from accelpool_demo.injection import Injection, InjectionError, InjectionKind, check_gpus, parse_injection

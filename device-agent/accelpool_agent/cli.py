@@ -270,7 +270,8 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if not args.no_report:
             from accelpool_agent.node_watch import NodeWatch
             from accelpool_agent.reporter import NodeReporter
-            from accelpool_core.kube import Credentials, KubeClient
+            from accelpool_core.credentials import Credentials
+            from accelpool_core.kube import KubeClient
 
             client = KubeClient(Credentials.discover(args.kubeconfig, args.server))
             reporter = NodeReporter(

@@ -40,7 +40,8 @@ from accelpool.inputs import PoolRecord
 from accelpool.metrics import OperatorMetrics, serve
 from accelpool.nodes import NodeView
 from accelpool.settings import OperatorConfig
-from accelpool_core.kube import Credentials, KubeClient, token_refresh_time
+from accelpool_core.credentials import Credentials, token_refresh_time
+from accelpool_core.kube import KubeClient
 
 RESOURCE = (api.GROUP, api.VERSION, api.PLURAL)
 RELEASE_WAIT_SECONDS = 60.0

@@ -39,7 +39,8 @@ from typing import Any, TypeVar
 import kmock
 
 from accelpool import api, crd
-from accelpool_core.kube import ApiError, Credentials, KubeClient
+from accelpool_core.credentials import Credentials
+from accelpool_core.kube import ApiError, KubeClient
 from accelpool_demo import cluster, daemonsets
 from accelpool_demo.apiserver import ApiServer
 from accelpool_demo.run import install_prerequisites

@@ -79,7 +79,8 @@ from typing import Any
 
 import kmock
 
-from accelpool_core.kube import Credentials, KubeClient
+from accelpool_core.credentials import Credentials
+from accelpool_core.kube import KubeClient
 from accelpool_demo.apiserver.resources import RESOURCES, VERBS, parse_path
 from accelpool_demo.apiserver.served import Fault, RequestLog, Served
 from accelpool_demo.apiserver.server import ApiServer

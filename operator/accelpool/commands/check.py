@@ -42,7 +42,8 @@ from pydantic import ValidationError
 from accelpool import api, conventions
 from accelpool.settings import seconds
 from accelpool.textio import format_table
-from accelpool_core.kube import ApiError, Credentials, KubeClient, NotFoundError
+from accelpool_core.credentials import Credentials
+from accelpool_core.kube import ApiError, KubeClient, NotFoundError
 from accelpool_core.protocol import HealthReport, HealthStatus
 
 NODES = "/api/v1/nodes"

@@ -41,7 +41,8 @@ from accelpool.nodes import NodeView, parse_time
 from accelpool.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
 from accelpool.settings import AGENT_BACKENDS, seconds
 from accelpool.textio import add_filename_argument, format_table, read_objects
-from accelpool_core.kube import ApiError, Credentials, KubeClient, NotFoundError
+from accelpool_core.credentials import Credentials
+from accelpool_core.kube import ApiError, KubeClient, NotFoundError
 
 POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 HIDDEN_LABELS = frozenset({conventions.MIG_CONFIG_STATE_LABEL})

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from accelpool_core.kube import Credentials, KubeClient
+from accelpool_core.credentials import Credentials
+from accelpool_core.kube import KubeClient
 from accelpool_demo.apiserver import ApiServer, serving
 
 NODE = "gpu-a1"

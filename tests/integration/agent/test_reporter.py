@@ -20,7 +20,8 @@ import pytest
 from accelpool_agent.clock import ManualClock
 from accelpool_agent.model import NodeReport
 from accelpool_agent.reporter import NodeReporter
-from accelpool_core.kube import Credentials, KubeClient
+from accelpool_core.credentials import Credentials
+from accelpool_core.kube import KubeClient
 from accelpool_core.protocol import CONDITION_TYPE, HEALTH_ANNOTATION, HealthReport, HealthStatus
 from accelpool_demo.apiserver import ApiServer
 

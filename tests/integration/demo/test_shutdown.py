@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from accelpool_core.kube import ApiError, Credentials, KubeClient
+from accelpool_core.credentials import Credentials
+from accelpool_core.kube import ApiError, KubeClient
 from accelpool_demo.run import POOLS_PATH, all_ready
 from tests.integration.operator.conftest import free_port
 

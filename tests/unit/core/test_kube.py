@@ -21,8 +21,9 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from accelpool_core import kube
-from accelpool_core.kube import ApiError, Credentials, FileToken, KubeClient, token_refresh_time
+from accelpool_core import credentials
+from accelpool_core.credentials import Credentials, FileToken, token_refresh_time
+from accelpool_core.kube import ApiError, KubeClient
 from tests.conftest import require_tool
 
 UTC = datetime.UTC
@@ -43,7 +44,7 @@ def test_a_token_file_is_read_again_once_its_reading_is_a_minute_old(tmp_path: P
     token = FileToken(path, clock=clock)
     assert token.value() == "first"
     path.write_text("rotated")
-    clock.now += kube.TOKEN_REREAD_SECONDS - 1
+    clock.now += credentials.TOKEN_REREAD_SECONDS - 1
     assert token.value() == "first"
     clock.now += 1
     assert token.value() == "rotated"
@@ -60,7 +61,7 @@ def test_a_token_file_that_cannot_be_read_keeps_the_last_token(tmp_path: Path) -
             path.unlink()
         else:
             path.write_text(broken)
-        clock.now += kube.TOKEN_REREAD_SECONDS
+        clock.now += credentials.TOKEN_REREAD_SECONDS
         assert token.value() == "good"
     with pytest.raises(OSError, match="token"):
         FileToken(tmp_path / "missing").value()
@@ -83,15 +84,15 @@ def test_a_rejected_token_older_than_the_request_is_read_again_at_once(tmp_path:
 def test_in_cluster_credentials_follow_the_token_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "token").write_text("first")
     (tmp_path / "ca.crt").write_text("")
-    monkeypatch.setattr(kube, "SERVICE_ACCOUNT_DIR", tmp_path)
+    monkeypatch.setattr(credentials, "SERVICE_ACCOUNT_DIR", tmp_path)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00::1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "6443")
-    credentials = Credentials.discover()
-    assert credentials.server == "https://[fd00::1]:6443"
-    assert credentials.token_file == str(tmp_path / "token")
-    assert credentials.bearer_token() == "first"
+    found = Credentials.discover()
+    assert found.server == "https://[fd00::1]:6443"
+    assert found.token_file == str(tmp_path / "token")
+    assert found.bearer_token() == "first"
     (tmp_path / "token").write_text("rotated")
-    assert credentials.bearer_token() == "rotated"
+    assert found.bearer_token() == "rotated"
 
 
 @dataclass

@@ -11,7 +11,8 @@ from accelpool import leadership
 from accelpool.controller import Controller
 from accelpool.metrics import OperatorMetrics
 from accelpool.settings import OperatorConfig
-from accelpool_core.kube import Credentials, KubeClient
+from accelpool_core.credentials import Credentials
+from accelpool_core.kube import KubeClient
 
 
 @pytest.fixture
