@@ -114,6 +114,24 @@ class CheckResult:
     noteworthy: bool = False
     """A pass with something worth knowing (an informational XID, no active NVLink): severity INFO."""
 
+    @classmethod
+    def of(
+        cls,
+        check: Check,
+        status: CheckStatus,
+        reason: str,
+        message: str,
+        summary: str = "",
+        *,
+        value: float | None = None,
+        unit: str | None = None,
+        noteworthy: bool = False,
+    ) -> CheckResult:
+        """A rule's result; the stable `summary` defaults to the message (for messages without numbers)."""
+        return cls(
+            check, status, reason, message, value=value, unit=unit, summary=summary or message, noteworthy=noteworthy
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.check.value,

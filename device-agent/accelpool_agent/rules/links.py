@@ -39,20 +39,7 @@ NVLINK_LIMITS: Mapping[str, tuple[float, float]] = {
 }
 
 
-def _result(
-    check: Check,
-    status: CheckStatus,
-    reason: str,
-    message: str,
-    summary: str = "",
-    *,
-    value: float | None = None,
-    unit: str | None = None,
-    noteworthy: bool = False,
-) -> CheckResult:
-    return CheckResult(
-        check, status, reason, message, value=value, unit=unit, summary=summary or message, noteworthy=noteworthy
-    )
+_result = CheckResult.of
 
 
 def is_busy(telemetry: Telemetry | None, busy_utilization: float) -> bool:

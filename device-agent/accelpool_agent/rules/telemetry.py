@@ -57,17 +57,7 @@ class XidRecord:
         return sum(1 for at in self.recent.get(xid, ()) if now - at <= window_seconds)
 
 
-def _result(
-    check: Check,
-    status: CheckStatus,
-    reason: str,
-    message: str,
-    summary: str = "",
-    *,
-    value: float | None = None,
-    unit: str | None = None,
-) -> CheckResult:
-    return CheckResult(check, status, reason, message, value=value, unit=unit, summary=summary or message)
+_result = CheckResult.of
 
 
 # ---------------------------------------------------------------------------- telemetry rules
