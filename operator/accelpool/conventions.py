@@ -119,13 +119,10 @@ entry) on the nodes it provisions for a pool; only accelpool takes it off (`acce
 BURN_IN_PENDING = "pending"
 """The burn-in taint's value until the node's agent reports a passed full check cycle."""
 BURN_IN_FAILED = "failed"
-"""The burn-in taint's value once the node's AcceleratorHealthy turned False during burn-in."""
-BURN_IN_FAILED_CYCLES = 2
-"""A node that failed burn-in must be healthy for this many check intervals (`spec.health.interval`) before
-the taint comes off. The agent starts a full cycle `interval` after the previous one ended
-(`accelpool_agent.daemon.compute_loop`), so a window of `interval + 2 x cycle` always holds a whole cycle
-that began after the node turned healthy; two intervals do whenever a cycle takes at most half the
-interval (minutes against the default 15m). A failing cycle would have turned the condition False again."""
+"""The burn-in taint's value once the node's AcceleratorHealthy turned False during burn-in. accelpool never
+lifts it while the node is a member: a person (or a break-fix tool) who repaired the node sets it back to
+`pending` (`kubectl taint node NODE accelpool.io/burn-in=pending:NoSchedule --overwrite`), and the node
+burns in again; leaving the pool takes it off with everything else accelpool set."""
 
 # ---------------------------------------------------------------- ConfigMaps and owned objects
 

@@ -138,9 +138,10 @@ class HealthSpec(RuledModel):
         description=(
             "Burn-in gate: a node joining the pool (claimed, or provisioned by Karpenter) carries the taint "
             "accelpool.io/burn-in=pending:NoSchedule until its agent reports a completed full check cycle with "
-            "AcceleratorHealthy True; a node that fails it keeps accelpool.io/burn-in=failed until it has been "
-            "healthy for two check intervals. Members at the time it is turned on are not tainted; turning it off "
-            "lifts the taint. No effect where the agent cannot verify the pool's devices. Unset: on for static "
+            "AcceleratorHealthy True; a node that fails it keeps accelpool.io/burn-in=failed while it is a member "
+            "(once repaired, set the taint back to pending to burn it in again). Members at the time it is "
+            "turned on are not tainted; turning it off lifts the taint. No effect where the agent cannot verify "
+            "the pool's devices. Unset: on for static "
             "pools, off for Karpenter pools, where it is a NodePool startup taint and turning it on or off is "
             "NodePool drift (Karpenter replaces the pool's existing nodes)."
         ),

@@ -189,12 +189,9 @@ def _burn_in(work: PoolWork, ledger: Ledger, options: PlannerOptions) -> None:
         work.spec,
         work.members,
         verifies=agent_verifies(work.resolved.entry, options),
-        now=options.now,
-        healthy_since=options.healthy_since,
     )
     work.burn_in = decision
     ledger.events.extend(decision.events)
-    ledger.requeue(decision.requeue_after)
 
 
 def agent_verifies(entry: catalog.Accelerator, options: PlannerOptions) -> bool:

@@ -13,10 +13,10 @@ each member in burn-in:
   the taint comes off, with a `BurnInPassed` Event on the node;
 - **failed**: its AcceleratorHealthy is False: the taint's value turns `failed` (`BurnInFailed`,
   a Warning on the node and the pool); the remediation stage quarantines the node as it would
-  any member. The taint stays when that quarantine is lifted: a failed node comes off burn-in
-  only once it has been healthy again for `conventions.BURN_IN_FAILED_CYCLES` check intervals,
-  so at least one more full cycle passed (the hold-down of a quarantine is shorter and proves
-  nothing about compute checks);
+  any member. accelpool never lifts a `failed` taint: the quarantine's release (healthy for the
+  hold-down) proves nothing about a fresh burn-in, and a node that failed once is never handed to
+  workloads on its own. Whoever repaired it sets the taint back to `pending`
+  (`conventions.BURN_IN_FAILED`) and the node burns in again;
 - otherwise it waits.
 
 Members at the time burn-in is turned on (or accelpool upgraded) are not tainted: only joining
@@ -26,15 +26,13 @@ nodes are. Turning the policy off, or a pool whose agent cannot verify, lifts th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from accelpool import api, conventions
 from accelpool.nodes import NodeView, Taint
 from accelpool.planning.ledger import NodeEdit
 from accelpool.planning.model import EventIntent
-from accelpool.planning.remediation import healthy_seconds
 from accelpool.poolstatus import describe_health
 from accelpool_core.protocol import HealthStatus
 
@@ -50,8 +48,6 @@ class BurnInDecision:
     failed: frozenset[str] = frozenset()
     """Members whose burn-in taint reads `failed` once this pass is written (newly failed ones included)."""
     events: tuple[EventIntent, ...] = ()
-    requeue_after: float | None = None
-    """Seconds until the next failed member, healthy again, has been so for long enough."""
 
     def failed_after(self, view: NodeView) -> bool:
         """Whether the member is in failed burn-in once this decision is written (it cannot serve soon)."""
@@ -97,12 +93,9 @@ def judge(
     members: Sequence[NodeView],
     *,
     verifies: bool,
-    now: datetime,
-    healthy_since: Mapping[str, datetime],
 ) -> BurnInDecision:
     """Which members in burn-in pass, fail or wait (see the module docstring); `verifies`: the agent can check
-    the pool's devices. `healthy_since`: when the operator first saw a condition True that has no
-    `lastTransitionTime`."""
+    the pool's devices."""
     active = enabled(spec) and verifies
     in_burn_in = [(view, taint) for view in members if (taint := burn_in_taint(view)) is not None]
     if not in_burn_in:
@@ -110,8 +103,6 @@ def judge(
     lift: set[str] = set()
     failed: set[str] = set()
     events: list[EventIntent] = []
-    waits: list[float] = []
-    needed = conventions.BURN_IN_FAILED_CYCLES * spec.health.interval_seconds
 
     def tell(view: NodeView, type_: str, reason: str, message: str) -> None:
         """An Event on the node; a Warning on the pool too (a pool's first fill is told by its status alone)."""
@@ -130,19 +121,7 @@ def judge(
             )
             tell(view, "Normal", "BurnInCancelled", f"{view.name}: burn-in taint lifted: {why}")
         elif taint.value == conventions.BURN_IN_FAILED:
-            healthy_for = healthy_seconds(view, now, healthy_since) if passed else None
-            if healthy_for is None:
-                failed.add(view.name)
-            elif healthy_for >= needed:
-                lift.add(view.name)
-                message = (
-                    f"{view.name}: healthy for {int(healthy_for)}s ({conventions.BURN_IN_FAILED_CYCLES} check "
-                    f"intervals) after failing burn-in; {conventions.BURN_IN_TAINT_KEY} lifted"
-                )
-                tell(view, "Normal", "BurnInPassed", message)
-            else:
-                failed.add(view.name)
-                waits.append(needed - healthy_for)
+            failed.add(view.name)  # until someone who repaired it sets it back to pending
         elif passed:
             lift.add(view.name)
             message = (
@@ -153,8 +132,8 @@ def judge(
             failed.add(view.name)
             message = (
                 f"{view.name}: failed burn-in: {describe_health(view)}; it keeps "
-                f"{conventions.BURN_IN_TAINT_KEY}={conventions.BURN_IN_FAILED}:{conventions.NO_SCHEDULE} until it "
-                f"has been healthy for {conventions.BURN_IN_FAILED_CYCLES} check intervals ({int(needed)}s)"
+                f"{conventions.BURN_IN_TAINT_KEY}={conventions.BURN_IN_FAILED}:{conventions.NO_SCHEDULE} and serves "
+                f"nothing; once repaired, set the taint back to {conventions.BURN_IN_PENDING} to burn it in again"
             )
             tell(view, "Warning", "BurnInFailed", message)
     return BurnInDecision(
@@ -162,7 +141,6 @@ def judge(
         lift=frozenset(lift),
         failed=frozenset(failed),
         events=tuple(events),
-        requeue_after=min(waits) if waits else None,
     )
 
 

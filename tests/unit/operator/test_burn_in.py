@@ -2,9 +2,9 @@
 
 Planner passes over `NodeView`s: the taint goes on in the write that makes a node a member, comes
 off after a completed full cycle with AcceleratorHealthy True from this pool's agent, turns `failed`
-when the node fails, and stays through the quarantine's release until the node has been healthy
-for two check intervals. The controller's side, on the emulated API server, is in
-`test_burn_in_controller.py`.
+when the node fails, and stays through the quarantine's release and for good (accelpool never lifts
+a `failed` taint: whoever repaired the node sets it back to `pending`). The controller's side, on
+the emulated API server, is in `test_burn_in_controller.py`.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def test_a_node_failing_burn_in_keeps_the_taint_as_failed_and_is_quarantined_and
     failed = next(e for e in result.events if e.reason == "BurnInFailed" and e.kind == "Node")
     assert failed.message == (
         "m2: failed burn-in: XID 79 (GPU fallen off the bus); it keeps accelpool.io/burn-in=failed:NoSchedule "
-        "until it has been healthy for 2 check intervals (1800s)"
+        "and serves nothing; once repaired, set the taint back to pending to burn it in again"
     )
     assert members(result, "p") == ["m1", "m2", "spare"], "a spare replaces the failed node"
     status = status_of(result)
@@ -165,7 +165,7 @@ def test_nodes_in_burn_in_are_quarantined_past_the_circuit_breaker_and_do_not_co
     assert condition(result, "Healthy")[1] != "CircuitBreakerOpen"
 
 
-def test_a_failed_node_keeps_its_burn_in_taint_when_the_quarantine_lifts_until_two_intervals_passed() -> None:
+def test_a_failed_node_never_loses_its_burn_in_taint_until_someone_sets_it_back_to_pending() -> None:
     quarantine = [{"key": QUARANTINE, "value": "XidError79", "effect": "NoSchedule"}]
     spec = {"accelerator": "H100", "health": {"holdDown": "10m", "interval": "15m"}}
     eleven = [in_burn_in("m1", value="failed", taints=quarantine, health=healthy(660), text=report())]
@@ -173,17 +173,17 @@ def test_a_failed_node_keeps_its_burn_in_taint_when_the_quarantine_lifts_until_t
     change = result.changes["m1"]
     assert Taint(QUARANTINE, "NoSchedule", "XidError79") in change.remove_taints, "the hold-down has passed"
     assert FAILED in change.add_taints and FAILED not in change.remove_taints, "burn-in holds"
-    assert result.requeue_after == 1800 - 660, "planned again when two intervals have passed"
     status = status_of(result)
     assert (status.members[0].health, status.members[0].reason) == ("BurnIn", "BurnInFailed")
     assert (status.phase, status.capacity.gpus) == ("Degraded", 0)
-    thirty_one = [in_burn_in("m1", value="failed", health=healthy(1860), text=report())]
-    lifted = run([pool("p", spec)], thirty_one)
-    assert FAILED in lifted.changes["m1"].remove_taints
-    passed = next(e for e in lifted.events if e.reason == "BurnInPassed" and e.kind == "Node")
-    assert (
-        passed.message == "m1: healthy for 1860s (2 check intervals) after failing burn-in; accelpool.io/burn-in lifted"
-    )
+    a_week = [in_burn_in("m1", value="failed", health=healthy(7 * 24 * 3600), text=report())]
+    held = run([pool("p", spec)], a_week)
+    assert FAILED in held.changes["m1"].add_taints and FAILED not in held.changes["m1"].remove_taints
+    assert held.requeue_after is None, "nothing to wait for: only a person re-arms it"
+    rearmed = [in_burn_in("m1", value="pending", health=healthy(60), text=report())]
+    lifted = run([pool("p", spec)], rearmed)
+    assert PENDING in lifted.changes["m1"].remove_taints, "re-armed, it burns in again and passes"
+    assert "BurnInPassed" in {e.reason for e in lifted.events}
 
 
 def test_a_failed_node_unhealthy_again_stays_failed_without_a_second_event() -> None:

@@ -2,7 +2,7 @@
 
 A claimed node is stored with `accelpool.io/burn-in=pending` in the write that makes it a member; the
 agent's completed, healthy full cycle takes it off (and posts BurnInPassed). A node that fails keeps
-it, as `failed`, through its quarantine's release, until it has been healthy for two check intervals.
+it, as `failed`, through its quarantine's release and for good, until someone sets it back to `pending`.
 Time runs on looptime's clock: the controller's wall clock starts at `START`.
 """
 
@@ -97,7 +97,7 @@ async def test_a_node_failing_burn_in_keeps_its_taint_through_the_quarantines_re
     assert [e["type"] for e in cluster.events("BurnInFailed")] == ["Warning", "Warning"]
     assert harness.status("p")["phase"] == "Degraded"
 
-    # Healthy again for 11 minutes: past the 10-minute hold-down, short of two 15-minute check intervals.
+    # Healthy again for 11 minutes: past the 10-minute hold-down.
     await agent_reports(cluster, "n1", "True", complete=True, healthy_since=timedelta(minutes=11))
     await pass_(harness)
     assert taints(cluster, "n1") == {"accelpool.io/pool": "p", BURN_IN: "failed"}, "the quarantine alone is lifted"
@@ -108,7 +108,13 @@ async def test_a_node_failing_burn_in_keeps_its_taint_through_the_quarantines_re
         0,
     )
 
-    await agent_reports(cluster, "n1", "True", complete=True, healthy_since=timedelta(minutes=31))
+    await agent_reports(cluster, "n1", "True", complete=True, healthy_since=timedelta(days=2))
     await pass_(harness)
-    assert taints(cluster, "n1") == {"accelpool.io/pool": "p"}
+    assert taints(cluster, "n1") == {"accelpool.io/pool": "p", BURN_IN: "failed"}, "never lifted by accelpool"
+
+    repaired = [{"key": "accelpool.io/pool", "value": "p", "effect": "NoSchedule"}]
+    repaired.append({"key": BURN_IN, "value": "pending", "effect": "NoSchedule"})
+    await cluster.client.patch("/api/v1/nodes/n1", {"spec": {"taints": repaired}})  # kubectl taint --overwrite
+    await pass_(harness)
+    assert taints(cluster, "n1") == {"accelpool.io/pool": "p"}, "re-armed, it burns in again and passes"
     assert harness.status("p")["capacity"]["gpus"] == 8
