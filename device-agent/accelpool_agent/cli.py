@@ -81,9 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--backend",
         choices=BACKENDS,
-        default=os.environ.get("ACCELPOOL_AGENT_BACKEND", "nvml"),
-        help="nvml: NVML telemetry + CuPy compute (real nodes, default); cuda: CuPy only; "
-        "cpu: NumPy on the host CPU; fake: simulated GPUs",
+        default=os.environ.get("ACCELPOOL_AGENT_BACKEND"),
+        help="nvml: NVIDIA (NVML + CuPy); amdsmi: AMD Instinct (amdsmi + CuPy ROCm); neuron: AWS Trainium/"
+        "Inferentia (neuron-monitor); tpu: Google TPU (libtpu); cuda: CuPy only; cpu: NumPy on the host CPU; "
+        "fake: simulated devices of any vendor (default: $ACCELPOOL_AGENT_BACKEND; else `run` uses nvml and "
+        "`check` detects the host's devices)",
     )
     common.add_argument(
         "--config", metavar="FILE", help="AgentConfig as YAML or JSON (default: $ACCELPOOL_AGENT_CONFIG)"
@@ -180,7 +182,9 @@ def _print_report(report: NodeReport) -> None:
     print(f"{report.status.value} — {report.reason}")
     if report.message:
         print(f"  {report.message}")
-    versions = f"driver {report.driver_version or '?'}, CUDA {report.cuda_version or '?'}"
+    versions = f"driver {report.driver_version or '?'}" + (
+        f", CUDA {report.cuda_version}" if report.cuda_version else ""
+    )
     print(f"  recommended action: {report.action.value}; {versions}")
     for node_check in report.checks:
         if node_check.status in (CheckStatus.WARN, CheckStatus.FAIL):
@@ -327,8 +331,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     if args.command == "check":
+        args.backend = args.backend or _detected_backend()
         return _check(args, parser)
+    args.backend = args.backend or "nvml"
     return _run(args, parser)
+
+
+def _detected_backend() -> str:
+    from accelpool_agent.backends.detect import detect_backend, host_probes
+
+    detection = detect_backend(host_probes())
+    print(f"backend {detection.backend} (detected: {detection.evidence})", file=sys.stderr)
+    return detection.backend
 
 
 if __name__ == "__main__":

@@ -10,7 +10,14 @@ of them (`compute_job`, a picklable job for a child process), which driver runs 
   with CuPy in child processes. What a real GPU node runs.
 - `cuda`: CuPy only (inventory from the CUDA runtime, no telemetry): for hosts without NVML.
 - `cpu`: the host CPU as one device, NumPy compute checks: development without a GPU.
-- `fake`: N simulated GPUs of any catalog model, with injectable faults: tests and demos.
+- `amdsmi`: AMD Instinct GPUs through AMD's `amdsmi` library; compute checks with CuPy's ROCm build.
+- `neuron`: AWS Trainium / Inferentia through `neuron-monitor`'s JSON report stream.
+- `tpu`: Google TPUs through libtpu's monitoring SDK or `tpu-info`.
+- `fake`: N simulated devices of any catalog model (any vendor), with injectable faults: tests and demos.
+
+The operator picks a pool's backend from its catalog vendor (`VENDOR_BACKENDS`); `accelpool-agent check`
+without `--backend` asks `backends.detect`. A vendor backend lives in `accelpool_agent.backends.<name>` and
+is imported only when chosen (its vendor library need not be installed for the others).
 
 Backends never raise from these calls for device trouble: a dead NVML is reported through
 `error`, a lost GPU through `Telemetry.lost`.
@@ -18,6 +25,7 @@ Backends never raise from these calls for device trouble: a dead NVML is reporte
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -27,7 +35,22 @@ from accelpool_agent.faults import Fault
 from accelpool_agent.model import DeviceInfo, DriverVersions, IbPort, Telemetry, XidEvent
 from accelpool_core import catalog
 
-BACKENDS = ("nvml", "cuda", "cpu", "fake")
+BACKENDS = ("nvml", "amdsmi", "neuron", "tpu", "cuda", "cpu", "fake")
+VENDOR_BACKENDS: Mapping[catalog.Vendor, str] = {
+    catalog.Vendor.NVIDIA: "nvml",
+    catalog.Vendor.AMD: "amdsmi",
+    catalog.Vendor.AWS: "neuron",
+    catalog.Vendor.GOOGLE: "tpu",
+}
+"""The backend that checks each catalog vendor's devices (the operator renders the same choice)."""
+VENDOR_MODULES: Mapping[str, tuple[str, str]] = {
+    "amdsmi": ("accelpool_agent.backends.amdsmi", "AmdSmiBackend"),
+    "neuron": ("accelpool_agent.backends.neuron", "NeuronBackend"),
+    "tpu": ("accelpool_agent.backends.tpu", "TpuBackend"),
+}
+"""Backend name → (module, class) of the non-NVIDIA vendor backends. Each class implements `Backend`,
+has `name` equal to its key, and is built as `Class(sysfs_root=Path)`; its module imports the vendor's
+library lazily (inside `open`), so importing the module never fails on a host without it."""
 
 
 class Backend(Protocol):
@@ -96,6 +119,8 @@ def create_backend(
         from accelpool_agent.backends.nvml import NvmlBackend
 
         return NvmlBackend(sysfs_root=sysfs_root)
+    if name in VENDOR_MODULES:
+        return _vendor_backend(name, sysfs_root)
     if name == "cuda":
         from accelpool_agent.backends.cuda import CudaBackend
 
@@ -105,3 +130,16 @@ def create_backend(
 
         return CpuBackend(sysfs_root=sysfs_root)
     raise BackendError(f"unknown backend {name!r}; valid: {', '.join(BACKENDS)}")
+
+
+def _vendor_backend(name: str, sysfs_root: Path) -> Backend:
+    """Import a vendor backend's module only now (its library is in that vendor's agent image alone)."""
+    module_name, class_name = VENDOR_MODULES[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name != module_name:
+            raise
+        raise BackendError(f"backend {name!r} is not part of this agent build (no module {module_name})") from None
+    backend: Backend = getattr(module, class_name)(sysfs_root=sysfs_root)
+    return backend

@@ -1,15 +1,16 @@
-"""The fake backend: N simulated GPUs of any catalog model, with injectable faults.
+"""The fake backend: N simulated devices of any catalog model and vendor, with injectable faults.
 
-Telemetry is derived from the catalog entry (memory, TDP-based power, temperatures, clocks,
-PCIe generation) with a small noise that is a pure function of (seed, GPU, tick), so a run is
-reproducible. As on real GPUs, an idle GPU's PCIe link drops to gen1 and comes back to its
-maximum under load. SXM models (HGX baseboards) have NVLinks (6 on V100, 12 on A100, 18 from
-Hopper on); Hopper and later SXM GPUs register with the NVSwitch fabric; and the node has one
-InfiniBand HCA per GPU (`mlx5_<gpu>`, port 1), as rail-optimised HGX nodes do. PCIe cards have
-none of these. Faults (`accelpool_agent.faults`) change what telemetry, XID events, the
-InfiniBand ports and the compute children report; error counters grow at the fault's rate per
-minute of the backend's clock. Used by the unit tests, `accelpool-agent check --backend fake`,
-and the demo cluster.
+Telemetry is derived from the catalog entry (memory, TDP-based power, temperatures, clocks, PCIe
+generation) and the vendor's tools (names as amd-smi, neuron-ls and tpu-info print them, driver versions;
+AMD MI300X's 7 XGMI links in place of NVLinks; no links on Trainium and TPU) with a small noise that is a
+pure function of (seed, GPU, tick), so a run is reproducible. As on real GPUs, an idle GPU's PCIe link
+drops to gen1 and comes back to its maximum under load. SXM models (HGX baseboards) have NVLinks (6 on
+V100, 12 on A100, 18 from Hopper on); Hopper and later SXM GPUs register with the NVSwitch fabric; and
+the node has one InfiniBand HCA per GPU (`mlx5_<gpu>`, port 1), as rail-optimised HGX nodes do. PCIe
+cards have none of these. Faults (`accelpool_agent.faults`) change what telemetry, XID events, the
+InfiniBand ports and the compute children report; error counters grow at the fault's rate per minute of
+the backend's clock. Used by the unit tests, `accelpool-agent check --backend fake`, and the demo
+cluster.
 """
 
 from __future__ import annotations
@@ -69,12 +70,31 @@ _TRAITS: dict[str, _Traits] = {
     "H200": _Traits("9.0", 1980, 3201, 5, nvlinks=18, fabric=True),
     "GH200": _Traits("9.0", 1980, 2619, 5),
     "B200": _Traits("10.0", 1965, 3996, 5, nvlinks=18, fabric=True),
+    # AMD OAM boards: each GPU's XGMI (Infinity Fabric) links to its 7 peers (MI300X) are reported as the
+    # device's links; MI250X's 8 links join its two dies and the other cards. Hot spot limit 105 °C (amd-smi).
+    "MI300X": _Traits(None, 2100, 1300, 5, 105.0, nvlinks=7),
+    "MI250X": _Traits(None, 1700, 1600, 4, 105.0, nvlinks=8, ib_gbps=200.0),
+    # Trainium / Inferentia and TPUs: no NVLink-like links in the device model (NeuronLink and ICI are not
+    # read by their monitors), no per-device HCA; the Neuron and TPU hosts' EFA / DCN NICs are not sysfs IB.
+    "Trainium2": _Traits(None, 2800, 2900, 5, 95.0),
+    "Trainium": _Traits(None, 2800, 1600, 4, 95.0),
+    "Inferentia2": _Traits(None, 2800, 1600, 4, 95.0),
+    "TPU-v5e": _Traits(None, 1500, 1600, 4, 95.0),
+    "TPU-v5p": _Traits(None, 1750, 2600, 5, 95.0),
+    "TPU-v6e": _Traits(None, 1750, 3200, 5, 95.0),
 }
 _GENERIC = _Traits(None, 1700, 1600, 4)
+_BASEBOARDS = (catalog.FormFactor.SXM, catalog.FormFactor.OAM, catalog.FormFactor.ASIC)
+"""Form factors on a multi-accelerator baseboard, whose links the model's traits give (HGX, OAM, ASIC trays)."""
 _HGX_BUS_IDS = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
 _IDLE_SM_MHZ = 345
-_DRIVER = DriverVersions(driver="550.54.15", cuda="12.4")
-_OLD_DRIVER = DriverVersions(driver="535.104.05", cuda="12.2")
+_DRIVERS: dict[catalog.Vendor, tuple[DriverVersions, DriverVersions]] = {
+    catalog.Vendor.NVIDIA: (DriverVersions(driver="550.54.15", cuda="12.4"), DriverVersions("535.104.05", "12.2")),
+    catalog.Vendor.AMD: (DriverVersions(driver="6.8.5"), DriverVersions(driver="6.3.6")),  # amdgpu (ROCm 6.2 / 6.0)
+    catalog.Vendor.AWS: (DriverVersions(driver="2.19.64.0"), DriverVersions(driver="2.15.9.0")),  # aws-neuronx-dkms
+    catalog.Vendor.GOOGLE: (DriverVersions(driver="0.0.9"), DriverVersions(driver="0.0.3")),  # libtpu
+}
+"""Each vendor's (current, old) driver: the `old-driver` fault reports the old one."""
 _LOADED = 0.95
 """Utilization of a GPU a fault keeps loaded (pcie-gen-low, pstate-stuck, clocks-low)."""
 
@@ -104,11 +124,16 @@ def parse_fake_gpus(text: str) -> tuple[catalog.Accelerator, int]:
 
 
 def product_name(accelerator: catalog.Accelerator) -> str:
-    """The name the driver would report (GFD's label with '-' back to spaces)."""
+    """The name the vendor's tool reports: NVML's (GFD's label with '-' back to spaces), amd-smi's market
+    name (`AMD Instinct MI300X`), neuron-ls's device type (`Trainium2`), tpu-info's chip type (`TPU v5p`)."""
     products = accelerator.detection.gfd_products
     if products:
         return products[0].replace("-", " ")
-    return f"{accelerator.vendor.value.upper()} {accelerator.name}"
+    if accelerator.vendor is catalog.Vendor.AMD:
+        return f"AMD Instinct {accelerator.model}"
+    if accelerator.vendor is catalog.Vendor.GOOGLE:
+        return accelerator.model.replace("-", " ")
+    return accelerator.model
 
 
 class FakeBackend:
@@ -135,7 +160,7 @@ class FakeBackend:
         self.faults = faults
         self.seed = seed
         self.traits = _TRAITS.get(accelerator.model, _GENERIC)
-        if accelerator.form_factor is not catalog.FormFactor.SXM:  # PCIe cards: no NVLink, fabric or HCA per GPU
+        if accelerator.form_factor not in _BASEBOARDS:  # PCIe cards: no NVLink, fabric or HCA per GPU
             self.traits = replace(self.traits, nvlinks=0, fabric=False)
         self._clock = clock
         self._started = clock()
@@ -163,7 +188,7 @@ class FakeBackend:
         bus = _HGX_BUS_IDS[index] if index < len(_HGX_BUS_IDS) else 0x100 + index
         return DeviceInfo(
             index=index,
-            uuid=f"GPU-{device_uuid}",
+            uuid=f"GPU-{device_uuid}" if self.accelerator.vendor is catalog.Vendor.NVIDIA else str(device_uuid),
             name=product_name(self.accelerator),
             pci_bus_id=f"00000000:{bus:02X}:00.0",
             memory_total_bytes=self.accelerator.memory_gb * 2**30,
@@ -281,8 +306,8 @@ class FakeBackend:
         return FabricInfo(state="completed", degraded_bandwidth=bool(self._faults(index, FaultKind.FABRIC_DEGRADED)))
 
     def versions(self) -> DriverVersions:
-        old = any(self._faults(index, FaultKind.OLD_DRIVER) for index in range(self.count))
-        return _OLD_DRIVER if old else _DRIVER
+        current, old = _DRIVERS[self.accelerator.vendor]
+        return old if any(self._faults(index, FaultKind.OLD_DRIVER) for index in range(self.count)) else current
 
     def infiniband(self) -> list[IbPort]:
         """One InfiniBand port per GPU on HGX (SXM) nodes, `mlx5_<gpu>` port 1; none on PCIe-card nodes."""

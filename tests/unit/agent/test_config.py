@@ -61,7 +61,7 @@ def test_missing_file_and_bad_env() -> None:
 
 
 def test_backend_factory_errors() -> None:
-    with pytest.raises(BackendError, match="unknown backend 'rocm'; valid: nvml, cuda, cpu, fake"):
+    with pytest.raises(BackendError, match="unknown backend 'rocm'; valid: nvml, amdsmi, neuron, tpu, cuda, cpu, fake"):
         create_backend("rocm")
     with pytest.raises(BackendError, match="need --backend fake"):
         create_backend("cpu", fake_gpus="H100:8")
