@@ -338,7 +338,6 @@ def judge(
     silent: Sequence[str],
     now: datetime,
     silent_text: str = "",
-    reporting_note: str = "",
 ) -> Verdict:
     """The AgentReady condition of a pool (see the module docstring). `silent` are the members without a
     live report; `silent_text` names them for the message. Without an observation (none was made: an
@@ -360,4 +359,4 @@ def judge(
             state = observation.daemonset
             message += f"; {state.summary()}" if state is not None else "; the agent DaemonSet does not exist yet"
         return Verdict(False, "WaitingForAgents", message)
-    return Verdict(True, "Reporting", f"{len(members)} of {len(members)} members report health{reporting_note}")
+    return Verdict(True, "Reporting", f"{len(members)} of {len(members)} members report health")

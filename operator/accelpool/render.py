@@ -6,11 +6,15 @@
   node to release it, and check a joining node to end its burn-in), the accelerator's
   resource taint (GKE's `nvidia.com/gpu=present`) and the other controllers' taints found on
   members. Its container runs
-  `accelpool-agent run --node-name $(NODE_NAME) --listen 0.0.0.0:9402 --backend <backend>` with
-  the pool's `AgentConfig` as JSON in `ACCELPOOL_AGENT_CONFIG` (health policy and the catalog's
-  expected peaks), probed for liveness and readiness on its metrics port. NVML access comes
-  from the NVIDIA container runtime (`runtimeClassName`, `NVIDIA_VISIBLE_DEVICES=all`) or, with
-  `privileged`, from the host's /dev.
+  `accelpool-agent run --node-name $(NODE_NAME) --listen 0.0.0.0:9402 --backend <backend>` (the
+  pool's `spec.health.backend`, else the operator's one `backend`, else its backend for the
+  accelerator's catalog vendor: `agent_backend`) in the image that carries that vendor's
+  libraries (`agent_image`), with the pool's `AgentConfig` as JSON in `ACCELPOOL_AGENT_CONFIG`
+  (health policy and the catalog's expected peaks), probed for liveness and readiness on its
+  metrics port. NVML access comes from the NVIDIA container runtime (`runtimeClassName`,
+  `NVIDIA_VISIBLE_DEVICES=all`) or, with `privileged`, from the host's /dev; the other vendors'
+  devices come from the host's /dev with `privileged` (/dev/kfd and /dev/dri, /dev/neuron*,
+  /dev/accel* or /dev/vfio).
 - `nodepool(...)`: a `karpenter.sh/v1` NodePool for `provisioner: karpenter` pools; with burn-in,
   its nodes start with the burn-in taint (`startupTaints`: "expected to be removed automatically
   ... typically by a DaemonSet that tolerates the taint", Karpenter's `pkg/apis/v1/nodeclaim.go`,
@@ -27,7 +31,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from accelpool import api, conventions
@@ -55,14 +59,29 @@ _KARPENTER_REQUIREMENT_KEY = re.compile(
 )
 
 
+VENDOR_BACKENDS: Mapping[str, str] = {
+    catalog.Vendor.NVIDIA.value: "nvml",
+    catalog.Vendor.AMD.value: "amdsmi",
+    catalog.Vendor.AWS.value: "neuron",
+    catalog.Vendor.GOOGLE.value: "tpu",
+}
+"""Each catalog vendor's agent backend (`accelpool_agent.backends.VENDOR_BACKENDS`)."""
+
+
 @dataclass(frozen=True)
 class AgentSettings:
     """How agent DaemonSets are rendered (operator flags `--agent-*`)."""
 
     namespace: str = conventions.DEFAULT_NAMESPACE
     image: str = "ghcr.io/accelpool/accelpool-agent:0.1.0"
+    """The agent image of every vendor not in `images` (the default image carries NVIDIA's libraries)."""
+    images: Mapping[str, str] = field(default_factory=dict)
+    """Vendor (`amd`, `aws`, `google`, `nvidia`) → the agent image that carries its libraries."""
     image_pull_policy: str = "IfNotPresent"
-    backend: str = "nvml"
+    backend: str | None = None
+    """One backend for every pool (`fake`, `cpu`: demos and tests); None: each vendor's from `backends`."""
+    backends: Mapping[str, str] = field(default_factory=lambda: dict(VENDOR_BACKENDS))
+    """Vendor → the agents' backend; a vendor missing here gets `VENDOR_BACKENDS`'s."""
     runtime_class: str | None = "nvidia"
     """runtimeClassName for NVIDIA pools (the NVIDIA container runtime); None to leave it unset."""
     privileged: bool = False
@@ -74,6 +93,22 @@ class AgentSettings:
     memory_limit: str | None = "1Gi"
     priority_class: str | None = None
     port: int = AGENT_PORT
+
+
+def agent_backend(spec: api.ComputePoolSpec, settings: AgentSettings) -> str:
+    """The pool's agent backend: its own `spec.health.backend`, else the operator's one backend, else
+    the backend for its accelerator's catalog vendor."""
+    if spec.health.backend:
+        return spec.health.backend
+    if settings.backend:
+        return settings.backend
+    vendor = spec.resolve().entry.vendor.value
+    return settings.backends.get(vendor) or VENDOR_BACKENDS[vendor]
+
+
+def agent_image(vendor: catalog.Vendor, settings: AgentSettings) -> str:
+    """The agent image for a vendor's pools: its entry in `images`, else the default `image`."""
+    return settings.images.get(vendor.value) or settings.image
 
 
 def owner_reference(pool: str, uid: str) -> dict[str, Any]:
@@ -174,7 +209,7 @@ def daemonset(
         resources["limits"] = limits
     container: dict[str, Any] = {
         "name": "agent",
-        "image": settings.image,
+        "image": agent_image(entry.vendor, settings),
         "imagePullPolicy": settings.image_pull_policy,
         "command": ["accelpool-agent"],
         "args": [
@@ -184,7 +219,7 @@ def daemonset(
             "--listen",
             f"0.0.0.0:{settings.port}",
             "--backend",
-            settings.backend,
+            agent_backend(spec, settings),
         ],
         "env": env,
         "ports": [{"name": "metrics", "containerPort": settings.port, "protocol": "TCP"}],

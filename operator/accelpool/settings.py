@@ -12,15 +12,17 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from accelpool import api, conventions
-from accelpool.render import AgentSettings
+from accelpool.render import VENDOR_BACKENDS, AgentSettings
+from accelpool_core import catalog
 
 DEFAULT_WEBHOOK_PORT = 9443
 DEFAULT_WEBHOOK_CERT_DIR = "/etc/accelpool/webhook"
 LOG_LEVELS = ("quiet", "info", "verbose", "debug")
-AGENT_BACKENDS = ("nvml", "cuda", "cpu", "fake")
+AGENT_BACKENDS: tuple[str, ...] = get_args(api.AgentBackend)
+VENDORS = tuple(vendor.value for vendor in catalog.Vendor)
 
 
 def seconds(text: str) -> float:
@@ -42,6 +44,42 @@ def _optional(text: str) -> str | None:
 
 def _optional_int(text: str) -> int | None:
     return int(text) if str(text).strip() else None
+
+
+def _backend(text: str) -> str | None:
+    """`fake` → fake; `` → None (each vendor's backend)."""
+    name = str(text).strip()
+    if name and name not in AGENT_BACKENDS:
+        raise argparse.ArgumentTypeError(f"backend {name!r} is not one of {', '.join(AGENT_BACKENDS)} (or '')")
+    return name or None
+
+
+def _per_vendor(text: str) -> dict[str, str]:
+    """`amd=x,aws=y` → {amd: x, aws: y}; every key a catalog vendor."""
+    pairs: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in str(text).split(","))):
+        vendor, sep, value = item.partition("=")
+        if not sep or vendor.strip() not in VENDORS or not value.strip():
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not VENDOR=VALUE with VENDOR one of {', '.join(VENDORS)} (e.g. amd=amdsmi,aws=neuron)"
+            )
+        pairs[vendor.strip()] = value.strip()
+    return pairs
+
+
+def _vendor_backends(text: str) -> dict[str, str]:
+    """`nvidia=nvml,amd=amdsmi` → each vendor's backend, checked against the agent's backends."""
+    pairs = _per_vendor(text)
+    for vendor, backend in pairs.items():
+        if backend not in AGENT_BACKENDS:
+            raise argparse.ArgumentTypeError(
+                f"backend {backend!r} for vendor {vendor} is not one of {', '.join(AGENT_BACKENDS)}"
+            )
+    return pairs
+
+
+def _pairs(mapping: Mapping[str, str]) -> str:
+    return ",".join(f"{key}={value}" for key, value in mapping.items())
 
 
 @dataclass(frozen=True)
@@ -105,16 +143,32 @@ OPTIONS: tuple[_Option, ...] = (
         None,
         "kopf-style liveness URL, e.g. http://0.0.0.0:8081/healthz (wins over --liveness-port)",
     ),
-    _Option("--agent-image", "agent_image", _AGENT_DEFAULTS.image, "image of the agent DaemonSets"),
+    _Option("--agent-image", "agent_image", _AGENT_DEFAULTS.image, "agent image of the vendors not in --agent-images"),
+    _Option(
+        "--agent-images",
+        "agent_images",
+        {},
+        "the agent image per vendor: VENDOR=IMAGE,... (e.g. amd=registry/accelpool-agent-rocm:0.1.0)",
+        parse=_per_vendor,
+    ),
     _Option(
         "--agent-image-pull-policy", "agent_image_pull_policy", _AGENT_DEFAULTS.image_pull_policy, "imagePullPolicy"
     ),
     _Option(
         "--agent-backend",
         "agent_backend",
-        _AGENT_DEFAULTS.backend,
-        "the agents' --backend",
-        choices=AGENT_BACKENDS,
+        None,
+        f"one --backend for every pool's agents, e.g. fake for a simulated cluster ({', '.join(AGENT_BACKENDS)}); "
+        "'': each vendor's from --agent-backends",
+        parse=_backend,
+    ),
+    _Option(
+        "--agent-backends",
+        "agent_backends",
+        dict(VENDOR_BACKENDS),
+        f"the agents' --backend per catalog vendor: VENDOR=BACKEND,... (default {_pairs(VENDOR_BACKENDS)}); "
+        "a pool's spec.health.backend wins",
+        parse=_vendor_backends,
     ),
     _Option(
         "--agent-runtime-class",
@@ -264,8 +318,10 @@ class OperatorConfig:
         agent = AgentSettings(
             namespace=values.get("agent_namespace") or namespace,
             image=values.get("agent_image") or _AGENT_DEFAULTS.image,
+            images=dict(values.get("agent_images") or {}),
             image_pull_policy=values.get("agent_image_pull_policy") or _AGENT_DEFAULTS.image_pull_policy,
-            backend=values.get("agent_backend") or _AGENT_DEFAULTS.backend,
+            backend=values.get("agent_backend") or None,
+            backends={**VENDOR_BACKENDS, **(values.get("agent_backends") or {})},
             runtime_class=values.get("agent_runtime_class", _AGENT_DEFAULTS.runtime_class),
             privileged=bool(values.get("agent_privileged", False)),
             service_account=values.get("agent_service_account") or _AGENT_DEFAULTS.service_account,

@@ -229,8 +229,10 @@ def test_operator_flags_parse_with_the_defaults(default_objects: Objects) -> Non
         "accelpool-agent",
         "ghcr.io/accelpool/accelpool-agent:0.1.0",
     )
+    assert agent.backends == {"nvidia": "nvml", "amd": "amdsmi", "aws": "neuron", "google": "tpu"}
+    assert agent.images == {}
     assert (agent.backend, agent.runtime_class, agent.privileged, agent.priority_class) == (
-        "nvml",
+        None,
         "nvidia",
         False,
         None,

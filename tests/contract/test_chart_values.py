@@ -8,6 +8,8 @@ import pytest
 from tests.contract.chart import (
     FULL_VALUES,
     HelmFailed,
+    operator_config,
+    render,
     template_text,
 )
 
@@ -31,6 +33,10 @@ pytestmark = pytest.mark.contract
         ("nvidia.configMap=x", "additional properties 'configMap'"),
         ("agent.namespace=UPPER", "/agent/namespace"),
         ("agent.backend=rocm", "/agent/backend"),
+        ("agent.backends.amd=rocm", "/agent/backends/amd"),
+        ("agent.backends.intel=nvml", "additional properties 'intel'"),
+        ("agent.images.intel.repository=x", "additional properties 'intel'"),
+        ("agent.images.amd.tag=1", "/agent/images/amd"),
         ("agent.privileged=maybe", "/agent/privileged"),
         ("agent.resources.requests.memory=lots", "/agent/resources/requests/memory"),
         ("agent.resources.requests.cpu=", "/agent/resources/requests/cpu"),
@@ -74,3 +80,20 @@ def test_schema_rejects_bad_values(helm: str, assignment: str, says: str) -> Non
 
 def test_schema_accepts_the_full_values(helm: str) -> None:
     assert template_text(helm, [FULL_VALUES])
+
+
+def test_each_vendors_agent_image_and_backend_reach_the_operator(helm: str) -> None:
+    values = [
+        "agent.image.tag=2.0",
+        "agent.images.amd.repository=registry.example/accelpool-agent-rocm",
+        "agent.images.google.repository=registry.example/accelpool-agent-tpu",
+        "agent.images.google.tag=3.0",
+        "agent.backends.aws=cpu",
+    ]
+    agent = operator_config(render(helm, set_values=values)).agent
+    assert agent.images == {
+        "amd": "registry.example/accelpool-agent-rocm:2.0",
+        "google": "registry.example/accelpool-agent-tpu:3.0",
+    }
+    assert agent.backends == {"nvidia": "nvml", "amd": "amdsmi", "aws": "cpu", "google": "tpu"}
+    assert operator_config(render(helm, set_values=["agent.backend=fake"])).agent.backend == "fake"

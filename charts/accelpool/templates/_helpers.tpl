@@ -79,6 +79,26 @@ set (the tag is then ignored: a digest names exactly one image), else "<reposito
 {{- include "accelpool.imageRef" (list .Values.agent.image .Chart) }}
 {{- end }}
 
+{{/* The operator's --agent-images: "<vendor>=<image>,..." from agent.images, each tag defaulting to
+agent.image's tag (then the appVersion). */}}
+{{- define "accelpool.agentImages" -}}
+{{- $pairs := list }}
+{{- range $vendor, $image := .Values.agent.images }}
+{{- $block := merge (dict) $image (dict "tag" $.Values.agent.image.tag) }}
+{{- $pairs = append $pairs (printf "%s=%s" $vendor (include "accelpool.imageRef" (list $block $.Chart))) }}
+{{- end }}
+{{- join "," $pairs }}
+{{- end }}
+
+{{/* The operator's --agent-backends: "<vendor>=<backend>,..." from agent.backends. */}}
+{{- define "accelpool.agentBackends" -}}
+{{- $pairs := list }}
+{{- range $vendor, $backend := .Values.agent.backends }}
+{{- $pairs = append $pairs (printf "%s=%s" $vendor $backend) }}
+{{- end }}
+{{- join "," $pairs }}
+{{- end }}
+
 {{/* The labels the operator gives every agent pod it renders (accelpool.render._labels): the agents'
 NetworkPolicy and the PodMonitor select on them. */}}
 {{- define "accelpool.agentPodSelectorLabels" -}}

@@ -25,6 +25,8 @@ MAX_INTERVAL = "168h"
 MAX_HOLD_DOWN = "168h"
 MAX_DRAIN_TIMEOUT = "168h"
 MAX_GRACE_PERIOD = "24h"
+AgentBackend = Literal["nvml", "amdsmi", "neuron", "tpu", "cuda", "cpu", "fake"]
+"""The agent's `--backend` choices (`accelpool_agent.backends.BACKENDS`)."""
 
 
 class MatmulPolicy(Model):
@@ -140,8 +142,7 @@ class HealthSpec(RuledModel):
             "accelpool.io/burn-in=pending:NoSchedule until its agent reports a completed full check cycle with "
             "AcceleratorHealthy True; a node that fails it keeps accelpool.io/burn-in=failed while it is a member "
             "(once repaired, set the taint back to pending to burn it in again). Members at the time it is "
-            "turned on are not tainted; turning it off lifts the taint. No effect where the agent cannot verify "
-            "the pool's devices. Unset: on for static "
+            "turned on are not tainted; turning it off lifts the taint. Unset: on for static "
             "pools, off for Karpenter pools, where it is a NodePool startup taint and turning it on or off is "
             "NodePool drift (Karpenter replaces the pool's existing nodes)."
         ),
@@ -149,6 +150,14 @@ class HealthSpec(RuledModel):
 
     drain: DrainPolicy = Field(default_factory=DrainPolicy)
     hand_off: HandOffPolicy = Field(default_factory=HandOffPolicy)
+    backend: AgentBackend | None = Field(
+        None,
+        description=(
+            "The agents' --backend for this pool. Unset: the operator's choice for the accelerator's vendor "
+            "(nvidia: nvml, amd: amdsmi, aws: neuron, google: tpu; operator flags --agent-backends and "
+            "--agent-backend)."
+        ),
+    )
 
     rules = (
         Rule(

@@ -39,7 +39,7 @@ from typing import Any
 from accelpool import api, conventions, inputs
 from accelpool.nodes import NodeView, parse_time
 from accelpool.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
-from accelpool.settings import AGENT_BACKENDS, seconds
+from accelpool.settings import seconds
 from accelpool.textio import add_filename_argument, format_table, read_objects
 from accelpool_core.credentials import Credentials
 from accelpool_core.kube import ApiError, KubeClient, NotFoundError
@@ -64,7 +64,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--namespace", default=conventions.DEFAULT_NAMESPACE, help="namespace of the NVIDIA ConfigMaps")
     parser.add_argument("--device-plugin-configmap", default=conventions.DEFAULT_DEVICE_PLUGIN_CONFIGMAP)
     parser.add_argument("--mig-configmap", default=conventions.DEFAULT_MIG_CONFIGMAP)
-    parser.add_argument("--agent-backend", choices=AGENT_BACKENDS, default="nvml", help="the agents' backend")
     parser.add_argument("--not-ready-grace", type=seconds, default=300.0, metavar="DURATION")
     parser.add_argument(
         "--tolerated-taints",
@@ -243,7 +242,6 @@ def run(args: argparse.Namespace) -> int:
         release_orphans=orphans,
         not_ready_grace_seconds=args.not_ready_grace,
         karpenter_available=karpenter,
-        agent_backend=args.agent_backend,
         tolerated_taints=tuple(t.strip() for t in args.tolerated_taints.split(",") if t.strip()),
     )
     result = plan(pools, nodes, config, options)

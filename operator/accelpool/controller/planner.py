@@ -60,7 +60,6 @@ class Planner:
             release_orphans=True,
             not_ready_grace_seconds=self._config.not_ready_grace_seconds,
             karpenter_available=snapshot.karpenter,
-            agent_backend=self._config.agent.backend,
             tolerated_taints=self._config.tolerated_taints,
             healthy_since=self._healthy_since(snapshot.nodes),
             agents=snapshot.agents,

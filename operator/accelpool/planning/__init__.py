@@ -49,7 +49,6 @@ from accelpool.planning.model import (
 )
 from accelpool.planning.pools import PoolWork, claim_priority, pool_works
 from accelpool.poolstatus import Member, PoolFacts, Selection, compute_status, driver_versions, invalid_status
-from accelpool_core import catalog
 
 __all__ = [
     "ConfigState",
@@ -188,15 +187,9 @@ def _burn_in(work: PoolWork, ledger: Ledger, options: PlannerOptions) -> None:
         work.input.uid,
         work.spec,
         work.members,
-        verifies=agent_verifies(work.resolved.entry, options),
     )
     work.burn_in = decision
     ledger.events.extend(decision.events)
-
-
-def agent_verifies(entry: catalog.Accelerator, options: PlannerOptions) -> bool:
-    """Whether the agents' backend can check this accelerator's devices (NVML: NVIDIA only)."""
-    return entry.vendor == catalog.Vendor.NVIDIA or options.agent_backend in ("fake", "cpu")
 
 
 def _size(work: PoolWork, ledger: Ledger, roster: Roster, options: PlannerOptions) -> None:
@@ -279,7 +272,6 @@ def _pool_plan(
         ),
         breaker=work.remediation.breaker,
         resolved=work.resolved,
-        agent_verifies=agent_verifies(entry, options),
         agents=None if options.agents is None else options.agents.get(pool.name, AgentObservation()),
     )
     status = compute_status(facts)

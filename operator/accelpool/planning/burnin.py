@@ -1,8 +1,8 @@
 """Burn-in: a node that joins a pool serves pods only after its agent has passed a full check cycle. Pure.
 
 While the pool's policy asks for it (`spec.health.burnIn`; unset: on for static pools, off for
-Karpenter pools, whose NodePool it would change: `enabled`) and its agent can verify
-the pool's devices, a joining node carries `accelpool.io/burn-in=pending:NoSchedule` from the
+Karpenter pools, whose NodePool it would change: `enabled`), whatever the vendor (every vendor's
+agent backend verifies its devices), a joining node carries `accelpool.io/burn-in=pending:NoSchedule` from the
 write that makes it a member (static pools, `apply_burn_in`; Karpenter puts it on the nodes it
 provisions, as a NodePool startup taint, `accelpool.render.nodepool`). `judge` then decides, for
 each member in burn-in:
@@ -20,7 +20,7 @@ each member in burn-in:
 - otherwise it waits.
 
 Members at the time burn-in is turned on (or accelpool upgraded) are not tainted: only joining
-nodes are. Turning the policy off, or a pool whose agent cannot verify, lifts the taint
+nodes are. Turning the policy off lifts the taint
 (`BurnInCancelled`). Release takes it off with everything else accelpool set (`Ledger.release`).
 """
 
@@ -91,12 +91,9 @@ def judge(
     uid: str,
     spec: api.ComputePoolSpec,
     members: Sequence[NodeView],
-    *,
-    verifies: bool,
 ) -> BurnInDecision:
-    """Which members in burn-in pass, fail or wait (see the module docstring); `verifies`: the agent can check
-    the pool's devices."""
-    active = enabled(spec) and verifies
+    """Which members in burn-in pass, fail or wait (see the module docstring)."""
+    active = enabled(spec)
     in_burn_in = [(view, taint) for view in members if (taint := burn_in_taint(view)) is not None]
     if not in_burn_in:
         return BurnInDecision(active=active)  # the common case, decided for every pool and pass
@@ -114,11 +111,7 @@ def judge(
         passed = passed_full_cycle(view, pool)
         if not active:
             lift.add(view.name)
-            why = (
-                "burn-in is off for this pool (spec.health.burnIn)"
-                if verifies
-                else "the agent cannot verify this pool's devices"
-            )
+            why = "burn-in is off for this pool (spec.health.burnIn)"
             tell(view, "Normal", "BurnInCancelled", f"{view.name}: burn-in taint lifted: {why}")
         elif taint.value == conventions.BURN_IN_FAILED:
             failed.add(view.name)  # until someone who repaired it sets it back to pending

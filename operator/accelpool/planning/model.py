@@ -69,7 +69,6 @@ class PlannerOptions:
     not_ready_grace_seconds: float = 300.0
     """A NotReady member is replaced by a spare only after this long."""
     karpenter_available: bool = True
-    agent_backend: str = "nvml"
     tolerated_taints: tuple[str, ...] = conventions.ACCELERATOR_TAINTS
     """Taints (`key` or `key=value`) that do not keep a free node from being claimed; any other
     NoSchedule/NoExecute taint reserves the node for someone else."""

@@ -41,11 +41,10 @@ class Census:
     serving: tuple[Member, ...]
     """Ready, schedulable, not quarantined and not in burn-in: what pods can use now (capacity counts these)."""
     ready: tuple[Member, ...]
-    """Serving, configured (NVIDIA pools: `Layout.done`) and healthy (or at least not unhealthy where the
-    agent cannot verify the vendor's devices)."""
+    """Serving, configured (NVIDIA pools: `Layout.done`) and healthy, whatever the vendor."""
 
     @classmethod
-    def take(cls, members: Sequence[Member], shape: PoolShape, layout: Layout, *, agent_verifies: bool) -> Census:
+    def take(cls, members: Sequence[Member], shape: PoolShape, layout: Layout) -> Census:
         members = tuple(members)
         nvidia_pool = shape.nvidia
         key = shape.key
@@ -54,10 +53,7 @@ class Census:
         ]
         burn_in = [m for m in members if m.burn_in is not None]
         configured = [m for m in serving if m.name in layout.done] if nvidia_pool else serving
-        if agent_verifies:
-            ready = [m for m in configured if m.view.health is not None and m.view.health.healthy]
-        else:
-            ready = [m for m in configured if m.view.health is not None and not m.view.health.unhealthy]
+        ready = [m for m in configured if m.view.health is not None and m.view.health.healthy]
         return cls(
             members=members,
             quarantined=tuple([m for m in members if m.quarantined]),
@@ -71,10 +67,7 @@ class Census:
                 [
                     m
                     for m in members
-                    if agent_verifies
-                    and m.view.health is not None
-                    and not m.view.health.healthy
-                    and not m.view.health.unhealthy
+                    if m.view.health is not None and not m.view.health.healthy and not m.view.health.unhealthy
                 ]
             ),
             healthy=len([m for m in members if m.view.health is not None and m.view.health.healthy]),

@@ -72,13 +72,11 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
     per_gpu = shape.resources_per_gpu()
     in_name_order = tuple(sorted(facts.members, key=lambda m: m.name))
     layout = judge_layout(in_name_order, shape, per_gpu) if shape.nvidia else Layout()
-    census = Census.take(in_name_order, shape, layout, agent_verifies=facts.agent_verifies)
+    census = Census.take(in_name_order, shape, layout)
     members = len(census.members)
     selection = facts.selection
     selected = conditions.nodes_selected(facts.name, selection, members, shape.resolved.display)
-    agents = conditions.agent_ready(
-        facts.agents, census, shape.entry.vendor, facts.now, agent_verifies=facts.agent_verifies
-    )
+    agents = conditions.agent_ready(facts.agents, census, facts.now)
     decision = phase.decide_phase(
         selection,
         census,

@@ -28,7 +28,6 @@ from accelpool.ladder import LadderRecord
 from accelpool.poolstatus.census import Census
 from accelpool.poolstatus.facts import MESSAGE_NODES, Breaker, Member, Selection, and_more, describe_health, name_list
 from accelpool.poolstatus.layout import Layout, PoolShape
-from accelpool_core import catalog
 
 CONDITION_TYPES = (
     "Valid",
@@ -145,10 +144,7 @@ def device_plugin_configured(
 def agent_ready(
     observation: agents.AgentObservation | None,
     census: Census,
-    vendor: catalog.Vendor,
     now: datetime,
-    *,
-    agent_verifies: bool,
 ) -> Finding:
     """Every member's agent reports, and nothing Kubernetes says about the agents stands in the way."""
     verdict = agents.judge(
@@ -157,7 +153,6 @@ def agent_ready(
         silent=[m.name for m in census.silent],
         now=now,
         silent_text=name_list(census.silent),
-        reporting_note="" if agent_verifies else f" (the agent cannot verify {vendor.value} devices)",
     )
     return Finding(verdict.ok, verdict.reason, verdict.message)
 

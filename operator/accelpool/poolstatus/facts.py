@@ -107,7 +107,6 @@ class PoolFacts:
     members: tuple[Member, ...] = ()
     selection: Selection = Selection(desired=0)
     breaker: Breaker = Breaker()
-    agent_verifies: bool = True
     """Whether the agent's backend can check this vendor's devices (health True required to be ready)."""
     device_plugin_written: bool = True
     resolved: api.ResolvedAccelerator | None = None

@@ -207,13 +207,10 @@ def test_burn_in_off_taints_no_joining_node_and_lifts_the_taints_there_are() -> 
     assert cancelled.message == "m1: burn-in taint lifted: burn-in is off for this pool (spec.health.burnIn)"
 
 
-def test_no_burn_in_where_the_agent_cannot_verify_the_devices() -> None:
-    result = run([pool("amd", {"accelerator": "MI300X"})], [node("mi1", "MI300X")], agent_backend="nvml")
-    assert not [t for t in result.changes["mi1"].add_taints if t.key == BURN_IN]
-    plan = result.pool("amd")
-    assert plan is not None and not plan.burn_in
-    verified = run([pool("amd", {"accelerator": "MI300X"})], [node("mi1", "MI300X")], agent_backend="fake")
-    assert Taint(BURN_IN, "NoSchedule", "pending") in verified.changes["mi1"].add_taints
+def test_every_vendors_joining_nodes_burn_in() -> None:
+    for accelerator in ("MI300X", "Trainium2", "TPU-v5p"):
+        result = run([pool("p", {"accelerator": accelerator})], [node("n1", accelerator)])
+        assert Taint(BURN_IN, "NoSchedule", "pending") in result.changes["n1"].add_taints, accelerator
 
 
 def test_release_takes_the_burn_in_taint_off() -> None:

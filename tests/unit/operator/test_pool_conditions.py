@@ -21,7 +21,6 @@ from accelpool.poolstatus.conditions import (
     valid,
 )
 from accelpool.poolstatus.layout import Layout, PoolShape, judge_layout
-from accelpool_core import catalog
 
 from .conftest import NOW, member, pool
 
@@ -42,7 +41,7 @@ def members(*views: Any) -> tuple[Member, ...]:
 
 
 def census(pool_shape: PoolShape, found: tuple[Member, ...], layout: Layout | None = None) -> Census:
-    return Census.take(found, pool_shape, layout or Layout(), agent_verifies=True)
+    return Census.take(found, pool_shape, layout or Layout())
 
 
 # ---------------------------------------------------------------- Valid
@@ -209,20 +208,16 @@ def test_device_plugin_configured_checks_what_gpus_without_mig_advertise() -> No
 # ---------------------------------------------------------------- AgentReady
 
 
-def test_agent_ready_waits_for_silent_members_and_says_when_the_agent_cannot_verify() -> None:
+def test_agent_ready_waits_for_silent_members() -> None:
     h100 = shape({"accelerator": "H100"})
     found = members(member("m1", "p", health=HEALTHY), member("m2", "p"))
-    waiting = agent_ready(None, census(h100, found), catalog.Vendor.NVIDIA, NOW, agent_verifies=True)
+    waiting = agent_ready(None, census(h100, found), NOW)
     assert waiting == Finding(False, "WaitingForAgents", "1 of 2 members have no live AcceleratorHealthy report: m2")
-    observed = agent_ready(
-        agents.AgentObservation(), census(h100, found), catalog.Vendor.NVIDIA, NOW, agent_verifies=True
-    )
+    observed = agent_ready(agents.AgentObservation(), census(h100, found), NOW)
     assert observed.message.endswith("; the agent DaemonSet does not exist yet")
     reporting = members(member("m1", "p", "MI300X", health=UNKNOWN))
-    amd = agent_ready(
-        None, census(shape({"accelerator": "MI300X"}), reporting), catalog.Vendor.AMD, NOW, agent_verifies=False
-    )
-    assert amd == Finding(True, "Reporting", "1 of 1 members report health (the agent cannot verify amd devices)")
+    amd = agent_ready(None, census(shape({"accelerator": "MI300X"}), reporting), NOW)
+    assert amd == Finding(True, "Reporting", "1 of 1 members report health")
 
 
 # ---------------------------------------------------------------- Healthy

@@ -24,7 +24,7 @@ def h100_census(*views: object, layout: Layout | None = None) -> Census:
     spec = pool("p", {"accelerator": "H100"}).spec
     assert spec is not None
     shape = PoolShape("p", spec, spec.resolve())
-    return Census.take(tuple(Member(v) for v in views), shape, layout or Layout(), agent_verifies=True)  # type: ignore[arg-type]
+    return Census.take(tuple(Member(v) for v in views), shape, layout or Layout())  # type: ignore[arg-type]
 
 
 def test_no_members_is_pending_or_provisioning_with_the_nodes_selected_message() -> None:
