@@ -118,13 +118,14 @@ def _substitute(expr: str, values: dict[str, str]) -> str:
 
 
 def _all(_: Topology) -> dict[str, str]:
-    return {"pool": ".*", "node": ".*", "gpu": ".*", "__rate_interval": RATE_INTERVAL}
+    return {"pool": ".*", "node": ".*", "vendor": ".*", "gpu": ".*", "__rate_interval": RATE_INTERVAL}
 
 
 def _selected(topology: Topology) -> dict[str, str]:
     """A multi-selection of real values, rendered as Grafana does for a regex matcher: (a|b)."""
     nodes = f"({topology.faulty_xid}|{topology.faulty_slow_hot})"
-    return {"pool": f"({TRAINING})", "node": nodes, "gpu": "(0|1)", "__rate_interval": RATE_INTERVAL}
+    selected = {"pool": f"({TRAINING})", "node": nodes, "vendor": "(nvidia)", "gpu": "(0|1)"}
+    return {**selected, "__rate_interval": RATE_INTERVAL}
 
 
 SELECTIONS: dict[str, Callable[[Topology], dict[str, str]]] = {"all": _all, "selected": _selected}

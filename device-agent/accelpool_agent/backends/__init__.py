@@ -89,6 +89,16 @@ class BackendError(ValueError):
     """Bad backend options (unknown backend, bad --fake-gpus); the message says what is valid."""
 
 
+def device_vendor(model: str | None, backend: str) -> str:
+    """The catalog vendor (`nvidia`, `amd`, `aws`, `google`) of a device: its catalog model's, else the
+    backend's (`cuda` is NVIDIA's); "" for the host CPU."""
+    entry = catalog.BY_NAME.get(model) if model else None
+    if entry is not None:
+        return entry.vendor.value
+    by_backend = {backend_name: vendor.value for vendor, backend_name in VENDOR_BACKENDS.items()}
+    return by_backend.get(backend, catalog.Vendor.NVIDIA.value if backend == "cuda" else "")
+
+
 def detect_model(product_name: str) -> catalog.Accelerator | None:
     """The catalog entry for a driver product name (`NVIDIA H100 80GB HBM3`), matched as GFD does."""
     key = "-".join(product_name.split()).lower()

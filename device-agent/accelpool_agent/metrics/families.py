@@ -1,6 +1,9 @@
 """Building blocks of the agent's collectors: label sets, and metric families made on first use.
 
-Per-GPU series carry `node`, `pool`, `gpu` (index) and `uuid` (`GPU_LABELS`); node-wide ones
+Per-device series (`accelpool_gpu_*`, the accelerator-neutral family: a "GPU" there is any accelerator
+device, an AMD GPU, a Neuron device or a TPU chip too) carry `node`, `pool`, `gpu` (index), `uuid` and
+`vendor` (the catalog vendor: nvidia, amd, aws, google; `GPU_LABELS`), so one dashboard serves every
+pool; node-wide ones
 `node` and `pool` (`NODE_LABELS`). "No data" is an absent series, never a zero: `Families`
 creates a family on first use but adds a sample only for a value that is not None.
 """
@@ -11,15 +14,17 @@ from collections.abc import Sequence
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily
 
+from accelpool_agent.backends import device_vendor
 from accelpool_agent.model import GpuReport
 from accelpool_agent.snapshot import AgentSnapshot
 
-GPU_LABELS = ("node", "pool", "gpu", "uuid")
+GPU_LABELS = ("node", "pool", "gpu", "uuid", "vendor")
 NODE_LABELS = ("node", "pool")
 
 
 def gpu_key(snapshot: AgentSnapshot, gpu: GpuReport) -> list[str]:
-    return [snapshot.node, snapshot.pool or "", str(gpu.device.index), gpu.device.uuid]
+    vendor = device_vendor(gpu.device.model, snapshot.backend)
+    return [snapshot.node, snapshot.pool or "", str(gpu.device.index), gpu.device.uuid, vendor]
 
 
 class Families:

@@ -109,11 +109,11 @@ def _variables(*, with_gpu: bool) -> list[Any]:
         dashboard_builders.DatasourceVariable("datasource").label("Data source").type("prometheus"),
         _query_variable("pool", "Pool", "label_values(accelpool_pool_info, pool)"),
         _query_variable("node", "Node", 'label_values(accelpool_node_healthy{pool=~"$pool"}, node)'),
+        _query_variable("vendor", "Vendor", 'label_values(accelpool_gpu_info{pool=~"$pool"}, vendor)'),
     ]
     if with_gpu:
-        variables.append(
-            _query_variable("gpu", "GPU", 'label_values(accelpool_gpu_info{pool=~"$pool", node=~"$node"}, gpu)')
-        )
+        devices = 'accelpool_gpu_info{pool=~"$pool", node=~"$node", vendor=~"$vendor"}'
+        variables.append(_query_variable("gpu", "GPU", f"label_values({devices}, gpu)"))
     return variables
 
 

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 # Selectors by template variable. Agent series carry `pool` and `node` target labels (the chart's
-# PodMonitor sets them from the pod); operator series carry `pool`.
+# PodMonitor sets them from the pod); operator series carry `pool`. Per-device series (`accelpool_gpu_*`,
+# `accelpool_check_*`: every vendor's devices) also carry `vendor` (nvidia, amd, aws, google).
 POOL = 'pool=~"$pool"'
+DEVICES = 'pool=~"$pool", vendor=~"$vendor"'
 NODE = 'pool=~"$pool", node=~"$node"'
-GPU = 'pool=~"$pool", node=~"$node", gpu=~"$gpu"'
+GPU = 'pool=~"$pool", node=~"$node", vendor=~"$vendor", gpu=~"$gpu"'
 
 
 @dataclass(frozen=True)

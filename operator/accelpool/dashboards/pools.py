@@ -10,7 +10,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from accelpool.dashboards.panels import POOL, Panel, Row, queries
+from accelpool.dashboards.panels import DEVICES, POOL, Panel, Row, queries
 
 
 def rows() -> tuple[Row, ...]:
@@ -154,7 +154,7 @@ def rows() -> tuple[Row, ...]:
                 Panel(
                     "GPU utilization",
                     "Mean utilization of the pool's GPUs (fraction of time a kernel ran).",
-                    queries((f"avg by (pool) (accelpool_gpu_utilization_ratio{{{POOL}}})", "{{pool}}")),
+                    queries((f"avg by (pool) (accelpool_gpu_utilization_ratio{{{DEVICES}}})", "{{pool}}")),
                     unit="percentunit",
                     min=0,
                     max=1,
@@ -163,8 +163,8 @@ def rows() -> tuple[Row, ...]:
                     "GPU memory",
                     "Device memory in use across each pool, against the total.",
                     queries(
-                        (f"sum by (pool) (accelpool_gpu_memory_used_bytes{{{POOL}}})", "{{pool}} used"),
-                        (f"sum by (pool) (accelpool_gpu_memory_total_bytes{{{POOL}}})", "{{pool}} total"),
+                        (f"sum by (pool) (accelpool_gpu_memory_used_bytes{{{DEVICES}}})", "{{pool}} used"),
+                        (f"sum by (pool) (accelpool_gpu_memory_total_bytes{{{DEVICES}}})", "{{pool}} total"),
                     ),
                     unit="bytes",
                     min=0,
@@ -173,8 +173,8 @@ def rows() -> tuple[Row, ...]:
                     "Power",
                     "Total power draw of each pool's GPUs, against the sum of their power limits.",
                     queries(
-                        (f"sum by (pool) (accelpool_gpu_power_watts{{{POOL}}})", "{{pool}} draw"),
-                        (f"sum by (pool) (accelpool_gpu_power_limit_watts{{{POOL}}})", "{{pool}} limit"),
+                        (f"sum by (pool) (accelpool_gpu_power_watts{{{DEVICES}}})", "{{pool}} draw"),
+                        (f"sum by (pool) (accelpool_gpu_power_limit_watts{{{DEVICES}}})", "{{pool}} limit"),
                     ),
                     unit="watt",
                     min=0,
@@ -183,9 +183,9 @@ def rows() -> tuple[Row, ...]:
                     "Temperature",
                     "Hottest GPU of each pool, and the lowest slowdown temperature among them (clocks drop there).",
                     queries(
-                        (f"max by (pool) (accelpool_gpu_temperature_celsius{{{POOL}}})", "{{pool}} hottest"),
+                        (f"max by (pool) (accelpool_gpu_temperature_celsius{{{DEVICES}}})", "{{pool}} hottest"),
                         (
-                            f"min by (pool) (accelpool_gpu_slowdown_temperature_celsius{{{POOL}}})",
+                            f"min by (pool) (accelpool_gpu_slowdown_temperature_celsius{{{DEVICES}}})",
                             "{{pool}} slowdown",
                         ),
                     ),
@@ -203,7 +203,7 @@ def rows() -> tuple[Row, ...]:
                     queries(
                         (
                             "sum by (pool, node, xid) "
-                            f"(increase(accelpool_gpu_xid_errors_total{{{POOL}}}[$__rate_interval]))",
+                            f"(increase(accelpool_gpu_xid_errors_total{{{DEVICES}}}[$__rate_interval]))",
                             "{{node}} XID {{xid}}",
                         ),
                     ),
@@ -216,7 +216,7 @@ def rows() -> tuple[Row, ...]:
                     queries(
                         (
                             "sum by (pool, node, error_type) "
-                            f'(accelpool_gpu_ecc_errors_total{{{POOL}, scope="volatile"}})',
+                            f'(accelpool_gpu_ecc_errors_total{{{DEVICES}, scope="volatile"}})',
                             "{{node}} {{error_type}}",
                         ),
                     ),

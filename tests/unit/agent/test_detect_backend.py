@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from accelpool_agent.backends import BACKENDS, VENDOR_BACKENDS, BackendError, create_backend
+from accelpool_agent.backends import BACKENDS, VENDOR_BACKENDS, BackendError, create_backend, device_vendor
 from accelpool_agent.backends.detect import Probes, detect_backend
 
 
@@ -83,3 +83,10 @@ def test_a_vendor_backend_missing_from_the_build_is_a_clear_error(monkeypatch: p
     monkeypatch.setitem(backends.VENDOR_MODULES, "tpu", ("accelpool_agent.backends.not_built", "TpuBackend"))
     with pytest.raises(BackendError, match="'tpu' is not part of this agent build"):
         create_backend("tpu")
+
+
+def test_a_devices_vendor_comes_from_its_catalog_model_else_its_backend() -> None:
+    assert device_vendor("MI300X", "fake") == "amd"
+    assert device_vendor(None, "neuron") == "aws"
+    assert device_vendor(None, "cuda") == "nvidia"
+    assert device_vendor(None, "cpu") == ""

@@ -164,3 +164,13 @@ async def test_the_fast_text_render_is_byte_for_byte_prometheus_clients(make_age
     odd = CollectorRegistry(auto_describe=False)
     odd.register(Exporter(lambda: replace(agent.snapshot, node='gpu "a"\\b\nc'), timer=lambda: 0.0))
     assert render_text(odd) == generate_latest(odd)  # label values with quotes, backslashes, newlines
+
+
+async def test_every_vendors_devices_are_in_the_gpu_family_with_their_vendor(make_agent: MakeAgent) -> None:
+    for gpus, vendor in (("MI300X:2", "amd"), ("Trainium2:2", "aws"), ("TPU-v5p:2", "google"), ("H100:2", "nvidia")):
+        agent = make_agent(gpus, ["1:lost"], clock=ManualClock())
+        await agent.full_cycle()
+        text = generate_latest(registry_for(agent.snapshot)).decode()
+        healthy = [line for line in text.splitlines() if line.startswith("accelpool_gpu_healthy{")]
+        assert len(healthy) == 2 and all(f'vendor="{vendor}"' in line for line in healthy), gpus
+        assert re.search(r'accelpool_gpu_healthy\{[^}]*gpu="1"[^}]*\} 0\.0', text), gpus
