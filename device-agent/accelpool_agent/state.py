@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from accelpool_agent import rules
+from accelpool_agent.backends import VendorChecks
 from accelpool_agent.model import (
     CHECK_ORDER,
     Check,
@@ -134,7 +135,15 @@ class GpuHistory:
                 results.append(latest)
         return tuple(results)
 
-    def report(self, device: DeviceInfo, *, now: float, policy: rules.Policy, expected: rules.Expected) -> GpuReport:
+    def report(
+        self,
+        device: DeviceInfo,
+        *,
+        now: float,
+        policy: rules.Policy,
+        expected: rules.Expected,
+        vendor_checks: VendorChecks | None = None,
+    ) -> GpuReport:
         checks = rules.telemetry_checks(
             self.telemetry,
             self.xids,
@@ -143,6 +152,8 @@ class GpuHistory:
             policy=policy,
             nvlink_rates=self.nvlink_errors.per_minute(),
         )
+        if vendor_checks is not None:
+            checks = _with_vendor_results(checks, vendor_checks(device, self.telemetry, now), now)
         outcome = self.outcome
         compute = [rules.with_action(result) for result in self.compute_results()]
         return GpuReport(
@@ -313,9 +324,26 @@ class AgentState:
         return tuple(rules.with_action(replace(result, finished_at=now)) for result in results)
 
     def gpu_reports(
-        self, *, now: float, policy: rules.Policy, expected: Callable[[DeviceInfo], rules.Expected]
+        self,
+        *,
+        now: float,
+        policy: rules.Policy,
+        expected: Callable[[DeviceInfo], rules.Expected],
+        vendor_checks: VendorChecks | None = None,
     ) -> tuple[GpuReport, ...]:
         return tuple(
-            self.gpu(device.uuid).report(device, now=now, policy=policy, expected=expected(device))
+            self.gpu(device.uuid).report(
+                device, now=now, policy=policy, expected=expected(device), vendor_checks=vendor_checks
+            )
             for device in self.devices
         )
+
+
+def _with_vendor_results(
+    generic: Sequence[CheckResult], vendor: Sequence[CheckResult], now: float
+) -> list[CheckResult]:
+    """The generic telemetry results, each replaced by the vendor's result of the same `Check`, plus the
+    vendor's results of checks the generic rules do not have."""
+    theirs = {result.check: rules.with_action(replace(result, finished_at=now)) for result in vendor}
+    kept = [theirs.pop(result.check, result) for result in generic]
+    return [*kept, *theirs.values()]

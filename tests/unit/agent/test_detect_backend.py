@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from accelpool_agent.backends import BACKENDS, VENDOR_BACKENDS, BackendError, create_backend, device_vendor
+from accelpool_agent.backends import (
+    BACKENDS,
+    VENDOR_BACKENDS,
+    BackendError,
+    create_backend,
+    device_vendor,
+)
 from accelpool_agent.backends.detect import Probes, detect_backend
 
 
