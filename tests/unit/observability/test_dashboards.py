@@ -58,7 +58,7 @@ def test_panels_are_wired_to_the_datasource_variable(document: dict[str, Any]) -
 def test_variables(document: dict[str, Any]) -> None:
     variables = {v["name"]: v for v in document["templating"]["list"]}
     assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
-    wanted = {"pool", "node", "gpu"} if document["uid"] == dashboards.NODE_UID else {"pool", "node"}
+    wanted = {"pool", "node", "vendor", "gpu"} if document["uid"] == dashboards.NODE_UID else {"pool", "node", "vendor"}
     assert set(variables) - {"datasource"} == wanted
     for name in wanted:
         assert variables[name]["includeAll"] and variables[name]["multi"] and variables[name]["allValue"] == ".*"
