@@ -84,8 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("ACCELPOOL_AGENT_BACKEND"),
         help="nvml: NVIDIA (NVML + CuPy); amdsmi: AMD Instinct (amdsmi + CuPy ROCm); neuron: AWS Trainium/"
         "Inferentia (neuron-monitor); tpu: Google TPU (libtpu); cuda: CuPy only; cpu: NumPy on the host CPU; "
-        "fake: simulated devices of any vendor (default: $ACCELPOOL_AGENT_BACKEND; else `run` uses nvml and "
-        "`check` detects the host's devices)",
+        "fake: simulated devices of any vendor (default: $ACCELPOOL_AGENT_BACKEND; else `run` uses nvml, and "
+        "`check` uses fake with --fake-gpus or --fault, else detects the host's devices)",
     )
     common.add_argument(
         "--config", metavar="FILE", help="AgentConfig as YAML or JSON (default: $ACCELPOOL_AGENT_CONFIG)"
@@ -331,7 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     if args.command == "check":
-        args.backend = args.backend or _detected_backend()
+        simulated = args.fake_gpus is not None or bool(args.fault)
+        args.backend = args.backend or ("fake" if simulated else _detected_backend())
         return _check(args, parser)
     args.backend = args.backend or "nvml"
     return _run(args, parser)

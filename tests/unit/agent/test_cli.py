@@ -170,3 +170,14 @@ def test_check_reads_infiniband_under_the_sysfs_root(capsys: pytest.CaptureFixtu
     assert (report["reason"], report["action"]) == ("IbPortDown", "restart-os")
     assert report["infiniband"][0]["port"] == "mlx5_0/1"
     assert report["findings"][0]["check"] == "infiniband"
+
+
+def test_check_without_a_backend_simulates_with_fake_gpus_and_names_each_vendors_devices(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ACCELPOOL_AGENT_BACKEND", raising=False)
+    for gpus, name in (("MI300X:2", "AMD Instinct MI300X"), ("Trainium2:2", "Trainium2"), ("TPU-v5p:2", "TPU v5p")):
+        assert main(["check", "--fake-gpus", gpus, "--json", "--log-level", "ERROR"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["backend"] == "fake"
+        assert {gpu["name"] for gpu in report["gpus"]} == {name}
