@@ -59,15 +59,6 @@ _KARPENTER_REQUIREMENT_KEY = re.compile(
 )
 
 
-VENDOR_BACKENDS: Mapping[str, str] = {
-    catalog.Vendor.NVIDIA.value: "nvml",
-    catalog.Vendor.AMD.value: "amdsmi",
-    catalog.Vendor.AWS.value: "neuron",
-    catalog.Vendor.GOOGLE.value: "tpu",
-}
-"""Each catalog vendor's agent backend (`accelpool_agent.backends.VENDOR_BACKENDS`)."""
-
-
 @dataclass(frozen=True)
 class AgentSettings:
     """How agent DaemonSets are rendered (operator flags `--agent-*`)."""
@@ -80,7 +71,7 @@ class AgentSettings:
     image_pull_policy: str = "IfNotPresent"
     backend: str | None = None
     """One backend for every pool (`fake`, `cpu`: demos and tests); None: each vendor's from `backends`."""
-    backends: Mapping[str, str] = field(default_factory=lambda: dict(VENDOR_BACKENDS))
+    backends: Mapping[str, str] = field(default_factory=lambda: dict(api.VENDOR_BACKENDS))
     """Vendor → the agents' backend; a vendor missing here gets `VENDOR_BACKENDS`'s."""
     runtime_class: str | None = "nvidia"
     """runtimeClassName for NVIDIA pools (the NVIDIA container runtime); None to leave it unset."""
@@ -103,7 +94,7 @@ def agent_backend(spec: api.ComputePoolSpec, settings: AgentSettings) -> str:
     if settings.backend:
         return settings.backend
     vendor = spec.resolve().entry.vendor.value
-    return settings.backends.get(vendor) or VENDOR_BACKENDS[vendor]
+    return settings.backends.get(vendor) or api.VENDOR_BACKENDS[vendor]
 
 
 def agent_image(vendor: catalog.Vendor, settings: AgentSettings) -> str:

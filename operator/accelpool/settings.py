@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from accelpool import api, conventions
-from accelpool.render import VENDOR_BACKENDS, AgentSettings
+from accelpool.api import VENDOR_BACKENDS
+from accelpool.render import AgentSettings
 from accelpool_core import catalog
 
 DEFAULT_WEBHOOK_PORT = 9443

@@ -34,12 +34,14 @@ from accelpool.api.devices import (
     TimeSlicingSpec,
 )
 from accelpool.api.health import (
+    ANY_VENDOR_BACKENDS,
     DURATION_PATTERN,
     MAX_DURATION_LENGTH,
     MAX_HOLD_DOWN,
     MAX_INTERVAL,
     MIN_INTERVAL,
     PERCENT_PATTERN,
+    VENDOR_BACKENDS,
     AgentBackend,
     DrainPolicy,
     HandOffPolicy,
@@ -79,6 +81,7 @@ from accelpool.api.status import (
 
 __all__ = [
     "ACCELERATOR_STRING_PATTERN",
+    "ANY_VENDOR_BACKENDS",
     "API_VERSION",
     "AUTO",
     "CATEGORIES",
@@ -104,6 +107,7 @@ __all__ = [
     "PLURAL",
     "SHORT_NAMES",
     "SINGULAR",
+    "VENDOR_BACKENDS",
     "VERSION",
     "AcceleratorRequest",
     "AgentBackend",

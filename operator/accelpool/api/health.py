@@ -27,6 +27,10 @@ MAX_DRAIN_TIMEOUT = "168h"
 MAX_GRACE_PERIOD = "24h"
 AgentBackend = Literal["nvml", "amdsmi", "neuron", "tpu", "cuda", "cpu", "fake"]
 """The agent's `--backend` choices (`accelpool_agent.backends.BACKENDS`)."""
+VENDOR_BACKENDS: dict[str, str] = {"nvidia": "nvml", "amd": "amdsmi", "aws": "neuron", "google": "tpu"}
+"""Each catalog vendor's agent backend (`accelpool_agent.backends.VENDOR_BACKENDS`)."""
+ANY_VENDOR_BACKENDS = ("cpu", "fake")
+"""Backends that check no vendor's devices (the host CPU, simulated devices): valid for every pool."""
 
 
 class MatmulPolicy(Model):

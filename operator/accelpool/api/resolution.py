@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from accelpool.api.devices import MPS_LIMIT_CAPABILITY, MPS_MAX_CLIENTS_BEFORE_7_5, AcceleratorRequest, MigSpec, MpsSpec
+from accelpool.api.health import ANY_VENDOR_BACKENDS, VENDOR_BACKENDS
 from accelpool.api.names import GROUP
 from accelpool.api.problems import Problem
 from accelpool_core import catalog
@@ -124,6 +125,7 @@ def spec_problems(spec: ComputePoolSpec) -> list[Problem]:
                 f"Karpenter (AWS) offers no {entry.name}; use provisioner type static",
             )
         )
+    problems += _backend_problems(spec.health.backend, entry)
     for key in spec.node_selector:
         if key.startswith(f"{GROUP}/"):
             problems.append(
@@ -134,6 +136,22 @@ def spec_problems(spec: ComputePoolSpec) -> list[Problem]:
                 )
             )
     return problems
+
+
+def _backend_problems(backend: str | None, entry: catalog.Accelerator) -> list[Problem]:
+    """A pool's own agent backend must check its vendor's devices (or none: cpu, fake)."""
+    vendor = entry.vendor.value
+    nvidia_only = ["cuda"] if entry.vendor is catalog.Vendor.NVIDIA else []
+    valid = [VENDOR_BACKENDS[vendor], *nvidia_only, *ANY_VENDOR_BACKENDS]
+    if backend is None or backend in valid:
+        return []
+    return [
+        Problem(
+            "spec.health.backend",
+            backend,
+            f"the {backend} backend cannot check {entry.name} (vendor {vendor}); valid: {', '.join(valid)}",
+        )
+    ]
 
 
 def _mps_problems(mps: MpsSpec, resolved: ResolvedAccelerator) -> list[Problem]:

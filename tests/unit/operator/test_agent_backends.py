@@ -88,3 +88,12 @@ def test_bad_vendor_flags_name_the_value_and_what_is_valid(
     with pytest.raises(SystemExit):
         config(argument)
     assert message in capsys.readouterr().err
+
+
+def test_a_pools_backend_must_check_its_vendors_devices() -> None:
+    with pytest.raises(ValidationError, match=r"spec.health.backend: Invalid value: \"amdsmi\": the amdsmi backend "):
+        api.ComputePoolSpec.model_validate({"accelerator": "H100", "health": {"backend": "amdsmi"}})
+    with pytest.raises(ValidationError, match="cannot check TPU-v5p \\(vendor google\\); valid: tpu, cpu, fake"):
+        api.ComputePoolSpec.model_validate({"accelerator": "TPU-v5p", "health": {"backend": "cuda"}})
+    for accelerator, backend in (("H100", "cuda"), ("MI300X", "fake"), ("Trainium2", "neuron"), ("TPU-v5p", "cpu")):
+        api.ComputePoolSpec.model_validate({"accelerator": accelerator, "health": {"backend": backend}})
