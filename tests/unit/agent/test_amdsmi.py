@@ -11,13 +11,16 @@ import sys
 
 import pytest
 
+from accelpool_agent.agent import Agent
 from accelpool_agent.backends.amdsmi import AmdSmiBackend
 from accelpool_agent.clock import ManualClock
 from accelpool_agent.compute import ComputeSizes, ComputeTask
+from accelpool_agent.compute.runner import InlineRunner
+from accelpool_agent.config import AgentSettings
 from accelpool_agent.model import Check, CheckStatus, EccCounts, Telemetry
 from accelpool_agent.rules import Policy, XidRecord
 from accelpool_agent.rules.amd import amd_checks
-from accelpool_core.protocol import Action
+from accelpool_core.protocol import Action, AgentConfig, HealthStatus
 
 from .fake_amdsmi import (
     STATUS_INIT_ERROR,
@@ -244,3 +247,25 @@ def test_no_cupy_rocm_means_no_compute(monkeypatch: pytest.MonkeyPatch) -> None:
     backend.open()
     assert backend.compute_job(backend.inventory()[0], [ComputeTask(Check.SANITY)], ComputeSizes(), 0) is None
     assert backend.compute_unavailable is not None and "cupy-rocm" in backend.compute_unavailable
+
+
+def agent_on(fake: FakeAmdSmi, monkeypatch: pytest.MonkeyPatch) -> Agent:
+    fake.install(monkeypatch)
+    settings = AgentSettings(node_name="mi300x-a1", backend="amdsmi")
+    agent = Agent(AmdSmiBackend(compute_engine=None), AgentConfig(), settings, InlineRunner(), clock=ManualClock())
+    agent.open()
+    return agent
+
+
+async def test_agent_on_a_healthy_mi300x_node_without_cupy_rocm(monkeypatch: pytest.MonkeyPatch) -> None:
+    report = await agent_on(FakeAmdSmi(gpus=8), monkeypatch).full_cycle()
+    assert len(report.gpus) == 8 and report.gpus[0].device.model == "MI300X"
+    assert not [c for gpu in report.gpus for c in gpu.checks if c.status in (CheckStatus.WARN, CheckStatus.FAIL)]
+    # no compute engine (no cupy-rocm): the agent's rule for any backend that cannot compute
+    assert (report.status, report.reason) == (HealthStatus.UNKNOWN, "ChecksSkipped")
+
+
+async def test_agent_without_amdsmi_is_unknown_not_missing_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    report = await agent_on(FakeAmdSmi(gpus=8, init_error=STATUS_INIT_ERROR), monkeypatch).full_cycle()
+    assert (report.status, report.reason) == (HealthStatus.UNKNOWN, "BackendUnavailable")
+    assert "amdsmi initialisation failed" in report.message
