@@ -14,7 +14,7 @@ Events: one `AmdSmiEventReader` per GPU watches VMFAULT, THERMAL_THROTTLE, GPU_P
 GPU_POST_RESET and RING_HANG (AmdSmiEvtNotificationType; AMDSMI_EVT_NOTIF_* in amdsmi.h). Its
 `read(timeout_ms)` returns the events of every watched GPU (amdsmi_get_gpu_event_notification is
 not per device), so the first reader drains them, without blocking. Each becomes an `XidEvent` whose
-`xid` is the event type's value and whose `event` is its name (`rules.amd` judges them).
+`event` is its name and whose `xid` is its code in `AMD_EVENT_CODES` (`rules.amd` judges them).
 
 Compute checks: CuPy's ROCm build (the `cupy-rocm-*` wheels, where `cupy.cuda` runs on HIP) runs
 the same CuPy engine as the CUDA backend, in a child whose CUDA_VISIBLE_DEVICES (which HIP honours)
@@ -41,8 +41,11 @@ from accelpool_agent.model import DeviceInfo, DriverVersions, IbPort, Telemetry,
 
 log = logging.getLogger(__name__)
 
-WATCHED_EVENTS = ("VMFAULT", "THERMAL_THROTTLE", "GPU_PRE_RESET", "GPU_POST_RESET", "RING_HANG")
-"""AmdSmiEvtNotificationType members the backend watches (every type amdsmi.h defines)."""
+AMD_EVENT_CODES = {"VMFAULT": 1, "THERMAL_THROTTLE": 2, "GPU_PRE_RESET": 3, "GPU_POST_RESET": 4, "RING_HANG": 5}
+"""The AmdSmiEvtNotificationType members the backend watches → the code it reports them under
+(`XidEvent.xid`): their AMDSMI_EVT_NOTIF_* values in amdsmi.h up to ROCm 6.x. Events are matched by
+name, because amdsmi 7 renumbered the types past GPU_POST_RESET (5 became MIGRATE_START, RING_HANG
+went away), so a library's own value would not mean the same event on every host."""
 EVENTS_PER_READ = 64
 
 
@@ -214,7 +217,7 @@ class AmdSmiBackend:
         types = getattr(self._calls.module, "AmdSmiEvtNotificationType", None)
         if reader_class is None or types is None:
             return
-        watched = [getattr(types, name) for name in WATCHED_EVENTS if hasattr(types, name)]
+        watched = [getattr(types, name) for name in AMD_EVENT_CODES if hasattr(types, name)]
         for index, handle in enumerate(self._handles):
             if handle is None:
                 continue
@@ -233,17 +236,15 @@ class AmdSmiBackend:
             if self._calls.code(error) not in (amdsmi_device.NO_DATA, amdsmi_device.TIMEOUT):
                 log.warning("reading amdsmi events: %s", error)
             return []
-        types = getattr(self._calls.module, "AmdSmiEvtNotificationType", None)
         events = []
         for item in raw if isinstance(raw, list) else []:
             name = str(item.get("event", "")) if isinstance(item, Mapping) else ""
-            member = getattr(types, name, None)
-            if member is None:
+            if name not in AMD_EVENT_CODES:
                 continue
             events.append(
                 XidEvent(
                     index=self._index_of(item.get("processor_handle")),
-                    xid=int(member),
+                    xid=AMD_EVENT_CODES[name],
                     timestamp=self._clock(),
                     event=name,
                 )

@@ -12,7 +12,8 @@ returns them:
   report no EDGE sensor (MI300X: NOT_SUPPORTED); HOTSPOT (= JUNCTION) is the sensor the firmware
   throttles on, so its CRITICAL metric is the slowdown limit. EDGE is the fallback for parts
   without a hotspot sensor;
-- `amdsmi_get_power_info` → `current_socket_power` (MI300) or `average_socket_power` (MI200) in W;
+- `amdsmi_get_power_info` → `socket_power` (amdsmi 7), `current_socket_power` (MI300) or
+  `average_socket_power` (MI200) in W;
   `amdsmi_get_power_cap_info` → `power_cap` in µW; `amdsmi_get_energy_count` → the accumulator in
   units of `counter_resolution` µJ;
 - `amdsmi_get_clock_info(h, AmdSmiClkType)` → `clk` / `max_clk` in MHz;
@@ -194,7 +195,7 @@ def read(calls: AmdSmiCalls, index: int, handle: Any) -> Telemetry:
         memory_total_bytes=int(total) * _MIB if total is not None else None,
         temperature_celsius=temperature,
         slowdown_temperature_celsius=slowdown,
-        power_watts=field(power, "current_socket_power", "average_socket_power"),
+        power_watts=field(power, "socket_power", "current_socket_power", "average_socket_power"),
         power_limit_watts=cap / 1e6 if cap else None,
         energy_joules=_energy(calls, handle),
         sm_clock_hertz=_mhz(field(gfx, "clk")),

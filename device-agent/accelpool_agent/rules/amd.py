@@ -39,14 +39,15 @@ from accelpool_agent.rules.telemetry import THERMAL_REASONS, XidRecord, device_r
 from accelpool_core.protocol import Action
 
 AMD_EVENTS: Mapping[int, tuple[str, str, CheckStatus, Action]] = {
-    # AMDSMI_EVT_NOTIF_* value: (name, what it means, status, ladder step)
+    # `backends.amdsmi.AMD_EVENT_CODES` code: (name, what it means, status, ladder step)
     5: ("RING_HANG", "a GPU command ring hung", CheckStatus.FAIL, Action.RESET_GPU),
     3: ("GPU_PRE_RESET", "the driver is resetting the GPU", CheckStatus.WARN, Action.NONE),
     4: ("GPU_POST_RESET", "the driver reset the GPU", CheckStatus.WARN, Action.NONE),
     2: ("THERMAL_THROTTLE", "the GPU throttled for temperature", CheckStatus.WARN, Action.NONE),
     1: ("VMFAULT", "a GPU page fault (usually the application's)", CheckStatus.WARN, Action.NONE),
 }
-"""amdsmi's event types (amdsmi.h, amdsmi_evt_notification_type_t), worst first."""
+"""amdsmi's event types (amdsmi.h, amdsmi_evt_notification_type_t) by the code the backend reports them
+under (their AMDSMI_EVT_NOTIF_* values up to ROCm 6.x), worst first."""
 POWER_CAP_REASON = "sw_power_cap"
 
 _result = CheckResult.of
@@ -179,7 +180,7 @@ def amd_checks(
     now: float,
     policy: Policy,
 ) -> list[CheckResult]:
-    """Every AMD rule on one GPU; `record` holds its amdsmi events (`XidEvent.xid` = the event's value),
+    """Every AMD rule on one GPU; `record` holds its amdsmi events (`XidEvent.xid`: the event's code),
     `baseline` its RAS totals when the agent started."""
     busy = policy.busy_utilization
     results = [

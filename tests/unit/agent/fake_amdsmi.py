@@ -5,7 +5,8 @@ py-interface/amdsmi_exception.py (`AmdSmiLibraryException(err_code)` with `get_e
 `AmdSmiParameterException` for a wrong argument type), the status values those of amdsmi.h's
 `amdsmi_status_t`, the enums' members and values those of py-interface/amdsmi_interface.py
 (`AmdSmiClkType`, `AmdSmiTemperatureType`, `AmdSmiTemperatureMetric`, `AmdSmiGpuBlock`,
-`AmdSmiEvtNotificationType`), and every function returns the dict shape the interface builds,
+`AmdSmiEvtNotificationType` as ROCm 6.x defines it; amdsmi 7 renumbered it past GPU_POST_RESET),
+and every function returns the dict shape the interface builds,
 with "N/A" where the library has no value. `amdsmi_get_gpu_event_notification` answers
 AMDSMI_STATUS_NO_DATA when no event is waiting, as rocm_smi's event API does.
 

@@ -8,6 +8,7 @@ status codes of amdsmi.h.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -112,6 +113,19 @@ def test_missing_library_is_an_error_not_missing_gpus(monkeypatch: pytest.Monkey
     backend.open()
     assert backend.error is not None and "amdsmi initialisation failed" in backend.error
     assert backend.inventory() == [] and backend.telemetry() == [] and backend.drain_xid_events() == []
+
+
+def test_library_without_libamd_smi_is_an_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The PyPI package without ROCm's libamd_smi.so: amdsmi 7.0.2's import raises KeyError('libamd_smi.so')."""
+    package = tmp_path / "amdsmi"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise KeyError('libamd_smi.so')\n")
+    monkeypatch.delitem(sys.modules, "amdsmi", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    backend = AmdSmiBackend()
+    backend.open()
+    assert backend.error is not None and "KeyError" in backend.error and "libamd_smi.so" in backend.error
+    assert backend.inventory() == []
 
 
 def test_init_failure_is_survived_and_retried(monkeypatch: pytest.MonkeyPatch) -> None:
