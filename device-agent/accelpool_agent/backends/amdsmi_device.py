@@ -30,6 +30,7 @@ returns them:
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -97,15 +98,14 @@ class AmdSmiCalls:
 
     def get(self, function: str, *args: Any) -> Any:
         """Call an amdsmi function: None for "no data" (and for a function this version lacks);
-        GpuLostError / AmdSmiDeadError for the serious cases; other failures counted, read as None."""
+        GpuLostError / AmdSmiDeadError for the serious cases; any other failure (another status, an
+        `AmdSmiParameterException`, an exception of the library's own code) counted, read as None."""
         fn = getattr(self.module, function, None)
         if fn is None:
             return None
         try:
             return fn(*args)
-        except Exception as error:
-            if not isinstance(error, self._exceptions()):
-                raise
+        except Exception as error:  # the library's own, and its ctypes or lookup failures: never ours to raise
             code = self.code(error)
             if code in NO_DATA_CODES:
                 return None
@@ -114,16 +114,12 @@ class AmdSmiCalls:
             if code in DEAD_CODES:
                 raise AmdSmiDeadError(f"{function}: {error}") from error
             self.errors[function] += 1
-            log.debug("%s failed: %s", function, error)
+            log.debug("%s failed: %s: %s", function, type(error).__name__, error)
             return None
 
     def enum(self, name: str, member: str) -> Any:
         """`amdsmi.<name>.<member>` (e.g. AmdSmiClkType.GFX), or None when this version lacks it."""
         return getattr(getattr(self.module, name, None), member, None)
-
-    def _exceptions(self) -> tuple[type[BaseException], ...]:
-        base = getattr(self.module, "AmdSmiException", None)
-        return (base,) if isinstance(base, type) and issubclass(base, BaseException) else (Exception,)
 
 
 def number(value: Any) -> float | None:
@@ -146,15 +142,20 @@ def field(data: Any, *keys: str) -> float | None:
 
 def detect_model(*names: str | None) -> catalog.Accelerator | None:
     """The catalog entry for amdsmi's product names, matched as `amd.com/gpu.product-name` values:
-    spaces → `_`, without the `AMD_` prefix (`AMD Instinct MI300X OAM` → `Instinct_MI300X_OAM`)."""
+    words joined by `_`, without the `AMD_` prefix (`AMD Instinct MI300X OAM` → `Instinct_MI300X_OAM`,
+    `AMD Instinct MI250X / MI250` → `Instinct_MI250X_MI250`)."""
     for name in names:
         if not name or name == _NA:
             continue
-        key = "_".join(name.split()).lower().removeprefix("amd_")
+        key = _product_key(name).removeprefix("amd_")
         for accelerator in catalog.ACCELERATORS:
-            if key in (p.lower() for p in accelerator.detection.amd_products):
+            if key in (_product_key(p) for p in accelerator.detection.amd_products):
                 return accelerator
     return None
+
+
+def _product_key(name: str) -> str:
+    return re.sub(r"[^0-9a-z]+", "_", name.lower()).strip("_")
 
 
 def describe(calls: AmdSmiCalls, index: int, handle: Any) -> DeviceInfo:

@@ -14,6 +14,7 @@ import pytest
 
 from accelpool_agent.agent import Agent
 from accelpool_agent.backends.amdsmi import AmdSmiBackend
+from accelpool_agent.backends.amdsmi_device import detect_model
 from accelpool_agent.clock import ManualClock
 from accelpool_agent.compute import ComputeSizes, ComputeTask
 from accelpool_agent.compute.runner import InlineRunner
@@ -283,3 +284,32 @@ async def test_agent_without_amdsmi_is_unknown_not_missing_gpus(monkeypatch: pyt
     report = await agent_on(FakeAmdSmi(gpus=8, init_error=STATUS_INIT_ERROR), monkeypatch).full_cycle()
     assert (report.status, report.reason) == (HealthStatus.UNKNOWN, "BackendUnavailable")
     assert "amdsmi initialisation failed" in report.message
+
+
+@pytest.mark.parametrize(
+    ("names", "model"),
+    [
+        (("AMD Instinct MI300X OAM", "AMD Instinct MI300X"), "MI300X"),
+        ((None, "AMD Instinct MI300X"), "MI300X"),
+        (("N/A", "AMD Instinct MI250X / MI250"), "MI250X"),
+        (("N/A", "0x74a1"), None),  # amdsmi gives the device id when it has no market name
+    ],
+)
+def test_product_names_map_to_the_catalog(names: tuple[str | None, str], model: str | None) -> None:
+    found = detect_model(*names)
+    assert (found.name if found else None) == model
+
+
+def test_a_library_failure_of_its_own_is_counted_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeAmdSmi(gpus=1)
+    module = fake.install(monkeypatch)
+
+    def unknown_link_state(handle: object) -> object:
+        raise KeyError(7)  # amdsmi_get_gpu_xgmi_link_status looking up a link state its enum lacks
+
+    module.amdsmi_get_gpu_xgmi_link_status = unknown_link_state  # type: ignore[attr-defined]
+    backend = AmdSmiBackend(compute_engine="cuda")
+    backend.open()
+    (reading,) = backend.telemetry()
+    assert reading.xgmi_links is None and not reading.lost
+    assert backend.call_errors["amdsmi_get_gpu_xgmi_link_status"] == 1
