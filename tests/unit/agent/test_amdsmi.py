@@ -24,14 +24,8 @@ from accelpool_agent.rules import Policy, XidRecord
 from accelpool_agent.rules.amd import amd_checks
 from accelpool_core.protocol import Action, AgentConfig, HealthStatus
 
-from .fake_amdsmi import (
-    STATUS_INIT_ERROR,
-    STATUS_NOT_INIT,
-    STATUS_NOT_SUPPORTED,
-    AmdSmiEvtNotificationType,
-    FakeAmdSmi,
-    GpuScript,
-)
+from .amdsmi_api import STATUS_INIT_ERROR, STATUS_NOT_INIT, STATUS_NOT_SUPPORTED, AmdSmiEvtNotificationType
+from .fake_amdsmi import FakeAmdSmi, GpuScript
 
 POLICY = Policy()
 
