@@ -23,6 +23,8 @@ returns them:
   `correctable_count`, `uncorrectable_count` (and `deferred_count`) since the driver loaded;
 - `amdsmi_get_violation_status` (MI300 and later) → `active_*` flags: PROCHOT, PPT (package power,
   "PVIOL"), socket thermal ("TVIOL"), voltage-regulator thermal and HBM thermal throttling;
+- `amdsmi_get_gpu_bad_page_info` → one record per retired (or pending) VRAM page, `status`
+  AMDSMI_MEM_PAGE_STATUS_*; `amdsmi_get_gpu_bad_page_threshold` → amdgpu's threshold;
 - `amdsmi_get_gpu_xgmi_link_status` → `status`: one of "U" (up), "D" (down), "X" (disabled) or
   "N/A" per link.
 """
@@ -35,7 +37,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from accelpool_agent.model import DeviceInfo, EccCounts, NvLink, PcieLink, Telemetry
+from accelpool_agent.model import DeviceInfo, EccCounts, NvLink, PcieLink, RetiredPages, Telemetry
 from accelpool_core import catalog
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,8 @@ DEAD_CODES = frozenset({NOT_INIT, INIT_ERROR, FAIL_LOAD_MODULE, FAIL_LOAD_SYMBOL
 """amdsmi itself is not working: not initialised, or its library failed to load."""
 
 _NA = "N/A"
+PAGE_PENDING = 1
+"""AMDSMI_MEM_PAGE_STATUS_PENDING (amdsmi.h): a bad page not yet retired (0 RESERVED, 2 UNRESERVABLE)."""
 _MIB = 2**20
 PCIE_GENERATIONS = {2500: 1, 5000: 2, 8000: 3, 16000: 4, 32000: 5, 64000: 6}
 """PCIe transfer rate per lane (MT/s) → generation."""
@@ -204,10 +208,12 @@ def read(calls: AmdSmiCalls, index: int, handle: Any) -> Telemetry:
         memory_clock_hertz=_mhz(field(mem, "clk")),
         throttle_reasons=throttle_reasons(get("amdsmi_get_violation_status", handle)),
         ecc=_total_ecc(calls, handle),
+        retired_pages=bad_pages(get("amdsmi_get_gpu_bad_page_info", handle)),
         pcie=pcie_link(get("amdsmi_get_pcie_info", handle)),
         compute_processes=_count(get("amdsmi_get_gpu_process_list", handle)),
         xgmi_links=xgmi_links(get("amdsmi_get_gpu_xgmi_link_status", handle)),
         ras_blocks=ras_blocks(calls, handle),
+        bad_page_threshold=_integer(get("amdsmi_get_gpu_bad_page_threshold", handle)),
     )
 
 
@@ -219,6 +225,15 @@ def throttle_reasons(violations: Any) -> frozenset[str] | None:
     if not flags:
         return None
     return frozenset(THROTTLE_FLAGS[key] for key in flags if violations[key] is True or violations[key] == 1)
+
+
+def bad_pages(records: Any) -> RetiredPages | None:
+    """amdgpu's retired VRAM pages (`amdsmi_get_gpu_bad_page_info`): every record is a page retired
+    for ECC errors or awaiting it (`status` PENDING, AMDSMI_MEM_PAGE_STATUS_*)."""
+    if not isinstance(records, list):
+        return None
+    statuses = [record.get("status") for record in records if isinstance(record, Mapping)]
+    return RetiredPages(double_bit=len(statuses), pending=PAGE_PENDING in statuses)
 
 
 def pcie_link(info: Any) -> PcieLink | None:
@@ -306,6 +321,11 @@ def _energy(calls: AmdSmiCalls, handle: Any) -> float | None:
     if accumulator is None or resolution is None:
         return None
     return accumulator * resolution / 1e6
+
+
+def _integer(value: Any) -> int | None:
+    reading = number(value)
+    return int(reading) if reading is not None else None
 
 
 def _mhz(value: float | None) -> float | None:

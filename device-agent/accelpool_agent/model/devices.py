@@ -207,6 +207,10 @@ class Telemetry:
     ras_blocks: Mapping[str, EccCounts] | None = None
     """AMD Instinct: RAS error counts per GPU block (`AmdSmiGpuBlock` name, e.g. `UMC`, `XGMI_WAFL`) as
     correctable (`volatile_single`) and uncorrectable (`volatile_double`) since the driver loaded."""
+    bad_page_threshold: int | None = None
+    """AMD Instinct: amdgpu's bad page threshold (`amdsmi_get_gpu_bad_page_threshold`): retired VRAM pages
+    beyond it put the GPU in a bad state (amdgpu's `bad_page_threshold` parameter). The pages themselves
+    are in `retired_pages` (`double_bit`: retired or awaiting retirement; `pending`: some await it)."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}

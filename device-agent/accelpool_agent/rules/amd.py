@@ -13,6 +13,10 @@ severities, judged by AMD's sources (README.md, "AMD Instinct (amdsmi)"):
   resetting the GPU (Linux, Documentation/gpu/amdgpu/ras.rst, "RAS Reboot Behavior for
   Unrecoverable Errors"); correctable errors rising since the agent started warn
   (EccCorrectableRising). The message names the RAS blocks (UMC = HBM, XGMI_WAFL, GFX, ...).
+- retired_pages: retired VRAM pages at amdgpu's bad page threshold fail (BadPageThreshold) and ask
+  for service: beyond it the GPU enters a bad state (amdgpu_drv.c, `bad_page_threshold`: "may result
+  in the GPU entering bad status when the number of total faulty pages by ECC exceeds the threshold
+  value"); a page awaiting retirement warns (BadPagesPending) and asks for a GPU reset.
 - nvlink (the GPU's peer links; XGMI on AMD): a link down fails (XgmiLinkDown) and asks for an OS
   restart: amdgpu trains the XGMI links and joins the GPU to its hive when the driver loads.
 - thermal: amdsmi's violation status (MI300 and later) shows thermal throttling (PROCHOT, socket
@@ -113,6 +117,46 @@ def amd_ecc_rule(telemetry: Telemetry | None, baseline: EccCounts | None) -> Che
     )
 
 
+def bad_pages_rule(telemetry: Telemetry | None) -> CheckResult:
+    """amdgpu's retired VRAM pages against its bad page threshold."""
+    pages = telemetry.retired_pages if telemetry is not None else None
+    if pages is None:
+        return _result(Check.RETIRED_PAGES, CheckStatus.SKIP, "NotSupported", "amdsmi reports no retired pages")
+    count = pages.double_bit or 0
+    threshold = telemetry.bad_page_threshold if telemetry is not None else None
+    if threshold and count >= threshold:
+        found = _result(
+            Check.RETIRED_PAGES,
+            CheckStatus.FAIL,
+            "BadPageThreshold",
+            f"{count} retired VRAM pages, at amdgpu's bad page threshold of {threshold}",
+            "retired VRAM pages at amdgpu's bad page threshold",
+            value=float(count),
+            unit="pages",
+        )
+        return replace(found, action=Action.SERVICE_REQUIRED)
+    if pages.pending:
+        found = _result(
+            Check.RETIRED_PAGES,
+            CheckStatus.WARN,
+            "BadPagesPending",
+            "a VRAM page awaits retirement: the GPU needs a reset",
+            "VRAM page retirement pending (reset needed)",
+            value=float(count),
+            unit="pages",
+        )
+        return replace(found, action=Action.RESET_GPU)
+    limit = f" (threshold {threshold})" if threshold else ""
+    return _result(
+        Check.RETIRED_PAGES,
+        CheckStatus.PASS,
+        "NoPendingRetirement",
+        f"{count} retired VRAM pages{limit}",
+        value=float(count),
+        unit="pages",
+    )
+
+
 def xgmi_rule(telemetry: Telemetry | None) -> CheckResult:
     links = telemetry.xgmi_links if telemetry is not None else None
     if not links:
@@ -187,6 +231,7 @@ def amd_checks(
         device_rule(telemetry),
         amd_event_rule(record, now, policy.xid_warning_window_seconds),
         amd_ecc_rule(telemetry, baseline),
+        bad_pages_rule(telemetry),
         xgmi_rule(telemetry),
         amd_thermal_rule(telemetry),
         pcie_rule(telemetry, busy),

@@ -72,6 +72,9 @@ class GpuScript:
     """One of U / D / X / N/A per link (MI300X: 7 links to its peers on the OAM baseboard)."""
     violations: dict[str, bool] = field(default_factory=dict)
     """`active_*` violation flags that are set (the others are False)."""
+    bad_pages: list[int] = field(default_factory=list)
+    """The AMDSMI_MEM_PAGE_STATUS_* of each retired VRAM page (0 reserved, 1 pending, 2 unreservable)."""
+    bad_page_threshold: int = 128
 
 
 @dataclass
@@ -291,6 +294,16 @@ class FakeAmdSmi:
     def amdsmi_get_gpu_xgmi_link_status(self, handle: Handle) -> dict[str, Any]:
         script = self._gpu("amdsmi_get_gpu_xgmi_link_status", handle)
         return {"status": list(script.xgmi), "total_links": len(script.xgmi)}
+
+    def amdsmi_get_gpu_bad_page_info(self, handle: Handle) -> list[dict[str, Any]]:
+        script = self._gpu("amdsmi_get_gpu_bad_page_info", handle)
+        return [
+            {"value": i, "page_address": 0x1000 * (i + 1), "page_size": 4096, "status": status}
+            for i, status in enumerate(script.bad_pages)
+        ]
+
+    def amdsmi_get_gpu_bad_page_threshold(self, handle: Handle) -> int:
+        return self._gpu("amdsmi_get_gpu_bad_page_threshold", handle).bad_page_threshold
 
     def amdsmi_get_gpu_process_list(self, handle: Handle) -> list[dict[str, Any]]:
         self._gpu("amdsmi_get_gpu_process_list", handle)

@@ -192,6 +192,21 @@ def test_correctable_errors_rising_warn(monkeypatch: pytest.MonkeyPatch) -> None
     )
 
 
+def test_retired_vram_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeAmdSmi(gpus=3)
+    fake.scripts[1].bad_pages = [0, 1]  # one retired, one awaiting retirement
+    fake.scripts[2].bad_pages = [0] * 4
+    fake.scripts[2].bad_page_threshold = 4
+    healthy, pending, worn = opened(fake, monkeypatch).telemetry()
+    assert healthy.retired_pages is not None and healthy.retired_pages.double_bit == 0
+    assert pending.retired_pages is not None and pending.retired_pages.pending
+    assert checks(healthy)[Check.RETIRED_PAGES] == (CheckStatus.PASS, "NoPendingRetirement")
+    assert checks(pending)[Check.RETIRED_PAGES] == (CheckStatus.WARN, "BadPagesPending")
+    results = amd_checks(worn, XidRecord(), baseline=None, now=1.0, policy=POLICY)
+    pages = next(r for r in results if r.check is Check.RETIRED_PAGES)
+    assert (pages.status, pages.reason, pages.action) == (CheckStatus.FAIL, "BadPageThreshold", Action.SERVICE_REQUIRED)
+
+
 def test_xgmi_link_down_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeAmdSmi(gpus=8)
     fake.scripts[5].xgmi = ["U", "U", "D", "U", "U", "U", "U", "X"]
