@@ -25,6 +25,8 @@ returns them:
   "PVIOL"), socket thermal ("TVIOL"), voltage-regulator thermal and HBM thermal throttling;
 - `amdsmi_get_gpu_bad_page_info` → one record per retired (or pending) VRAM page, `status`
   AMDSMI_MEM_PAGE_STATUS_*; `amdsmi_get_gpu_bad_page_threshold` → amdgpu's threshold;
+- `amdsmi_get_gpu_metrics_info` (the SMU firmware's metrics table) is the fallback for activity,
+  temperature and throttling where the dedicated calls answer nothing (`indep_throttle_status`);
 - `amdsmi_get_gpu_xgmi_link_status` → `status`: one of "U" (up), "D" (down), "X" (disabled) or
   "N/A" per link.
 """
@@ -77,6 +79,10 @@ THROTTLE_FLAGS = {
 """amdsmi violation flag → the throttle reason it means (`model.THROTTLE_REASONS`): PROCHOT, voltage
 regulator and HBM over temperature are hardware thermal slowdowns; the socket thermal limit (TVIOL)
 is the firmware's thermal control; package power tracking (PVIOL) is the power cap."""
+
+
+_THROTTLER_GROUPS = ((0, "sw_power_cap"), (16, "hw_slowdown"), (32, "hw_thermal_slowdown"))
+"""(first bit, throttle reason) of the SMU throttler groups: power limits, current limits, temperatures."""
 
 
 class GpuLostError(Exception):
@@ -183,13 +189,18 @@ def describe(calls: AmdSmiCalls, index: int, handle: Any) -> DeviceInfo:
 
 def read(calls: AmdSmiCalls, index: int, handle: Any) -> Telemetry:
     get = calls.get
-    activity = get("amdsmi_get_gpu_activity", handle)
+    metrics = get("amdsmi_get_gpu_metrics_info", handle)
+    activity = get("amdsmi_get_gpu_activity", handle) or _renamed(
+        metrics, gfx_activity="average_gfx_activity", umc_activity="average_umc_activity"
+    )
     vram = get("amdsmi_get_gpu_vram_usage", handle)
     power = get("amdsmi_get_power_info", handle)
     cap = field(get("amdsmi_get_power_cap_info", handle), "power_cap")
     gfx = get("amdsmi_get_clock_info", handle, calls.enum("AmdSmiClkType", "GFX"))
     mem = get("amdsmi_get_clock_info", handle, calls.enum("AmdSmiClkType", "MEM"))
     temperature, slowdown = _temperature(calls, handle)
+    if temperature is None:
+        temperature = field(metrics, "temperature_hotspot", "temperature_edge")
     used, total = field(vram, "vram_used"), field(vram, "vram_total")
     gfx_activity, umc_activity = field(activity, "gfx_activity"), field(activity, "umc_activity")
     return Telemetry(
@@ -206,7 +217,7 @@ def read(calls: AmdSmiCalls, index: int, handle: Any) -> Telemetry:
         sm_clock_hertz=_mhz(field(gfx, "clk")),
         sm_clock_max_hertz=_mhz(field(gfx, "max_clk")),
         memory_clock_hertz=_mhz(field(mem, "clk")),
-        throttle_reasons=throttle_reasons(get("amdsmi_get_violation_status", handle)),
+        throttle_reasons=throttle_reasons(get("amdsmi_get_violation_status", handle)) or firmware_throttlers(metrics),
         ecc=_total_ecc(calls, handle),
         retired_pages=bad_pages(get("amdsmi_get_gpu_bad_page_info", handle)),
         pcie=pcie_link(get("amdsmi_get_pcie_info", handle)),
@@ -234,6 +245,17 @@ def bad_pages(records: Any) -> RetiredPages | None:
         return None
     statuses = [record.get("status") for record in records if isinstance(record, Mapping)]
     return RetiredPages(double_bit=len(statuses), pending=PAGE_PENDING in statuses)
+
+
+def firmware_throttlers(metrics: Any) -> frozenset[str] | None:
+    """The throttle reasons in the GPU metrics' `indep_throttle_status`, the SMU firmware's throttler
+    bits (Linux, drivers/gpu/drm/amd/pm/swsmu/inc/amdgpu_smu.h, SMU_THROTTLER_*_BIT: 0-15 power,
+    16-31 current, 32-47 temperature, PROCHOT and VR-hot included): for GPUs without violation status."""
+    mask = field(metrics, "indep_throttle_status")
+    if mask is None:
+        return None
+    bits = int(mask)
+    return frozenset(reason for shift, reason in _THROTTLER_GROUPS if (bits >> shift) & 0xFFFF)
 
 
 def pcie_link(info: Any) -> PcieLink | None:
@@ -321,6 +343,13 @@ def _energy(calls: AmdSmiCalls, handle: Any) -> float | None:
     if accumulator is None or resolution is None:
         return None
     return accumulator * resolution / 1e6
+
+
+def _renamed(data: Any, **names: str) -> dict[str, Any] | None:
+    """`data`'s fields under other names (the GPU metrics' averages as `amdsmi_get_gpu_activity` names them)."""
+    if not isinstance(data, Mapping):
+        return None
+    return {name: data.get(source) for name, source in names.items()}
 
 
 def _integer(value: Any) -> int | None:

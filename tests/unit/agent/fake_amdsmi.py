@@ -75,6 +75,8 @@ class GpuScript:
     bad_pages: list[int] = field(default_factory=list)
     """The AMDSMI_MEM_PAGE_STATUS_* of each retired VRAM page (0 reserved, 1 pending, 2 unreservable)."""
     bad_page_threshold: int = 128
+    throttlers: int = 0
+    """The GPU metrics' `indep_throttle_status` (SMU_THROTTLER_*_BIT mask)."""
 
 
 @dataclass
@@ -294,6 +296,19 @@ class FakeAmdSmi:
     def amdsmi_get_gpu_xgmi_link_status(self, handle: Handle) -> dict[str, Any]:
         script = self._gpu("amdsmi_get_gpu_xgmi_link_status", handle)
         return {"status": list(script.xgmi), "total_links": len(script.xgmi)}
+
+    def amdsmi_get_gpu_metrics_info(self, handle: Handle) -> dict[str, Any]:
+        """A few of the metrics table's fields (the real table has some seventy)."""
+        script = self._gpu("amdsmi_get_gpu_metrics_info", handle)
+        return {
+            "temperature_edge": "N/A",
+            "temperature_hotspot": script.hotspot_c,
+            "average_gfx_activity": script.gfx_activity,
+            "average_umc_activity": script.umc_activity,
+            "throttle_status": "N/A",
+            "indep_throttle_status": script.throttlers,
+            "current_socket_power": script.socket_power_w,
+        }
 
     def amdsmi_get_gpu_bad_page_info(self, handle: Handle) -> list[dict[str, Any]]:
         script = self._gpu("amdsmi_get_gpu_bad_page_info", handle)

@@ -85,6 +85,7 @@ def test_not_supported_is_no_data(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeAmdSmi(gpus=1)
     for function in (
         "amdsmi_get_violation_status",
+        "amdsmi_get_gpu_metrics_info",
         "amdsmi_get_gpu_xgmi_link_status",
         "amdsmi_get_gpu_total_ecc_count",
     ):
@@ -230,6 +231,17 @@ def test_violation_status_throttling_warns(monkeypatch: pytest.MonkeyPatch, flag
     fake.scripts[0].violations = {flag: True}
     (reading,) = opened(fake, monkeypatch).telemetry()
     assert checks(reading)[Check.THERMAL] == (CheckStatus.WARN, reason)
+
+
+def test_firmware_throttlers_when_there_is_no_violation_status(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeAmdSmi(gpus=2)
+    fake.errors[("amdsmi_get_violation_status", None)] = STATUS_NOT_SUPPORTED  # before MI300
+    fake.errors[("amdsmi_get_gpu_activity", None)] = STATUS_NOT_SUPPORTED
+    fake.scripts[1].throttlers = 1 << 36  # SMU_THROTTLER_TEMP_HOTSPOT_BIT
+    idle, hot = opened(fake, monkeypatch).telemetry()
+    assert idle.throttle_reasons == frozenset() and idle.utilization_ratio == pytest.approx(0.35)  # from the metrics
+    assert hot.throttle_reasons == frozenset({"hw_thermal_slowdown"})
+    assert checks(hot)[Check.THERMAL] == (CheckStatus.WARN, "ThermalThrottle")
 
 
 def test_pcie_below_maximum_width_warns(monkeypatch: pytest.MonkeyPatch) -> None:
