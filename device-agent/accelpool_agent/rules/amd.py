@@ -52,7 +52,8 @@ AMD_EVENTS: Mapping[int, tuple[str, str, CheckStatus, Action]] = {
 }
 """amdsmi's event types (amdsmi.h, amdsmi_evt_notification_type_t) by the code the backend reports them
 under (their AMDSMI_EVT_NOTIF_* values up to ROCm 6.x), worst first."""
-POWER_CAP_REASON = "sw_power_cap"
+POWER_LIMIT_REASONS = frozenset({"sw_power_cap", "hw_slowdown"})
+"""Package power tracking (PVIOL) and the firmware's current limits (`backends.amdsmi_device`)."""
 
 _result = CheckResult.of
 
@@ -196,12 +197,12 @@ def amd_thermal_rule(telemetry: Telemetry | None) -> CheckResult:
             value=temperature,
             unit="celsius",
         )
-    if POWER_CAP_REASON in reasons:
+    if reasons & POWER_LIMIT_REASONS:
         return _result(
             Check.THERMAL,
             CheckStatus.WARN,
             "PowerThrottle",
-            "clocks limited by the package power cap (PVIOL)",
+            f"clocks limited by power or current: {', '.join(sorted(reasons & POWER_LIMIT_REASONS))}",
             "power throttling",
             value=temperature,
             unit="celsius",
