@@ -198,6 +198,15 @@ class Telemetry:
     recovery_action: int | None = None
     """The driver's recovery action for the GPU (NVML_GPU_RECOVERY_ACTION_*: 0 none, 1 GPU reset, 2 node
     reboot, 3 drain P2P, 4 drain and reset, 5 recover IMEX domain, 6 bus reset, 7 system reboot)."""
+    core_utilization_ratios: tuple[float, ...] | None = None
+    """Per-core utilization (0-1) of an accelerator with several cores (AWS Neuron: each NeuronCore of the
+    device, neuron-monitor's `neuroncore_utilization`); None when the backend reports no per-core data."""
+    sram_ecc: EccCounts | None = None
+    """On-chip SRAM ECC counters, apart from device memory's `ecc` (AWS Neuron: neuron-monitor's
+    `sram_ecc_corrected` / `sram_ecc_uncorrected` as volatile single / double); None when not reported."""
+    execution_errors: Mapping[str, int] | None = None
+    """Failed executions by the runtime's error class since the agent started (AWS Neuron: neuron-monitor's
+    `execution_stats.error_summary`: generic, numerical, transient, model, runtime, hardware)."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -209,6 +218,10 @@ class Telemetry:
                 value = sorted(value)
             elif isinstance(value, EccCounts | RetiredPages | RowRemap | PcieLink | FabricInfo):
                 value = dict(value.__dict__)
+            elif name == "execution_errors" and value is not None:
+                value = dict(value)
+            elif name == "core_utilization_ratios" and value is not None:
+                value = list(value)
             elif name == "nvlinks" and value is not None:
                 value = [{"link": n.link, "active": n.active, "errors": dict(n.errors)} for n in value]
             data[name] = value
