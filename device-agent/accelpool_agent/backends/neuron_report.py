@@ -71,8 +71,8 @@ class Report:
     core_utilization: Mapping[int, float] = field(default_factory=dict)
     """NeuronCore → utilization ratio (0-1), for the cores in use."""
     core_memory_bytes: Mapping[int, int] = field(default_factory=dict)
-    core_runtimes: Mapping[int, int] = field(default_factory=dict)
-    """NeuronCore → number of Neuron applications using it."""
+    device_runtimes: Mapping[int, int] = field(default_factory=dict)
+    """Device → number of Neuron applications using any of its NeuronCores."""
     execution_errors: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
     """Device → errors by class in this report's period, for the devices of each application."""
 
@@ -150,36 +150,51 @@ class _Runtimes:
     errors: dict[int, dict[str, int]] = field(default_factory=dict)
 
     def add(self, report: dict[str, Any], where: str, cores_per_device: int | None, devices: tuple[int, ...]) -> None:
-        in_use = _object(_object(report.get("neuroncore_counters"), where).get("neuroncores_in_use"), where)
-        cores: set[int] = set()
-        for key, data in in_use.items():
-            core = _index(key, f"{where}.neuroncores_in_use")
-            percent = _object(data, f"{where}.neuroncores_in_use.{key}").get("neuroncore_utilization", 0.0)
-            if isinstance(percent, bool) or not isinstance(percent, int | float):
-                raise ReportError(f"{where}.neuroncores_in_use.{key}.neuroncore_utilization: got {percent!r:.60}")
-            self.utilization[core] = min(self.utilization.get(core, 0.0) + percent / 100.0, 1.0)
-            cores.add(core)
-        used = _object(_object(report.get("memory_used"), where).get("neuron_runtime_used_bytes"), where)
-        breakdown = _object(_object(used.get("usage_breakdown"), where).get("neuroncore_memory_usage"), where)
-        for key, categories in breakdown.items():
-            core = _index(key, f"{where}.neuroncore_memory_usage")
-            by_category = _object(categories, f"{where}.neuroncore_memory_usage.{key}")
-            total = sum(_count(v, f"{where}.neuroncore_memory_usage.{key}.{k}") for k, v in by_category.items())
-            self.memory[core] = self.memory.get(core, 0) + total
-            cores.add(core)
-        for core in cores:
-            self.runtimes[core] = self.runtimes.get(core, 0) + 1
-        summary = _object(_object(report.get("execution_stats"), where).get("error_summary"), where)
-        errors = {name: _count(summary.get(name, 0), f"{where}.error_summary.{name}") for name in ERROR_CLASSES}
-        if not any(errors.values()):
-            return
+        """Add one application's `report`; `devices` take its errors when its NeuronCores are unknown."""
+        cores = self._add_utilization(report, where) | self._add_memory(report, where)
+        owners = {core // cores_per_device for core in cores} if cores_per_device and cores else set()
+        for device in owners:
+            self.runtimes[device] = self.runtimes.get(device, 0) + 1
+        errors = _error_summary(report, where)
         # The guide does not say which device an error happened on: charge the application's devices,
         # or every device when the application's cores are unknown.
-        owners = {core // cores_per_device for core in cores} if cores_per_device and cores else set(devices)
-        for device in owners:
+        for device in (owners or set(devices)) if any(errors.values()) else ():
             totals = self.errors.setdefault(device, dict.fromkeys(ERROR_CLASSES, 0))
             for name, count in errors.items():
                 totals[name] += count
+
+    def _add_utilization(self, report: dict[str, Any], where: str) -> set[int]:
+        where = f"{where}.report.neuroncore_counters"
+        in_use = _object(_object(report.get("neuroncore_counters"), where).get("neuroncores_in_use"), where)
+        for key, data in in_use.items():
+            at = f"{where}.neuroncores_in_use.{key}"
+            percent = _object(data, at).get("neuroncore_utilization", 0.0)
+            if isinstance(percent, bool) or not isinstance(percent, int | float) or percent < 0:
+                raise ReportError(f"{at}.neuroncore_utilization: expected a percentage, got {percent!r:.60}")
+            core = _index(key, f"{where}.neuroncores_in_use")
+            self.utilization[core] = min(self.utilization.get(core, 0.0) + percent / 100.0, 1.0)
+        return {_index(key, where) for key in in_use}
+
+    def _add_memory(self, report: dict[str, Any], where: str) -> set[int]:
+        where = f"{where}.report.memory_used.neuron_runtime_used_bytes.usage_breakdown.neuroncore_memory_usage"
+        used = _object(_object(report.get("memory_used"), where).get("neuron_runtime_used_bytes"), where)
+        breakdown = _object(_object(used.get("usage_breakdown"), where).get("neuroncore_memory_usage"), where)
+        for key, categories in breakdown.items():
+            core = _index(key, where)
+            by_category = _object(categories, f"{where}.{key}")
+            total = sum(_count(value, f"{where}.{key}.{name}") for name, value in by_category.items())
+            self.memory[core] = self.memory.get(core, 0) + total
+        return {_index(key, where) for key in breakdown}
+
+
+def _error_summary(report: dict[str, Any], where: str) -> dict[str, int]:
+    """`execution_stats.error_summary` by class. The guide's example spells `numerical`, its field list
+    `numeric`: either is read."""
+    where = f"{where}.report.execution_stats.error_summary"
+    summary = _object(_object(report.get("execution_stats"), where).get("error_summary"), where)
+    if "numeric" in summary and "numerical" not in summary:
+        summary = {**summary, "numerical": summary["numeric"]}
+    return {name: _count(summary.get(name, 0), f"{where}.{name}") for name in ERROR_CLASSES}
 
 
 def parse_report(line: str) -> Report:
@@ -215,7 +230,7 @@ def parse_report(line: str) -> Report:
         counters=counters,
         core_utilization=sums.utilization,
         core_memory_bytes=sums.memory,
-        core_runtimes=sums.runtimes,
+        device_runtimes=sums.runtimes,
         execution_errors=sums.errors,
     )
 
@@ -257,7 +272,7 @@ def device_telemetry(report: Report, index: int, execution_errors: Mapping[str, 
         utilization_ratio=round(sum(ratios) / len(ratios), 4) if ratios else None,
         memory_used_bytes=sum(report.core_memory_bytes.get(core, 0) for core in cores) if per_device else None,
         memory_total_bytes=report.device_memory_bytes,
-        compute_processes=max((report.core_runtimes.get(core, 0) for core in cores), default=0) if per_device else None,
+        compute_processes=report.device_runtimes.get(index, 0) if per_device else None,
         ecc=EccCounts(volatile_single=counters.mem_ecc_corrected, volatile_double=counters.mem_ecc_uncorrected)
         if counters
         else None,

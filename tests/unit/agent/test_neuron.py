@@ -108,6 +108,24 @@ def test_execution_errors_add_up_over_the_reports() -> None:
     assert state.errors[1]["numerical"] == 2
 
 
+def test_errors_of_an_application_without_known_cores_reach_every_device() -> None:
+    # the guide's field list spells the class `numeric` (its example `numerical`): both are read
+    line = json.dumps(
+        {
+            "neuron_hardware_info": {"neuron_device_count": 2, "neuroncore_per_device_count": 2, "error": ""},
+            "neuron_runtime_data": [{"pid": 1, "report": {"execution_stats": {"error_summary": {"numeric": 2}}}}],
+        }
+    )
+    report = parse_report(line)
+    assert {device: errors["numerical"] for device, errors in report.execution_errors.items()} == {0: 2, 1: 2}
+    assert report.device_runtimes == {}
+
+
+def test_applications_are_counted_per_device() -> None:
+    telemetry = {t.index: t for t in state_of("trn2_healthy.jsonl").telemetry()}
+    assert [telemetry[i].compute_processes for i in (0, 1, 2, 15)] == [1, 1, 0, 1]
+
+
 def test_a_device_missing_from_a_later_report_is_lost() -> None:
     state = state_of("trn2_device_disappears.jsonl")
     assert len(state.inventory()) == 16
@@ -128,7 +146,8 @@ def test_a_device_missing_from_a_later_report_is_lost() -> None:
         ),
         (
             '{"neuron_runtime_data": [{"report": {"neuroncore_counters": {"neuroncores_in_use": {"nc0": {}}}}}]}',
-            "neuron_runtime_data[0].neuroncores_in_use: expected a NeuronCore index, got key 'nc0'",
+            "neuron_runtime_data[0].report.neuroncore_counters.neuroncores_in_use: "
+            "expected a NeuronCore index, got key 'nc0'",
         ),
     ],
 )
