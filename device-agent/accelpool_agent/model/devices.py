@@ -211,6 +211,15 @@ class Telemetry:
     """AMD Instinct: amdgpu's bad page threshold (`amdsmi_get_gpu_bad_page_threshold`): retired VRAM pages
     beyond it put the GPU in a bad state (amdgpu's `bad_page_threshold` parameter). The pages themselves
     are in `retired_pages` (`double_bit`: retired or awaiting retirement; `pending`: some await it)."""
+    core_utilization_ratios: tuple[float, ...] | None = None
+    """Per-core utilization (0-1) of an accelerator with several cores (AWS Neuron: each NeuronCore of the
+    device, neuron-monitor's `neuroncore_utilization`); None when the backend reports no per-core data."""
+    sram_ecc: EccCounts | None = None
+    """On-chip SRAM ECC counters, apart from device memory's `ecc` (AWS Neuron: neuron-monitor's
+    `sram_ecc_corrected` / `sram_ecc_uncorrected` as volatile single / double); None when not reported."""
+    execution_errors: Mapping[str, int] | None = None
+    """Failed executions by the runtime's error class since the agent started (AWS Neuron: neuron-monitor's
+    `execution_stats.error_summary`: generic, numerical, transient, model, runtime, hardware)."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -222,6 +231,10 @@ class Telemetry:
                 value = sorted(value)
             elif isinstance(value, EccCounts | RetiredPages | RowRemap | PcieLink | FabricInfo):
                 value = dict(value.__dict__)
+            elif name == "execution_errors" and value is not None:
+                value = dict(value)
+            elif name == "core_utilization_ratios" and value is not None:
+                value = list(value)
             elif name in ("nvlinks", "xgmi_links") and value is not None:
                 value = [{"link": n.link, "active": n.active, "errors": dict(n.errors)} for n in value]
             elif name == "ras_blocks" and value is not None:
