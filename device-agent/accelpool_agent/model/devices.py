@@ -198,6 +198,9 @@ class Telemetry:
     recovery_action: int | None = None
     """The driver's recovery action for the GPU (NVML_GPU_RECOVERY_ACTION_*: 0 none, 1 GPU reset, 2 node
     reboot, 3 drain P2P, 4 drain and reset, 5 recover IMEX domain, 6 bus reset, 7 system reboot)."""
+    tensorcore_utilization_ratio: float | None = None
+    """Google TPU: the share of TensorCore capacity in use (libtpu's `tensorcore_util`, percent / 100);
+    `utilization_ratio` is the chip's duty cycle. None on other vendors."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
