@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from accelpool_agent.backends.tpu import TpuBackend, per_chip
+from accelpool_agent.backends.tpu import TpuBackend
 from accelpool_agent.backends.tpu_chips import V3, V4, V5E, discover
+from accelpool_agent.backends.tpu_readings import per_chip
 from accelpool_agent.compute import ComputeSizes, ComputeTask
 from accelpool_agent.model import Check, CheckStatus, GpuReport, Telemetry
 from accelpool_agent.rules import node_verdict
@@ -152,6 +153,7 @@ def test_without_libtpu_the_backend_is_unavailable_never_gpu_missing(
 ) -> None:
     host.add_chips("v5p", 4)
     uninstall(monkeypatch)
+    monkeypatch.setenv("PATH", str(host.root / "bin"))  # and no tpu-info command to fall back to
     backend = opened(host)
     assert backend.error is not None and "libtpu" in backend.error and "ModuleNotFoundError" in backend.error
     assert backend.inventory() == [] and backend.telemetry() == []
