@@ -3,6 +3,10 @@ and the TPU rules on what it reports."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
 from accelpool_agent.backends.tpu import TpuBackend
@@ -17,12 +21,12 @@ from tests.unit.agent.fake_libtpu import GIB, FakeHost, FakeTpuMonitoring, insta
 
 
 @pytest.fixture
-def host(tmp_path: pytest.TempPathFactory) -> FakeHost:
-    return FakeHost(tmp_path)  # type: ignore[arg-type]
+def host(tmp_path: Path) -> FakeHost:
+    return FakeHost(tmp_path)
 
 
-def opened(host: FakeHost, **kwargs: object) -> TpuBackend:
-    backend = TpuBackend(sysfs_root=host.sysfs, dev_root=host.dev, **kwargs)  # type: ignore[arg-type]
+def opened(host: FakeHost, *, retry_seconds: float = 30.0, clock: Callable[[], float] = time.time) -> TpuBackend:
+    backend = TpuBackend(sysfs_root=host.sysfs, dev_root=host.dev, retry_seconds=retry_seconds, clock=clock)
     backend.open()
     return backend
 
