@@ -220,6 +220,9 @@ class Telemetry:
     execution_errors: Mapping[str, int] | None = None
     """Failed executions by the runtime's error class since the agent started (AWS Neuron: neuron-monitor's
     `execution_stats.error_summary`: generic, numerical, transient, model, runtime, hardware)."""
+    tensorcore_utilization_ratio: float | None = None
+    """Google TPU: the share of TensorCore capacity in use (libtpu's `tensorcore_util`, percent / 100);
+    `utilization_ratio` is the chip's duty cycle. None on other vendors."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
