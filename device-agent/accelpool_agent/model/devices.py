@@ -34,6 +34,9 @@ class MigDevice:
     memory_total_bytes: int | None = None
     gpu_instance_id: int | None = None
     compute_instance_id: int | None = None
+    event: str | None = None
+    """AMD Instinct: the amdsmi event's name (`AmdSmiEvtNotificationType`: RING_HANG, GPU_PRE_RESET, ...);
+    `xid` then holds that type's value (AMDSMI_EVT_NOTIF_*), not an NVIDIA XID. None for NVIDIA's XIDs."""
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,28 @@ class Telemetry:
     recovery_action: int | None = None
     """The driver's recovery action for the GPU (NVML_GPU_RECOVERY_ACTION_*: 0 none, 1 GPU reset, 2 node
     reboot, 3 drain P2P, 4 drain and reset, 5 recover IMEX domain, 6 bus reset, 7 system reboot)."""
+    xgmi_links: tuple[NvLink, ...] | None = None
+    """AMD Instinct: the GPU's XGMI links (amdsmi `amdsmi_get_gpu_xgmi_link_status`), up or down; a link
+    the platform disabled is not listed. None when the GPU has no XGMI or amdsmi does not report it."""
+    ras_blocks: Mapping[str, EccCounts] | None = None
+    """AMD Instinct: RAS error counts per GPU block (`AmdSmiGpuBlock` name, e.g. `UMC`, `XGMI_WAFL`) as
+    correctable (`volatile_single`) and uncorrectable (`volatile_double`) since the driver loaded."""
+    bad_page_threshold: int | None = None
+    """AMD Instinct: amdgpu's bad page threshold (`amdsmi_get_gpu_bad_page_threshold`): retired VRAM pages
+    beyond it put the GPU in a bad state (amdgpu's `bad_page_threshold` parameter). The pages themselves
+    are in `retired_pages` (`double_bit`: retired or awaiting retirement; `pending`: some await it)."""
+    core_utilization_ratios: tuple[float, ...] | None = None
+    """Per-core utilization (0-1) of an accelerator with several cores (AWS Neuron: each NeuronCore of the
+    device, neuron-monitor's `neuroncore_utilization`); None when the backend reports no per-core data."""
+    sram_ecc: EccCounts | None = None
+    """On-chip SRAM ECC counters, apart from device memory's `ecc` (AWS Neuron: neuron-monitor's
+    `sram_ecc_corrected` / `sram_ecc_uncorrected` as volatile single / double); None when not reported."""
+    execution_errors: Mapping[str, int] | None = None
+    """Failed executions by the runtime's error class since the agent started (AWS Neuron: neuron-monitor's
+    `execution_stats.error_summary`: generic, numerical, transient, model, runtime, hardware)."""
+    tensorcore_utilization_ratio: float | None = None
+    """Google TPU: the share of TensorCore capacity in use (libtpu's `tensorcore_util`, percent / 100);
+    `utilization_ratio` is the chip's duty cycle. None on other vendors."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -209,8 +234,14 @@ class Telemetry:
                 value = sorted(value)
             elif isinstance(value, EccCounts | RetiredPages | RowRemap | PcieLink | FabricInfo):
                 value = dict(value.__dict__)
-            elif name == "nvlinks" and value is not None:
+            elif name == "execution_errors" and value is not None:
+                value = dict(value)
+            elif name == "core_utilization_ratios" and value is not None:
+                value = list(value)
+            elif name in ("nvlinks", "xgmi_links") and value is not None:
                 value = [{"link": n.link, "active": n.active, "errors": dict(n.errors)} for n in value]
+            elif name == "ras_blocks" and value is not None:
+                value = {block: dict(counts.__dict__) for block, counts in value.items()}
             data[name] = value
         return data
 
@@ -224,3 +255,6 @@ class XidEvent:
     timestamp: float
     gpu_instance_id: int | None = None
     compute_instance_id: int | None = None
+    event: str | None = None
+    """AMD Instinct: the amdsmi event's name (`AmdSmiEvtNotificationType`: RING_HANG, GPU_PRE_RESET, ...);
+    `xid` then holds that type's value (AMDSMI_EVT_NOTIF_*), not an NVIDIA XID. None for NVIDIA's XIDs."""
