@@ -27,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TypeVar
 
-from accelpool_agent import rules, xids
-from accelpool_agent.backends import Backend, vendor_checks
+from accelpool_agent import rules, vendor_rules, xids
+from accelpool_agent.backends import Backend
 from accelpool_agent.clock import Clock, SystemClock
 from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask, split_for_tf32
 from accelpool_agent.compute.child import not_run
@@ -103,8 +103,8 @@ class Agent:
         self.policy = rules.Policy.from_config(config)
         self.expected: Callable[[DeviceInfo], rules.Expected] = functools.partial(rules.expected_for, config=config)
         self.sizes = settings.sizes or ComputeSizes.for_engine(backend.compute_engine or "cuda")
-        self.vendor_checks = vendor_checks(backend.name)
-        """The backend's vendor rules beside the generic ones (`backends.vendor_checks`), or None."""
+        self.vendor_rules = vendor_rules.for_backend(backend.name)
+        """The backend's vendor rules beside the generic ones (`accelpool_agent.vendor_rules`), or None."""
         self._backend_calls = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accelpool-backend")
         """The one thread every backend call runs in, one call at a time."""
         self._check_waits = ThreadPoolExecutor(
@@ -162,7 +162,9 @@ class Agent:
                 inventory_error=self._state.inventory_error,
             )
         )
-        self._state = self._state.with_readings(readings, now, window_seconds=self.policy.counter_window_seconds)
+        self._state = self._state.with_readings(
+            readings, now, window_seconds=self.policy.counter_window_seconds, vendor=self.vendor_rules
+        )
         self._log_xids(readings.xid_events)
         self._snapshot = replace(self._snapshot, ticks_total=self._snapshot.ticks_total + 1)
         self.last_tick_monotonic = self.clock.monotonic()
@@ -276,7 +278,7 @@ class Agent:
     def _publish(self, now: float, cycle_duration: float | None = None) -> NodeReport:
         """Judge the node from the state and replace the snapshot with the new report."""
         state = self._state
-        gpus = state.gpu_reports(now=now, policy=self.policy, expected=self.expected, vendor_checks=self.vendor_checks)
+        gpus = state.gpu_reports(now=now, policy=self.policy, expected=self.expected, vendor=self.vendor_rules)
         node_checks = state.node_checks(expected_gpus=self.config.expected_gpus, now=now)
         verdict = rules.node_verdict(
             gpus, expected_gpus=self.config.expected_gpus, backend_error=state.backend_error, node_checks=node_checks

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from accelpool_agent import rules
-from accelpool_agent.backends import VendorChecks
 from accelpool_agent.model import (
     CHECK_ORDER,
     Check,
@@ -40,6 +39,7 @@ from accelpool_agent.model import (
     Telemetry,
     XidEvent,
 )
+from accelpool_agent.vendor_rules import DeviceFacts, VendorRules, merged
 from accelpool_core.protocol import CheckVerdict as WireVerdict
 
 COMPUTE_ORDER = (Check.SANITY, Check.CORRECTNESS, Check.MATMUL, Check.BANDWIDTH)
@@ -96,13 +96,23 @@ class GpuHistory:
     nvlink_errors: rules.CounterWindow = field(default_factory=rules.CounterWindow)
     """NVLink error counters (`<link>:<counter>`) over the rate window."""
 
-    def with_reading(self, reading: Telemetry, *, at: float, window_seconds: float) -> GpuHistory:
+    vendor_counters: rules.CounterWindow = field(default_factory=rules.CounterWindow)
+    """The vendor rules' counters (`VendorRules.counters`) over the rate window."""
+
+    def with_reading(
+        self, reading: Telemetry, *, at: float, window_seconds: float, vendor: VendorRules | None = None
+    ) -> GpuHistory:
+        vendor_counters = self.vendor_counters
+        if vendor is not None and vendor.counters is not None:
+            vendor_counters = vendor_counters.add(at, vendor.counters(reading), window_seconds)
         nvlink_errors = self.nvlink_errors
         if reading.nvlinks:
             counters = {f"{n.link}:{name}": value for n in reading.nvlinks for name, value in n.errors.items()}
             nvlink_errors = nvlink_errors.add(at, counters, window_seconds)
         first_ecc = self.first_ecc if self.first_ecc is not None else reading.ecc
-        return replace(self, telemetry=reading, first_ecc=first_ecc, nvlink_errors=nvlink_errors)
+        return replace(
+            self, telemetry=reading, first_ecc=first_ecc, nvlink_errors=nvlink_errors, vendor_counters=vendor_counters
+        )
 
     def with_outcome(self, outcome: rules.ComputeOutcome, now: float) -> GpuHistory:
         verdicts, since = dict(self.verdicts), dict(self.since)
@@ -142,7 +152,7 @@ class GpuHistory:
         now: float,
         policy: rules.Policy,
         expected: rules.Expected,
-        vendor_checks: VendorChecks | None = None,
+        vendor: VendorRules | None = None,
     ) -> GpuReport:
         checks = rules.telemetry_checks(
             self.telemetry,
@@ -152,8 +162,11 @@ class GpuHistory:
             policy=policy,
             nvlink_rates=self.nvlink_errors.per_minute(),
         )
-        if vendor_checks is not None:
-            checks = _with_vendor_results(checks, vendor_checks(device, self.telemetry, now), now)
+        if vendor is not None:
+            facts = DeviceFacts(
+                self.telemetry, self.xids, self.first_ecc, self.vendor_counters.per_minute(), now, policy
+            )
+            checks = merged(checks, vendor.checks(facts))
         outcome = self.outcome
         compute = [rules.with_action(result) for result in self.compute_results()]
         return GpuReport(
@@ -212,7 +225,9 @@ class AgentState:
             versions=known,
         )
 
-    def with_readings(self, readings: Readings, now: float, *, window_seconds: float = 600.0) -> AgentState:
+    def with_readings(
+        self, readings: Readings, now: float, *, window_seconds: float = 600.0, vendor: VendorRules | None = None
+    ) -> AgentState:
         """Take a telemetry pass: the readings replace the previous ones, the XIDs add up, the error
         counters join their rate windows."""
         state = self.with_inventory(readings.inventory) if readings.inventory is not None else self
@@ -221,7 +236,8 @@ class AgentState:
         for reading in readings.telemetry:
             device = by_index.get(reading.index)
             if device is not None:
-                gpus[device.uuid] = state.gpu(device.uuid).with_reading(reading, at=now, window_seconds=window_seconds)
+                history = state.gpu(device.uuid)
+                gpus[device.uuid] = history.with_reading(reading, at=now, window_seconds=window_seconds, vendor=vendor)
         for event in readings.xid_events:
             device = by_index.get(event.index)
             if device is not None:
@@ -329,21 +345,9 @@ class AgentState:
         now: float,
         policy: rules.Policy,
         expected: Callable[[DeviceInfo], rules.Expected],
-        vendor_checks: VendorChecks | None = None,
+        vendor: VendorRules | None = None,
     ) -> tuple[GpuReport, ...]:
         return tuple(
-            self.gpu(device.uuid).report(
-                device, now=now, policy=policy, expected=expected(device), vendor_checks=vendor_checks
-            )
+            self.gpu(device.uuid).report(device, now=now, policy=policy, expected=expected(device), vendor=vendor)
             for device in self.devices
         )
-
-
-def _with_vendor_results(
-    generic: Sequence[CheckResult], vendor: Sequence[CheckResult], now: float
-) -> list[CheckResult]:
-    """The generic telemetry results, each replaced by the vendor's result of the same `Check`, plus the
-    vendor's results of checks the generic rules do not have."""
-    theirs = {result.check: rules.with_action(replace(result, finished_at=now)) for result in vendor}
-    kept = [theirs.pop(result.check, result) for result in generic]
-    return [*kept, *theirs.values()]

@@ -26,13 +26,13 @@ Backends never raise from these calls for device trouble: a dead NVML is reporte
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask
 from accelpool_agent.faults import Fault
-from accelpool_agent.model import CheckResult, DeviceInfo, DriverVersions, IbPort, Telemetry, XidEvent
+from accelpool_agent.model import DeviceInfo, DriverVersions, IbPort, Telemetry, XidEvent
 from accelpool_core import catalog
 
 BACKENDS = ("nvml", "amdsmi", "neuron", "tpu", "cuda", "cpu", "fake")
@@ -51,12 +51,6 @@ VENDOR_MODULES: Mapping[str, tuple[str, str]] = {
 """Backend name → (module, class) of the non-NVIDIA vendor backends. Each class implements `Backend`,
 has `name` equal to its key, and is built as `Class(sysfs_root=Path)`; its module imports the vendor's
 library lazily (inside `open`), so importing the module never fails on a host without it."""
-VENDOR_RULES: Mapping[str, tuple[str, str]] = {
-    "amdsmi": ("accelpool_agent.rules.amd", "amd_checks"),
-    "neuron": ("accelpool_agent.rules.neuron", "neuron_checks"),
-    "tpu": ("accelpool_agent.rules.tpu", "tpu_checks"),
-}
-"""Backend name → (module, function) of its vendor's health rules, which `vendor_checks` loads (see there)."""
 
 
 class Backend(Protocol):
@@ -159,25 +153,3 @@ def _vendor_backend(name: str, sysfs_root: Path) -> Backend:
         raise BackendError(f"backend {name!r} is not part of this agent build (no module {module_name})") from None
     backend: Backend = getattr(module, class_name)(sysfs_root=sysfs_root)
     return backend
-
-
-VendorChecks = Callable[[DeviceInfo, Telemetry | None, float], Sequence[CheckResult]]
-"""A vendor's rules on one device: `(device, its latest telemetry or None, now) -> results`."""
-
-
-def vendor_checks(backend: str) -> VendorChecks | None:
-    """The vendor rules of a backend (`VENDOR_RULES`), or None (NVIDIA's, the fake's and the CPU's are the
-    generic rules alone). The function is `<vendor>_checks(device, telemetry, now)`; its results join the
-    generic telemetry rules', and one with the same `Check` replaces the generic result (the vendor's rule
-    reads what its tool reports). None too while the rules module is not part of this build."""
-    if backend not in VENDOR_RULES:
-        return None
-    module_name, function_name = VENDOR_RULES[backend]
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name != module_name:
-            raise
-        return None
-    found: VendorChecks = getattr(module, function_name)
-    return found
