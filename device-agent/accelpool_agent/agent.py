@@ -105,6 +105,8 @@ class Agent:
         self.sizes = settings.sizes or ComputeSizes.for_engine(backend.compute_engine or "cuda")
         self.vendor_rules = vendor_rules.for_backend(backend.name)
         """The backend's vendor rules beside the generic ones (`accelpool_agent.vendor_rules`), or None."""
+        self.compute_applies = self.vendor_rules is None or self.vendor_rules.compute
+        """False where the vendor's verdict rests on its counters alone (Neuron, TPU): no compute step runs."""
         self._backend_calls = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accelpool-backend")
         """The one thread every backend call runs in, one call at a time."""
         self._check_waits = ThreadPoolExecutor(
@@ -175,7 +177,7 @@ class Agent:
         started = self.clock.monotonic()
         inventory = await self._on_backend(functools.partial(take_inventory, self.backend, self.clock))
         self._state = self._state.with_inventory(inventory)
-        devices = self._state.devices
+        devices = self._state.devices if self.compute_applies else ()
         skipped = {
             device.uuid: why
             for device in devices

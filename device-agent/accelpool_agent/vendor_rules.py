@@ -5,7 +5,11 @@ NVLink, ...). A vendor backend's devices are judged by its vendor's rules as wel
 (amdsmi events in the XID record, ECC against the first reading), `rules.neuron.neuron_checks` (error
 counters' rates over the window, from `rules.neuron.neuron_counters`) and `rules.tpu.tpu_checks`. Each
 vendor result replaces the generic result of the same `Check`; a vendor result of a check the generic
-rules lack is added. `for_backend` picks them by backend name; NVIDIA's, the fake's and the CPU's
+rules lack is added. AWS Neuron's and Google TPU's devices have no compute checks (`VendorRules.compute`):
+a portable kernel there needs the vendor's framework and a compiled model (Neuron) or JAX (TPU) in the
+agent's image, so their verdict rests on the counters and readings alone; on NVIDIA and AMD a backend that
+cannot compute leaves the node Unknown (`ChecksSkipped`), since compute checks are their design.
+`for_backend` picks the rules by backend name; NVIDIA's, the fake's and the CPU's
 devices are judged by the generic rules alone.
 """
 
@@ -38,6 +42,9 @@ class VendorRules:
     checks: Callable[[DeviceFacts], Sequence[CheckResult]]
     counters: Callable[[Telemetry], Mapping[str, int]] | None = None
     """The monotonic counters whose rates `checks` reads, kept in a window per device; None: none."""
+    compute: bool = True
+    """Whether compute checks are part of this vendor's verdict (False: they do not apply, and a device is
+    judged by `checks` and the generic telemetry rules alone)."""
 
 
 def _amd(facts: DeviceFacts) -> Sequence[CheckResult]:
@@ -54,8 +61,8 @@ def _tpu(facts: DeviceFacts) -> Sequence[CheckResult]:
 
 BY_BACKEND: Mapping[str, VendorRules] = {
     "amdsmi": VendorRules(_amd),
-    "neuron": VendorRules(_neuron, counters=neuron.neuron_counters),
-    "tpu": VendorRules(_tpu),
+    "neuron": VendorRules(_neuron, counters=neuron.neuron_counters, compute=False),
+    "tpu": VendorRules(_tpu, compute=False),
 }
 
 

@@ -14,11 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from accelpool_agent.agent import Agent
 from accelpool_agent.backends.neuron import NeuronBackend, monitor_config
 from accelpool_agent.backends.neuron_report import MonitorState, Report, ReportError, model_for, parse_report
+from accelpool_agent.clock import ManualClock
 from accelpool_agent.compute import ComputeSizes, ComputeTask
+from accelpool_agent.compute.runner import InlineRunner
+from accelpool_agent.config import AgentSettings
 from accelpool_agent.model import Check, CheckStatus
 from accelpool_agent.rules import gpu_count_rule
+from accelpool_core.protocol import AgentConfig, HealthStatus
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "agent" / "neuron"
 FAKE_MONITOR = FIXTURES / "fake-neuron-monitor"
@@ -272,3 +277,25 @@ def test_no_compute_checks_and_no_xids() -> None:
 def test_a_bad_period_is_refused() -> None:
     with pytest.raises(ValueError, match=r"neuron-monitor period: 0 s; valid: a positive number of seconds"):
         monitor_config(0)
+
+
+async def test_a_healthy_trainium_node_is_healthy_and_an_uncorrected_hbm_error_fails_it(
+    backend_on: Callable[..., NeuronBackend],
+) -> None:
+    """Neuron devices have no compute checks (they need a Neuron framework and a compiled model): a full
+    cycle of good counters is Healthy and complete, not Unknown for want of checks."""
+
+    def agent_on(recording: str) -> Agent:
+        backend = backend_on(recording)
+        wait_for(lambda: backend.reader is not None and backend.reader.state.reports >= 1, "a report")
+        settings = AgentSettings(node_name="trn2-1", backend="neuron")
+        agent = Agent(backend, AgentConfig(expected_gpus=16), settings, InlineRunner(), clock=ManualClock())
+        agent.open()
+        return agent
+
+    report = await agent_on("trn2_healthy.jsonl").full_cycle()
+    assert (report.status, report.reason, report.complete) == (HealthStatus.HEALTHY, "AllChecksPassed", True)
+    assert not [c for gpu in report.gpus for c in gpu.checks if c.check.is_compute]
+    failing = await agent_on("trn2_hbm_uncorrected.jsonl").full_cycle()
+    assert failing.status is HealthStatus.UNHEALTHY
+    assert "NeuronHbmUncorrectable" in {c.reason for gpu in failing.gpus for c in gpu.checks}

@@ -9,14 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from accelpool_agent.agent import Agent
 from accelpool_agent.backends.tpu import TpuBackend
 from accelpool_agent.backends.tpu_chips import V3, V4, V5E, discover
 from accelpool_agent.backends.tpu_readings import per_chip
+from accelpool_agent.clock import ManualClock
 from accelpool_agent.compute import ComputeSizes, ComputeTask
+from accelpool_agent.compute.runner import InlineRunner
+from accelpool_agent.config import AgentSettings
 from accelpool_agent.model import Check, CheckStatus, GpuReport, Telemetry
 from accelpool_agent.rules import node_verdict
 from accelpool_agent.rules.tpu import tpu_checks
-from accelpool_core.protocol import Action, HealthStatus
+from accelpool_core.protocol import Action, AgentConfig, HealthStatus
 from tests.unit.agent.fake_libtpu import GIB, FakeHost, FakeTpuMonitoring, install, uninstall
 
 
@@ -246,3 +250,23 @@ def test_per_chip_values() -> None:
     assert per_chip(["10", "20", "30", "40"], 2, V3.devices_per_chip, summed=False) == (15.0, 35.0)
     assert per_chip(["1", "2", "3"], 2, 2, summed=True) is None
     assert per_chip(["1", "n/a"], 2, 1, summed=True) is None
+
+
+async def test_a_healthy_tpu_node_is_healthy_without_compute_checks(
+    host: FakeHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TPUs have no compute checks (no JAX in the agent): a full cycle of good readings is Healthy and
+    complete, not Unknown for want of checks; a chip that disappears still fails the node."""
+    host.add_chips("v5p", 4)
+    install(monkeypatch, FakeTpuMonitoring.busy(4, hbm_gib=95, used_gib=12.5))
+    backend = TpuBackend(sysfs_root=host.sysfs, dev_root=host.dev)
+    settings = AgentSettings(node_name="tpu-v5p-1", backend="tpu")
+    agent = Agent(backend, AgentConfig(expected_gpus=4), settings, InlineRunner(), clock=ManualClock())
+    agent.open()
+    report = await agent.full_cycle()
+    assert (report.status, report.reason, report.complete) == (HealthStatus.HEALTHY, "AllChecksPassed", True)
+    assert not [c for gpu in report.gpus for c in gpu.checks if c.check.is_compute]
+
+    host.remove_chip(2)
+    report = await agent.full_cycle()
+    assert report.status is HealthStatus.UNHEALTHY
