@@ -79,6 +79,8 @@ class MonitorReader:
         self._process: subprocess.Popen[str] | None = None
         self._state = MonitorState()
         self._error: str | None = "neuron-monitor has not reported yet"
+        self._first_outcome = threading.Event()
+        """Set at the first report, or the first failure (a command that cannot run, or exits)."""
         self.starts = 0
         """How many times the command was started (restarts included)."""
         self.skipped_lines = 0
@@ -92,6 +94,10 @@ class MonitorReader:
     def error(self) -> str | None:
         with self._lock:
             return self._error
+
+    def wait_for_first(self, timeout_seconds: float) -> bool:
+        """Wait until the command has reported once or failed; False when neither happened in time."""
+        return self._first_outcome.wait(timeout_seconds)
 
     def start(self) -> None:
         if self._thread is None:
@@ -148,6 +154,7 @@ class MonitorReader:
             with self._lock:
                 self._state = self._state.with_report(report)
                 self._error = f"Neuron driver: {report.hardware_error}" if report.hardware_error else None
+            self._first_outcome.set()
         status = process.wait()
         if not self._stopping.is_set():
             said = f": {last_message}" if last_message else ""
@@ -159,6 +166,7 @@ class MonitorReader:
         with self._lock:
             self._error = why
             self._state = MonitorState(seen=self._state.seen, errors=self._state.errors, reports=self._state.reports)
+        self._first_outcome.set()
 
 
 class NeuronBackend:
@@ -183,6 +191,8 @@ class NeuronBackend:
         self._reader: MonitorReader | None = None
         self._sysfs_root = sysfs_root
         self._infiniband = SysfsInfiniband(sysfs_root)
+        self._first_report_seconds = 2 * period_seconds + 5
+        """How long `open` waits for neuron-monitor's first report: two periods and its start-up."""
 
     @property
     def error(self) -> str | None:
@@ -204,6 +214,9 @@ class NeuronBackend:
             max_backoff_seconds=self._backoff[1],
         )
         self._reader.start()
+        # neuron-monitor reports once per period: wait for its first report (or its failure), so that a
+        # first check (`accelpool-agent check`) sees the devices rather than "has not reported yet".
+        self._reader.wait_for_first(self._first_report_seconds)
 
     def close(self) -> None:
         if self._reader is not None:
