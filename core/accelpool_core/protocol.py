@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -26,6 +26,11 @@ CONFIG_ENV = "ACCELPOOL_AGENT_CONFIG"
 CHECK_REQUEST_ANNOTATION = "accelpool.io/check-requested"
 """On a Node (or a ComputePool, copied to its members by the operator): an opaque token asking the
 node's agent for an immediate full check cycle; the agent answers with `HealthReport.check_request`."""
+AgentBackend = Literal["nvml", "amdsmi", "neuron", "tpu", "cuda", "cpu", "fake"]
+"""The agent's `--backend` choices: what the operator may render into a DaemonSet and the agent accepts."""
+AGENT_BACKENDS: tuple[str, ...] = get_args(AgentBackend)
+VENDOR_BACKENDS: Mapping[str, str] = {"nvidia": "nvml", "amd": "amdsmi", "aws": "neuron", "google": "tpu"}
+"""Each catalog vendor (`catalog.Vendor` value) → the backend that checks its devices."""
 MAX_FINDINGS = 16
 """Findings kept in the health annotation (the condition message summarises the rest)."""
 

@@ -12,17 +12,17 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from typing import Any
 
 from accelpool import api, conventions
 from accelpool.api import VENDOR_BACKENDS
 from accelpool.render import AgentSettings
 from accelpool_core import catalog
+from accelpool_core.protocol import AGENT_BACKENDS
 
 DEFAULT_WEBHOOK_PORT = 9443
 DEFAULT_WEBHOOK_CERT_DIR = "/etc/accelpool/webhook"
 LOG_LEVELS = ("quiet", "info", "verbose", "debug")
-AGENT_BACKENDS: tuple[str, ...] = get_args(api.AgentBackend)
 VENDORS = tuple(vendor.value for vendor in catalog.Vendor)
 
 

@@ -34,15 +34,10 @@ from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask
 from accelpool_agent.faults import Fault
 from accelpool_agent.model import DeviceInfo, DriverVersions, IbPort, Telemetry, XidEvent
 from accelpool_core import catalog
+from accelpool_core.protocol import AGENT_BACKENDS, VENDOR_BACKENDS
 
-BACKENDS = ("nvml", "amdsmi", "neuron", "tpu", "cuda", "cpu", "fake")
-VENDOR_BACKENDS: Mapping[catalog.Vendor, str] = {
-    catalog.Vendor.NVIDIA: "nvml",
-    catalog.Vendor.AMD: "amdsmi",
-    catalog.Vendor.AWS: "neuron",
-    catalog.Vendor.GOOGLE: "tpu",
-}
-"""The backend that checks each catalog vendor's devices (the operator renders the same choice)."""
+BACKENDS = AGENT_BACKENDS
+"""The `--backend` choices (`accelpool_core.protocol`: the operator renders one of them per pool)."""
 VENDOR_MODULES: Mapping[str, tuple[str, str]] = {
     "amdsmi": ("accelpool_agent.backends.amdsmi", "AmdSmiBackend"),
     "neuron": ("accelpool_agent.backends.neuron", "NeuronBackend"),
@@ -95,7 +90,7 @@ def device_vendor(model: str | None, backend: str) -> str:
     entry = catalog.BY_NAME.get(model) if model else None
     if entry is not None:
         return entry.vendor.value
-    by_backend = {backend_name: vendor.value for vendor, backend_name in VENDOR_BACKENDS.items()}
+    by_backend = {backend_name: vendor for vendor, backend_name in VENDOR_BACKENDS.items()}
     return by_backend.get(backend, catalog.Vendor.NVIDIA.value if backend == "cuda" else "")
 
 

@@ -41,8 +41,6 @@ from accelpool.api.health import (
     MAX_INTERVAL,
     MIN_INTERVAL,
     PERCENT_PATTERN,
-    VENDOR_BACKENDS,
-    AgentBackend,
     DrainPolicy,
     HandOffPolicy,
     HealthSpec,
@@ -78,6 +76,7 @@ from accelpool.api.status import (
     Scheduling,
     Toleration,
 )
+from accelpool_core.protocol import VENDOR_BACKENDS, AgentBackend
 
 __all__ = [
     "ACCELERATOR_STRING_PATTERN",

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from accelpool.api.rules import Model, Rule, RuledModel
+from accelpool_core.protocol import AgentBackend
 
 DURATION_PATTERN = r"^([0-9]{1,5}(\.[0-9]{1,9})?(ms|s|m|h)){1,4}$"
 """15m, 1h30m, 90s. At most 4 parts of at most 5 digits: even 4 x 99999h stays within what CEL's
@@ -25,10 +26,6 @@ MAX_INTERVAL = "168h"
 MAX_HOLD_DOWN = "168h"
 MAX_DRAIN_TIMEOUT = "168h"
 MAX_GRACE_PERIOD = "24h"
-AgentBackend = Literal["nvml", "amdsmi", "neuron", "tpu", "cuda", "cpu", "fake"]
-"""The agent's `--backend` choices (`accelpool_agent.backends.BACKENDS`)."""
-VENDOR_BACKENDS: dict[str, str] = {"nvidia": "nvml", "amd": "amdsmi", "aws": "neuron", "google": "tpu"}
-"""Each catalog vendor's agent backend (`accelpool_agent.backends.VENDOR_BACKENDS`)."""
 ANY_VENDOR_BACKENDS = ("cpu", "fake")
 """Backends that check no vendor's devices (the host CPU, simulated devices): valid for every pool."""
 

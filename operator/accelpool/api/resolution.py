@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from accelpool.api.devices import MPS_LIMIT_CAPABILITY, MPS_MAX_CLIENTS_BEFORE_7_5, AcceleratorRequest, MigSpec, MpsSpec
-from accelpool.api.health import ANY_VENDOR_BACKENDS, VENDOR_BACKENDS
+from accelpool.api.health import ANY_VENDOR_BACKENDS
 from accelpool.api.names import GROUP
 from accelpool.api.problems import Problem
 from accelpool_core import catalog
+from accelpool_core.protocol import VENDOR_BACKENDS
 
 if TYPE_CHECKING:
     from accelpool.api.spec import ComputePoolSpec

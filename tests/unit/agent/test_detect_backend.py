@@ -8,12 +8,12 @@ import pytest
 
 from accelpool_agent.backends import (
     BACKENDS,
-    VENDOR_BACKENDS,
     BackendError,
     create_backend,
     device_vendor,
 )
 from accelpool_agent.backends.detect import Probes, detect_backend
+from accelpool_core.protocol import VENDOR_BACKENDS
 
 
 def probes(
