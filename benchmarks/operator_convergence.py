@@ -246,7 +246,16 @@ def operator_writes(emulator: ApiServer, since: int = 0, *, refused: bool = Fals
     return counts
 
 
-async def measure(node_count: int, pool_count: int, idle: float, log: Path) -> dict[str, Any]:
+def operator_command(profile: Path | None) -> list[str]:
+    """`accelpool run`, under cProfile (its stats written to `profile` when it exits) when asked."""
+    if profile is None:
+        return [str(BIN / "accelpool")]
+    return [sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "accelpool.cli"]
+
+
+async def measure(
+    node_count: int, pool_count: int, idle: float, log: Path, profile: Path | None = None
+) -> dict[str, Any]:
     emulator = ApiServer(remember=REQUESTS_REMEMBERED)
     async with emulator, kmock.Server(emulator) as http:
         server = str(http.url).rstrip("/")
@@ -256,7 +265,7 @@ async def measure(node_count: int, pool_count: int, idle: float, log: Path) -> d
         metrics_port = free_port()
         with log.open("wb") as log_file:
             operator = await asyncio.create_subprocess_exec(
-                str(BIN / "accelpool"),
+                *operator_command(profile),
                 "run",
                 "--server",
                 server,

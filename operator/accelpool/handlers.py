@@ -2,11 +2,11 @@
 
 kopf does what it is good at; the controller (`accelpool.controller`) does the rest:
 
-- `@kopf.index` of Nodes (`node_views`: name → `NodeView`) and of ComputePools (`pool_records`:
-  name → `PoolRecord`): the controller's inputs, kept current by kopf's watches; no list call per pass.
-- `@kopf.on.event` for Nodes and ComputePools: nudge the controller when something planning
-  depends on changed (labels, taints, cordon, Ready, AcceleratorHealthy, the health annotation,
-  the spec, deletion); the controller decides whether it did.
+- `@kopf.index` of ComputePools (`pool_records`: name → `PoolRecord`): an input of the controller,
+  kept current by kopf's watch; no list call per pass. Nodes are not kopf's: the controller keeps
+  them with its own informer (`accelpool.controller.nodewatch`, which says why), started here.
+- `@kopf.on.event` for ComputePools: nudge the controller when something planning depends on
+  changed (the spec, deletion); the controller decides whether it did.
 - `@kopf.on.delete` (the finalizer `accelpool.io/finalizer`): waits until a pass has released
   the pool's nodes, removed its config keys and deleted its DaemonSet and NodePool.
 - `@kopf.on.startup/login/probe/cleanup`: settings from `memo.config` (set by `accelpool run`)
@@ -38,7 +38,6 @@ from accelpool import api, leadership, webhook
 from accelpool.controller import Controller
 from accelpool.inputs import PoolRecord
 from accelpool.metrics import OperatorMetrics, serve
-from accelpool.nodes import NodeView
 from accelpool.settings import OperatorConfig
 from accelpool_core.credentials import Credentials, token_refresh_time
 from accelpool_core.kube import KubeClient
@@ -46,9 +45,8 @@ from accelpool_core.kube import KubeClient
 RESOURCE = (api.GROUP, api.VERSION, api.PLURAL)
 RELEASE_WAIT_SECONDS = 60.0
 FINALIZER = f"{api.GROUP}/finalizer"
-NODE_INDEX = "node_views"
-"""kopf passes each index to handlers as a keyword argument named after its function."""
 POOL_INDEX = "pool_records"
+"""kopf passes each index to handlers as a keyword argument named after its function."""
 _V = TypeVar("_V")
 
 
@@ -143,7 +141,7 @@ def configure(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
-    settings.queueing.worker_limit = None  # one worker per object; node workers are cheap (index + nudge)
+    settings.queueing.worker_limit = None  # one worker per pool (nodes are watched by the controller itself)
 
 
 # ---------------------------------------------------------------- activities
@@ -167,14 +165,13 @@ async def serve_webhook(config: OperatorConfig) -> webhook.WebhookServer | None:
 
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
-    node_index: kopf.Index[str, NodeView] = kwargs[NODE_INDEX]
     pool_index: kopf.Index[str, PoolRecord] = kwargs[POOL_INDEX]
     config = _config(memo)
     configure(settings, config)
     client = KubeClient(Credentials.discover(config.kubeconfig, config.server))
     metrics = OperatorMetrics()
     controller = Controller(config, client, metrics)
-    controller.bind(nodes=_values(node_index), pools=_values(pool_index))
+    controller.bind(nodes=controller.watch_nodes().views, pools=_values(pool_index))
     controller.task = asyncio.create_task(controller.run(), name="accelpool controller")
     memo.controller = controller
     leadership.follow_kopf(settings, memo, controller, lifetime=config.peering_lifetime)
@@ -239,12 +236,7 @@ async def cleanup(memo: Any, **_: Any) -> None:
         await admission_server.close()
 
 
-# ---------------------------------------------------------------- indexes: the controller's inputs
-
-
-@kopf.index("nodes")
-async def node_views(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeView]:
-    return {name: NodeView.from_body(body)}
+# ---------------------------------------------------------------- the pool index: an input of the controller
 
 
 @kopf.index(*RESOURCE)
@@ -255,19 +247,10 @@ async def pool_records(name: str, body: kopf.Body, **_: Any) -> dict[str, PoolRe
 # ---------------------------------------------------------------- nudges
 
 
-@kopf.on.event("nodes")
-async def node_event(name: str, type: str, memo: Any, **kwargs: Any) -> None:
-    index: kopf.Index[str, NodeView] = kwargs[NODE_INDEX]
-    controller = _controller(memo)
-    controller.indexed()
-    controller.node_changed(name, None if type == "DELETED" else _first(index, name))
-
-
 @kopf.on.event(*RESOURCE)
 async def pool_event(name: str, type: str, memo: Any, **kwargs: Any) -> None:
     index: kopf.Index[str, PoolRecord] = kwargs[POOL_INDEX]
     controller = _controller(memo)
-    controller.indexed()
     controller.pool_changed(name, None if type == "DELETED" else _first(index, name))
 
 
@@ -277,7 +260,6 @@ async def pool_event(name: str, type: str, memo: Any, **kwargs: Any) -> None:
 @kopf.on.delete(*RESOURCE)
 async def release_pool(name: str, memo: Any, logger: kopf.Logger, **_: Any) -> None:
     controller = _controller(memo)
-    controller.indexed()
     if not await controller.wait_released(name, wait_seconds=RELEASE_WAIT_SECONDS):
         raise kopf.TemporaryError(f"still releasing the nodes and objects of pool {name}", delay=5)
     logger.info("released every node, config key and object of pool %s", name)

@@ -25,6 +25,7 @@ operator's event loop). Families (all prefixed `accelpool_`):
 | accelpool_drain_evictions_total | counter | pool, result (evicted, blocked by a PodDisruptionBudget, failed) |
 | accelpool_drain_list_errors_total | counter | pool (a draining node's pods could not be listed) |
 | accelpool_api_writes_total | counter | verb (create, patch, replace, delete), resource |
+| accelpool_node_events_total | counter | relevant (true: could change a plan; false: filtered out) |
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ class OperatorMetrics:
     drain_evictions: Counter[tuple[str, str]] = field(default_factory=Counter)
     """(pool, result) → evictions the drain executor sent."""
     drain_list_errors: Counter[str] = field(default_factory=Counter)
+    node_events: Counter[bool] = field(default_factory=Counter)
+    """Node watch events, by whether they could change a plan (`accelpool.controller.relevance`)."""
 
     def observe_pass(self, seconds: float, ok: bool) -> None:
         self.reconciles["success" if ok else "error"] += 1
@@ -183,6 +186,12 @@ class OperatorCollector(Collector):
             total.add_metric([result], metrics.reconciles.get(result, 0))
         yield total
         yield CounterMetricFamily("accelpool_reconcile_errors", "Reconcile passes that failed.", value=metrics.errors)
+        events = CounterMetricFamily(
+            "accelpool_node_events", "Node watch events, by whether they could change a plan.", labels=["relevant"]
+        )
+        for relevant in (True, False):
+            events.add_metric([str(relevant).lower()], metrics.node_events.get(relevant, 0))
+        yield events
         cumulative = 0
         buckets: list[tuple[str, float]] = []
         for bound, count in zip((*DURATION_BUCKETS, float("inf")), metrics.duration_buckets, strict=True):

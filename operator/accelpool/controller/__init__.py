@@ -2,8 +2,9 @@
 
 The path of a ComputePool from watch event to API write and status, file by file:
 
-1. `accelpool.handlers` — kopf keeps the indexes of Nodes and ComputePools (the inputs) and
-   nudges the controller on every event that could change a plan;
+1. `accelpool.handlers` — kopf keeps the index of ComputePools and nudges the controller on their
+   events; `nodewatch.py` — `NodeWatch`: the controller's own informer of Nodes, whose events nudge
+   it only when they could change a plan (`relevance.py`);
 2. `loop.py` — `Controller`: the loop and the pass, top to bottom (load, plan, write, status);
 3. `state.py` — `ClusterState`: everything cached between passes, read once per pass as a `Snapshot`;
 4. `planner.py` — `Planner`: pool inputs built once from the index records, then the pure

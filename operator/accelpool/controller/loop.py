@@ -14,13 +14,21 @@ A pass (`Controller.reconcile_once`):
 5. **record**: metrics, which deleted pools are released (the finalizer waits for that), when to
    plan again.
 
-The loop (`run`) starts a pass when the kopf handlers nudge it (`node_changed`, `pool_changed`),
-when the plan asks for a time-based decision (a hold-down ending), when a status is due, at every
+The loop (`run`) starts a pass when its inputs nudge it (`node_changed` from the controller's own
+node informer, `accelpool.controller.nodewatch`; `pool_changed` from the kopf handlers), when the
+plan asks for a time-based decision (a hold-down ending), when a status is due, at every
 resync and agent check, and after a failure with exponential backoff (`BACKOFF_START` doubling to
-`BACKOFF_MAX`). A pass whose writes met a 409 has re-read what conflicted; the next one starts at
-once. Passes never overlap: every decision about nodes and the shared ConfigMaps comes from one
-plan of the whole cluster, so no two pools can claim a node. A crash in a pass is logged and
-counted and never stops the loop.
+`BACKOFF_MAX`). A node event nudges only when planning could come out differently
+(`accelpool.controller.relevance`: a resourceVersion, a heartbeat or a label no plan reads never
+costs a pass). Nudges are batched as Karpenter's provisioner batches pods (kubernetes-sigs/karpenter,
+pkg/controllers/provisioning/batcher.go `Batcher.Wait`): the first opens a window that closes once
+no nudge came for `--debounce` (the idle duration), or `BATCH_MAX_SECONDS` after it opened (the
+maximum duration) however many keep coming, so a stream of relevant changes is planned once per
+window, and an agent's `AcceleratorHealthy=False` waits at most `BATCH_MAX_SECONDS` (plus a pass
+in flight) for the pass that quarantines its node. A pass whose writes met a 409 has re-read what
+conflicted; the next one starts at once. Passes never overlap: every decision about nodes and the
+shared ConfigMaps comes from one plan of the whole cluster, so no two pools can claim a node. A
+crash in a pass is logged and counted and never stops the loop.
 
 Hot standby: `pause()` stops the controller writing — no pass starts, and a pass in flight sends
 no further write (`apiserver.Gate`); `resume()` makes the next pass read everything cached again
@@ -42,6 +50,7 @@ from typing import Any
 from accelpool.controller.apiserver import TRANSIENT, Gate, Paused, Permit
 from accelpool.controller.drain import DrainExecutor
 from accelpool.controller.events import EventRecorder
+from accelpool.controller.nodewatch import NodeWatch
 from accelpool.controller.planner import Planner
 from accelpool.controller.state import ClusterState
 from accelpool.controller.status import StatusWriter
@@ -56,6 +65,9 @@ from accelpool_core.kube import KubeClient
 log = logging.getLogger("accelpool.controller")
 
 BACKOFF_START, BACKOFF_MAX = 0.5, 30.0
+BATCH_MAX_SECONDS = 1.0
+"""The longest a batching window stays open while nudges keep coming (Karpenter's BatchMaxDuration; its
+default of 10 s would hold a quarantine too long). The idle duration is `--debounce`."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +102,7 @@ class Controller:
         self.client = client
         self.metrics = metrics
         self._clock = clock or _loop_time
-        self._state = ClusterState(config, client, self._clock)
+        self._state = ClusterState(config, client, self._clock, wall_clock)
         self._planner = Planner(config, wall_clock)
         events = EventRecorder(config.events_namespace, client, metrics, self._clock, wall_clock)
         self._writer = Writer(config, client, self._state, events, metrics)
@@ -102,6 +114,9 @@ class Controller:
         self._reload = False
         self._ready = asyncio.Event()
         self._dirty = asyncio.Event()
+        self._nudged = asyncio.Event()
+        """Set by every nudge: a batching window stays open while they keep coming (`_gather`)."""
+        self._node_watch: NodeWatch | None = None
         self._pass_done = asyncio.Condition()
         self._exclusive = asyncio.Lock()
         self._started = 0
@@ -116,19 +131,36 @@ class Controller:
     def bind(self, nodes: Callable[[], Iterable[NodeView]], pools: Callable[[], Iterable[PoolRecord]]) -> None:
         self._state.bind(nodes, pools)
 
+    def watch_nodes(self) -> NodeWatch:
+        """The controller's own node informer (`accelpool.controller.nodewatch`), run by `run`: bind its
+        `views` as the nodes; the loop starts once it has listed them, and that first pass lists the pools
+        (kopf's pool index may not hold them all yet)."""
+        self._node_watch = NodeWatch(self.client, self.node_changed, self._nodes_listed)
+        return self._node_watch
+
     def indexed(self) -> None:
-        """kopf has listed every resource (its handlers only run after that): the loop may start."""
+        """Every input is listed: the loop may start."""
         if not self._ready.is_set():
             self._ready.set()
-            self._dirty.set()
+            self._nudge()
+
+    def _nodes_listed(self) -> None:
+        self._state.list_pools_first()
+        self.indexed()
 
     def node_changed(self, name: str, view: NodeView | None) -> None:
-        if self._state.node_event(name, view):
-            self._dirty.set()
+        relevant = self._state.node_event(name, view)
+        self.metrics.node_events[relevant] += 1
+        if relevant:
+            self._nudge()
 
     def pool_changed(self, name: str, record: PoolRecord | None) -> None:
         if self._state.pool_event(name, record):
-            self._dirty.set()
+            self._nudge()
+
+    def _nudge(self) -> None:
+        self._dirty.set()
+        self._nudged.set()
 
     # ------------------------------------------------------------ hot standby
 
@@ -148,13 +180,13 @@ class Controller:
             return
         self._reload = True
         self._gate.reopen()
-        self._dirty.set()
+        self._nudge()
 
     # ------------------------------------------------------------ for the delete handler and the probe
 
     async def wait_released(self, pool: str, wait_seconds: float) -> bool:
         """Whether a pass released the deleted pool (nodes, config keys, objects) within `wait_seconds`."""
-        self._dirty.set()
+        self._nudge()
         try:
             async with asyncio.timeout(wait_seconds):
                 async with self._pass_done:
@@ -180,14 +212,23 @@ class Controller:
     # ------------------------------------------------------------ the loop
 
     async def run(self) -> None:
+        watching = asyncio.create_task(self._node_watch.run(), name="node watch") if self._node_watch else None
+        try:
+            await self._loop()
+        finally:
+            if watching is not None:
+                watching.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watching
+
+    async def _loop(self) -> None:
         await self._ready.wait()
         while True:
             await self._gate.wait_open()
             await self._wait_for_work()
             if not self.active:
                 continue
-            if self.config.debounce_seconds > 0:
-                await asyncio.sleep(self.config.debounce_seconds)
+            await self._gather()
             self._dirty.clear()
             result = await self.reconcile_once()
             if result.ok:
@@ -210,6 +251,21 @@ class Controller:
                     await self._dirty.wait()
         if self._retry_at is not None and self._clock() < self._retry_at:
             await asyncio.sleep(self._retry_at - self._clock())
+
+    async def _gather(self) -> None:
+        """The batching window (see the module docstring): until `--debounce` passes without a nudge,
+        or `BATCH_MAX_SECONDS` after it opened."""
+        idle = self.config.debounce_seconds
+        if idle <= 0:
+            return
+        closes = self._clock() + max(idle, BATCH_MAX_SECONDS)
+        while (left := closes - self._clock()) > 0:
+            self._nudged.clear()
+            try:
+                async with asyncio.timeout(min(idle, left)):
+                    await self._nudged.wait()
+            except TimeoutError:
+                return
 
     async def reconcile_once(self) -> PassResult:
         """One pass (see the module docstring). Never raises: errors are results. Passes never overlap."""

@@ -22,7 +22,7 @@ Nobody else keeps cluster state. What `ClusterState` owns:
 - The pool-list check: a pass that would write lists the pools first when it has not done so for
   `POOL_CHECK_SECONDS`, or a write met a 409 since (`pool_check_due`, `check_pools`).
 - What the last pass planned with, so that a watch event nudges the loop only when planning could
-  come out differently (`node_event`, `pool_event`).
+  come out differently (`node_event`, `pool_event`; for nodes, `accelpool.controller.relevance`).
 """
 
 from __future__ import annotations
@@ -31,11 +31,13 @@ import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Generic, Literal, TypeVar
 
 from accelpool import agents, conventions, inputs
 from accelpool.controller import apiserver
 from accelpool.controller.apiserver import TRANSIENT
+from accelpool.controller.relevance import same_for_planning, selector_keys
 from accelpool.evictions import DrainObservation, DrainOrder
 from accelpool.inputs import PoolRecord
 from accelpool.nodes import NodeView
@@ -93,10 +95,17 @@ class _Overlay(Generic[_T]):
 class ClusterState:
     """See the module docstring. One per controller; `clock` is the event loop's (a fake one in tests)."""
 
-    def __init__(self, config: OperatorConfig, client: KubeClient, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        config: OperatorConfig,
+        client: KubeClient,
+        clock: Callable[[], float],
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         self._config = config
         self._client = client
         self._clock = clock
+        self._now = wall_clock
         self._node_source: Callable[[], Iterable[NodeView]] = lambda: ()
         self._pool_source: Callable[[], Iterable[PoolRecord]] = lambda: ()
         self._node_overlays: dict[str, _Overlay[NodeView]] = {}
@@ -115,6 +124,7 @@ class ClusterState:
         self._drains: dict[str, DrainObservation] = {}
         self._planned_nodes: Mapping[str, NodeView] = {}
         self._planned_pools: Mapping[str, PoolRecord] = {}
+        self._selector_keys: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------ inputs (from the kopf handlers)
 
@@ -128,7 +138,14 @@ class ClusterState:
         if view is None:
             return planned is not None
         overlay = self._node_overlays.get(name)
-        return not (view == planned or (overlay is not None and view == overlay.after))
+        now = self._now()
+        return not (
+            same_for_planning(planned, view, selector_keys=self._selector_keys, now=now)
+            or (
+                overlay is not None
+                and same_for_planning(overlay.after, view, selector_keys=self._selector_keys, now=now)
+            )
+        )
 
     def pool_event(self, name: str, record: PoolRecord | None) -> bool:
         """A pool changed (None: deleted); True unless what planning reads of it is what was planned."""
@@ -163,8 +180,13 @@ class ClusterState:
         """A pass planned with `snapshot`: node and pool events are compared with it from now on."""
         self._planned_nodes = snapshot.nodes_by_name
         self._planned_pools = dict(snapshot.pools)
+        self._selector_keys = selector_keys([record.spec for record in snapshot.pools.values()])
         self._node_overlays = {n: o for n, o in self._node_overlays.items() if n in snapshot.nodes_by_name}
         self._status_overlays = {n: o for n, o in self._status_overlays.items() if n in snapshot.pools}
+
+    def list_pools_first(self) -> None:
+        """The next snapshot lists the pools (kopf's pool index may not hold them all yet)."""
+        self._pools_relist = True
 
     def invalidate(self) -> None:
         """Forget everything cached: the next snapshot reads the unwatched objects, the pools and the agents again."""
