@@ -50,8 +50,9 @@ async def measure(
         emulator = cluster.emulator
         started = time.monotonic()
         cpu_before = cluster.stats().cpu_seconds
-        await cluster.apply(pools(node_count, pool_count))
-        ready_after = await cluster.until_ready(pool_count, started)
+        applied = pools(node_count, pool_count)
+        await cluster.apply(applied)
+        ready_after = await cluster.until_ready(applied, started)
         stats = cluster.stats()
         converged_at = emulator.request_count
         writes = operator_writes(emulator)

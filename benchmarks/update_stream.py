@@ -123,8 +123,9 @@ async def measure(args: argparse.Namespace, log: Path) -> dict[str, Any]:
         node_writes = NodeWrites()
         cluster.emulator.listeners.append(node_writes)
         started = time.monotonic()
-        await cluster.apply(pools(args.nodes, args.pools))
-        ready = await cluster.until_ready(args.pools, started)
+        applied = pools(args.nodes, args.pools)
+        await cluster.apply(applied)
+        ready = await cluster.until_ready(applied, started)
         await asyncio.sleep(args.settle)
         names = [n["metadata"]["name"] for n in live(cluster.emulator, "v1/nodes")]
         published, processed = node_writes.count, await handled(cluster)

@@ -106,16 +106,22 @@ def created(resource: kmock.resource, obj: JsonObject, version: str) -> JsonObje
 
 
 def merge_patch(current: Mapping[str, Any], patch: Mapping[str, Any]) -> JsonObject:
-    """A JSON merge patch (RFC 7386) applied to a copy of `current`: maps merge, null removes, the rest replaces."""
+    """A JSON merge patch (RFC 7386) applied to a copy of `current`: maps merge, null removes, the rest replaces.
+    The copy is made once (copying again at every level of the patch made a write's cost grow with its depth)."""
     result = copy.deepcopy(dict(current))
+    _merge_into(result, patch)
+    return result
+
+
+def _merge_into(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
     for key, value in patch.items():
         if value is None:
-            result.pop(key, None)
-        elif isinstance(value, Mapping) and isinstance(result.get(key), Mapping):
-            result[key] = merge_patch(result[key], value)
+            target.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(target.get(key), Mapping):
+            target[key] = dict(target[key])
+            _merge_into(target[key], value)
         else:
-            result[key] = copy.deepcopy(value)
-    return result
+            target[key] = copy.deepcopy(value)
 
 
 def strategic_merge_patch(current: Mapping[str, Any], patch: Mapping[str, Any]) -> JsonObject:
