@@ -191,10 +191,12 @@ class Store:
         subresource: str | None,
         strict: bool = False,
     ) -> JsonObject:
-        """PUT or PATCH: `change` makes the candidate from the stored object (404 when there is none)."""
+        """PUT or PATCH: `change` makes the candidate from the stored object (404 when there is none), a new
+        object: every change (`writes.merge_patch`, `json_patch`, `admission.scaled`, a PUT's body) copies
+        what it keeps of the stored one, so it is not copied here once more (a write's main cost at 10,000 nodes)."""
         async with self.lock:
             current = self.current(resource, namespace, name)
-            candidate = change(copy.deepcopy(current))
+            candidate = change(current)
             if subresource is None:
                 candidate = self._admit(resource, namespace, candidate, current, strict=strict)
             version = str(self.version + 1)
