@@ -6,7 +6,7 @@ those models ask for 80% of the nodes between them: plain, zonal (nodeSelector),
 and mixed), time-sliced; half are older than the rest. "fresh" plans an unclaimed cluster
 (every member is a new claim); "steady" plans the cluster as the fresh plan left it (what
 every later reconcile pass does). Node views are built before timing (the operator builds them
-in its kopf index as events arrive, not per pass).
+in its node informer as events arrive, not per pass).
 
 Target (DESIGN.md): 10,000 nodes x 500 pools <= 0.3 s; time(10k) / time(1k) <= 12.
 

@@ -2,8 +2,9 @@
 
 A pass (`Controller.reconcile_once`):
 
-1. **load**: `ClusterState.snapshot()` — the kopf indexes with the overlays of this operator's own
-   recent writes, and whatever unwatched object is due for a read (`accelpool.controller.state`);
+1. **load**: `ClusterState.snapshot()` — the node informer's views and kopf's pool index with the
+   overlays of this operator's own recent writes, and whatever unwatched object is due for a read
+   (`accelpool.controller.state`);
 2. **plan**: `Planner.decide()` — pure: the plan, every pool's rendered objects, both versions of
    the NVIDIA ConfigMaps (`accelpool.controller.planner`, `accelpool.desired`). When the pass
    would write and the pools have not been listed for a while (or a write met a 409 since), the

@@ -4,8 +4,9 @@ A pass reads the cluster once, with `ClusterState.snapshot()`, and plans with th
 alone; its writes report back here (`remember_*`), so the next pass starts from what they did.
 Nobody else keeps cluster state. What `ClusterState` owns:
 
-- The kopf indexes of Nodes and ComputePools (`bind`, from `accelpool.handlers`): the inputs,
-  kept current by kopf's watches, no list call per pass. Overlaid with
+- The nodes (the controller's own informer, `accelpool.controller.nodewatch`) and the kopf index
+  of ComputePools (`bind`, from `accelpool.handlers`): the inputs, kept current by watches, no
+  list call per pass. Overlaid with
   - **node overlays**: a node this operator patched, as the write's response shows it, until the
     watch delivers that (or someone else changes the node, or `OVERLAY_TTL_SECONDS` pass), so a
     pass never re-sends a write the index has not seen yet;
@@ -129,7 +130,7 @@ class ClusterState:
     # ------------------------------------------------------------ inputs (from the kopf handlers)
 
     def bind(self, nodes: Callable[[], Iterable[NodeView]], pools: Callable[[], Iterable[PoolRecord]]) -> None:
-        """The kopf indexes' values: read at every snapshot."""
+        """The nodes' and the pools' sources (the node informer's views, kopf's pool index): read at every snapshot."""
         self._node_source, self._pool_source = nodes, pools
 
     def node_event(self, name: str, view: NodeView | None) -> bool:
