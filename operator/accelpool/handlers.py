@@ -30,7 +30,7 @@ import datetime
 import logging
 import os
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any
 
 import kopf
 
@@ -47,7 +47,6 @@ RELEASE_WAIT_SECONDS = 60.0
 FINALIZER = f"{api.GROUP}/finalizer"
 POOL_INDEX = "pool_records"
 """kopf passes each index to handlers as a keyword argument named after its function."""
-_V = TypeVar("_V")
 
 
 def _config(memo: Any) -> OperatorConfig:
@@ -65,16 +64,22 @@ def _controller(memo: Any) -> Controller:
     return controller
 
 
-def _values(index: kopf.Index[str, _V]) -> Callable[[], Iterable[_V]]:
-    def read() -> Iterable[_V]:
+Versioned = tuple[str, PoolRecord]
+"""A pool index value: the pool's resourceVersion and its record (see `pool_records`)."""
+
+
+def _records(index: kopf.Index[str, Versioned]) -> Callable[[], Iterable[PoolRecord]]:
+    def read() -> Iterable[PoolRecord]:
         for key in list(index):
-            yield from index.get(key, ())
+            for _, record in index.get(key, ()):
+                yield record
 
     return read
 
 
-def _first(index: kopf.Index[str, _V], key: str) -> _V | None:
-    return next(iter(index.get(key, ())), None)
+def _first(index: kopf.Index[str, Versioned], key: str) -> PoolRecord | None:
+    found = next(iter(index.get(key, ())), None)
+    return found[1] if found is not None else None
 
 
 class MemoryDiffBaseStorage(kopf.DiffBaseStorage):
@@ -165,13 +170,13 @@ async def serve_webhook(config: OperatorConfig) -> webhook.WebhookServer | None:
 
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
-    pool_index: kopf.Index[str, PoolRecord] = kwargs[POOL_INDEX]
+    pool_index: kopf.Index[str, Versioned] = kwargs[POOL_INDEX]
     config = _config(memo)
     configure(settings, config)
     client = KubeClient(Credentials.discover(config.kubeconfig, config.server))
     metrics = OperatorMetrics()
     controller = Controller(config, client, metrics)
-    controller.bind(nodes=controller.watch_nodes().views, pools=_values(pool_index))
+    controller.bind(nodes=controller.watch_nodes().views, pools=_records(pool_index))
     controller.task = asyncio.create_task(controller.run(), name="accelpool controller")
     memo.controller = controller
     leadership.follow_kopf(settings, memo, controller, lifetime=config.peering_lifetime)
@@ -240,8 +245,12 @@ async def cleanup(memo: Any, **_: Any) -> None:
 
 
 @kopf.index(*RESOURCE)
-async def pool_records(name: str, body: kopf.Body, **_: Any) -> dict[str, PoolRecord]:
-    return {name: PoolRecord.from_body(body)}
+async def pool_records(name: str, body: kopf.Body, **_: Any) -> dict[str, Versioned]:
+    """The pool's record, with its resourceVersion: kopf keeps an index value that compares equal to the new
+    one (kopf/_core/engines/indexing.py `Store._replace`), and records compare without their status (planning
+    does not read it), so without the version a status written since never reached the index, and every
+    `--status-interval` the operator wrote every pool's whole status again."""
+    return {name: (str(body.metadata.get("resourceVersion") or ""), PoolRecord.from_body(body))}
 
 
 # ---------------------------------------------------------------- nudges
@@ -249,7 +258,7 @@ async def pool_records(name: str, body: kopf.Body, **_: Any) -> dict[str, PoolRe
 
 @kopf.on.event(*RESOURCE)
 async def pool_event(name: str, type: str, memo: Any, **kwargs: Any) -> None:
-    index: kopf.Index[str, PoolRecord] = kwargs[POOL_INDEX]
+    index: kopf.Index[str, Versioned] = kwargs[POOL_INDEX]
     controller = _controller(memo)
     controller.pool_changed(name, None if type == "DELETED" else _first(index, name))
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from accelpool import conventions
+from accelpool.controller import state
 
 from .conftest import Cluster, Operator, gpu_node, seed
 
@@ -102,3 +105,20 @@ async def test_a_quarantine_happens_amid_unrelated_changes(cluster: Cluster, ope
     await cluster.wait_for(quarantined, what="quarantine taint")
     await stream
     assert await operator.metric(RELEVANT) > relevant
+
+
+async def test_a_stored_status_is_not_written_again_at_each_status_interval(
+    cluster: Cluster, operator: Operator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ACCELPOOL_STATUS_INTERVAL", "0.2")  # a pass every 0.2 s compares every status
+    # What the operator wrote stands in for the index for this long; after it, the index must hold the status.
+    monkeypatch.setattr(state, "OVERLAY_TTL_SECONDS", 0.2)
+    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 4)))
+    await ready_pool(cluster, operator, {"accelerator": "H100:8", "nodes": 2})
+    await cluster.wait_for(lambda: cluster.status("train").get("members"), what="status written")
+    await operator.wait_passes(await operator.passes() + 3)  # the status written is in the pool index
+    since = cluster.emulator.request_count
+
+    await operator.wait_passes(await operator.passes() + 10)
+
+    assert operator_writes(cluster, since) == []
