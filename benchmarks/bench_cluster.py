@@ -332,6 +332,11 @@ class Running:
     async def metric(self, sample: str) -> float:
         return await _metric(self.session, self.metrics_port, sample)
 
+    async def metrics(self) -> str:
+        """The operator's /metrics, as text."""
+        async with self.session.get(f"http://127.0.0.1:{self.metrics_port}/metrics") as response:
+            return await response.text()
+
     def stats(self) -> ProcessStats:
         return ProcessStats.of(self.operator.pid)
 

@@ -6,9 +6,10 @@ every node, as a real cluster's kubelets and other controllers do: a label of an
 (`example.com/rack`), an annotation (`example.com/last-seen`), a kubelet heartbeat (the Ready
 condition's `lastHeartbeatTime`, through `nodes/status`). Measured over that stream:
 
-- **backlog**: node events the API server published (every accepted node write) minus those the
-  operator handled (`accelpool_node_events_total`), sampled every second; it keeps up when the
-  backlog stays small and does not grow;
+- **backlog**: node events the API server published (its event log) minus those the operator
+  handled (`accelpool_node_events_total`, one scrape of /metrics a second: rendering it for 500 pools
+  takes the operator's loop a while, so it is not scraped more often); it keeps up when the backlog
+  stays small and does not grow;
 - **writes**: the operator's API writes during the stream (steady state: none);
 - **CPU**: the operator's CPU seconds per second of stream (cores used), from /proc.
 
@@ -18,6 +19,7 @@ condition through `nodes/status`, as the agent writes them), and the time from t
 until the node carries `accelpool.io/quarantined` is measured (p50, p99).
 
     .venv/bin/python benchmarks/update_stream.py [--nodes 10000 --pools 500 --rate 200 --seconds 60] [--json]
+        [--profile DIR]   # the operator under cProfile: DIR/operator.prof
 """
 
 from __future__ import annotations
@@ -34,26 +36,30 @@ from pathlib import Path
 from typing import Any
 
 from accelpool import conventions
-from accelpool_demo.apiserver import Served
 from bench_cluster import NODES, Running, live, operator_writes, pools, running
 
 TICK_SECONDS = 0.05
 EVENTS = ('accelpool_node_events_total{relevant="true"}', 'accelpool_node_events_total{relevant="false"}')
 
 
-class NodeWrites:
-    """Counts the node writes the API server accepted: each published one watch event."""
+class NodeEvents:
+    """Counts the node watch events the API server published (read from its event log as they come)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cluster: Running) -> None:
+        self._events = cluster.emulator.store.events
+        self._cursor = self._events.latest()
         self.count = 0
 
-    def __call__(self, served: Served) -> None:
-        if served.method.value in ("PATCH", "PUT", "POST", "DELETE") and served.plural.split("/")[0] == "nodes":
-            self.count += served.status < 300
+    def read(self) -> int:
+        newer, self._cursor = self._events.after(self._cursor, NODES)
+        self.count += len(newer)
+        return self.count
 
 
 async def handled(cluster: Running) -> float:
-    return sum([await cluster.metric(sample) for sample in EVENTS])
+    """Node events the operator handled, from one scrape of its /metrics."""
+    text = await cluster.metrics()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(EVENTS))
 
 
 def unrelated_update(cluster: Running, name: str, serial: int) -> tuple[str, dict[str, Any]]:
@@ -119,16 +125,17 @@ def probe_nodes(cluster: Running) -> list[str]:
 
 
 async def measure(args: argparse.Namespace, log: Path) -> dict[str, Any]:
-    async with running(args.nodes, log) as cluster:
-        node_writes = NodeWrites()
-        cluster.emulator.listeners.append(node_writes)
+    profile = args.profile / "operator.prof" if args.profile is not None else None
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    async with running(args.nodes, log, profile) as cluster:
         started = time.monotonic()
         applied = pools(args.nodes, args.pools)
         await cluster.apply(applied)
         ready = await cluster.until_ready(applied, started)
         await asyncio.sleep(args.settle)
         names = [n["metadata"]["name"] for n in live(cluster.emulator, "v1/nodes")]
-        published, processed = node_writes.count, await handled(cluster)
+        published, processed = NodeEvents(cluster), await handled(cluster)
         since, cpu = cluster.emulator.request_count, cluster.stats().cpu_seconds
         stream_started = time.monotonic()
         ends = stream_started + args.seconds
@@ -136,7 +143,7 @@ async def measure(args: argparse.Namespace, log: Path) -> dict[str, Any]:
         backlog: list[float] = []
         while not sender.done():
             await asyncio.sleep(1.0)
-            backlog.append((node_writes.count - published) - (await handled(cluster) - processed))
+            backlog.append(published.read() - (await handled(cluster) - processed))
         sent = await sender
         cores = (cluster.stats().cpu_seconds - cpu) / (time.monotonic() - stream_started)
         writes = operator_writes(cluster.emulator, since)
@@ -150,7 +157,7 @@ async def measure(args: argparse.Namespace, log: Path) -> dict[str, Any]:
             await asyncio.sleep(max(0.0, 1.0 - latencies[-1]))
         await sender
         await asyncio.sleep(2.0)
-        final = (node_writes.count - published) - (await handled(cluster) - processed)
+        final = published.read() - (await handled(cluster) - processed)
         stats = cluster.stats()
     return {
         "ready": ready,
@@ -184,7 +191,7 @@ def results(args: argparse.Namespace, report: dict[str, Any]) -> list[dict[str, 
             "unit": "events",
             "target": "no growing backlog",
             "met": not growing and report["final_backlog"] <= args.rate,
-            "note": f"stream: {report['sent']} updates sent; backlog each second: "
+            "note": f"stream: {report['sent']} updates sent ({report['sent'] / args.seconds:.0f}/s); backlog each second: "
             + ", ".join(f"{b:.0f}" for b in backlog)
             + f"; 2 s after the stream and the probes: {report['final_backlog']:.0f}; "
             f"converged to Ready first in {report['ready']:.1f} s",
@@ -225,6 +232,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the stream runs before the probes")
     parser.add_argument("--probe-seconds", type=float, default=30.0, help="how long the probes run (stream on)")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds between Ready and the stream")
+    parser.add_argument("--profile", type=Path, help="a folder: the operator runs under cProfile (operator.prof)")
     parser.add_argument("--json", action="store_true", help="one JSON object for benchmarks/run.py")
     args = parser.parse_args()
     log = Path(tempfile.mkdtemp(prefix="accelpool-bench-")) / "operator.log"
