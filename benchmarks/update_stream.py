@@ -191,7 +191,8 @@ def results(args: argparse.Namespace, report: dict[str, Any]) -> list[dict[str, 
             "unit": "events",
             "target": "no growing backlog",
             "met": not growing and report["final_backlog"] <= args.rate,
-            "note": f"stream: {report['sent']} updates sent ({report['sent'] / args.seconds:.0f}/s); backlog each second: "
+            "note": f"stream: {report['sent']} updates sent ({report['sent'] / args.seconds:.0f}/s); "
+            "backlog each second: "
             + ", ".join(f"{b:.0f}" for b in backlog)
             + f"; 2 s after the stream and the probes: {report['final_backlog']:.0f}; "
             f"converged to Ready first in {report['ready']:.1f} s",
