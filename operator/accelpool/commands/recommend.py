@@ -44,7 +44,7 @@ from accelpool.recommend import (
 )
 from accelpool.recommend.fit import DEFAULT_MFU
 from accelpool.recommend.parse import parse_mfu
-from accelpool.recommend.pools import devices_per_node
+from accelpool.recommend.pools import devices_per_node, member_devices
 from accelpool.recommend.report import document, table
 from accelpool.textio import read_objects
 from accelpool_core.credentials import Credentials
@@ -179,7 +179,7 @@ def _healthy(bodies: Sequence[Mapping[str, Any]], errors: list[str]) -> Units:
         status = inputs.previous_status(record.status)
         resources = dict(status.capacity.resources) if status is not None else {}
         if not resources:
-            resources = {name: 0 for name in planned_resources(spec, 0, 1)}
+            resources = planned_resources(spec, 0)
         found.append(pool_units(record.name, spec, resources, devices_per_node(spec, status)))
     return found
 
@@ -200,11 +200,11 @@ def _planned(nodes_file: str, pool_files: list[str], errors: list[str]) -> Units
     result = plan(pools, nodes, ConfigState(), PlannerOptions(now=datetime.now(UTC), karpenter_available=True))
     found: Units = []
     for pool in result.pools:
-        if pool.spec is None:
+        if pool.spec is None or pool.status is None:
             continue
-        per_node = devices_per_node(pool.spec, None)
-        resources = planned_resources(pool.spec, len(pool.members), per_node)
-        found.append(pool_units(pool.name, pool.spec, resources, per_node))
+        gpus = member_devices(pool.status.capacity)
+        per_node = gpus // len(pool.members) if pool.members else devices_per_node(pool.spec, None)
+        found.append(pool_units(pool.name, pool.spec, planned_resources(pool.spec, gpus), per_node))
     return found
 
 

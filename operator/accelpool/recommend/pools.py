@@ -65,9 +65,14 @@ def devices_per_node(spec: api.ComputePoolSpec, status: api.ComputePoolStatus | 
     return max(resolved.entry.detection.instance_types.values(), default=resolved.entry.default_count)
 
 
-def planned_resources(spec: api.ComputePoolSpec, members: int, per_node: int) -> dict[str, int]:
-    """What `members` nodes will advertise once they serve: per GPU (`nvidia.resources_per_gpu`) x GPUs."""
-    return {name: count * per_node * members for name, count in nvidia.resources_per_gpu(spec).items()}
+def member_devices(capacity: api.Capacity) -> int:
+    """Every member's devices: serving, quarantined, in burn-in and unschedulable add up to them."""
+    return capacity.gpus + capacity.quarantined_gpus + capacity.burn_in_gpus + capacity.unschedulable_gpus
+
+
+def planned_resources(spec: api.ComputePoolSpec, gpus: int) -> dict[str, int]:
+    """What `gpus` devices will advertise once their members serve: per GPU (`nvidia.resources_per_gpu`) x GPUs."""
+    return {name: count * gpus for name, count in nvidia.resources_per_gpu(spec).items()}
 
 
 def pool_units(name: str, spec: api.ComputePoolSpec, resources: Mapping[str, int], per_node: int) -> list[PoolUnits]:
@@ -117,7 +122,7 @@ def fit_units(estimate: Estimate, units: PoolUnits) -> PoolFit:
         need = estimate.bytes_per_device(devices)
         if fits(need, units.unit_bytes):
             replicas = serving_nodes * (units.per_node // devices) if nodes == 1 else serving_nodes // nodes
-            why = "" if replicas else f"needs {devices} devices; {units.available} serve now"
+            why = "" if replicas else f"a replica takes {devices} on one node; {units.available} offered"
             return _result(units, True, replicas, devices, need, why)
     need = estimate.bytes_per_device(device_counts(units.per_node)[-1][0])
     return _result(units, False, 0, 0, need, "does not fit even across the most nodes tried")
