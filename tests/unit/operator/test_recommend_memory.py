@@ -23,7 +23,7 @@ import pytest
 
 from accelpool.recommend import KNOWN_MODELS, Request, Workload, estimate, known_model
 from accelpool.recommend.architectures import Architecture, nearest_shape
-from accelpool.recommend.memory import GiB, PRECISIONS, activation_bytes, kv_cache_bytes, lora_params
+from accelpool.recommend.memory import PRECISIONS, GiB, activation_bytes, kv_cache_bytes, lora_params
 
 GB = 1e9
 
