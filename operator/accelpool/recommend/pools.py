@@ -122,7 +122,8 @@ def fit_units(estimate: Estimate, units: PoolUnits) -> PoolFit:
         need = estimate.bytes_per_device(devices)
         if fits(need, units.unit_bytes):
             replicas = serving_nodes * (units.per_node // devices) if nodes == 1 else serving_nodes // nodes
-            why = "" if replicas else f"a replica takes {devices} on one node; {units.available} offered"
+            nodes_text = f"{nodes} nodes x {units.per_node}" if nodes > 1 else "one node"
+            why = "" if replicas else f"a replica takes {devices} devices ({nodes_text}); {units.available} offered"
             return _result(units, True, replicas, devices, need, why)
     need = estimate.bytes_per_device(device_counts(units.per_node)[-1][0])
     return _result(units, False, 0, 0, need, "does not fit even across the most nodes tried")
