@@ -202,3 +202,10 @@ def test_pools_from_a_file_with_status(capsys: pytest.CaptureFixture[str], tmp_p
 def test_an_unreachable_cluster_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = recommend(capsys, "8B", "--server", "http://127.0.0.1:9")
     assert code == 2 and out == "" and err.startswith("error: cannot read the cluster:")
+
+
+def test_the_readmes_example_is_what_the_command_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (ROOT / "README.md").read_text()
+    shown = readme.split("$ accelpool recommend 70B --top 6 --nodes nodes.yaml -f examples/\n", 1)[1].split("```", 1)[0]
+    code, out, _ = recommend(capsys, "70B", "--top", "6", "--nodes", str(LOCAL_FIXTURE), "-f", str(ROOT / "examples"))
+    assert code == 0 and out == shown
