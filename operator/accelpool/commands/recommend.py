@@ -61,7 +61,7 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("model", metavar="MODEL", help="parameters (8B, 70B, 1.5e9) or a known model (llama-3.1-70b)")
-    parser.add_argument("--dtype", default="bf16", help="fp32, fp16, bf16, fp8, int8, int4 (4bit, nf4); default bf16")
+    parser.add_argument("--dtype", help="fp32, fp16, bf16, fp8, int8, int4 (4bit, nf4); default bf16, int4 for qlora")
     parser.add_argument(
         "--workload",
         default="inference",

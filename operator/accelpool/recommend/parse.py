@@ -34,7 +34,8 @@ class Arguments:
     """The command line's values, as given (None where left out)."""
 
     model: str
-    dtype: str = "bf16"
+    dtype: str | None = None
+    """None: bf16, or int4 for QLoRA."""
     workload: str = "inference"
     context: int | None = None
     batch: int = 1
@@ -107,18 +108,22 @@ def request(args: Arguments) -> Request:
     workload = WORKLOAD_ALIASES.get(workload_key)
     if workload is None:
         raise InputError("--workload", args.workload, "one of inference, lora, qlora, full, pretrain")
-    dtype = PRECISION_ALIASES.get(args.dtype.strip().lower())
+    qlora = workload_key == "qlora"
+    given = args.dtype if args.dtype is not None else ("int4" if qlora else "bf16")
+    dtype = PRECISION_ALIASES.get(given.strip().lower())
     if dtype is None:
         raise InputError(
             "--dtype", args.dtype, f"one of {', '.join(PRECISIONS)} (or 4bit, 8bit, nf4, float16, bfloat16)"
         )
-    if workload_key == "qlora" and dtype != "int4":
-        dtype = "int4"
+    if qlora and dtype != "int4":
+        raise InputError(
+            "--dtype", args.dtype, "QLoRA is LoRA over a 4-bit base: int4 (or --workload lora for another dtype)"
+        )
     precision = PRECISIONS[dtype]
     if workload in (Workload.FULL, Workload.PRETRAIN) and not precision.trainable:
         raise InputError(
             "--dtype",
-            args.dtype,
+            given,
             f"{workload.value} trains every weight: use fp32, fp16 or bf16 (mixed precision); "
             "a quantised base trains adapters only: --workload lora (QLoRA with --dtype int4)",
         )

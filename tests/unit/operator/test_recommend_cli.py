@@ -117,6 +117,7 @@ def test_the_json_document_is_the_documented_schema(capsys: pytest.CaptureFixtur
         (("eight",), "error: MODEL 'eight': a size like 8B, 70B, 1.5e9 or 405000M, or a known model: llama-3.2-1b"),
         (("8X",), "error: MODEL '8X'"),
         (("0.0001",), "error: MODEL '0.0001': between 1M and 100T parameters"),
+        (("8B", "--workload", "qlora", "--dtype", "bf16"), "error: --dtype 'bf16': QLoRA is LoRA over a 4-bit base"),
         (("8B", "--workload", "sft"), "error: --workload 'sft': one of inference, lora, qlora, full, pretrain"),
         (("8B", "--workload", "full", "--dtype", "int4"), "error: --dtype 'int4': full trains every weight"),
         (("8B", "--kv-dtype", "int2"), "error: --kv-dtype 'int2': one of fp32, fp16, bf16, fp8, int8"),
