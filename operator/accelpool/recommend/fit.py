@@ -5,8 +5,8 @@ For each accelerator the smallest placement that holds the workload:
 - **whole devices**: 1, 2, 4, … up to the node's device count (tensor parallelism within a node),
   then whole nodes (2, 4, … up to `MAX_NODES`): training across nodes shards weights, gradients and
   optimizer states over every device (ZeRO-3/FSDP). The KV cache is divided among the devices too;
-  tensor parallelism beyond the model's KV heads replicates them in practice (vLLM), not modelled. The node's count is the largest node of the
-  catalog's instance types, else the catalog's usual node.
+  tensor parallelism beyond the model's KV heads replicates them in practice (vLLM), not modelled.
+  The node's count is the largest node of the catalog's instance types, else the catalog's usual node.
 - **a MIG slice** (MIG-capable GPUs): the smallest profile whose memory (its name's `…gb`) holds the
   workload on one instance; a process sees one MIG device, so only one-device placements.
 - **a time-sliced share**, on NVIDIA GPUs where no MIG slice holds it (a MIG slice isolates memory
