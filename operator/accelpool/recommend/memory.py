@@ -2,28 +2,31 @@
 
 Every term is in bytes; `P` is the parameter count, `T` the trainable (LoRA adapter) count, `s`
 the context (sequence) length, `b` the batch (inference) or micro-batch per device (training),
-`L`, `h`, `a` the layers, hidden size and attention heads, `n_kv · d_head` the KV width.
+`L`, `h` the layers and hidden size, `n_kv x d_head` the KV width. Sources: [tm101] EleutherAI,
+"Transformer Math 101", https://blog.eleuther.ai/transformer-math/; [hf31] Hugging Face, "Llama
+3.1", https://huggingface.co/blog/llama31; [zero] arXiv:1910.02054; [vllm] arXiv:2309.06180;
+[act] arXiv:2205.05198; [qlora] arXiv:2305.14314. The tests check the figures quoted here.
 
 - **weights** `P x w`, w the bytes of one weight in the chosen dtype: fp32 4, fp16/bf16 2,
-  fp8/int8 1, int4 0.5 (EleutherAI "Transformer Math 101", *Inference*; Hugging Face's Llama 3.1
-  post, *Inference Memory Requirements*: 8B → 16/8/4 GB, 70B → 140/70/35 GB, 405B → 810/405/203 GB
-  at 16/8/4 bits). Quantisation scales (one per 64-128 weights) are left out (< 3%).
+  fp8/int8 1, int4 0.5 ([tm101] *Inference*; [hf31] *Inference Memory Requirements*: 8B → 16/8/4 GB,
+  70B → 140/70/35 GB, 405B → 810/405/203 GB at 16/8/4 bits). Quantisation scales (one per 64-128
+  weights) are left out (< 3%).
 - **KV cache** (inference) `2 x L x n_kv x d_head x k x s x b`, k the KV cache's bytes per value
   (the model's 16-bit dtype, 1 for fp8, or `--kv-dtype`): a key and a value per layer per token
-  (vLLM's PagedAttention paper, Kwon et al. 2023 §2; the same formula in Hugging Face's Llama 3.1
-  post, whose table gives 8B 15.62 GB and 70B 39.06 GB for 128k tokens).
-- **gradients**, **optimizer** (full fine-tune and pre-training: mixed-precision Adam, ZeRO,
-  Rajbhandari et al. 2020 §3.1): 16-bit weights 2P, 16-bit gradients 2P, and 12P of optimizer
-  state: the fp32 master weights 4P plus Adam's two fp32 moments 8P: 16 bytes a parameter (the
-  paper's 7.5B model needs 120 GB). In fp32: weights 4P, gradients 4P, moments 8P, also 16P.
-- **LoRA** (and QLoRA: LoRA over a 4-bit base, Dettmers et al. 2023): the base is frozen at its
+  ([vllm] §2; the same formula in [hf31], whose table gives 8B 15.62 GiB and 70B 39.06 GiB for
+  128k tokens; its 405B row doubles the formula for the 8 KV heads of Meta's config.json, which
+  we follow).
+- **gradients**, **optimizer** (full fine-tune and pre-training: mixed-precision Adam, [zero] §3.1):
+  16-bit weights 2P, 16-bit gradients 2P, and 12P of optimizer state: the fp32 master weights 4P
+  plus Adam's two fp32 moments 8P: 16 bytes a parameter (the paper's 7.5B model needs 120 GB). In
+  fp32: weights 4P, gradients 4P, moments 8P, also 16P.
+- **LoRA** (and QLoRA: LoRA over a 4-bit base, [qlora]): the base is frozen at its
   dtype (`P x w`); the adapters, rank r on every linear layer (PEFT's `all-linear`), train in fp32
   with Adam: adapter weights 4T, gradients 4T, moments 8T, where each adapted matrix adds
   `r x (d_in + d_out)`: `T = r x L x ((h+q) + 2(h+kv) + (q+h) + 2(h+i) + (i+h))` for q, k, v, o,
   gate, up and down (q = heads x d_head, kv = n_kv x d_head, i the MLP's intermediate size).
-- **activations** (training), kept per device for one micro-batch, 16-bit (Korthikanti et al. 2022,
-  "Reducing Activation Recomputation in Large Transformer Models" §4, quoted in Transformer Math 101
-  *Activations and Batch Size*): with full activation checkpointing each layer keeps only its input,
+- **activations** (training), kept per device for one micro-batch, 16-bit ([act] §4, quoted in
+  [tm101] *Activations and Batch Size*): with full activation checkpointing each layer keeps only its input,
   `2 x s x b x h x L`; without, `34 x s x b x h x L` (attention scores not stored, as with
   FlashAttention: the paper's selective-recomputation figure). fp32 doubles both.
 - **overhead** per device: the CUDA context, cuBLAS/NCCL workspaces and the framework, 1 GiB
@@ -31,7 +34,7 @@ the context (sequence) length, `b` the batch (inference) or micro-batch per devi
   each device free for allocator fragmentation, as vLLM's default `gpu_memory_utilization=0.9`.
 
 Compute per token: 2P FLOPs for inference (forward), 6P for full fine-tuning and pre-training
-(forward 2P + backward 4P, Transformer Math 101 *Compute Requirements*), 4P for LoRA (the
+(forward 2P + backward 4P, [tm101] *Compute Requirements*), 4P for LoRA (the
 backward pass computes activation gradients through the frozen base but no weight gradients).
 """
 
