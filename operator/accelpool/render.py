@@ -79,8 +79,8 @@ class AgentSettings:
     runtime_class: str | None = "nvidia"
     """runtimeClassName for NVIDIA pools (the NVIDIA container runtime); None to leave it unset."""
     privileged: bool = False
-    """NVIDIA pools: run privileged with the host's /dev mounted instead of (or as well as) the NVIDIA
-    runtime. The `amdsmi`, `neuron` and `tpu` backends always run so (`agent_access`)."""
+    """Run privileged with the host's /dev mounted instead of (or as well as) the NVIDIA runtime (as the
+    image's user). The `amdsmi`, `neuron` and `tpu` backends always run so, as root (`agent_access`)."""
     service_account: str = "accelpool-agent"
     cpu_request: str = "50m"
     memory_request: str = "128Mi"
