@@ -18,7 +18,7 @@ needs another way to open them, the one each vendor's own node DaemonSets use:
   its container `privileged: true` (as root, the image's user).
 - Google (`tpu`): privileged, with the host's /dev mounted: the chips are /dev/vfio/<n> (v5e, v5p,
   v6e) or /dev/accel<n> (older), which tpu-info lists (cloud.google.com/tpu/docs/tpu-info-cli).
-  Not verified against a Google DaemonSet: GKE's TPU device plugin is not public.
+  No Google DaemonSet that monitors TPUs without requesting them was found to compare with.
 - `fake`, `cpu`: no device is opened; the default (NVIDIA) image carries both, so a simulated
   cluster (kind, the demo) needs only that one image whatever its pools' vendors.
 
