@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The third-party requirements of one lock file, read from the repository's pyproject.toml files.
 
-    python hack/requirements.py dev|operator|agent|build | uv pip compile - -o requirements-X.lock
+    python hack/requirements.py dev|operator|agent|agent-rocm|agent-neuron|agent-tpu|build \
+        | uv pip compile - -o requirements-X.lock
 
 accelpool's own distributions (accelpool-core, accelpool, accelpool-agent, accelpool-demo) are left
 out: they are installed from the source tree, not from an index. `make lock` calls this.
@@ -19,6 +20,9 @@ OWN = {"accelpool-core", "accelpool", "accelpool-agent", "accelpool-demo"}
 LOCKS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "operator": [("core", ()), ("operator", ())],
     "agent": [("core", ()), ("device-agent", ("cuda",))],
+    "agent-rocm": [("core", ()), ("device-agent", ("rocm",))],
+    "agent-neuron": [("core", ()), ("device-agent", ())],
+    "agent-tpu": [("core", ()), ("device-agent", ("tpu",))],
     "dev": [("core", ()), ("operator", ()), ("device-agent", ()), ("demo", ())],
 }
 
