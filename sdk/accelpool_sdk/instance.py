@@ -8,7 +8,8 @@ The backend is the one `accelpool-agent check` picks on this host (`accelpool_ag
 NVML, amdsmi, Neuron, TPU by what the drivers leave in /dev and on PATH), so the same call works on
 every vendor. When none is found, or the vendor's backend cannot see a device (its library missing,
 the driver not answering), it falls back to the host CPU (`cpu`), saying why in `note`. `backend="fake"`
-with `fake_gpus="H100:8"` simulates a node (tests, notebooks without a GPU).
+with `fake_gpus="H100:8"` simulates a node (tests, notebooks without a GPU); so do the environment
+variables `ACCELPOOL_BACKEND=fake` and `ACCELPOOL_FAKE_GPUS=H100:8` for the calls without arguments.
 
 The agent is the `agent` extra of accelpool-sdk (`pip install 'accelpool-sdk[agent]'`): its modules are
 imported only when these functions run, so `import accelpool_sdk` works without it and says what to
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -78,16 +80,23 @@ class InstanceInfo:
         return CatalogAccelerator.from_name(entry.name, len(self.devices))
 
 
+BACKEND_ENV = "ACCELPOOL_BACKEND"
+FAKE_GPUS_ENV = "ACCELPOOL_FAKE_GPUS"
+
+
 def instance_info(backend: str | None = None, *, fake_gpus: str | None = None) -> InstanceInfo:
     """The accelerators this process sees: through `backend` (`nvml`, `amdsmi`, `neuron`, `tpu`, `cuda`, `cpu`,
-    `fake`), else the one detected on this host (looked up once per process)."""
+    `fake`), else $ACCELPOOL_BACKEND's, else the one detected on this host (looked up once per process)."""
     if backend is None and fake_gpus is None:
-        return _detected()
+        return _host(os.environ.get(BACKEND_ENV), os.environ.get(FAKE_GPUS_ENV))
     return _read(backend or "fake", fake_gpus=fake_gpus, evidence=f"backend {backend or 'fake'} asked for")
 
 
 @functools.cache
-def _detected() -> InstanceInfo:
+def _host(backend: str | None, fake_gpus: str | None) -> InstanceInfo:
+    if backend is not None or fake_gpus is not None:
+        chosen = backend or "fake"
+        return _read(chosen, fake_gpus=fake_gpus, evidence=f"backend {chosen} from ${BACKEND_ENV}")
     require_agent()
     from accelpool_agent.backends.detect import detect_backend, host_probes
 

@@ -81,14 +81,18 @@ class ComputePool:
     @classmethod
     def get(cls, name: str, cluster: Cluster | None = None) -> Self:
         """A pool as stored in the cluster (someone else may have made it), with its status."""
-        chosen = cluster or default_cluster()
-        stored = chosen.get_pool(name)
+        stored = (cluster or default_cluster()).get_pool(name)
         if stored is None:
             raise PoolGoneError(f"ComputePool {name} does not exist")
-        spec = _validated(name, stored.get("spec") or {})
+        return cls.from_manifest(stored, cluster)
+
+    @classmethod
+    def from_manifest(cls, document: Mapping[str, Any], cluster: Cluster | None = None) -> Self:
+        """A pool from its object: a YAML file's (`yaml.safe_load`), or the API's (its status is read too)."""
+        name = str((document.get("metadata") or {}).get("name", ""))
         pool = cls.__new__(cls)
-        pool.name, pool.spec, pool.cluster = name, spec, cluster
-        pool.last_status = waiting.read_status(stored.get("status"))
+        pool.name, pool.spec, pool.cluster = name, _validated(name, document.get("spec") or {}), cluster
+        pool.last_status = waiting.read_status(document.get("status"))
         return pool
 
     # ------------------------------------------------------------ what it is
