@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from accelpool_core import catalog
 from accelpool_sdk.accelerator import CatalogAccelerator
+from accelpool_sdk.factories import Accelerator
 
 if TYPE_CHECKING:
     from accelpool_agent.backends import Backend
@@ -71,13 +72,13 @@ class InstanceInfo:
         return 0 if self.vendor is None else len(self.devices)
 
     @property
-    def accelerator(self) -> CatalogAccelerator | None:
+    def accelerator(self) -> Accelerator | None:
         """The catalog accelerator of the visible devices, `count` of them; None on a CPU or an unknown model."""
         models = {d.model for d in self.devices}
         if self.vendor is None or len(models) != 1 or None in models:
             return None
         entry = catalog.BY_NAME[str(next(iter(models)))]
-        return CatalogAccelerator.from_name(entry.name, len(self.devices))
+        return Accelerator.from_name(entry.name, len(self.devices))
 
 
 BACKEND_ENV = "ACCELPOOL_BACKEND"
@@ -159,7 +160,7 @@ def require_agent() -> None:
         )
 
 
-def current_accelerator() -> CatalogAccelerator | None:
+def current_accelerator() -> Accelerator | None:
     """The accelerator this process runs on (catalog entry x visible count); None on a CPU (Skyward's shape)."""
     return instance_info().accelerator
 

@@ -26,6 +26,7 @@ from accelpool_sdk import fragment, waiting
 from accelpool_sdk.accelerator import CatalogAccelerator
 from accelpool_sdk.cluster import Cluster
 from accelpool_sdk.errors import InvalidSpecError, PoolFailedError, PoolGoneError, PoolNotReadyError
+from accelpool_sdk.factories import Accelerator
 
 AcceleratorLike = CatalogAccelerator | str | Callable[[], CatalogAccelerator]
 """An accelerator: a factory's result, a factory itself (`NVIDIA.A100`), or the string form (`"H100:8"`)."""
@@ -98,11 +99,9 @@ class ComputePool:
     # ------------------------------------------------------------ what it is
 
     @property
-    def accelerator(self) -> CatalogAccelerator:
+    def accelerator(self) -> Accelerator:
         """The pool's accelerator with the catalog's facts."""
-        return CatalogAccelerator(
-            entry=self.spec.resolve().entry, request=self.spec.accelerator, mig_spec=self.spec.mig
-        )
+        return Accelerator(entry=self.spec.resolve().entry, request=self.spec.accelerator, mig_spec=self.spec.mig)
 
     def manifest(self) -> dict[str, Any]:
         """The ComputePool object as `kubectl apply` takes it."""

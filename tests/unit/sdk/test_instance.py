@@ -38,7 +38,7 @@ def test_a_simulated_node_of_each_vendor(
     assert from_environment.devices == info.devices
     assert from_environment.evidence == "backend fake from $ACCELPOOL_BACKEND"
     current = ap.current_accelerator()
-    assert current is not None and current.name == name and current.count == count
+    assert isinstance(current, ap.Accelerator) and current.name == name and current.count == count
     predicates = {"is_nvidia", "is_amd", "is_gpu", "is_trainium", "is_inferentia", "is_tpu"}
     assert {p for p in predicates if getattr(ap, p)()} == true
 

@@ -44,7 +44,7 @@ def test_the_spec_is_the_apis_model_and_the_manifest_is_what_it_admits() -> None
     assert verdict.pool is not None
     assert verdict.pool.spec == pool.spec
     assert isinstance(pool.spec, api.ComputePoolSpec)
-    assert pool.accelerator.name == "H100-80GB"
+    assert isinstance(pool.accelerator, ap.Accelerator) and pool.accelerator.name == "H100-80GB"
     assert "nodes=4" in repr(pool)
 
 
