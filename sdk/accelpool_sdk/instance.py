@@ -107,19 +107,19 @@ def _host(backend: str | None, fake_gpus: str | None) -> InstanceInfo:
 
 def _read(name: str, *, fake_gpus: str | None, evidence: str) -> InstanceInfo:
     require_agent()
-    from accelpool_agent.backends import BackendError, create_backend
+    from accelpool_agent.backends import BACKENDS, BackendError, create_backend
 
     try:
         backend = create_backend(name, fake_gpus=fake_gpus)
     except BackendError as error:
-        if name in ("fake", "cpu"):
+        if name in ("fake", "cpu") or name not in BACKENDS:
             raise ValueError(str(error)) from None
         return _cpu(evidence, note=f"the {name} backend cannot run here: {error}")
     return describe(backend, evidence)
 
 
 def describe(backend: Backend, evidence: str) -> InstanceInfo:
-    """What an opened-and-closed backend reports, or the CPU when it sees no device."""
+    """Open `backend`, read its devices and driver, close it: what it sees, or the CPU when it sees no device."""
     from accelpool_agent.backends import device_vendor
 
     backend.open()

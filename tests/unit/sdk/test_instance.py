@@ -62,6 +62,10 @@ def test_a_fake_node_without_devices_is_the_cpu_and_a_bad_fake_model_is_refused(
     assert (info.backend, info.note) == ("cpu", "the fake backend sees no device: no device visible")
     with pytest.raises(ValueError, match=r"invalid --fake-gpus 'H1000:8': unknown accelerator 'H1000'; did you mean"):
         ap.instance_info(backend="fake", fake_gpus="H1000:8")
+    with pytest.raises(
+        ValueError, match=r"unknown backend 'nvidia'; valid: nvml, amdsmi, neuron, tpu, cuda, cpu, fake"
+    ):
+        ap.instance_info(backend="nvidia")
 
 
 def test_without_arguments_the_backend_is_the_one_the_agent_detects_on_this_host(
