@@ -5,7 +5,8 @@ stored (the snapshot's nodes, the `ClusterState` caches) through the pure `accel
 and sends only what differs, in an order that never leaves a node pointing at a missing config:
 
 1. the ConfigMaps' staged version (keys added and updated, none removed: `accelpool.configmaps`);
-2. agent DaemonSets and Karpenter NodePools (server-side apply, when the rendered spec hash differs);
+2. agent DaemonSets and Karpenter NodePools (server-side apply, when the rendered spec hash differs),
+   then Kueue's ResourceFlavors, ClusterQueue quotas and unwanted flavors (`accelpool.controller.kueue`);
 3. node patches (merge patches carrying `metadata.resourceVersion`, `--write-concurrency` at once;
    a 409 re-reads the node) and, on released nodes, the removal of the agent's condition;
 4. the ConfigMaps' final version (keys of deleted pools removed), once every node patch went through;
@@ -32,6 +33,7 @@ from accelpool.configmaps import ConfigMapsVersion
 from accelpool.controller import apiserver
 from accelpool.controller.apiserver import TRANSIENT, Permit
 from accelpool.controller.events import EventRecorder
+from accelpool.controller.kueue import KueueWriter
 from accelpool.controller.state import ClusterState, Owned, Snapshot
 from accelpool.desired import Desired, OwnedObjects
 from accelpool.metrics import OperatorMetrics
@@ -98,6 +100,7 @@ class Writer:
         self._state = state
         self._events = events
         self._metrics = metrics
+        self._kueue = KueueWriter(client, state.kueue)
 
     def would_write(self, desired: Desired, snapshot: Snapshot) -> bool:
         """Whether a node or an owned object differs (the pass then checks the pool index first)."""
@@ -118,6 +121,7 @@ class Writer:
         await self._configmaps(desired.configmaps.staged, outcome, permit)
         if not outcome.blocked:
             await self._owned_objects(desired.owned, outcome, permit)
+            await self._kueue_objects(desired, outcome, permit)
             await self._nodes(desired.plan, snapshot.nodes_by_name, outcome, permit)
             if not outcome.unwritten_nodes:
                 await self._configmaps(desired.configmaps.final, outcome, permit)
@@ -217,6 +221,16 @@ class Writer:
         else:
             self._wrote("apply", kind, outcome)
             self._state.remember_owned(kind, name, response)
+
+    async def _kueue_objects(self, desired: Desired, outcome: WriteOutcome, permit: Permit) -> None:
+        """The Kueue writes (`KueueWriter`), counted into the pass's outcome."""
+        writes = await self._kueue.write(desired.kueue, permit)
+        for verb, resource in writes.written:
+            self._wrote(verb, resource, outcome)
+        outcome.conflicts += writes.conflicts
+        outcome.conflicted_pools |= writes.conflicted_pools
+        for what, error, pools in writes.errors:
+            outcome.fail(error, what, pools)
 
     async def _delete_unwanted(self, plan: Plan, outcome: WriteOutcome, permit: Permit) -> None:
         """Deletes the DaemonSets and NodePools of pools that are gone, deleted, or no longer want them."""
