@@ -7,7 +7,7 @@ ClusterQueue: the storage version's defaults and structural schema (tests/struct
 `x-kubernetes-validations` rule (tests/k8s_cel.py), then, for a ClusterQueue, Kueue's validating
 webhook on its resource groups (kubernetes-sigs/kueue pkg/webhooks/clusterqueue_webhook.go
 `validateResourceGroups`: a resource and a flavor in one group at most, each flavor's resources named
-as `coveredResources` and in that order, no negative quota). `install(api)` stores the CRDs in an
+as `coveredResources` and in that order, no negative quota). `install(server)` stores the CRDs in an
 emulated API server and gives it the CEL evaluator, so it serves and judges Kueue's kinds.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from accelpool.kueue import quantity_number
-from accelpool_demo.apiserver import RunningApiServer
+from accelpool_demo.apiserver import ApiServer
 from tests.k8s_cel import ABSENT, evaluate_rules
 from tests.structural import apply_defaults, schema_errors
 
@@ -125,8 +125,8 @@ CPU_AND_MEMORY = {
 """A group of the user's own: accelpool must leave it as it is."""
 
 
-def install(api: RunningApiServer) -> None:
+def install(server: ApiServer) -> None:
     """Kueue's CRDs stored in the emulated API server (served from now on), with the CEL evaluator."""
-    api.server.store.cel = cel_rules
+    server.store.cel = cel_rules
     for kind in FILES:
-        api.put(CRDS_PATH, crd(kind))
+        server.store.put(CRDS_PATH.removeprefix("/apis/"), crd(kind))

@@ -16,7 +16,7 @@ FLAVOR = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "met
 async def test_a_kind_is_served_only_while_its_crd_is_stored(api: RunningApiServer, client: KubeClient) -> None:
     with pytest.raises(NotFoundError):
         await client.list(kueue.FLAVORS)
-    kueue.install(api)
+    kueue.install(api.server)
     assert await client.list(kueue.FLAVORS) == []
     discovery = await client.get("/apis/kueue.x-k8s.io/v1beta2")
     served = {r["name"]: r for r in discovery["resources"]}
@@ -31,7 +31,7 @@ async def test_a_kind_is_served_only_while_its_crd_is_stored(api: RunningApiServ
 async def test_objects_are_defaulted_pruned_and_judged_by_schema_and_cel(
     api: RunningApiServer, client: KubeClient
 ) -> None:
-    kueue.install(api)
+    kueue.install(api.server)
     queue = kueue.cluster_queue("team", [kueue.CPU_AND_MEMORY])
     stored = await client.create(kueue.QUEUES, {**queue, "status": {"pendingWorkloads": 3}, "extra": 1})
     assert stored["spec"]["queueingStrategy"] == "BestEffortFIFO", "the schema's default"
@@ -50,7 +50,7 @@ async def test_objects_are_defaulted_pruned_and_judged_by_schema_and_cel(
 async def test_a_stale_resource_version_is_a_conflict_and_status_is_apart(
     api: RunningApiServer, client: KubeClient
 ) -> None:
-    kueue.install(api)
+    kueue.install(api.server)
     stored = await client.create(kueue.QUEUES, kueue.cluster_queue("team", [kueue.CPU_AND_MEMORY]))
     path = f"{kueue.QUEUES}/team"
     status = await client.patch(f"{path}/status", {"status": {"pendingWorkloads": 2}, "spec": {"cohortName": "x"}})
