@@ -110,7 +110,7 @@ def cluster_queue(name: str, groups: list[dict[str, Any]], **spec: Any) -> dict[
     }
 
 
-CPU_AND_MEMORY = {
+CPU_AND_MEMORY: dict[str, Any] = {
     "coveredResources": ["cpu", "memory"],
     "flavors": [
         {
