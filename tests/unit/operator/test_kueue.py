@@ -66,7 +66,7 @@ def test_a_flavor_gets_a_new_group_when_no_group_covers_its_resources() -> None:
 
 
 def test_a_flavor_joins_the_group_covering_its_resources_and_keeps_its_limits() -> None:
-    gpus = {
+    gpus: dict[str, Any] = {
         "coveredResources": ["cpu", GPU],
         "flavors": [
             {"name": "a100", "resources": [{"name": "cpu", "nominalQuota": 64}, {"name": GPU, "nominalQuota": 8}]}
@@ -185,7 +185,7 @@ def test_what_keeps_a_pool_out_of_kueue_is_in_its_status(observed: KueueObserved
 
 
 def test_a_deleted_pools_flavor_leaves_every_queue_then_goes() -> None:
-    listed = {
+    listed: dict[str, Any] = {
         "coveredResources": [GPU],
         "flavors": [
             {"name": "training", "resources": [{"name": GPU, "nominalQuota": 24}]},
