@@ -12,7 +12,10 @@ resource and every flavor in one group at most, each flavor listing exactly the 
 - in the group that already holds the flavor, when that group covers all of its resources;
 - else in the group that covers all of them (the flavor appended, Kueue's lowest preference);
 - else, when no group covers any of them, in a new group covering exactly them;
-- else (its resources are split over groups, or partly covered) nowhere: a `QueueConflict` says why.
+- else, when one group covers some of them and lists only accelpool's flavors, in that group, its
+  `coveredResources` extended by the rest (accelpool's other flavors there get quota 0 for them);
+- else (its resources are split over groups, or a user's group covers part of them) nowhere: a
+  `QueueConflict` says why.
 
 A covered resource the pool does not offer gets nominal quota 0 in the flavor's entry (one that was
 there keeps its value); a resource's `borrowingLimit` and `lendingLimit` are kept. Flavors in `ours`
@@ -43,12 +46,13 @@ def edit_groups(
     groups: Sequence[Mapping[str, Any]], wanted: Mapping[str, Mapping[str, int]], ours: Set[str]
 ) -> tuple[Groups, list[QueueConflict]]:
     """`groups` with the `wanted` flavors' quotas (flavor → resource → nominal quota) and the rest of `ours` gone."""
+    wanted = {flavor: quota for flavor, quota in wanted.items() if quota}  # nothing to offer: not listed
     edited: Groups = [copy.deepcopy(dict(g)) for g in groups]
     for group in edited:
         group["flavors"] = [f for f in group.get("flavors") or [] if f.get("name") not in ours - set(wanted)]
     conflicts: list[QueueConflict] = []
     for flavor, quota in sorted(wanted.items()):
-        conflict = _place(edited, flavor, quota)
+        conflict = _place(edited, flavor, quota, ours)
         if conflict is not None:
             conflicts.append(conflict)
             for group in edited:
@@ -94,7 +98,7 @@ def _normal(value: Any) -> Any:
     return number if number is not None else value
 
 
-def _place(groups: Groups, flavor: str, quota: Mapping[str, int]) -> QueueConflict | None:
+def _place(groups: Groups, flavor: str, quota: Mapping[str, int], ours: Set[str]) -> QueueConflict | None:
     resources = set(quota)
     holding = next((g for g in groups if any(f.get("name") == flavor for f in g["flavors"])), None)
     if holding is not None and resources <= set(holding.get("coveredResources") or []):
@@ -110,12 +114,23 @@ def _place(groups: Groups, flavor: str, quota: Mapping[str, int]) -> QueueConfli
     if len(covering) == 1 and resources <= set(covering[0].get("coveredResources") or []):
         _set_entry(covering[0], flavor, quota)
         return None
+    if len(covering) == 1 and all(f.get("name") in ours for f in covering[0]["flavors"]):
+        _extend(covering[0], sorted(resources - set(covering[0].get("coveredResources") or [])))
+        _set_entry(covering[0], flavor, quota)
+        return None
     described = "; ".join(f"group {groups.index(g)} covers {', '.join(g['coveredResources'])}" for g in covering)
     return QueueConflict(
         flavor,
         f"no resource group covers all of {', '.join(sorted(resources))} ({described}): accelpool adds its flavor to "
         "the group that covers all of the pool's resources, or to a new group when none covers any of them",
     )
+
+
+def _extend(group: dict[str, Any], resources: Sequence[str]) -> None:
+    """The group (of accelpool's flavors only) covering `resources` too, each of its flavors at quota 0 for them."""
+    group["coveredResources"] = [*(group.get("coveredResources") or []), *resources]
+    for entry in group["flavors"]:
+        entry["resources"] = [*(entry.get("resources") or []), *({"name": r, "nominalQuota": 0} for r in resources)]
 
 
 def _set_entry(group: dict[str, Any], flavor: str, quota: Mapping[str, int]) -> None:

@@ -11,7 +11,7 @@ import pytest
 from accelpool import conventions, kueue
 from accelpool.kueue import KueueObserved, edit_groups
 from accelpool.planning import Plan
-from tests.kueue import CPU_AND_MEMORY, cluster_queue
+from tests.kueue import CPU_AND_MEMORY, cluster_queue, webhook_problems
 from tests.unit.operator.conftest import NOW, member, pool, run
 
 GPU = "nvidia.com/gpu"
@@ -213,3 +213,16 @@ def test_the_first_pool_naming_a_flavor_keeps_it() -> None:
     assert list(writes.flavors) == ["h100"]
     assert writes.flavors["h100"][0] == "a"
     assert _condition(after, "b")[:2] == ("False", "FlavorConflict")
+
+
+def test_a_group_of_accelpools_flavors_only_is_extended_to_cover_a_new_pools_resources() -> None:
+    first = {"nvidia.com/mig-3g.40gb": 16, "nvidia.com/mig-1g.10gb": 8}
+    groups, _ = edit_groups([CPU_AND_MEMORY], {"a": first}, {"a"})
+    second = {"nvidia.com/mig-3g.40gb": 4, "nvidia.com/mig-2g.20gb": 4}
+    groups, conflicts = edit_groups(groups, {"a": first, "b": second}, {"a", "b"})
+    assert conflicts == []
+    assert groups[0] == CPU_AND_MEMORY
+    covered = ["nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb", "nvidia.com/mig-2g.20gb"]
+    assert groups[1]["coveredResources"] == covered
+    assert [[r["nominalQuota"] for r in f["resources"]] for f in groups[1]["flavors"]] == [[8, 16, 0], [0, 4, 4]]
+    assert webhook_problems(cluster_queue("q", groups)) == []
