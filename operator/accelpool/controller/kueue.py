@@ -2,9 +2,9 @@
 
 Kueue is detected by listing its v1beta2 ResourceFlavors and ClusterQueues at start, every
 `--resync-interval` and after a reload: a 404 means the API is not served (Kueue not installed,
-or installed later: the next resync finds it); another error (RBAC of an older chart) is kept as
-the reason, and nothing else of the pass depends on it. Writes report back into the cache, so the
-next pass starts from what they did.
+or installed later: the next resync finds it); another API error keeps what was read before, or is
+kept as the reason when nothing was (RBAC of an older chart); nothing else of the pass depends on it.
+Writes report back into the cache, so the next pass starts from what they did.
 
 `KueueWriter.write(plan, permit)` writes a `KueuePlan` in the order that keeps Kueue consistent:
 
@@ -50,7 +50,8 @@ class KueueCache:
         return KueueObserved(self._installed, self._error, dict(self._flavors), dict(self._queues))
 
     async def load(self) -> None:
-        """Lists both kinds; a 404 is Kueue not installed, any other API error is kept as the reason."""
+        """Lists both kinds. A 404 is Kueue not installed; another API error keeps what was last read, or,
+        when nothing was (RBAC of an older chart), is kept as the reason Kueue cannot be used."""
         try:
             flavors = await self._client.list(apiserver.RESOURCE_FLAVORS)
             queues = await self._client.list(apiserver.CLUSTER_QUEUES)
@@ -59,9 +60,9 @@ class KueueCache:
             self._flavors, self._queues = {}, {}
             return
         except ApiError as error:
-            if self._error is None:
-                log.warning("Kueue's ResourceFlavors and ClusterQueues could not be listed: %s", error)
-            self._installed, self._error = False, str(error)
+            log.warning("Kueue's ResourceFlavors and ClusterQueues could not be listed: %s", error)
+            if not self._installed:
+                self._error = str(error)
             return
         self._installed, self._error = True, None
         self._flavors = {f["metadata"]["name"]: f for f in flavors}

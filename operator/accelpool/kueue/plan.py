@@ -96,22 +96,11 @@ def decide(
     if not asking and not _ours(observed):
         return plan, KueuePlan()
     if not observed.installed:
-        return _with_statuses(plan, asking, {}, {}, previous, now), KueuePlan()
+        return _with_statuses(plan, asking, {}, {}, previous, now, observed), KueuePlan()
     held = _held(plan, observed, asking)
     kept = {a.flavor: a for a in asking if a.blocked is None}
     ours = (set(_ours(observed)) | set(kept)) - held
-    edits: list[QueueEdit] = []
-    conflicts: dict[str, str] = {}
-    for name, queue in sorted(observed.queues.items()):
-        wanted = {a.flavor: a.quota for a in kept.values() if a.queue == name}
-        groups = list((queue.get("spec") or {}).get("resourceGroups") or [])
-        edited, problems = edit_groups(groups, wanted, ours)
-        conflicts.update({p.flavor: f"ClusterQueue {name}: {p.message}" for p in problems})
-        if not same_groups(groups, edited):
-            touched = {f.get("name") for g in [*groups, *edited] for f in g.get("flavors") or []} & ours
-            pools = sorted({_pool_of(observed, kept, f) for f in touched} - {""})
-            version = (queue.get("metadata") or {}).get("resourceVersion")
-            edits.append(QueueEdit(name, version, edited, tuple(pools)))
+    edits, conflicts = _queue_edits(observed, kept, ours)
     flavors = {a.flavor: (a.pool.name, resource_flavor(a.flavor, a.pool)) for a in kept.values()}
     deletions = {
         name: _pool_label(obj)
@@ -237,6 +226,27 @@ def _pool_of(observed: KueueObserved, kept: Mapping[str, _Asking], flavor: str) 
     return _pool_label(observed.flavors.get(flavor) or {})
 
 
+def _queue_edits(
+    observed: KueueObserved, kept: Mapping[str, _Asking], ours: set[str]
+) -> tuple[list[QueueEdit], dict[str, str]]:
+    """Every queue whose groups change (the kept flavors set where their pools name the queue, the rest of
+    `ours` removed), and why a flavor could not be placed (flavor → message)."""
+    edits: list[QueueEdit] = []
+    conflicts: dict[str, str] = {}
+    for name, queue in sorted(observed.queues.items()):
+        wanted = {a.flavor: a.quota for a in kept.values() if a.queue == name}
+        groups = list((queue.get("spec") or {}).get("resourceGroups") or [])
+        edited, problems = edit_groups(groups, wanted, ours)
+        conflicts.update({p.flavor: f"ClusterQueue {name}: {p.message}" for p in problems})
+        if same_groups(groups, edited):
+            continue
+        touched = {f.get("name") for g in [*groups, *edited] for f in g.get("flavors") or []} & ours
+        pools = sorted({_pool_of(observed, kept, str(f)) for f in touched} - {""})
+        version = (queue.get("metadata") or {}).get("resourceVersion")
+        edits.append(QueueEdit(name, version, edited, tuple(pools)))
+    return edits, conflicts
+
+
 # ---------------------------------------------------------------- statuses and Events
 
 
@@ -247,7 +257,7 @@ def _with_statuses(
     edits: Mapping[str, QueueEdit],
     previous: Mapping[str, api.ComputePoolStatus | None],
     now: datetime,
-    observed: KueueObserved | None = None,
+    observed: KueueObserved,
 ) -> Plan:
     by_name = {a.pool.name: a for a in asking}
     pools: list[PoolPlan] = []
@@ -265,16 +275,14 @@ def _with_statuses(
     return replace(plan, pools=tuple(pools), events=tuple(events))
 
 
-def _finding(
-    asking: _Asking, conflicts: Mapping[str, str], observed: KueueObserved | None
-) -> tuple[Finding, dict[str, int]]:
+def _finding(asking: _Asking, conflicts: Mapping[str, str], observed: KueueObserved) -> tuple[Finding, dict[str, int]]:
     """KueueSynced, and the nominal quota the queue will hold for the flavor."""
     if asking.blocked is not None:
         return asking.blocked, {}
     flavor, queue = asking.flavor, asking.queue
     if queue is None:
         return Finding(True, "FlavorSynced", f"ResourceFlavor {flavor} (no spec.kueue.clusterQueue: no quota kept)"), {}
-    if observed is None or queue not in observed.queues:
+    if queue not in observed.queues:
         return Finding(
             False,
             "ClusterQueueNotFound",
@@ -293,13 +301,13 @@ def _finding(
 
 
 def _events(
-    asking: _Asking, finding: Finding, edits: Mapping[str, QueueEdit], observed: KueueObserved | None
+    asking: _Asking, finding: Finding, edits: Mapping[str, QueueEdit], observed: KueueObserved
 ) -> list[EventIntent]:
     pool = asking.pool
     if finding.ok is False:
         return [EventIntent("ComputePool", pool.name, pool.uid, "Warning", f"Kueue{finding.reason}", finding.message)]
     queue = asking.queue
-    if finding.reason != "Synced" or queue is None or queue not in edits or observed is None:
+    if finding.reason != "Synced" or queue is None or queue not in edits:
         return []
     stored = (observed.queues[queue].get("spec") or {}).get("resourceGroups") or []
     before = nominal_quota(stored, asking.flavor)
