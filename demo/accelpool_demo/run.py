@@ -206,6 +206,7 @@ def banner(server: str, metrics_port: int, log_dir: Path, cwd: Path | None = Non
   ladder       {kubectl} --server {server} get events   (drain, PodDisruptionBudget refusals, hand-off)
   NVIDIA       {inject} NODE mig-broken; {inject} - strategy-override=single (off)
   agents       {inject} NODE no-runtime-class   (no nvidia RuntimeClass: NODE's agent pod cannot return)
+  kueue        {kubectl} --server {server} get clusterqueue research -o yaml   (llm-training's GPU quota)
   logs         {log_dir}   (removed when the demo ends)
 """
 
