@@ -83,3 +83,22 @@ async def test_a_refused_flavor_fails_only_its_pool(cluster: Cluster) -> None:
     assert harness.status("l4")["nodes"]["members"] == 1
     (warning,) = cluster.events("WriteFailed")
     assert "ResourceFlavor train" in warning["message"]
+
+
+async def test_turning_kueue_off_removes_the_flavor_from_the_queue_then_deletes_it(cluster: Cluster) -> None:
+    kueue.install(cluster.api.server)
+    await _queue(cluster.client)
+    await cluster.add_nodes(node_body("n1"))
+    harness = await cluster.harness([pool_body("train", ASKING)])
+    assert (await harness.controller.reconcile_once()).ok
+    harness.catch_up_pools()
+    await harness.set_pools(pool_body("train", {**ASKING, "kueue": {"enabled": False, "clusterQueue": "research"}}))
+    harness.catch_up()
+    assert (await harness.controller.reconcile_once()).ok
+    assert _kueue_writes(cluster)[2:] == [("PATCH", f"{kueue.QUEUES}/research"), ("DELETE", f"{kueue.FLAVORS}/train")]
+    queue = cluster.api.get(f"{kueue.QUEUES}/research")
+    assert queue is not None and queue["spec"]["resourceGroups"] == [kueue.CPU_AND_MEMORY]
+    assert cluster.api.get(f"{kueue.FLAVORS}/train") is None
+    status = harness.status("train")
+    assert "kueue" not in status
+    assert "KueueSynced" not in {c["type"] for c in status["conditions"]}
