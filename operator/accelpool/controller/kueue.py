@@ -6,16 +6,20 @@ or installed later: the next resync finds it); another API error keeps what was 
 kept as the reason when nothing was (RBAC of an older chart); nothing else of the pass depends on it.
 Writes report back into the cache, so the next pass starts from what they did.
 
-`KueueWriter.write(plan, permit)` writes a `KueuePlan` in the order that keeps Kueue consistent:
+`KueueWriter` writes a `KueuePlan` in two steps around the pass's node writes, in the order that keeps
+Kueue consistent and a queue from offering more than serves:
 
-1. ResourceFlavors, by server-side apply (accelpool owns them whole), when the rendered hash differs;
-2. ClusterQueue edits: a JSON merge patch of `spec.resourceGroups` (an atomic list: one writer's
-   whole value) carrying the `metadata.resourceVersion` the edit was computed from, so an edit made
-   meanwhile by anyone else is never overwritten: the API server answers 409, the queue is read
-   again and the next pass computes the edit anew;
-3. deletions of the flavors no pool wants, only once every queue edit went through (a queue that
-   still lists a flavor keeps it Terminating under Kueue's finalizer `kueue.x-k8s.io/resource-in-use`,
+1. `before_nodes`: ResourceFlavors, by server-side apply (accelpool owns them whole), when the rendered
+   hash differs; then the ClusterQueue edits that lower or remove quota (a quarantine's);
+2. `after_nodes` (once the node writes went through): the edits that raise or add quota (a release's),
+   then the deletions of the flavors no pool wants, only once every queue edit went through (a queue
+   that still lists a flavor keeps it Terminating under Kueue's finalizer `kueue.x-k8s.io/resource-in-use`,
    which accelpool leaves to Kueue).
+
+A queue edit is a JSON merge patch of `spec.resourceGroups` (an atomic list: one writer's whole value)
+carrying the `metadata.resourceVersion` it was computed from, so an edit made meanwhile by anyone else
+is never overwritten: the API server answers 409, the queue is read again and the next pass computes
+the edit anew.
 """
 
 from __future__ import annotations
@@ -94,6 +98,8 @@ class KueueWrites:
     """(what, error, pools) of each write that failed."""
     written: list[tuple[str, str]] = field(default_factory=list)
     """(verb, resource) of each write, for the metrics."""
+    queues_done: bool = True
+    """Every queue edit so far went through."""
 
 
 class KueueWriter:
@@ -103,14 +109,24 @@ class KueueWriter:
         self._client = client
         self._cache = cache
 
-    async def write(self, plan: KueuePlan, permit: Permit) -> KueueWrites:
+    async def before_nodes(self, plan: KueuePlan, permit: Permit) -> KueueWrites:
+        """The flavors, then the queue edits that lower or remove quota."""
         writes = KueueWrites()
         for name, (pool, desired) in sorted(plan.flavors.items()):
             await self._apply_flavor(name, pool, desired, writes, permit)
-        queues_done = True
         for edit in plan.queues:
-            queues_done &= await self._edit_queue(edit, writes, permit)
-        if queues_done and not writes.errors:
+            if not edit.grows:
+                writes.queues_done &= await self._edit_queue(edit, writes, permit)
+        return writes
+
+    async def after_nodes(self, plan: KueuePlan, permit: Permit, *, queues_done: bool) -> KueueWrites:
+        """The queue edits that raise or add quota, then (all edits through, `queues_done` included) the
+        deletions of unwanted flavors."""
+        writes = KueueWrites(queues_done=queues_done)
+        for edit in plan.queues:
+            if edit.grows:
+                writes.queues_done &= await self._edit_queue(edit, writes, permit)
+        if writes.queues_done and not writes.errors:
             for name, pool in sorted(plan.deletions.items()):
                 await self._delete_flavor(name, pool, writes, permit)
         return writes

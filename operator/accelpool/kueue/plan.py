@@ -10,6 +10,7 @@
   whole GPUs, MIG devices per profile, or shared replicas, on serving members only), so a
   quarantined member's devices leave the quota and come back on release. Anywhere else,
   accelpool's flavors are removed. Nothing else of a queue changes; a queue is never created.
+  An edit that raises a quota is written after the pass's node writes, one that lowers it before.
 - **Deletions**: accelpool's flavors no pool wants (a pool deleted, Kueue turned off, a flavor
   renamed), once the queues no longer list them (Kueue's finalizer `kueue.x-k8s.io/resource-in-use`
   holds a flavor a queue still uses; the writer deletes only after every queue edit went through).
@@ -63,6 +64,9 @@ class QueueEdit:
     resource_groups: list[dict[str, Any]]
     pools: tuple[str, ...]
     """The pools whose flavors the edit sets or removes."""
+    grows: bool = False
+    """A flavor's quota rises or appears: written after the node writes, so a queue never offers more than
+    what is about to serve (an edit that only lowers or removes quota is written before them)."""
 
 
 @dataclass(frozen=True)
@@ -243,8 +247,13 @@ def _queue_edits(
         touched = {f.get("name") for g in [*groups, *edited] for f in g.get("flavors") or []} & ours
         pools = sorted({_pool_of(observed, kept, str(f)) for f in touched} - {""})
         version = (queue.get("metadata") or {}).get("resourceVersion")
-        edits.append(QueueEdit(name, version, edited, tuple(pools)))
+        grows = any(_raised(nominal_quota(groups, str(f)), nominal_quota(edited, str(f))) for f in touched)
+        edits.append(QueueEdit(name, version, edited, tuple(pools), grows))
     return edits, conflicts
+
+
+def _raised(before: Mapping[str, int], after: Mapping[str, int]) -> bool:
+    return any(quota > before.get(resource, -1) for resource, quota in after.items())
 
 
 # ---------------------------------------------------------------- statuses and Events

@@ -128,7 +128,7 @@ def test_the_flavor_and_the_quota_of_an_asking_pool() -> None:
     }
     assert flavor["metadata"]["ownerReferences"][0]["uid"] == "uid-training"
     (edit,) = writes.queues
-    assert (edit.name, edit.resource_version, edit.pools) == ("research", "7", ("training",))
+    assert (edit.name, edit.resource_version, edit.pools, edit.grows) == ("research", "7", ("training",), True)
     assert edit.resource_groups[0] == CPU_AND_MEMORY
     assert edit.resource_groups[1]["flavors"] == [
         {"name": "training", "resources": [{"name": GPU, "nominalQuota": 24}]}
@@ -152,6 +152,7 @@ def test_a_quarantined_nodes_gpus_leave_the_quota() -> None:
     (edit,) = writes.queues
     assert edit.resource_groups[1]["flavors"][0]["resources"] == [{"name": GPU, "nominalQuota": 16}]
     assert edit.resource_version == "8"
+    assert not edit.grows, "a lower quota is written before the node writes"
     assert _status(after, "training").kueue.nominal_quota == {GPU: 16}
     settled = _queue("research", edit.resource_groups, version="9")
     _, writes = _decide(_training_plan(quarantined=1), KueueObserved(True, queues={"research": settled}))

@@ -38,6 +38,8 @@ async def test_one_write_per_change_and_a_stale_queue_is_read_again(cluster: Clu
         ("APPLY", f"{kueue.FLAVORS}/train"),
         ("PATCH", f"{kueue.QUEUES}/research"),
     ]
+    order = [path for _, path in cluster.writes()]
+    assert order.index("/api/v1/nodes/n1") < order.index(f"{kueue.QUEUES}/research"), "quota rises after the nodes"
     assert harness.status("train")["kueue"]["nominalQuota"] == {"nvidia.com/gpu": 8}
     harness.catch_up()
     assert (await harness.controller.reconcile_once()).ok
@@ -102,3 +104,24 @@ async def test_turning_kueue_off_removes_the_flavor_from_the_queue_then_deletes_
     status = harness.status("train")
     assert "kueue" not in status
     assert "KueueSynced" not in {c["type"] for c in status["conditions"]}
+
+
+async def test_a_quarantine_lowers_the_quota_before_the_node_is_tainted(cluster: Cluster) -> None:
+    kueue.install(cluster.api.server)
+    await _queue(cluster.client)
+    healthy = ("True", "AllChecksPassed", "", "2026-11-01T00:00:00Z")
+    await cluster.add_nodes(node_body("n1", health=healthy), node_body("n2", health=healthy))
+    harness = await cluster.harness([pool_body("train", {**ASKING, "nodes": 2})])
+    assert (await harness.controller.reconcile_once()).ok
+    harness.catch_up()
+    before = len(cluster.writes())
+    failing = {"type": "AcceleratorHealthy", "status": "False", "reason": "XidError79", "message": "XID 79"}
+    conditions = [c for c in cluster.node("n1")["status"]["conditions"] if c["type"] != "AcceleratorHealthy"]
+    await cluster.client.patch("/api/v1/nodes/n1/status", {"status": {"conditions": [*conditions, failing]}})
+    harness.catch_up()
+    assert (await harness.controller.reconcile_once()).ok
+    order = [path for _, path in cluster.writes()[before:]]
+    assert order.index(f"{kueue.QUEUES}/research") < order.index("/api/v1/nodes/n1"), "quota lowered first"
+    queue = cluster.api.get(f"{kueue.QUEUES}/research")
+    assert queue is not None
+    assert queue["spec"]["resourceGroups"][1]["flavors"][0]["resources"][0]["nominalQuota"] == 8
