@@ -212,7 +212,7 @@ OPTIONS: tuple[_Option, ...] = (
         "--resync-interval",
         "resync_seconds",
         300.0,
-        "re-read ConfigMaps, DaemonSets, NodePools this often",
+        "re-read ConfigMaps, DaemonSets, NodePools, Kueue's flavors and queues this often",
         parse=seconds,
     ),
     _Option(
