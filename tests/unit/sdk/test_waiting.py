@@ -13,7 +13,7 @@ def stored(generation: int, status: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def test_a_newer_operators_status_fields_are_left_out_not_fatal() -> None:
-    status = waiting.read_status({"phase": "Ready", "observedGeneration": 1, "kueue": {"flavor": "p"}})
+    status = waiting.read_status({"phase": "Ready", "observedGeneration": 1, "fleetSchedule": {"window": "nightly"}})
     assert status is not None and status.phase == "Ready"
     assert waiting.read_status({}) is None
     assert waiting.read_status({"phase": "Sleeping"}) is None
