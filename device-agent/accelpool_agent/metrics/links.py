@@ -36,9 +36,8 @@ class LinkCollector:
             key = gpu_key(snapshot, gpu)
             links = t.nvlinks or t.xgmi_links
             if links:
-                f.gauge(
-                    "accelpool_gpu_nvlink_links", "Peer links the GPU has (NVLink; XGMI on AMD).", key, float(len(links))
-                )
+                doc = "Peer links the GPU has (NVLink; XGMI on AMD)."
+                f.gauge("accelpool_gpu_nvlink_links", doc, key, float(len(links)))
                 f.gauge(
                     "accelpool_gpu_nvlink_links_active",
                     "Peer links that are up; fewer than accelpool_gpu_nvlink_links means a link is down.",
