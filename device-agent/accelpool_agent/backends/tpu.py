@@ -50,6 +50,7 @@ from accelpool_agent.backends.tpu_info import TpuInfoFormatError, parse_tpu_info
 from accelpool_agent.backends.tpu_readings import (
     METRICS,
     PER_DEVICE_SUMMED,
+    SDK_ALIASES,
     MetricReading,
     chip_telemetry,
     from_tpu_info,
@@ -136,6 +137,8 @@ class TpuBackend:
         """Every chip seen since the backend opened, by PCI address (or device file), with its index."""
         self._present: list[str] = []
         self._version: str | None = None
+        self._noted: set[str] = set()
+        """tpu-info's cells in no known format, logged once each."""
 
     @property
     def error(self) -> str | None:
@@ -214,10 +217,11 @@ class TpuBackend:
         return max((g.devices_per_chip for g in generations), default=1)
 
     def _read_sdk(self, name: str) -> MetricReading:
-        if name not in self._supported:
+        supported = next((alias for alias in SDK_ALIASES.get(name, (name,)) if alias in self._supported), None)
+        if supported is None:
             return MetricReading(None, f"this libtpu does not support {name}")
         try:
-            raw = self._monitoring.get_metric(name).data()
+            raw = self._monitoring.get_metric(supported).data()
         except Exception as error:
             return MetricReading(None, f"get_metric({name!r}) failed: {type(error).__name__}: {error}")
         if not raw:
@@ -237,6 +241,9 @@ class TpuBackend:
             why = f"tpu-info failed: {type(error).__name__}: {error}" + (f" ({stderr})" if stderr else "")
             return {name: MetricReading(None, why) for name in METRICS}
         self._version = report.libtpu_version or self._version
+        for problem in set(report.problems) - self._noted:
+            self._noted.add(problem)
+            log.warning("tpu-info: no data from %s", problem)
         return from_tpu_info(report, len(self._present), self._devices_per_chip())
 
     def telemetry(self) -> list[Telemetry]:

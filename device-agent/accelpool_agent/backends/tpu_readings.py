@@ -23,6 +23,9 @@ DUTY_CYCLE = "duty_cycle_pct"
 TENSORCORE = "tensorcore_util"
 METRICS = (HBM_USAGE, HBM_TOTAL, DUTY_CYCLE, TENSORCORE)
 """The TPU Monitoring Library metrics read every telemetry tick."""
+SDK_ALIASES: Mapping[str, tuple[str, ...]] = {TENSORCORE: (TENSORCORE, "tensorcore_utilization")}
+"""The names a metric has in libtpu's SDK, preferred first: some libtpu releases list TensorCore utilization
+as `tensorcore_utilization` (tpu-info's `--list_metrics` shows that name; other SDK clients accept both)."""
 PER_DEVICE_SUMMED = frozenset({HBM_USAGE, HBM_TOTAL})
 """Metrics reported per device (TensorCore) and summed per chip; the others are per chip or averaged."""
 
@@ -94,12 +97,14 @@ def from_tpu_info(report: TpuInfoReport, chips: int, devices_per_chip: int) -> d
         DUTY_CYCLE: duty,
         TENSORCORE: report.tensorcore_pct,
     }
-    return {name: _reading(name, values, chips, devices_per_chip) for name, values in columns.items()}
+    return {name: _reading(name, values, chips, devices_per_chip, report.problems) for name, values in columns.items()}
 
 
-def _reading(name: str, values: Sequence[float | int | None], chips: int, devices_per_chip: int) -> MetricReading:
+def _reading(
+    name: str, values: Sequence[float | int | None], chips: int, devices_per_chip: int, problems: Sequence[str]
+) -> MetricReading:
     if not values or all(value is None for value in values):
-        return MetricReading(None, f"tpu-info printed no {name}")
+        return MetricReading(None, f"tpu-info printed no {name}" + (f" ({problems[0]})" if problems else ""))
     per = per_chip(list(values), chips, devices_per_chip, summed=name in PER_DEVICE_SUMMED)
     if per is None:
         return MetricReading(None, f"tpu-info printed {len(values)} {name} value(s) for {chips} chip(s)")
