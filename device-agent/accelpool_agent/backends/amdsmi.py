@@ -233,7 +233,7 @@ class AmdSmiBackend:
         try:
             raw = self._readers[0].read(0, EVENTS_PER_READ)
         except Exception as error:
-            if self._calls.code(error) not in (amdsmi_device.NO_DATA, amdsmi_device.TIMEOUT):
+            if self._calls.status(error) not in amdsmi_device.QUIET_STATUSES:
                 log.warning("reading amdsmi events: %s", error)
             return []
         events = []

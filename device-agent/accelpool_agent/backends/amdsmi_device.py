@@ -44,24 +44,34 @@ from accelpool_core import catalog
 
 log = logging.getLogger(__name__)
 
-# amdsmi_status_t (include/amd_smi/amdsmi.h; py-interface/amdsmi_wrapper.py holds the same values)
-NOT_SUPPORTED = 2
-NOT_YET_IMPLEMENTED = 3
-FAIL_LOAD_MODULE = 4
-FAIL_LOAD_SYMBOL = 5
-DRM_ERROR = 6
-TIMEOUT = 8
-IO = 12
-INIT_ERROR = 18
-NOT_FOUND = 31
-NOT_INIT = 32
-NO_DATA = 40
-NO_DATA_CODES = frozenset({NOT_SUPPORTED, NOT_YET_IMPLEMENTED, NO_DATA})
+STATUS_NAMES = {
+    2: "ERR_NOT_SUPPORTED",
+    3: "NOT_IMPLEMENTED",
+    4: "FAIL_LOAD_MODULE",
+    5: "FAIL_LOAD_SYMBOL",
+    6: "DRM_ERROR",
+    8: "TIMEOUT",
+    9: "RETRY",
+    12: "ERR_IO",
+    18: "INIT_ERROR",
+    31: "ERR_NOT_FOUND",
+    32: "NOT_INIT",
+    40: "NO_DATA",
+}
+"""amdsmi_status_t values (include/amd_smi/amdsmi.h since ROCm 6) → their `AmdSmiRetCode` names
+(py-interface/amdsmi_exception.py): the fallback for a module without `AmdSmiRetCode`. A status is read
+by name through the library's own enum first, because amdsmi renumbered its statuses: its first
+releases had NOT_FOUND 10, NO_DATA 14, DRM_ERROR 1002, IO 1003, TIMEOUT 1006 and NOT_INIT 1009
+(AMDSMI_LIB_START 1000 = FAIL_LOAD_MODULE)."""
+NO_DATA_STATUSES = frozenset({"ERR_NOT_SUPPORTED", "NOT_IMPLEMENTED", "NO_DATA"})
 """"No data": the GPU or driver does not report this reading."""
-LOST_CODES = frozenset({NOT_FOUND, IO, DRM_ERROR})
+LOST_STATUSES = frozenset({"ERR_NOT_FOUND", "ERR_IO", "DRM_ERROR"})
 """The GPU stopped answering: its device is gone (NOT_FOUND) or its sysfs / DRM reads fail."""
-DEAD_CODES = frozenset({NOT_INIT, INIT_ERROR, FAIL_LOAD_MODULE, FAIL_LOAD_SYMBOL})
-"""amdsmi itself is not working: not initialised, or its library failed to load."""
+DEAD_STATUSES = frozenset({"NOT_INIT", "INIT_ERROR", "FAIL_LOAD_MODULE", "FAIL_LOAD_SYMBOL", "LIB_START"})
+"""amdsmi itself is not working: not initialised, or its library failed to load (`LIB_START` is the name
+`AmdSmiRetCode` gives FAIL_LOAD_MODULE's value where the two are equal)."""
+QUIET_STATUSES = frozenset({"NO_DATA", "TIMEOUT"})
+"""What reading events answers when none is waiting (`AmdSmiTimeoutException` is TIMEOUT's class)."""
 
 _NA = "N/A"
 PAGE_PENDING = 1
@@ -106,6 +116,18 @@ class AmdSmiCalls:
         value = get() if callable(get) else None
         return int(value) if isinstance(value, int) else None
 
+    def status(self, error: BaseException) -> str | None:
+        """The `AmdSmiRetCode` name of an amdsmi exception's status (`ERR_NOT_SUPPORTED`, ...): through the
+        library's own enum, else `STATUS_NAMES`; None for an exception that carries no status."""
+        code = self.code(error)
+        if code is None:
+            return None
+        enum = getattr(self.module, "AmdSmiRetCode", None)
+        try:
+            return str(enum(code).name) if enum is not None else STATUS_NAMES.get(code)
+        except (ValueError, TypeError):
+            return STATUS_NAMES.get(code)
+
     def get(self, function: str, *args: Any) -> Any:
         """Call an amdsmi function: None for "no data" (and for a function this version lacks);
         GpuLostError / AmdSmiDeadError for the serious cases; any other failure (another status, an
@@ -116,12 +138,12 @@ class AmdSmiCalls:
         try:
             return fn(*args)
         except Exception as error:  # the library's own, and its ctypes or lookup failures: never ours to raise
-            code = self.code(error)
-            if code in NO_DATA_CODES:
+            status = self.status(error)
+            if status in NO_DATA_STATUSES:
                 return None
-            if code in LOST_CODES:
+            if status in LOST_STATUSES:
                 raise GpuLostError(f"{function}: {error}") from error
-            if code in DEAD_CODES:
+            if status in DEAD_STATUSES:
                 raise AmdSmiDeadError(f"{function}: {error}") from error
             self.errors[function] += 1
             log.debug("%s failed: %s: %s", function, type(error).__name__, error)

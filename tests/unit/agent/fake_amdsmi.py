@@ -14,6 +14,7 @@ from a JSON document, for the stand-in module that subprocesses import (tests/fi
 
 from __future__ import annotations
 
+import enum
 import sys
 import types
 from collections.abc import Mapping
@@ -36,8 +37,10 @@ from .amdsmi_api import (
     AmdSmiLibraryException,
     AmdSmiParameterException,
     AmdSmiRetCode,
+    AmdSmiRetryException,
     AmdSmiTemperatureMetric,
     AmdSmiTemperatureType,
+    AmdSmiTimeoutException,
 )
 
 
@@ -91,6 +94,10 @@ class FakeAmdSmi:
     events: list[tuple[int, str, str]] = field(default_factory=list)
     gone: set[int] = field(default_factory=set)
     initialised: bool = False
+    ret_codes: type[enum.IntEnum] = AmdSmiRetCode
+    """The module's `AmdSmiRetCode` (its status numbering)."""
+    no_event: type[AmdSmiTimeoutException] | None = None
+    """What reading events raises when none waits: NO_DATA (None), or `AmdSmiTimeoutException`."""
 
     def __post_init__(self) -> None:
         for gpu in range(self.gpus):
@@ -130,10 +137,12 @@ class FakeAmdSmi:
 
     def module(self) -> types.ModuleType:
         module = types.ModuleType("amdsmi")
+        module.AmdSmiRetCode = self.ret_codes  # type: ignore[attr-defined]
         for value in (
-            AmdSmiRetCode,
             AmdSmiException,
             AmdSmiLibraryException,
+            AmdSmiRetryException,
+            AmdSmiTimeoutException,
             AmdSmiParameterException,
             AmdSmiInitFlags,
             AmdSmiClkType,
@@ -368,7 +377,7 @@ class FakeAmdSmi:
 
             def read(self, timestamp: int, num_elem: int = 10) -> list[dict[str, Any]]:
                 if not fake.events:
-                    raise AmdSmiLibraryException(STATUS_NO_DATA)
+                    raise fake.no_event() if fake.no_event else AmdSmiLibraryException(STATUS_NO_DATA)
                 taken, fake.events = fake.events[:num_elem], fake.events[num_elem:]
                 return [
                     {"processor_handle": Handle(gpu), "event": name, "message": message}
