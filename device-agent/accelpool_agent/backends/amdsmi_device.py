@@ -16,7 +16,9 @@ returns them:
   `average_socket_power` (MI200) in W;
   `amdsmi_get_power_cap_info` → `power_cap` in µW; `amdsmi_get_energy_count` → the accumulator in
   units of `counter_resolution` µJ;
-- `amdsmi_get_clock_info(h, AmdSmiClkType)` → `clk` / `max_clk` in MHz;
+- `amdsmi_get_clock_info(h, AmdSmiClkType)` → `clk` / `max_clk` in MHz (`cur_clk` in amdsmi's first
+  releases, whose interface also passed 0xFFFF, "no value", through unfiltered: such a reading, and an
+  activity above 100%, is no data, as today's `_validate_if_max_uint` makes it "N/A");
 - `amdsmi_get_pcie_info` → `pcie_metric.pcie_speed` (current, MT/s), `pcie_width`,
   `pcie_static.max_pcie_speed` (MT/s), `max_pcie_width`; the generation follows from the rate;
 - `amdsmi_get_gpu_total_ecc_count` and `amdsmi_get_gpu_ecc_count(h, AmdSmiGpuBlock)` →
@@ -74,6 +76,7 @@ QUIET_STATUSES = frozenset({"NO_DATA", "TIMEOUT"})
 """What reading events answers when none is waiting (`AmdSmiTimeoutException` is TIMEOUT's class)."""
 
 _NA = "N/A"
+UINT16_NO_VALUE = 0xFFFF
 PAGE_PENDING = 1
 """AMDSMI_MEM_PAGE_STATUS_PENDING (amdsmi.h): a bad page not yet retired (0 RESERVED, 2 UNRESERVABLE)."""
 _MIB = 2**20
@@ -172,6 +175,17 @@ def field(data: Any, *keys: str) -> float | None:
     return None
 
 
+def percent(data: Any, key: str) -> float | None:
+    """An activity in percent; None above 100 (amdsmi's `_validate_if_max_uint(isActivity=True)` rule)."""
+    value = field(data, key)
+    return value if value is not None and value <= 100 else None
+
+
+def _not_sentinel(value: float | None) -> float | None:
+    """None for 0xFFFF, the "no value" of a 16-bit reading that amdsmi's first releases passed through."""
+    return None if value == UINT16_NO_VALUE else value
+
+
 def detect_model(*names: str | None) -> catalog.Accelerator | None:
     """The catalog entry for amdsmi's product names, matched as `amd.com/gpu.product-name` values:
     words joined by `_`, without the `AMD_` prefix (`AMD Instinct MI300X OAM` → `Instinct_MI300X_OAM`,
@@ -224,7 +238,7 @@ def read(calls: AmdSmiCalls, index: int, handle: Any) -> Telemetry:
     if temperature is None:
         temperature = field(metrics, "temperature_hotspot", "temperature_edge")
     used, total = field(vram, "vram_used"), field(vram, "vram_total")
-    gfx_activity, umc_activity = field(activity, "gfx_activity"), field(activity, "umc_activity")
+    gfx_activity, umc_activity = percent(activity, "gfx_activity"), percent(activity, "umc_activity")
     return Telemetry(
         index=index,
         utilization_ratio=gfx_activity / 100.0 if gfx_activity is not None else None,
@@ -233,12 +247,12 @@ def read(calls: AmdSmiCalls, index: int, handle: Any) -> Telemetry:
         memory_total_bytes=int(total) * _MIB if total is not None else None,
         temperature_celsius=temperature,
         slowdown_temperature_celsius=slowdown,
-        power_watts=field(power, "socket_power", "current_socket_power", "average_socket_power"),
+        power_watts=_not_sentinel(field(power, "socket_power", "current_socket_power", "average_socket_power")),
         power_limit_watts=cap / 1e6 if cap else None,
         energy_joules=_energy(calls, handle),
-        sm_clock_hertz=_mhz(field(gfx, "clk")),
+        sm_clock_hertz=_mhz(field(gfx, "clk", "cur_clk")),
         sm_clock_max_hertz=_mhz(field(gfx, "max_clk")),
-        memory_clock_hertz=_mhz(field(mem, "clk")),
+        memory_clock_hertz=_mhz(field(mem, "clk", "cur_clk")),
         throttle_reasons=throttle_reasons(get("amdsmi_get_violation_status", handle)) or firmware_throttlers(metrics),
         ecc=_total_ecc(calls, handle),
         retired_pages=bad_pages(get("amdsmi_get_gpu_bad_page_info", handle)),

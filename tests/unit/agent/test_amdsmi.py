@@ -196,6 +196,22 @@ def test_a_retry_or_another_failure_of_one_call_is_counted_not_fatal(monkeypatch
     assert backend.call_errors["amdsmi_get_power_info"] == 1
 
 
+def test_the_first_releases_clock_keys_and_unfiltered_no_value_readings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """amdsmi's first releases returned `cur_clk` (today `clk`) and passed 0xFFFF through where today's
+    interface says "N/A"; an activity above 100% is no value either (`_validate_if_max_uint`)."""
+    fake = FakeAmdSmi(gpus=1)
+    fake.scripts[0].gfx_activity = 0xFFFF
+    fake.scripts[0].socket_power_w = 0xFFFF
+    module = fake.module()
+    module.amdsmi_get_clock_info = lambda handle, kind: {"cur_clk": 1500, "max_clk": 2100, "min_clk": 500}  # type: ignore[attr-defined]
+    backend = AmdSmiBackend(module, compute_engine="cuda")
+    backend.open()
+    (reading,) = backend.telemetry()
+    assert (reading.sm_clock_hertz, reading.sm_clock_max_hertz) == (1500e6, 2100e6)
+    assert reading.utilization_ratio is None and reading.power_watts is None
+    assert reading.memory_utilization_ratio == pytest.approx(0.10)
+
+
 def test_uncorrectable_ecc_fails_with_the_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeAmdSmi(gpus=2)
     fake.scripts[1] = GpuScript(uncorrectable=2, correctable=5, blocks={"UMC": (5, 2), "XGMI_WAFL": (0, 0)})
