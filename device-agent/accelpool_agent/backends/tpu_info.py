@@ -58,6 +58,8 @@ class TpuInfoReport:
     accelerator_type: str | None
     chip_files: tuple[str, ...]
     """The `TPU Chips` table's device files, in its order."""
+    chip_types: tuple[str, ...]
+    """Its Type cells (`TPU v6e chip`), row by row (empty when the table has no Type column)."""
     hbm_used_bytes: tuple[int | None, ...]
     """Per row of the runtime utilization (or HBM usage) table; None for `N/A`."""
     hbm_total_bytes: tuple[int | None, ...]
@@ -106,6 +108,10 @@ def _column(rows: list[list[str]], table: str, *names: str) -> list[str]:
         if any(cell.startswith(name.lower()) for name in names):
             return [row[position] if position < len(row) else "" for row in rows[1:]]
     raise TpuInfoFormatError(f"tpu-info table {table!r}: no column {' or '.join(names)} in header {rows[0]}")
+
+
+def _has_column(rows: list[list[str]], name: str) -> bool:
+    return bool(rows) and any(cell.lower().startswith(name.lower()) for cell in rows[0])
 
 
 def _hbm(cell: str, table: str, problems: list[str]) -> tuple[int | None, int | None]:
@@ -157,6 +163,7 @@ def parse_tpu_info(text: str) -> TpuInfoReport:
         libtpu_version=_line_value(text, "Libtpu version:"),
         accelerator_type=_line_value(text, "Accelerator type:"),
         chip_files=tuple(_column(chips, "TPU Chips", "Chip")),
+        chip_types=tuple(_column(chips, "TPU Chips", "Type")) if _has_column(chips, "Type") else (),
         hbm_used_bytes=tuple(used for used, _ in hbm),
         hbm_total_bytes=tuple(total for _, total in hbm),
         duty_cycle_pct=tuple(duty),

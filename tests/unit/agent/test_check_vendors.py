@@ -232,6 +232,17 @@ def test_tpu_readings_from_tpu_info(host: Host) -> None:
     assert first["telemetry"]["utilization_ratio"] == 1.0
 
 
+def test_tpu_with_tpu_info_alone_on_path_lists_its_chips(host: Host) -> None:
+    """Nothing but `tpu-info` on PATH (no Google PCI function in the sysfs root): its chips table lists them."""
+    host.put_on_path("tpu-info", FIXTURES / "tpu" / "fake-tpu-info")
+    host.env["FAKE_TPU_INFO_OUTPUT"] = str(FIXTURES / "tpu" / "v6e-4-markdown.txt")
+    printed = host.run("--json", "--log-level", "INFO")
+    report = printed.json()
+    assert (report["backend"], report["status"], len(report["gpus"])) == ("tpu", "Healthy", 4), printed.err
+    assert report["driver_version"] == "0.0.19.dev20250721+nightly"
+    assert [gpu["model"] for gpu in report["gpus"]] == ["TPU-v6e"] * 4
+
+
 def test_tpu_chip_gone_from_the_host_is_missing_against_the_pools_count(host: Host) -> None:
     host.tpu_info("v5p-4-chip-gone.txt", "v5p", 4).remove_chip(2)
     config = host.tmp / "agent.yaml"

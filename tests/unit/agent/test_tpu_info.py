@@ -169,6 +169,29 @@ def test_the_tpu_info_command_on_path_is_run(host: FakeHost, tmp_path: Path) -> 
     assert backend.versions().driver == "0.0.19.dev20250721+nightly"
 
 
+def test_where_the_container_shows_no_chip_tpu_infos_table_lists_them(host: FakeHost) -> None:
+    """No Google PCI function and no device file visible to the agent: the chips are tpu-info's `TPU Chips`
+    rows (their Type names the generation); a chip it stops listing is lost."""
+    output = recorded("v6e-4-markdown.txt")
+    outputs = [output]
+    backend = TpuBackend(tpu_info=lambda: outputs[-1], sysfs_root=host.sysfs, dev_root=host.dev)
+    backend.open()
+    assert backend.error is None
+    devices = backend.inventory()
+    assert [(d.index, d.model, d.memory_total_bytes) for d in devices] == [(n, "TPU-v6e", 32 << 30) for n in range(4)]
+    assert [t.memory_used_bytes for t in backend.telemetry()] == [gib(18.45), gib(10.40), gib(10.40), gib(10.40)]
+    chip_gone = "\n".join(line for line in output.splitlines() if "/dev/vfio/3" not in line and "| 3 " not in line)
+    outputs.append(chip_gone)
+    readings = backend.telemetry()
+    assert [t.lost for t in readings] == [False, False, False, True]
+    assert tpu_checks(readings[3])[0].reason == "TpuChipMissing"
+
+
+def test_no_chip_anywhere_is_unavailable(host: FakeHost) -> None:
+    backend = tpu_info_backend(host, "No TPU chips found.\n")
+    assert backend.error is not None and "tpu-info lists none" in backend.error and backend.inventory() == []
+
+
 def test_neither_libtpu_nor_tpu_info_is_unavailable(host: FakeHost) -> None:
     host.add_chips("v6e", 4)
     backend = TpuBackend(sysfs_root=host.sysfs, dev_root=host.dev)
