@@ -24,8 +24,9 @@ TENSORCORE = "tensorcore_util"
 METRICS = (HBM_USAGE, HBM_TOTAL, DUTY_CYCLE, TENSORCORE)
 """The TPU Monitoring Library metrics read every telemetry tick."""
 SDK_ALIASES: Mapping[str, tuple[str, ...]] = {TENSORCORE: (TENSORCORE, "tensorcore_utilization")}
-"""The names a metric has in libtpu's SDK, preferred first: some libtpu releases list TensorCore utilization
-as `tensorcore_utilization` (tpu-info's `--list_metrics` shows that name; other SDK clients accept both)."""
+"""The names a metric may have in libtpu's SDK, preferred first. tpu-info's cli_helper.py reads
+`tensorcore_util`; `tensorcore_utilization` is tpu-info's own name for the metric (`--list_metrics`), and
+other SDK clients accept it from `list_supported_metrics()` as well, so both are tried."""
 PER_DEVICE_SUMMED = frozenset({HBM_USAGE, HBM_TOTAL})
 """Metrics reported per device (TensorCore) and summed per chip; the others are per chip or averaged."""
 
