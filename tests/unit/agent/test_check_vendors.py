@@ -74,6 +74,17 @@ class Host:
         path.write_text(json.dumps(script or {}))
         self.env["FAKE_AMDSMI_SCRIPT"] = str(path)
 
+    def libtpu(self, metrics: Mapping[str, list[str]], generation: str, chips: int) -> FakeHost:
+        """`from libtpu.sdk import tpumonitoring` finds the stand-in, its metrics scripted; the host's chips."""
+        self.env["PYTHONPATH"] = os.pathsep.join([str(FIXTURES / "libtpu"), str(ROOT)])
+        path = self.tmp / "libtpu.json"
+        path.write_text(json.dumps(metrics))
+        self.env["FAKE_LIBTPU_METRICS"] = str(path)
+        host = FakeHost(self.tmp / "host")
+        host.add_chips(generation, chips)
+        self.sysfs = host.sysfs
+        return host
+
     def neuron_monitor(self, reports: str) -> None:
         self.put_on_path("neuron-monitor", FIXTURES / "neuron" / "fake-neuron-monitor")
         self.env["FAKE_NEURON_MONITOR_REPORTS"] = str(FIXTURES / "neuron" / reports)
@@ -230,6 +241,25 @@ def test_tpu_readings_from_tpu_info(host: Host) -> None:
     assert first["model"] == "TPU-v6e"
     assert first["telemetry"]["memory_used_bytes"] == round(18.45 * 2**30)
     assert first["telemetry"]["utilization_ratio"] == 1.0
+
+
+def test_tpu_through_libtpus_monitoring_sdk(host: Host) -> None:
+    """libtpu importable: detected as a TPU host, its SDK's per-accelerator strings read per chip."""
+    gib = 1 << 30
+    metrics = {
+        "duty_cycle_pct": ["45.00", "46.00", "47.00", "48.00"],
+        "tensorcore_util": ["30.00", "31.00", "32.00", "33.00"],
+        "hbm_capacity_total": [str(95 * gib)] * 4,
+        "hbm_capacity_usage": [str(12 * gib)] * 4,
+    }
+    host.libtpu(metrics, "v5p", 4)
+    printed = host.run("--json", "--log-level", "INFO")
+    report = printed.json()
+    assert (report["backend"], report["status"], report["driver_version"]) == ("tpu", "Healthy", "0.0.21")
+    assert "the libtpu module is importable" in printed.err
+    telemetry = [gpu["telemetry"] for gpu in report["gpus"]]
+    assert [t["utilization_ratio"] for t in telemetry] == [0.45, 0.46, 0.47, 0.48]
+    assert {(t["memory_used_bytes"], t["memory_total_bytes"]) for t in telemetry} == {(12 * gib, 95 * gib)}
 
 
 def test_tpu_with_tpu_info_alone_on_path_lists_its_chips(host: Host) -> None:
