@@ -41,39 +41,11 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from accelpool_agent.backends.amdsmi_status import DEAD_STATUSES, LOST_STATUSES, NO_DATA_STATUSES, status_name
 from accelpool_agent.model import DeviceInfo, EccCounts, NvLink, PcieLink, RetiredPages, Telemetry
 from accelpool_core import catalog
 
 log = logging.getLogger(__name__)
-
-STATUS_NAMES = {
-    2: "ERR_NOT_SUPPORTED",
-    3: "NOT_IMPLEMENTED",
-    4: "FAIL_LOAD_MODULE",
-    5: "FAIL_LOAD_SYMBOL",
-    6: "DRM_ERROR",
-    8: "TIMEOUT",
-    9: "RETRY",
-    12: "ERR_IO",
-    18: "INIT_ERROR",
-    31: "ERR_NOT_FOUND",
-    32: "NOT_INIT",
-    40: "NO_DATA",
-}
-"""amdsmi_status_t values (include/amd_smi/amdsmi.h since ROCm 6) → their `AmdSmiRetCode` names
-(py-interface/amdsmi_exception.py): the fallback for a module without `AmdSmiRetCode`. A status is read
-by name through the library's own enum first, because amdsmi renumbered its statuses: its first
-releases had NOT_FOUND 10, NO_DATA 14, DRM_ERROR 1002, IO 1003, TIMEOUT 1006 and NOT_INIT 1009
-(AMDSMI_LIB_START 1000 = FAIL_LOAD_MODULE)."""
-NO_DATA_STATUSES = frozenset({"ERR_NOT_SUPPORTED", "NOT_IMPLEMENTED", "NO_DATA"})
-""""No data": the GPU or driver does not report this reading."""
-LOST_STATUSES = frozenset({"ERR_NOT_FOUND", "ERR_IO", "DRM_ERROR"})
-"""The GPU stopped answering: its device is gone (NOT_FOUND) or its sysfs / DRM reads fail."""
-DEAD_STATUSES = frozenset({"NOT_INIT", "INIT_ERROR", "FAIL_LOAD_MODULE", "FAIL_LOAD_SYMBOL", "LIB_START"})
-"""amdsmi itself is not working: not initialised, or its library failed to load (`LIB_START` is the name
-`AmdSmiRetCode` gives FAIL_LOAD_MODULE's value where the two are equal)."""
-QUIET_STATUSES = frozenset({"NO_DATA", "TIMEOUT"})
-"""What reading events answers when none is waiting (`AmdSmiTimeoutException` is TIMEOUT's class)."""
 
 _NA = "N/A"
 UINT16_NO_VALUE = 0xFFFF
@@ -114,22 +86,9 @@ class AmdSmiCalls:
         self.errors = errors
         """Calls that failed for another reason, by amdsmi function name."""
 
-    def code(self, error: BaseException) -> int | None:
-        get = getattr(error, "get_error_code", None)
-        value = get() if callable(get) else None
-        return int(value) if isinstance(value, int) else None
-
     def status(self, error: BaseException) -> str | None:
-        """The `AmdSmiRetCode` name of an amdsmi exception's status (`ERR_NOT_SUPPORTED`, ...): through the
-        library's own enum, else `STATUS_NAMES`; None for an exception that carries no status."""
-        code = self.code(error)
-        if code is None:
-            return None
-        enum = getattr(self.module, "AmdSmiRetCode", None)
-        try:
-            return str(enum(code).name) if enum is not None else STATUS_NAMES.get(code)
-        except (ValueError, TypeError):
-            return STATUS_NAMES.get(code)
+        """The `AmdSmiRetCode` name of an amdsmi exception's status (`amdsmi_status.status_name`)."""
+        return status_name(self.module, error)
 
     def get(self, function: str, *args: Any) -> Any:
         """Call an amdsmi function: None for "no data" (and for a function this version lacks);
