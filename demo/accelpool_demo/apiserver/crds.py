@@ -59,8 +59,8 @@ class CustomResources:
         """The CRD `name` as now stored (None: deleted)."""
         for key in self._of_definition.pop(name, []):
             self.served.pop(key, None)
-        if crd is not None:
-            found = served_versions(crd)
+        if crd is not None:  # the kinds served natively (ComputePools, kopf's peerings) keep their own admission
+            found = [r for r in served_versions(crd) if r.key not in resources.CUSTOM]
             self.served.update({r.key: r for r in found})
             self._of_definition[name] = [r.key for r in found]
         self.generation += 1

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from accelpool import crd
+from accelpool.controller.apiserver import POOLS as POOLS_PATH
 from accelpool_core.kube import ApiError, KubeClient, NotFoundError
 from accelpool_demo.apiserver import RunningApiServer
-from tests import kueue
+from tests import cases, kueue
 
 pytestmark = pytest.mark.skipif(not kueue.available(), reason="../shared/crds/ (Kueue's CRDs) is missing")
 FLAVOR = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "h100"}}
@@ -62,3 +64,16 @@ async def test_a_stale_resource_version_is_a_conflict_and_status_is_apart(
     with pytest.raises(ApiError) as refused:
         await client.patch(path, stale)
     assert refused.value.status == 409
+
+
+async def test_computepools_keep_accelpools_admission_once_their_crd_is_stored(
+    api: RunningApiServer, client: KubeClient
+) -> None:
+    """The demo stores accelpool's own CRD beside Kueue's: ComputePools stay judged by accelpool's admission
+    (CEL and webhook, `admission.admit_pool`), not by the generic schema-only path of other CRDs."""
+    await client.create(kueue.CRDS_PATH, crd.custom_resource_definition())
+    kueue.install(api.server)
+    with pytest.raises(ApiError) as refused:
+        await client.create(POOLS_PATH, cases.pool({"accelerator": {"name": "H100", "count": "8"}}))
+    assert refused.value.status == 422
+    assert "spec.accelerator.count" in str(refused.value), "the webhook's rule, which no schema check makes"
