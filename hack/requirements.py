@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The third-party requirements of one lock file, read from the repository's pyproject.toml files.
 
-    python hack/requirements.py dev|operator|agent|build | uv pip compile - -o requirements-X.lock
+    python hack/requirements.py dev|operator|agent|agent-rocm|agent-neuron|agent-tpu|build \
+        | uv pip compile - -o requirements-X.lock
 
-accelpool's own distributions (accelpool-core, accelpool, accelpool-agent, accelpool-demo) are left
+accelpool's own distributions (accelpool-core, accelpool, accelpool-agent, accelpool-demo, accelpool-sdk) are left
 out: they are installed from the source tree, not from an index. `make lock` calls this.
 """
 
@@ -14,12 +15,15 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OWN = {"accelpool-core", "accelpool", "accelpool-agent", "accelpool-demo"}
+OWN = {"accelpool-core", "accelpool", "accelpool-agent", "accelpool-demo", "accelpool-sdk"}
 # Which distributions (directory, extras) each lock installs.
 LOCKS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "operator": [("core", ()), ("operator", ())],
     "agent": [("core", ()), ("device-agent", ("cuda",))],
-    "dev": [("core", ()), ("operator", ()), ("device-agent", ()), ("demo", ())],
+    "agent-rocm": [("core", ()), ("device-agent", ("rocm",))],
+    "agent-neuron": [("core", ()), ("device-agent", ())],
+    "agent-tpu": [("core", ()), ("device-agent", ("tpu",))],
+    "dev": [("core", ()), ("operator", ()), ("device-agent", ()), ("demo", ()), ("sdk", ())],
 }
 
 

@@ -243,6 +243,36 @@ CASES: list[Case] = [
     Case("dedicated-not-bool", {"accelerator": "H100", "dedicated": "maybe"}, "schema", "spec.dedicated", "boolean"),
     # strings where the API server wants numbers or booleans: no lax coercion anywhere
     Case("dedicated-yes-string", {"accelerator": "H100", "dedicated": "yes"}, "schema", "spec.dedicated", "boolean"),
+    # ---- kueue: names Kueue requires of a ResourceFlavor and a ClusterQueue (DNS-1123 subdomains)
+    Case("kueue-enabled", {"accelerator": "H100:8", "kueue": {"enabled": True, "clusterQueue": "research"}}, "valid"),
+    Case(
+        "kueue-flavor-not-dns",
+        {"accelerator": "H100:8", "kueue": {"enabled": True, "resourceFlavor": "H100_Flavor"}},
+        "schema",
+        "spec.kueue.resourceFlavor",
+        "should match",
+    ),
+    Case(
+        "kueue-queue-too-long",
+        {"accelerator": "H100:8", "kueue": {"enabled": True, "clusterQueue": "q" * 254}},
+        "schema",
+        "spec.kueue.clusterQueue",
+        "may not be more than 253 bytes",
+    ),
+    Case(
+        "kueue-enabled-string",
+        {"accelerator": "H100", "kueue": {"enabled": "yes"}},
+        "schema",
+        "spec.kueue.enabled",
+        "boolean",
+    ),
+    Case(
+        "kueue-unknown-field",
+        {"accelerator": "H100", "kueue": {"queue": "q"}},
+        "decode",
+        "spec.kueue.queue",
+        'unknown field "spec.kueue.queue"',
+    ),
     Case(
         "max-unavailable-number-string",
         {"accelerator": "H100", "health": {"maxUnavailable": "5"}},

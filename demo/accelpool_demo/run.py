@@ -1,9 +1,9 @@
 """Runs the demo: API server, fleet, simulators, the real operator, agents, and a live pool table.
 
 The simulated cluster has what accelpool's install needs (the namespace, the agents' ServiceAccount, the
-`nvidia` RuntimeClass the GPU Operator's toolkit creates), a DaemonSet controller
-(`accelpool_demo.daemonsets`), NVIDIA's node-side components and a kubelet for the agent pods
-(`accelpool_demo.simulators`).
+`nvidia` RuntimeClass the GPU Operator's toolkit creates), Kueue's CRDs and a ClusterQueue
+(`accelpool_demo.kueue`), a DaemonSet controller (`accelpool_demo.daemonsets`), NVIDIA's node-side
+components and a kubelet for the agent pods (`accelpool_demo.simulators`).
 
 Called by `accelpool demo`. Everything listens on 127.0.0.1 only (the operator's /metrics and
 /healthz included); every process it starts is stopped when it ends (Ctrl-C, SIGTERM, an error,
@@ -34,7 +34,7 @@ from accelpool import api, conventions, crd
 from accelpool.textio import format_table
 from accelpool_core.credentials import Credentials
 from accelpool_core.kube import ApiError, KubeClient
-from accelpool_demo import cluster, daemonsets, nvidia
+from accelpool_demo import cluster, daemonsets, kueue, nvidia
 from accelpool_demo.apiserver import serving
 from accelpool_demo.injection import Injection, InjectionError, InjectionKind, check_gpus, parse_injection
 from accelpool_demo.simulators import (
@@ -158,6 +158,7 @@ async def install_prerequisites(client: KubeClient, namespace: str = NAMESPACE) 
 async def _seed(client: KubeClient, fleet: list[dict[str, Any]], workloads: Sequence[dict[str, Any]] = ()) -> None:
     await client.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd.custom_resource_definition())
     await install_prerequisites(client)
+    await kueue.install(client)
     for node in fleet:
         await client.create("/api/v1/nodes", node)
     for obj in workloads:  # pods, reported Running and Ready as their kubelet would, and their budgets
@@ -205,6 +206,7 @@ def banner(server: str, metrics_port: int, log_dir: Path, cwd: Path | None = Non
   ladder       {kubectl} --server {server} get events   (drain, PodDisruptionBudget refusals, hand-off)
   NVIDIA       {inject} NODE mig-broken; {inject} - strategy-override=single (off)
   agents       {inject} NODE no-runtime-class   (no nvidia RuntimeClass: NODE's agent pod cannot return)
+  kueue        {kubectl} --server {server} get clusterqueue research -o yaml   (llm-training's GPU quota)
   logs         {log_dir}   (removed when the demo ends)
 """
 

@@ -103,8 +103,9 @@ class Agent:
         self.policy = rules.Policy.from_config(config)
         self.expected: Callable[[DeviceInfo], rules.Expected] = functools.partial(rules.expected_for, config=config)
         self.sizes = settings.sizes or ComputeSizes.for_engine(backend.compute_engine or "cuda")
-        self.vendor_rules = vendor_rules.for_backend(backend.name)
-        """The backend's vendor rules beside the generic ones (`accelpool_agent.vendor_rules`), or None."""
+        self.vendor_rules = vendor_rules.for_backend(getattr(backend, "judged_as", backend.name))
+        """The backend's vendor rules beside the generic ones (`accelpool_agent.vendor_rules`), or None; the
+        fake backend names the vendor backend whose rules judge its simulated devices (`judged_as`)."""
         self.compute_applies = self.vendor_rules is None or self.vendor_rules.compute
         """False where the vendor's verdict rests on its counters alone (Neuron, TPU): no compute step runs."""
         self._backend_calls = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accelpool-backend")

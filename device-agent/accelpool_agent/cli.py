@@ -5,9 +5,12 @@
     accelpool-agent check --backend fake --fake-gpus H100:8 --fault 3:xid=79 --json
 
 `check` exits 0 when the node is healthy and 1 when it is not (Unhealthy or Unknown); bad
-arguments exit 2 with a message naming the value and the valid choices. Backends: `nvml`
-(NVML telemetry and XID events + CuPy compute checks: real nodes), `cuda` (CuPy only), `cpu`
-(NumPy on the host CPU), `fake` (simulated GPUs with `--fault` injection).
+arguments exit 2 with a message naming the value and the valid choices. Every backend prints the
+same report (`--json`: `NodeReport.to_json`; else a verdict line and a device table). Backends: `nvml`
+(NVML telemetry and XID events + CuPy compute checks: real nodes), `amdsmi` (AMD Instinct), `neuron`
+(AWS Trainium / Inferentia through neuron-monitor), `tpu` (Google TPU through libtpu or tpu-info),
+`cuda` (CuPy only), `cpu` (NumPy on the host CPU), `fake` (simulated devices of any vendor with
+`--fault` injection). Without `--backend`, `check` detects the host's (`backends.detect`).
 """
 
 from __future__ import annotations
@@ -100,8 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_fault,
         default=[],
         metavar="GPU:FAULT",
-        help="fake backend fault, repeatable: 3:xid=79, all:hang, 0,2:ecc-dbe, 4-7:slow-matmul=2, "
-        "1:wrong-results, 5:lost, 6:hot, 7:row-remap-failure (`accelpool-agent faults` lists all)",
+        help="fake backend fault, repeatable: 3:xid=79, 1:fatal (any vendor's), all:hang, 0,2:ecc-dbe, "
+        "4-7:slow-matmul=2, 1:wrong-results, 5:lost, 6:hot, 7:row-remap-failure (`accelpool-agent faults` lists all)",
     )
     common.add_argument("--seed", type=int, default=0, help="fake backend: seed of the simulated readings")
     common.add_argument(

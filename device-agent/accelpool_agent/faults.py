@@ -15,6 +15,7 @@ from dataclasses import dataclass
 class FaultKind(enum.StrEnum):
     XID = "xid"
     ECC_DBE = "ecc-dbe"
+    FATAL = "fatal"
     SLOW_MATMUL = "slow-matmul"
     WRONG_RESULTS = "wrong-results"
     HANG = "hang"
@@ -44,8 +45,11 @@ class FaultKind(enum.StrEnum):
 
 
 FAULT_HELP: dict[FaultKind, str] = {
-    FaultKind.XID: "xid=<n>: the driver reports XID n (79 fails the GPU, 94 and 13 warn, 43 is informational)",
+    FaultKind.XID: "xid=<n>: the driver reports XID n (79 fails the GPU, 94 and 13 warn, 43 is informational; "
+    "NVIDIA only: other vendors have no XIDs, use fatal)",
     FaultKind.ECC_DBE: "ecc-dbe: a double-bit (uncorrectable) ECC error",
+    FaultKind.FATAL: "fatal: the vendor's fatal device error: XID 79 (NVIDIA), amdsmi RING_HANG (AMD), a hardware "
+    "execution error (AWS Neuron), the chip stops answering and is gone (Google TPU)",
     FaultKind.SLOW_MATMUL: "slow-matmul[=<factor>]: matmul runs <factor> times slower (default 2; 0.5 = half speed)",
     FaultKind.WRONG_RESULTS: "wrong-results: matmul results are silently corrupted",
     FaultKind.HANG: "hang: compute checks never finish (killed at the check timeout)",

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 from typing import Any
 
-from accelpool.commands import catalog, check, crd, dashboards, plan, run, validate
+from accelpool.commands import catalog, check, crd, dashboards, plan, recommend, run, validate
 
-COMMANDS = (validate, catalog, crd, plan, check, run, dashboards)
+COMMANDS = (validate, catalog, crd, plan, check, run, dashboards, recommend)
 PLUGIN_GROUP = "accelpool.commands"
 DEMO_MISSING = (
     "accelpool demo: the demo is not installed. It is the accelpool-demo distribution: from a clone of the\n"

@@ -8,7 +8,9 @@
    is installed, its NodePool (`accelpool.render`). A pool whose rendering raises is set aside
    (`Valid=False` naming the error) and the cluster is planned again without it, so one pool can
    never stop the others;
-3. `accelpool.configmaps.versions`: the staged and the final version of both NVIDIA ConfigMaps.
+3. `accelpool.configmaps.versions`: the staged and the final version of both NVIDIA ConfigMaps;
+4. `accelpool.kueue.decide`: the Kueue ResourceFlavors and ClusterQueue quotas of the pools that ask
+   for Kueue, and their KueueSynced conditions.
 
 `Desired` holds all of it. The shell decides nothing more: it compares each part with what is
 stored (`accelpool.patches`) and writes the difference.
@@ -17,10 +19,10 @@ stored (`accelpool.patches`) and writes the difference.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from accelpool import configmaps, render
+from accelpool import configmaps, kueue, render
 from accelpool.nodes import NodeView
 from accelpool.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
 
@@ -41,6 +43,8 @@ class Desired:
     owned: Mapping[str, OwnedObjects]
     """Pool name → its rendered objects (valid pools that are not being deleted)."""
     configmaps: configmaps.ConfigMapVersions
+    kueue: kueue.KueuePlan = field(default_factory=kueue.KueuePlan)
+    """The Kueue objects of the pools that ask for Kueue (`accelpool.kueue`)."""
 
 
 def decide(
@@ -52,14 +56,21 @@ def decide(
     unplannable: Mapping[str, str],
     agent: render.AgentSettings,
     current_mig_text: str | None,
+    kueue_observed: kueue.KueueObserved | None = None,
 ) -> Desired:
-    """The desired state; `unplannable` names pools already known to fail (name → why)."""
+    """The desired state; `unplannable` names pools already known to fail (name → why); `kueue_observed`: what
+    Kueue holds (None: nothing is decided for Kueue)."""
     result = plan(pools, nodes, config, options, unplannable)
     owned, failures = render_owned(result, agent, karpenter=options.karpenter_available)
     if failures:
         result = plan(pools, nodes, config, options, {**result.unplannable, **failures})
         owned, _ = render_owned(result, agent, karpenter=options.karpenter_available)
-    return Desired(result, owned, configmaps.versions(result, config, current_mig_text))
+    versions = configmaps.versions(result, config, current_mig_text)
+    if kueue_observed is None:
+        return Desired(result, owned, versions)
+    previous = {p.name: p.previous for p in pools}
+    result, kueue_plan = kueue.decide(result, previous, kueue_observed, options.now)
+    return Desired(result, owned, versions, kueue_plan)
 
 
 def render_owned(

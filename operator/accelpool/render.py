@@ -12,9 +12,10 @@
   libraries (`agent_image`), with the pool's `AgentConfig` as JSON in `ACCELPOOL_AGENT_CONFIG`
   (health policy and the catalog's expected peaks), probed for liveness and readiness on its
   metrics port. NVML access comes from the NVIDIA container runtime (`runtimeClassName`,
-  `NVIDIA_VISIBLE_DEVICES=all`) or, with `privileged`, from the host's /dev; the other vendors'
-  devices come from the host's /dev with `privileged` (/dev/kfd and /dev/dri, /dev/neuron*,
-  /dev/accel* or /dev/vfio).
+  `NVIDIA_VISIBLE_DEVICES=all`) or, with `privileged`, from the host's /dev; the `amdsmi`, `neuron`
+  and `tpu` backends open the host's device files (/dev/kfd and /dev/dri, /dev/neuron*, /dev/vfio or
+  /dev/accel*) from a privileged container running as root with the host's /dev mounted, as the
+  vendors' own DaemonSets do (`agent_access`).
 - `nodepool(...)`: a `karpenter.sh/v1` NodePool for `provisioner: karpenter` pools; with burn-in,
   its nodes start with the burn-in taint (`startupTaints`: "expected to be removed automatically
   ... typically by a DaemonSet that tolerates the taint", Karpenter's `pkg/apis/v1/nodeclaim.go`,
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from accelpool import api, conventions
+from accelpool.agent_access import DEFAULT_AGENT_IMAGE, DEFAULT_VENDOR_IMAGES, host_devices, image_for
 from accelpool_core import catalog
 from accelpool_core.protocol import CONFIG_ENV, AgentConfig, MatmulPolicy
 
@@ -64,9 +66,10 @@ class AgentSettings:
     """How agent DaemonSets are rendered (operator flags `--agent-*`)."""
 
     namespace: str = conventions.DEFAULT_NAMESPACE
-    image: str = "ghcr.io/accelpool/accelpool-agent:0.1.0"
-    """The agent image of every vendor not in `images` (the default image carries NVIDIA's libraries)."""
-    images: Mapping[str, str] = field(default_factory=dict)
+    image: str = DEFAULT_AGENT_IMAGE
+    """The agent image of every vendor not in `images` (the default image carries NVIDIA's libraries),
+    and of every pool whose backend is simulated (`fake`, `cpu`)."""
+    images: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_VENDOR_IMAGES))
     """Vendor (`amd`, `aws`, `google`, `nvidia`) → the agent image that carries its libraries."""
     image_pull_policy: str = "IfNotPresent"
     backend: str | None = None
@@ -76,7 +79,8 @@ class AgentSettings:
     runtime_class: str | None = "nvidia"
     """runtimeClassName for NVIDIA pools (the NVIDIA container runtime); None to leave it unset."""
     privileged: bool = False
-    """Run privileged with the host's /dev mounted instead of (or as well as) the NVIDIA runtime."""
+    """Run privileged with the host's /dev mounted instead of (or as well as) the NVIDIA runtime (as the
+    image's user). The `amdsmi`, `neuron` and `tpu` backends always run so, as root (`agent_access`)."""
     service_account: str = "accelpool-agent"
     cpu_request: str = "50m"
     memory_request: str = "128Mi"
@@ -97,9 +101,27 @@ def agent_backend(spec: api.ComputePoolSpec, settings: AgentSettings) -> str:
     return settings.backends.get(vendor) or api.VENDOR_BACKENDS[vendor]
 
 
-def agent_image(vendor: catalog.Vendor, settings: AgentSettings) -> str:
-    """The agent image for a vendor's pools: its entry in `images`, else the default `image`."""
-    return settings.images.get(vendor.value) or settings.image
+def agent_image(spec: api.ComputePoolSpec, settings: AgentSettings) -> str:
+    """The pool's agent image: its vendor's entry in `images`, else the default `image`; the default
+    `image` too when its backend is simulated (`fake`, `cpu`: every image carries them)."""
+    vendor = spec.resolve().entry.vendor.value
+    return image_for(vendor, agent_backend(spec, settings), settings.image, settings.images)
+
+
+def _security_context(backend: str, settings: AgentSettings) -> dict[str, Any]:
+    """Privileged as root for the backends that open the host's devices; privileged as the image's
+    user for NVIDIA with `settings.privileged`; otherwise the restricted Pod Security profile."""
+    if host_devices(backend) is not None:
+        return {"privileged": True, "runAsUser": 0, "runAsNonRoot": False, "readOnlyRootFilesystem": True}
+    if settings.privileged:
+        return {"privileged": True, "readOnlyRootFilesystem": True}
+    return {
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 def owner_reference(pool: str, uid: str) -> dict[str, Any]:
@@ -180,6 +202,7 @@ def daemonset(
     """The pool's agent DaemonSet (with its spec-hash annotation)."""
     entry = spec.resolve().entry
     nvidia = entry.vendor == catalog.Vendor.NVIDIA
+    backend = agent_backend(spec, settings)
     labels = _labels(pool)
     selector = {"app.kubernetes.io/name": labels["app.kubernetes.io/name"], conventions.POOL_LABEL: pool}
     env: list[dict[str, Any]] = [
@@ -200,7 +223,7 @@ def daemonset(
         resources["limits"] = limits
     container: dict[str, Any] = {
         "name": "agent",
-        "image": agent_image(entry.vendor, settings),
+        "image": agent_image(spec, settings),
         "imagePullPolicy": settings.image_pull_policy,
         "command": ["accelpool-agent"],
         "args": [
@@ -210,7 +233,7 @@ def daemonset(
             "--listen",
             f"0.0.0.0:{settings.port}",
             "--backend",
-            agent_backend(spec, settings),
+            backend,
         ],
         "env": env,
         "ports": [{"name": "metrics", "containerPort": settings.port, "protocol": "TCP"}],
@@ -238,18 +261,10 @@ def daemonset(
     # The root filesystem is read-only; /tmp (CuPy's kernel cache, CUPY_CACHE_DIR) is an emptyDir.
     container["volumeMounts"] = [{"name": "tmp", "mountPath": "/tmp"}]
     pod_spec["volumes"] = [{"name": "tmp", "emptyDir": {}}]
-    if settings.privileged:
-        container["securityContext"] = {"privileged": True, "readOnlyRootFilesystem": True}
+    container["securityContext"] = _security_context(backend, settings)
+    if container["securityContext"].get("privileged"):
         container["volumeMounts"].append({"name": "dev", "mountPath": "/dev"})
         pod_spec["volumes"].append({"name": "dev", "hostPath": {"path": "/dev"}})
-    else:
-        container["securityContext"] = {
-            "runAsNonRoot": True,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        }
     if nvidia and settings.runtime_class:
         pod_spec["runtimeClassName"] = settings.runtime_class
     if settings.priority_class:

@@ -144,12 +144,18 @@ OPTIONS: tuple[_Option, ...] = (
         None,
         "kopf-style liveness URL, e.g. http://0.0.0.0:8081/healthz (wins over --liveness-port)",
     ),
-    _Option("--agent-image", "agent_image", _AGENT_DEFAULTS.image, "agent image of the vendors not in --agent-images"),
+    _Option(
+        "--agent-image",
+        "agent_image",
+        _AGENT_DEFAULTS.image,
+        "agent image of NVIDIA pools, of the vendors not in --agent-images and of simulated backends (fake, cpu)",
+    ),
     _Option(
         "--agent-images",
         "agent_images",
         {},
-        "the agent image per vendor: VENDOR=IMAGE,... (e.g. amd=registry/accelpool-agent-rocm:0.1.0)",
+        "the agent image per vendor, over the defaults "
+        f"({_pairs(_AGENT_DEFAULTS.images)}): VENDOR=IMAGE,... (e.g. amd=registry/accelpool-agent-rocm:0.1.0)",
         parse=_per_vendor,
     ),
     _Option(
@@ -182,7 +188,8 @@ OPTIONS: tuple[_Option, ...] = (
         "--agent-privileged",
         "agent_privileged",
         False,
-        "run agents privileged with the host's /dev (instead of relying on the NVIDIA runtime)",
+        "run agents privileged with the host's /dev (instead of relying on the NVIDIA runtime); the amdsmi, "
+        "neuron and tpu backends always run so",
         parse=_bool,
     ),
     _Option(
@@ -205,7 +212,7 @@ OPTIONS: tuple[_Option, ...] = (
         "--resync-interval",
         "resync_seconds",
         300.0,
-        "re-read ConfigMaps, DaemonSets, NodePools this often",
+        "re-read ConfigMaps, DaemonSets, NodePools, Kueue's flavors and queues this often",
         parse=seconds,
     ),
     _Option(
@@ -319,7 +326,7 @@ class OperatorConfig:
         agent = AgentSettings(
             namespace=values.get("agent_namespace") or namespace,
             image=values.get("agent_image") or _AGENT_DEFAULTS.image,
-            images=dict(values.get("agent_images") or {}),
+            images={**_AGENT_DEFAULTS.images, **(values.get("agent_images") or {})},
             image_pull_policy=values.get("agent_image_pull_policy") or _AGENT_DEFAULTS.image_pull_policy,
             backend=values.get("agent_backend") or None,
             backends={**VENDOR_BACKENDS, **(values.get("agent_backends") or {})},

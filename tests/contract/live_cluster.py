@@ -12,7 +12,11 @@ restarted with `--fault` when the node carries the demo's fault annotation. `run
   DaemonSet pods), node B's has `1:slow-matmul=4,hot,pcie-degraded,nvlink-errors=6` (GPU 1 is slow,
   at its slowdown temperature, on a half-width PCIe link and counting NVLink replays at 6 a minute,
   a warning; the circuit breaker refuses to quarantine B too);
-- pool `inference` (1 node, C) is healthy.
+- pool `inference` (1 node, C) is healthy;
+- one pool of each other vendor's accelerator (`VENDOR_POOLS`: MI300X on 2 nodes, Trainium2 and TPU v5p
+  on 1; their agents simulate that vendor's devices): device 1 of the first node of each has the
+  vendor-neutral `fatal` fault (the MI300X's also an XGMI link down), so each pool is Degraded with that
+  node quarantined; the second MI300X node is healthy and serving.
 
 Faults a test injects while Prometheus watches: `break_the_api()` (ConfigMap writes fail with
 HTTP 500 while pool `batch` is created, so a reconcile pass really fails), `kill_agent(node)`,
@@ -51,6 +55,11 @@ POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 TRAINING, INFERENCE, BATCH = "llm-training", "inference", "batch"
 XID_FAULT = "0:xid=79,nvlink-down,ib-down"
 SLOW_HOT_FAULT = "1:slow-matmul=4,hot,pcie-degraded,nvlink-errors=6"
+VENDOR_POOLS = {  # vendor label → (pool, accelerator, the demo fleet's nodes, the fault of the first one's agent)
+    "amd": ("mi300x", "MI300X:8", ("mi300x-1", "mi300x-2"), "1:fatal,nvlink-down"),
+    "aws": ("trainium2", "Trainium2:16", ("trn2-1",), "1:fatal"),
+    "google": ("tpu-v5p", "TPU-v5p:4", ("tpu-v5p-1",), "1:fatal"),
+}
 T = TypeVar("T")
 
 
@@ -68,12 +77,12 @@ async def _terminate(process: asyncio.subprocess.Process) -> None:
             await process.wait()
 
 
-def _pool(name: str, nodes: int, health: dict[str, Any]) -> dict[str, Any]:
+def _pool(name: str, nodes: int, health: dict[str, Any], accelerator: str = "H100:8") -> dict[str, Any]:
     return {
         "apiVersion": api.API_VERSION,
         "kind": api.KIND,
         "metadata": {"name": name},
-        "spec": {"accelerator": "H100:8", "nodes": nodes, "health": health},
+        "spec": {"accelerator": accelerator, "nodes": nodes, "health": health},
     }
 
 
@@ -88,6 +97,10 @@ class Topology:
     faulty_xid: str = ""
     faulty_slow_hot: str = ""
     healthy_inference: str = ""
+    vendor_nodes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """vendor label (amd, aws, google) → (its pool's faulty node, the pool): `fatal` on device 1."""
+    healthy_vendor_nodes: tuple[str, ...] = ()
+    """The other vendors' members without a fault."""
 
 
 class LiveCluster:
@@ -108,7 +121,7 @@ class LiveCluster:
 
     @classmethod
     @contextlib.contextmanager
-    def running(cls, *, timeout: float = 150.0) -> Iterator[LiveCluster]:
+    def running(cls, *, timeout: float = 240.0) -> Iterator[LiveCluster]:
         workdir = Path(tempfile.mkdtemp(prefix="accelpool-live-"))
         live = cls(workdir)
         live.thread.start()
@@ -167,7 +180,10 @@ class LiveCluster:
         await client.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd.custom_resource_definition())
         await install_prerequisites(client, NAMESPACE)
         fleet = cluster.nodes(cluster.parse(cluster.DEFAULT_FLEET.read_text()))
-        for node in [n for n in fleet if n["metadata"]["name"].startswith("h100-")][:3]:
+        vendor_nodes = {node for _, _, nodes, _ in VENDOR_POOLS.values() for node in nodes}
+        for node in [n for n in fleet if n["metadata"]["name"].startswith("h100-")][:3] + [
+            n for n in fleet if n["metadata"]["name"] in vendor_nodes
+        ]:
             await client.create("/api/v1/nodes", node)
         command = [
             str(Path(sys.executable).parent / "accelpool"),
@@ -258,13 +274,36 @@ class LiveCluster:
         await inject(node_b, SLOW_HOT_FAULT)
         await self._until("the circuit breaker of llm-training open", breaker_open)
         await self._until("the agents running with their faults", agents_settled)
+        await self._vendor_pools(inject)
         pools = {node_a: TRAINING, node_b: TRAINING, node_c: INFERENCE}
+        pools |= {node: pool for pool, _, nodes, _ in VENDOR_POOLS.values() for node in nodes}
         self.topology.agents = {n: (f"127.0.0.1:{kubelet.agents[n].port}", pool) for n, pool in pools.items()}
         self.topology.faulty_xid, self.topology.faulty_slow_hot, self.topology.healthy_inference = (
             node_a,
             node_b,
             node_c,
         )
+
+    async def _vendor_pools(self, inject: Callable[[str, str], Awaitable[None]]) -> None:
+        """Each other vendor's pool Ready, then its node's `fatal` fault, and the node quarantined."""
+        assert self.client is not None
+        for pool, accelerator, nodes, _ in VENDOR_POOLS.values():
+            await self.client.create(POOLS, _pool(pool, len(nodes), {}, accelerator))
+
+        async def phases(wanted: str) -> bool:
+            return all([(await self._status(pool)).get("phase") == wanted for pool, *_ in VENDOR_POOLS.values()])
+
+        await self._until("every vendor's pool Ready", lambda: phases("Ready"), within=90)
+        for _, _, (node, *_), fault in VENDOR_POOLS.values():
+            await inject(node, fault)
+
+        async def quarantined() -> bool:
+            statuses = [await self._status(pool) for pool, *_ in VENDOR_POOLS.values()]
+            return all(status.get("nodes", {}).get("quarantined") == 1 for status in statuses)
+
+        await self._until("every vendor's node quarantined", quarantined, within=60)
+        self.topology.vendor_nodes = {vendor: (nodes[0], pool) for vendor, (pool, _, nodes, _) in VENDOR_POOLS.items()}
+        self.topology.healthy_vendor_nodes = tuple(n for _, _, nodes, _ in VENDOR_POOLS.values() for n in nodes[1:])
 
     # ------------------------------------------------------------ faults injected while Prometheus watches
 

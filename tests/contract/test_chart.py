@@ -230,7 +230,12 @@ def test_operator_flags_parse_with_the_defaults(default_objects: Objects) -> Non
         "ghcr.io/accelpool/accelpool-agent:0.1.0",
     )
     assert agent.backends == {"nvidia": "nvml", "amd": "amdsmi", "aws": "neuron", "google": "tpu"}
-    assert agent.images == {}
+    assert agent.images == {
+        "amd": "ghcr.io/accelpool/accelpool-agent-rocm:0.1.0",
+        "aws": "ghcr.io/accelpool/accelpool-agent-neuron:0.1.0",
+        "google": "ghcr.io/accelpool/accelpool-agent-tpu:0.1.0",
+    }
+    assert agent.images == operator_render.AgentSettings().images, "the chart and the operator default alike"
     assert (agent.backend, agent.runtime_class, agent.privileged, agent.priority_class) == (
         None,
         "nvidia",

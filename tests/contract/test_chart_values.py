@@ -93,7 +93,18 @@ def test_each_vendors_agent_image_and_backend_reach_the_operator(helm: str) -> N
     agent = operator_config(render(helm, set_values=values)).agent
     assert agent.images == {
         "amd": "registry.example/accelpool-agent-rocm:2.0",
+        "aws": "ghcr.io/accelpool/accelpool-agent-neuron:2.0",
         "google": "registry.example/accelpool-agent-tpu:3.0",
     }
     assert agent.backends == {"nvidia": "nvml", "amd": "amdsmi", "aws": "cpu", "google": "tpu"}
     assert operator_config(render(helm, set_values=["agent.backend=fake"])).agent.backend == "fake"
+
+
+def test_a_digest_pins_only_its_own_vendors_agent_image(helm: str) -> None:
+    """agent.image.digest is the NVIDIA image's: the other vendors keep their tags unless given theirs."""
+    digest, amd_digest = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    values = [f"agent.image.digest={digest}", f"agent.images.amd.digest={amd_digest}"]
+    agent = operator_config(render(helm, set_values=values)).agent
+    assert agent.image == f"ghcr.io/accelpool/accelpool-agent@{digest}"
+    assert agent.images["amd"] == f"ghcr.io/accelpool/accelpool-agent-rocm@{amd_digest}"
+    assert agent.images["google"] == "ghcr.io/accelpool/accelpool-agent-tpu:0.1.0"

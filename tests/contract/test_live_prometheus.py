@@ -1,8 +1,11 @@
 """Proof that every dashboard and alert query is real: a real Prometheus scrapes the real operator
-and real device agents (tests/contract/live_cluster.py) while faults are injected, and evaluates
+and real device agents (tests/contract/live_cluster.py: NVIDIA pools, and an MI300X, a Trainium2 and a
+TPU v5p pool whose agents simulate those vendors' devices) while faults are injected, and evaluates
 
 - every expression of every panel of the committed dashboards, with the template variables as
-  "All" (`.*`) and as a multi-selection of real values: each returns data;
+  "All" (`.*`): each returns data; and as a multi-selection of real values of each vendor's pool, node,
+  devices and `vendor`: each returns that vendor's series, except the panels of readings the vendor's
+  tool does not report (`NOT_REPORTED`, exactly those: such a panel returns nothing);
 - every template variable's query: each offers values;
 - every alert expression of charts/accelpool/files/alerts.yaml: it is true exactly for what the
   injected faults broke (and for nothing healthy), and false where nothing is broken.
@@ -29,7 +32,7 @@ from tests.conftest import require_tool
 from tests.contract.live_cluster import BATCH, INFERENCE, NAMESPACE, TRAINING, LiveCluster, Topology
 from tests.contract.prometheus import Prometheus, ScrapeTarget, wait_for
 
-pytestmark = [pytest.mark.contract, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.contract, pytest.mark.timeout(420)]
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((ROOT / "charts" / "accelpool" / "dashboards").glob("*.json"))
@@ -121,22 +124,95 @@ def _all(_: Topology) -> dict[str, str]:
     return {"pool": ".*", "node": ".*", "vendor": ".*", "gpu": ".*", "__rate_interval": RATE_INTERVAL}
 
 
-def _selected(topology: Topology) -> dict[str, str]:
-    """A multi-selection of real values, rendered as Grafana does for a regex matcher: (a|b)."""
-    nodes = f"({topology.faulty_xid}|{topology.faulty_slow_hot})"
-    selected = {"pool": f"({TRAINING})", "node": nodes, "vendor": "(nvidia)", "gpu": "(0|1)"}
+def _selected(topology: Topology, vendor: str) -> dict[str, str]:
+    """A multi-selection of one vendor's real values, rendered as Grafana does for a regex matcher: (a|b)."""
+    pool = TRAINING if vendor == "nvidia" else topology.vendor_nodes[vendor][1]
+    nodes = sorted(node for node, (_, member_of) in topology.agents.items() if member_of == pool)
+    selected = {"pool": f"({pool})", "node": f"({'|'.join(nodes)})", "vendor": f"({vendor})", "gpu": "(0|1)"}
     return {**selected, "__rate_interval": RATE_INTERVAL}
 
 
-SELECTIONS: dict[str, Callable[[Topology], dict[str, str]]] = {"all": _all, "selected": _selected}
+VENDORS = ("nvidia", "amd", "aws", "google")
+NVIDIA_ONLY = {  # NVML's alone: row remapping, NVSwitch fabric registration, P-states
+    "gpu-node / ECC errors and remapped rows [B]",
+    "gpu-node / NVSwitch fabric [A]",
+    "gpu-node / Performance state [A]",
+}
+NO_COMPUTE = {  # Neuron and TPU devices are judged without the agent's CuPy/NumPy compute checks
+    "accelerator-pools / Measured vs expected TFLOPS [A]",
+    "accelerator-pools / Matmul efficiency, worst GPU [A]",
+    "gpu-node / Matmul TFLOPS [A]",
+    "gpu-node / Matmul efficiency [A]",
+    "gpu-node / Memory bandwidth [A]",
+}
+NOT_MONITORED = {  # neuron-monitor's report and libtpu's metrics have no temperature, power, clocks, PCIe, links,
+    # driver events; their hosts' EFA / DCN NICs are no sysfs InfiniBand ports
+    "accelerator-pools / Power [A]",
+    "accelerator-pools / Power [B]",
+    "accelerator-pools / Temperature [A]",
+    "accelerator-pools / Temperature [B]",
+    "accelerator-pools / Driver error events [A]",
+    "gpu-node / Temperature [A]",
+    "gpu-node / Temperature [B]",
+    "gpu-node / Power [A]",
+    "gpu-node / Power [B]",
+    "gpu-node / SM clock [A]",
+    "gpu-node / SM clock [B]",
+    "gpu-node / Clock throttling [A]",
+    "gpu-node / Driver error events [A]",
+    "gpu-node / PCIe link width [A]",
+    "gpu-node / PCIe link width [B]",
+    "gpu-node / Peer links down [A]",
+    "gpu-node / Peer link errors per minute [A]",
+    "gpu-node / PCIe link generation [A]",
+    "gpu-node / PCIe link generation [B]",
+    "gpu-node / InfiniBand ports [A]",
+    "gpu-node / InfiniBand errors per minute [A]",
+}
+NEURON_CORES, TPU_CORES = "gpu-node / Core utilization [A]", "gpu-node / Core utilization [B]"
+TPU_NO_ECC = {
+    "accelerator-pools / ECC errors since the driver loaded [A]",
+    "gpu-node / ECC errors and remapped rows [A]",
+}
+QUIET_POOLS = {  # the scenario: nothing warns and nothing is drained in the other vendors' pools
+    "accelerator-pools / Checks failing and warning [B]",
+    "accelerator-pools / Drain evictions [A]",
+}
+NOT_REPORTED: dict[str, set[str]] = {
+    "nvidia": {NEURON_CORES, TPU_CORES},
+    "amd": NVIDIA_ONLY | QUIET_POOLS | {NEURON_CORES, TPU_CORES},
+    "aws": NVIDIA_ONLY | QUIET_POOLS | NO_COMPUTE | NOT_MONITORED | {TPU_CORES},
+    "google": NVIDIA_ONLY | QUIET_POOLS | NO_COMPUTE | NOT_MONITORED | TPU_NO_ECC | {NEURON_CORES},
+}
+"""vendor → the panels (`dashboard / title [refId]`) with no data for its devices, and why (comments above)."""
 
 
-@pytest.mark.parametrize("selection", SELECTIONS)
 @pytest.mark.parametrize(("dashboard", "panel", "expr"), _dashboard_targets())
-def test_every_dashboard_query_returns_data(live: Live, dashboard: str, panel: str, expr: str, selection: str) -> None:
-    query = _substitute(expr, SELECTIONS[selection](live.topology))
+def test_every_dashboard_query_returns_data(live: Live, dashboard: str, panel: str, expr: str) -> None:
+    query = _substitute(expr, _all(live.topology))
+    assert live.prometheus.query(query), f"{dashboard} / {panel}: no data for {query}"
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+@pytest.mark.parametrize(("dashboard", "panel", "expr"), _dashboard_targets())
+def test_every_dashboard_query_shows_each_vendors_devices(
+    live: Live, dashboard: str, panel: str, expr: str, vendor: str
+) -> None:
+    """With one vendor's pool, nodes and devices selected, a panel shows that vendor's series (and no other
+    vendor's), unless the vendor's tool does not report what it shows: then it shows nothing."""
+    query = _substitute(expr, _selected(live.topology, vendor))
     result = live.prometheus.query(query)
-    assert result, f"{dashboard} / {panel}: no data for {query}"
+    if f"{dashboard} / {panel}" in NOT_REPORTED[vendor]:
+        assert not result, f"{dashboard} / {panel} has {vendor} data after all: {result[:2]}"
+        return
+    assert result, f"{dashboard} / {panel}: no {vendor} data for {query}"
+    vendors = {sample["metric"]["vendor"] for sample in result if "vendor" in sample["metric"]}
+    assert vendors <= {vendor}, f"{dashboard} / {panel}: {vendors} for a selection of {vendor}"
+
+
+def test_every_not_reported_panel_exists() -> None:
+    panels = {f"{dashboard} / {panel}" for dashboard, panel, _ in _dashboard_targets()}
+    assert set().union(*NOT_REPORTED.values()) <= panels
 
 
 @pytest.mark.parametrize(("dashboard", "name", "query"), _variables())
@@ -162,8 +238,14 @@ def _alerts() -> dict[str, str]:
 Expectation = tuple[tuple[str, ...], Callable[[Topology], set[tuple[str, ...]]]]
 EXPECTED: dict[str, Expectation] = {
     # alert: (the labels that identify what fires, exactly what the injected faults make it fire for)
-    "AccelPoolDegraded": (("pool", "phase"), lambda t: {(TRAINING, "Degraded")}),
-    "AccelPoolUnderCapacity": (("pool",), lambda t: {(TRAINING,), (BATCH,)}),
+    "AccelPoolDegraded": (
+        ("pool", "phase"),
+        lambda t: {(TRAINING, "Degraded")} | {(pool, "Degraded") for _, pool in t.vendor_nodes.values()},
+    ),
+    "AccelPoolUnderCapacity": (
+        ("pool",),
+        lambda t: {(TRAINING,), (BATCH,)} | {(pool,) for _, pool in t.vendor_nodes.values()},
+    ),
     "AccelPoolCircuitBreakerOpen": (("pool",), lambda t: {(TRAINING,)}),
     # No drain is blocked and no node handed off in the live cluster (the unit and promtool tests make them fire).
     "AccelPoolDrainBlocked": (("pool",), lambda t: set()),
@@ -171,11 +253,19 @@ EXPECTED: dict[str, Expectation] = {
     # Silent: every node passed burn-in before its fault was injected, and the fake agents run one driver.
     "AccelPoolBurnInStuck": (("pool",), lambda t: set()),
     "AccelPoolDriverVersionMismatch": (("pool",), lambda t: set()),
-    "AccelPoolGPUUnhealthy": (
-        ("pool", "node", "gpu"),
-        lambda t: {(TRAINING, t.faulty_xid, "0"), (TRAINING, t.faulty_slow_hot, "1")},
+    "AccelPoolGPUUnhealthy": (  # the `fatal` fault of each vendor's device 1, judged by the vendor's rules
+        ("pool", "node", "gpu", "vendor"),
+        lambda t: (
+            {(TRAINING, t.faulty_xid, "0", "nvidia"), (TRAINING, t.faulty_slow_hot, "1", "nvidia")}
+            | {(pool, node, "1", vendor) for vendor, (node, pool) in t.vendor_nodes.items()}
+        ),
     ),
     "AccelPoolXIDError": (("pool", "node", "gpu", "xid"), lambda t: {(TRAINING, t.faulty_xid, "0", "79")}),
+    "AccelPoolAMDGPUEvent": (  # RING_HANG, the AMD agent's code 5
+        ("pool", "node", "gpu", "xid"),
+        lambda t: {(t.vendor_nodes["amd"][1], t.vendor_nodes["amd"][0], "1", "5")},
+    ),
+    "AccelPoolXGMILinkDown": (("node", "gpu", "vendor"), lambda t: {(t.vendor_nodes["amd"][0], "1", "amd")}),
     "AccelPoolMatmulBelowPolicy": (("node", "gpu", "check"), lambda t: {(t.faulty_slow_hot, "1", "matmul")}),
     "AccelPoolGPUHighTemperature": (("node", "gpu"), lambda t: {(t.faulty_slow_hot, "1")}),
     "AccelPoolAgentDown": (("node", "pool"), lambda t: {(t.healthy_inference, INFERENCE)}),
@@ -187,9 +277,17 @@ EXPECTED: dict[str, Expectation] = {
     "AccelPoolNVLinkErrors": (("node", "gpu"), lambda t: {(t.faulty_slow_hot, "1")}),
     "AccelPoolPCIeLinkDegraded": (("node", "gpu", "reason"), lambda t: {(t.faulty_slow_hot, "1", "PcieLinkDegraded")}),
     "AccelPoolInfiniBandPortDown": (("node", "device", "port"), lambda t: {(t.faulty_xid, "mlx5_0", "1")}),
-    "AccelPoolNodeActionRecommended": (
+    "AccelPoolNodeActionRecommended": (  # XGMI link down: restart-os; Neuron hardware error: service-required;
+        # a TPU chip gone: restart-os
         ("pool", "node", "action"),
-        lambda t: {(TRAINING, t.faulty_xid, "restart-os"), (TRAINING, t.faulty_slow_hot, "reset-gpu")},
+        lambda t: (
+            {(TRAINING, t.faulty_xid, "restart-os"), (TRAINING, t.faulty_slow_hot, "reset-gpu")}
+            | {
+                (t.vendor_nodes["amd"][1], t.vendor_nodes["amd"][0], "restart-os"),
+                (t.vendor_nodes["aws"][1], t.vendor_nodes["aws"][0], "service-required"),
+                (t.vendor_nodes["google"][1], t.vendor_nodes["google"][0], "restart-os"),
+            }
+        ),
     ),
 }
 
@@ -209,12 +307,14 @@ def test_each_alert_is_true_exactly_for_the_injected_faults(live: Live, alert: s
 
 
 def test_healthy_things_do_not_alert(live: Live) -> None:
-    """Spelled out: the healthy pool, node and GPUs appear in no alert's result."""
+    """Spelled out: the healthy pool, nodes and GPUs of every vendor appear in no alert's result."""
     healthy_gpus = {(live.topology.faulty_xid, "1"), (live.topology.faulty_slow_hot, "0")}
+    healthy_gpus |= {(node, "0") for node, _ in live.topology.vendor_nodes.values()}
     for alert, expr in _alerts().items():
         for sample in live.prometheus.query(expr):
             labels: dict[str, Any] = sample["metric"]
             assert (labels.get("node"), labels.get("gpu")) not in healthy_gpus, (alert, labels)
+            assert labels.get("node") not in live.topology.healthy_vendor_nodes, (alert, labels)
             if alert not in ("AccelPoolAgentDown", "AccelPoolAgentMissing"):
                 assert labels.get("pool") != INFERENCE, (alert, labels)
 

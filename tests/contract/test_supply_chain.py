@@ -1,6 +1,8 @@
 """The images' supply chain: base images pinned by digest (Makefile and Dockerfiles agree), every
 Python package installed from a lock with hashes, each image's lock holding what its code imports
-(the agent's no kopf), and `make install` taking the dev lock."""
+(the agents' no kopf), each vendor's agent image carrying that vendor's libraries at pinned versions
+and built by a make target under the name the operator and the chart run, and `make install`
+taking the dev lock."""
 
 from __future__ import annotations
 
@@ -11,10 +13,13 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from accelpool import agent_access
+from accelpool.api import VENDOR_BACKENDS
 from tests.contract.chart import (
     CHART,
 )
@@ -26,8 +31,15 @@ pytestmark = pytest.mark.contract
 # (No Docker engine runs these tests: the Dockerfiles are read, not built.)
 
 ROOT = CHART.parents[1]
-DOCKERFILES = {"operator": ROOT / "operator" / "Dockerfile", "agent": ROOT / "device-agent" / "Dockerfile"}
-IMAGE_LOCKS = {"operator": "requirements-operator.lock", "agent": "requirements-agent.lock"}
+DOCKERFILES = {
+    "operator": ROOT / "operator" / "Dockerfile",
+    "agent": ROOT / "device-agent" / "Dockerfile",
+    "agent-rocm": ROOT / "device-agent" / "Dockerfile.rocm",
+    "agent-neuron": ROOT / "device-agent" / "Dockerfile.neuron",
+    "agent-tpu": ROOT / "device-agent" / "Dockerfile.tpu",
+}
+IMAGE_LOCKS = {image: f"requirements-{image}.lock" for image in DOCKERFILES}
+AGENT_IMAGES = sorted(image for image in DOCKERFILES if image.startswith("agent"))
 PINNED_IMAGE = re.compile(r"^[a-z0-9][a-z0-9./_-]*:[A-Za-z0-9._-]+@sha256:[0-9a-f]{64}$")
 LOCK_ENTRY = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+?)(?: ; (.+?))? \\$")
 
@@ -65,7 +77,16 @@ def _makefile_value(name: str) -> str:
     return match[1]
 
 
-@pytest.mark.parametrize(("image", "make_variable"), [("operator", "PYTHON_BASE_IMAGE"), ("agent", "CUDA_BASE_IMAGE")])
+@pytest.mark.parametrize(
+    ("image", "make_variable"),
+    [
+        ("operator", "PYTHON_BASE_IMAGE"),
+        ("agent", "CUDA_BASE_IMAGE"),
+        ("agent-rocm", "UBUNTU_BASE_IMAGE"),
+        ("agent-neuron", "UBUNTU_BASE_IMAGE"),
+        ("agent-tpu", "PYTHON_BASE_IMAGE"),
+    ],
+)
 def test_base_images_are_pinned_by_digest(image: str, make_variable: str) -> None:
     """Every FROM resolves to image:tag@sha256:<64 hex>, through a BASE_IMAGE build argument whose
     default is the Makefile's value, which `make images` passes on."""
@@ -105,7 +126,7 @@ def test_images_install_python_packages_only_from_hashed_locks(image: str) -> No
         else:
             assert "--no-deps" in words and words[-1] == "/wheels/*.whl", where
     assert used_locks == {IMAGE_LOCKS[image], "requirements-build.lock"}, path
-    ignore = (path.parent / "Dockerfile.dockerignore").read_text().splitlines()
+    ignore = (path.parent / f"{path.name}.dockerignore").read_text().splitlines()
     for lock in used_locks:
         assert (ROOT / lock).is_file() and f"!{lock}" in ignore, lock
 
@@ -138,7 +159,7 @@ def _lock_inputs(lock: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("lock", ["dev", "operator", "agent"])
+@pytest.mark.parametrize("lock", ["dev", "operator", *AGENT_IMAGES])
 def test_locks_pin_every_declared_dependency(lock: str) -> None:
     """Every dependency the pyproject.toml files declare (for that install) is pinned == with hashes, at
     a version its specifier accepts, for CPython 3.11 and 3.12; `make lock` rewrites them after a change."""
@@ -156,17 +177,93 @@ def test_locks_pin_every_declared_dependency(lock: str) -> None:
             )
 
 
-def test_the_agent_image_carries_no_kopf_and_the_operator_image_no_emulator() -> None:
-    """The agent's lock (its image's only source of packages) holds no kopf; the operator's no kmock,
+def test_the_agent_images_carry_no_kopf_and_the_operator_image_no_emulator() -> None:
+    """The agents' locks (their images' only source of packages) hold no kopf; the operator's no kmock,
     no NVML and no NumPy: each image carries what its own code imports."""
-    agent, operator = _lock("requirements-agent.lock"), _lock("requirements-operator.lock")
-    assert "kopf" not in agent and "kmock" not in agent
+    operator = _lock("requirements-operator.lock")
+    for image in AGENT_IMAGES:
+        agent = _lock(IMAGE_LOCKS[image])
+        assert "kopf" not in agent and "kmock" not in agent, image
     assert not {"kmock", "nvidia-ml-py", "numpy", "cupy-cuda12x"} & set(operator)
     for image, path in DOCKERFILES.items():
         copied = [rest.split()[0] for instruction, rest in _instructions(path) if instruction == "COPY"]
         assert not any(c.startswith("demo") for c in copied), image
         other = "device-agent" if image == "operator" else "operator"
         assert not any(c.startswith(f"{other}/") for c in copied), (image, copied)
+
+
+# ---- One agent image per vendor: its libraries, its backend, its make target, its name.
+
+VENDOR_IMAGES = {"nvidia": "agent", "amd": "agent-rocm", "aws": "agent-neuron", "google": "agent-tpu"}
+"""Catalog vendor → its agent image (the key of DOCKERFILES)."""
+VENDOR_PACKAGES = {
+    "agent": ({"nvidia-ml-py", "cupy-cuda12x", "ml-dtypes"}, {"amdsmi", "libtpu"}),
+    "agent-rocm": ({"amdsmi", "cupy-rocm-7-0", "ml-dtypes"}, {"cupy-cuda12x", "libtpu"}),
+    "agent-neuron": (set(), {"cupy-cuda12x", "cupy-rocm-7-0", "amdsmi", "libtpu", "tpu-info"}),
+    "agent-tpu": ({"libtpu", "tpu-info"}, {"cupy-cuda12x", "cupy-rocm-7-0", "amdsmi"}),
+}
+"""Each agent image's lock: (what it must carry, what belongs to another vendor's image)."""
+MAKE_TARGETS = {
+    "agent": "images",
+    "agent-rocm": "images-amd",
+    "agent-neuron": "images-aws",
+    "agent-tpu": "images-google",
+}
+
+
+def _final_env(path: Path) -> dict[str, str]:
+    """The ENV of a Dockerfile's last stage (KEY=VALUE pairs)."""
+    instructions = _instructions(path)
+    last = max(i for i, (instruction, _) in enumerate(instructions) if instruction == "FROM")
+    pairs = " ".join(rest for instruction, rest in instructions[last:] if instruction == "ENV").split()
+    return dict(pair.split("=", 1) for pair in pairs if "=" in pair)
+
+
+@pytest.mark.parametrize(("vendor", "image"), sorted(VENDOR_IMAGES.items()))
+def test_each_vendors_agent_image_carries_its_libraries_and_runs_its_backend(vendor: str, image: str) -> None:
+    """The lock holds the vendor's Python libraries and no other vendor's; the image defaults to the
+    vendor's backend (what `accelpool-agent run` takes without --backend), and its build imports them."""
+    path = DOCKERFILES[image]
+    pins = set(_lock(IMAGE_LOCKS[image]))
+    carried, foreign = VENDOR_PACKAGES[image]
+    assert carried <= pins, f"{IMAGE_LOCKS[image]} lacks {sorted(carried - pins)}"
+    assert not foreign & pins, f"{IMAGE_LOCKS[image]} carries another vendor's {sorted(foreign & pins)}"
+    assert _final_env(path)["ACCELPOOL_AGENT_BACKEND"] == VENDOR_BACKENDS[vendor], path
+    imports = " ".join(rest for instruction, rest in _instructions(path) if instruction == "RUN")
+    for module in {"amdsmi": "amdsmi", "cupy-rocm-7-0": "cupy", "libtpu": "libtpu", "tpu-info": "tpu_info"}.items():
+        if module[0] in carried:
+            assert re.search(rf'python -c "import [^"]*\b{module[1]}\b', imports), f"{path} never imports {module[1]}"
+
+
+@pytest.mark.parametrize(("vendor", "image"), sorted(VENDOR_IMAGES.items()))
+def test_each_vendors_agent_image_has_a_make_target_under_the_name_the_operator_runs(vendor: str, image: str) -> None:
+    """`make <target>` builds the Dockerfile, tagged with the repository the operator and the chart
+    default to for that vendor (`accelpool.agent_access`, values.yaml agent.images)."""
+    makefile = (ROOT / "Makefile").read_text()
+    target = MAKE_TARGETS[image]
+    recipe = makefile.split(f"\n{target}:", 1)[1].split("\n\n", 1)[0].replace("\\\n", " ")
+    dockerfile = f"-f {DOCKERFILES[image].relative_to(ROOT)} "
+    build = next((line for line in recipe.splitlines() if "docker build" in line and dockerfile in line), "")
+    tag_variable = re.search(r"-t \$\((\w+)\)", build)
+    assert tag_variable, f"make {target} does not build {dockerfile} with -t $(VARIABLE): {recipe}"
+    built = _makefile_value(tag_variable[1]).rsplit(":", 1)[0].rsplit("/", 1)[1]
+    operator_default = agent_access.DEFAULT_VENDOR_IMAGES.get(vendor, agent_access.DEFAULT_AGENT_IMAGE)
+    assert operator_default.rsplit(":", 1)[0].rsplit("/", 1)[1] == built
+    values = yaml.safe_load((CHART / "values.yaml").read_text())["agent"]
+    chart = values["images"].get(vendor, values["image"])["repository"]
+    assert chart.rsplit("/", 1)[1] == built
+
+
+def test_vendor_system_packages_come_from_a_pinned_release() -> None:
+    """What a vendor's apt repository gives is pinned: ROCm by the release in the repository's path,
+    neuron-monitor by aws-neuronx-tools' version (one Neuron SDK release's)."""
+    rocm = DOCKERFILES["agent-rocm"].read_text()
+    assert re.search(r"^ARG ROCM_VERSION=\d+\.\d+\.\d+$", rocm, re.MULTILINE)
+    assert "https://repo.radeon.com/rocm/apt/${ROCM_VERSION} noble main" in rocm
+    neuron = DOCKERFILES["agent-neuron"].read_text()
+    assert re.search(r"^ARG NEURON_TOOLS_VERSION=\d+\.\d+\.\d+\.\d+$", neuron, re.MULTILINE)
+    assert '"aws-neuronx-tools=${NEURON_TOOLS_VERSION}*"' in neuron
+    assert "PATH=/opt/accelpool/bin:/opt/aws/neuron/bin:" in neuron, "neuron-monitor must be on PATH"
 
 
 def test_build_lock_pins_the_build_backend() -> None:

@@ -46,6 +46,12 @@ the scale subresource in tests/integration/demo/test_apiserver.py):
   columns), nodes (NAME STATUS ROLES AGE VERSION) and PodDisruptionBudgets (`tables`);
 - kopf's peering resources (`clusterkopfpeerings.kopf.dev`, `kopfpeerings.kopf.dev`, v1), so operators
   can peer through it;
+- custom resources (`crds`): a stored CustomResourceDefinition's served versions are served at once
+  (discovery with kind, scope, short names, categories and the status subresource) and stop when it is
+  deleted; their objects get the schema's defaults, unknown fields pruned (400 with
+  `fieldValidation=Strict`), the structural schema (`structural`) and, when a test gives the store an
+  evaluator (`Store.cel`), the CRD's CEL rules, each refusal a 422 naming the fields (how the tests
+  install Kueue's published CRDs: tests/kueue.py);
 - for tests: refusals injected before anything is written (`ApiServer.fail`), kmock's reactions (a
   write stored and its answer replaced), a log of served requests with their User-Agent and status
   (`ApiServer.served`), listeners told of every request, direct access to the stored objects
@@ -61,7 +67,8 @@ demo's kubelet play those; no ReplicaSet replaces an evicted pod); a kubelet's v
 (its phase and Ready stay as they were until it is removed; a node that is down still lets it go);
 defaulting of pods (no terminationGracePeriodSeconds of 30: without one a pod is deleted at once);
 admission other than the above (no quotas, LimitRanges, Pod Security, webhooks other than accelpool's,
-defaulting or validation of other built-in kinds); strategic-merge directives and merge keys other
+defaulting or validation of other built-in kinds; the CEL rules of installed CRDs without `Store.cel`, their
+version conversion, `format` checks and printer columns); strategic-merge directives and merge keys other
 than conditions; field selectors restricted to the fields each kind supports; list pagination
 (`limit`, `continue`), `dryRun` (an eviction or DELETE asking for it is a 400), `resourceVersionMatch`,
 bookmarks; collection deletes; OpenAPI v2 and built-in kinds' OpenAPI; tables of other kinds beyond

@@ -70,6 +70,8 @@ class ApiServer(kmock.KubernetesScaffold):
     _closing: bool = attrs.field(default=False, init=False)
     _own_reactions: int = attrs.field(default=0, init=False)
     """How many reactions the server itself has: more means a test added one (see the module docstring)."""
+    _custom_generation: int = attrs.field(default=0, init=False)
+    _custom_keys: set[str] = attrs.field(factory=set, init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -151,8 +153,21 @@ class ApiServer(kmock.KubernetesScaffold):
             del self._routing[task]
             self._log(request, status)
 
+    def _serve_custom_resources(self) -> None:
+        """Discovery and routing follow the stored CRDs (`crds`): their served versions in, deleted ones out."""
+        custom = self.store.custom
+        if custom.generation == self._custom_generation:
+            return
+        self._custom_generation = custom.generation
+        for key in self._custom_keys - set(custom.served):
+            del self.resources[key]
+        for key, served in custom.served.items():
+            self.resources[key] = served.info
+        self._custom_keys = set(custom.served)
+
     async def _respond(self, request: kmock.Request, task: asyncio.Task[Any]) -> aiohttp.web.StreamResponse:
         await self.store.settle()
+        self._serve_custom_resources()
         method, path = request.method.value, request.url.path
         for fault in self.faults:
             if fault.matches(method, path):
@@ -164,6 +179,7 @@ class ApiServer(kmock.KubernetesScaffold):
             return aiohttp.web.json_response(found)
         if request.resource is not None and request.method in _WRITES:
             self._results[task] = await self._write(request)
+            self._serve_custom_resources()
             if len(self._payloads) == self._own_reactions:
                 status, written = self._results[task]
                 return aiohttp.web.json_response(written, status=status)
@@ -238,7 +254,10 @@ class ApiServer(kmock.KubernetesScaffold):
             return await self._apply(request, resource, name, strict=strict)
         if request.method == kmock.method.PATCH and patch is None:
             raise resources.error(415, "UnsupportedMediaType", "the body of the request was in an unknown format")
-        if patch == "strategic" and resources.key_of(resource) in resources.CUSTOM:
+        custom = (
+            resources.key_of(resource) in resources.CUSTOM or resources.key_of(resource) in self.store.custom.served
+        )
+        if patch == "strategic" and custom:
             raise resources.error(
                 415, "UnsupportedMediaType", "strategic merge patch is not supported for custom resources"
             )

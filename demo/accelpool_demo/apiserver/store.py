@@ -25,7 +25,7 @@ from typing import Any
 
 import kmock
 
-from accelpool_demo.apiserver import admission, apply, disruption, eviction, pods, resources, writes
+from accelpool_demo.apiserver import admission, apply, crds, disruption, eviction, pods, resources, writes
 from accelpool_demo.apiserver.events import Event, EventLog
 from accelpool_demo.apiserver.pods import DeleteOptions
 from accelpool_demo.apiserver.writes import JsonObject
@@ -64,6 +64,10 @@ class Store:
         """When an evicted pod's entry in a budget's disruptedPods expires."""
         self._terminating: dict[Key, float] = {}
         """Pods in a graceful deletion, and when it ends."""
+        self.custom = crds.CustomResources()
+        """The resources the stored CustomResourceDefinitions serve (`crds`)."""
+        self.cel: crds.CelRules | None = None
+        """Evaluates installed CRDs' CEL rules (None: they are not evaluated; a test gives one)."""
 
     # ------------------------------------------------------------ reading
 
@@ -98,6 +102,8 @@ class Store:
     def _publish(self, key: Key, kind: str, obj: JsonObject, previous: JsonObject | None = None) -> None:
         self.events.publish(Event(self.version, key[0], kind, obj, previous))
         resource_key = resources.key_of(key[0])
+        if resource_key == crds.CRDS:
+            self.custom.define(key[2], None if kind == "DELETED" else obj)
         if resource_key in BUDGET_INPUTS:
             self._unsynced.add(key[1])
         if resource_key == resources.PODS:
@@ -173,6 +179,8 @@ class Store:
         strict: bool,
     ) -> JsonObject:
         key = resources.key_of(resource)
+        if key in self.custom.served:
+            return self.custom.admit(key, obj, current, strict=strict, cel=self.cel)
         if key == resources.POOLS:
             return admission.admit_pool(obj, current, strict=strict, webhook=self._webhook)
         if key == resources.PODS and current is None:
@@ -197,7 +205,7 @@ class Store:
         async with self.lock:
             current = self.current(resource, namespace, name)
             candidate = change(current)
-            if subresource is None:
+            if subresource is None or resources.key_of(resource) in self.custom.served:
                 candidate = self._admit(resource, namespace, candidate, current, strict=strict)
             version = str(self.version + 1)
             result = writes.updated(

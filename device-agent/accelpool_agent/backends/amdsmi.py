@@ -35,6 +35,7 @@ from typing import Any
 
 from accelpool_agent.backends import amdsmi_device
 from accelpool_agent.backends.amdsmi_device import AmdSmiCalls, AmdSmiDeadError, GpuLostError
+from accelpool_agent.backends.amdsmi_status import QUIET_STATUSES
 from accelpool_agent.backends.infiniband import SysfsInfiniband
 from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask
 from accelpool_agent.model import DeviceInfo, DriverVersions, IbPort, Telemetry, XidEvent
@@ -233,7 +234,7 @@ class AmdSmiBackend:
         try:
             raw = self._readers[0].read(0, EVENTS_PER_READ)
         except Exception as error:
-            if self._calls.code(error) not in (amdsmi_device.NO_DATA, amdsmi_device.TIMEOUT):
+            if self._calls.status(error) not in QUIET_STATUSES:
                 log.warning("reading amdsmi events: %s", error)
             return []
         events = []

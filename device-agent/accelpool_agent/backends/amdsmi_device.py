@@ -16,7 +16,9 @@ returns them:
   `average_socket_power` (MI200) in W;
   `amdsmi_get_power_cap_info` → `power_cap` in µW; `amdsmi_get_energy_count` → the accumulator in
   units of `counter_resolution` µJ;
-- `amdsmi_get_clock_info(h, AmdSmiClkType)` → `clk` / `max_clk` in MHz;
+- `amdsmi_get_clock_info(h, AmdSmiClkType)` → `clk` / `max_clk` in MHz (`cur_clk` in amdsmi's first
+  releases, whose interface also passed 0xFFFF, "no value", through unfiltered: such a reading, and an
+  activity above 100%, is no data, as today's `_validate_if_max_uint` makes it "N/A");
 - `amdsmi_get_pcie_info` → `pcie_metric.pcie_speed` (current, MT/s), `pcie_width`,
   `pcie_static.max_pcie_speed` (MT/s), `max_pcie_width`; the generation follows from the rate;
 - `amdsmi_get_gpu_total_ecc_count` and `amdsmi_get_gpu_ecc_count(h, AmdSmiGpuBlock)` →
@@ -39,31 +41,14 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from accelpool_agent.backends.amdsmi_status import DEAD_STATUSES, LOST_STATUSES, NO_DATA_STATUSES, status_name
 from accelpool_agent.model import DeviceInfo, EccCounts, NvLink, PcieLink, RetiredPages, Telemetry
 from accelpool_core import catalog
 
 log = logging.getLogger(__name__)
 
-# amdsmi_status_t (include/amd_smi/amdsmi.h; py-interface/amdsmi_wrapper.py holds the same values)
-NOT_SUPPORTED = 2
-NOT_YET_IMPLEMENTED = 3
-FAIL_LOAD_MODULE = 4
-FAIL_LOAD_SYMBOL = 5
-DRM_ERROR = 6
-TIMEOUT = 8
-IO = 12
-INIT_ERROR = 18
-NOT_FOUND = 31
-NOT_INIT = 32
-NO_DATA = 40
-NO_DATA_CODES = frozenset({NOT_SUPPORTED, NOT_YET_IMPLEMENTED, NO_DATA})
-""""No data": the GPU or driver does not report this reading."""
-LOST_CODES = frozenset({NOT_FOUND, IO, DRM_ERROR})
-"""The GPU stopped answering: its device is gone (NOT_FOUND) or its sysfs / DRM reads fail."""
-DEAD_CODES = frozenset({NOT_INIT, INIT_ERROR, FAIL_LOAD_MODULE, FAIL_LOAD_SYMBOL})
-"""amdsmi itself is not working: not initialised, or its library failed to load."""
-
 _NA = "N/A"
+UINT16_NO_VALUE = 0xFFFF
 PAGE_PENDING = 1
 """AMDSMI_MEM_PAGE_STATUS_PENDING (amdsmi.h): a bad page not yet retired (0 RESERVED, 2 UNRESERVABLE)."""
 _MIB = 2**20
@@ -101,10 +86,9 @@ class AmdSmiCalls:
         self.errors = errors
         """Calls that failed for another reason, by amdsmi function name."""
 
-    def code(self, error: BaseException) -> int | None:
-        get = getattr(error, "get_error_code", None)
-        value = get() if callable(get) else None
-        return int(value) if isinstance(value, int) else None
+    def status(self, error: BaseException) -> str | None:
+        """The `AmdSmiRetCode` name of an amdsmi exception's status (`amdsmi_status.status_name`)."""
+        return status_name(self.module, error)
 
     def get(self, function: str, *args: Any) -> Any:
         """Call an amdsmi function: None for "no data" (and for a function this version lacks);
@@ -116,12 +100,12 @@ class AmdSmiCalls:
         try:
             return fn(*args)
         except Exception as error:  # the library's own, and its ctypes or lookup failures: never ours to raise
-            code = self.code(error)
-            if code in NO_DATA_CODES:
+            status = self.status(error)
+            if status in NO_DATA_STATUSES:
                 return None
-            if code in LOST_CODES:
+            if status in LOST_STATUSES:
                 raise GpuLostError(f"{function}: {error}") from error
-            if code in DEAD_CODES:
+            if status in DEAD_STATUSES:
                 raise AmdSmiDeadError(f"{function}: {error}") from error
             self.errors[function] += 1
             log.debug("%s failed: %s: %s", function, type(error).__name__, error)
@@ -148,6 +132,17 @@ def field(data: Any, *keys: str) -> float | None:
         if value is not None:
             return value
     return None
+
+
+def percent(data: Any, key: str) -> float | None:
+    """An activity in percent; None above 100 (amdsmi's `_validate_if_max_uint(isActivity=True)` rule)."""
+    value = field(data, key)
+    return value if value is not None and value <= 100 else None
+
+
+def _not_sentinel(value: float | None) -> float | None:
+    """None for 0xFFFF, the "no value" of a 16-bit reading that amdsmi's first releases passed through."""
+    return None if value == UINT16_NO_VALUE else value
 
 
 def detect_model(*names: str | None) -> catalog.Accelerator | None:
@@ -202,7 +197,7 @@ def read(calls: AmdSmiCalls, index: int, handle: Any) -> Telemetry:
     if temperature is None:
         temperature = field(metrics, "temperature_hotspot", "temperature_edge")
     used, total = field(vram, "vram_used"), field(vram, "vram_total")
-    gfx_activity, umc_activity = field(activity, "gfx_activity"), field(activity, "umc_activity")
+    gfx_activity, umc_activity = percent(activity, "gfx_activity"), percent(activity, "umc_activity")
     return Telemetry(
         index=index,
         utilization_ratio=gfx_activity / 100.0 if gfx_activity is not None else None,
@@ -211,12 +206,12 @@ def read(calls: AmdSmiCalls, index: int, handle: Any) -> Telemetry:
         memory_total_bytes=int(total) * _MIB if total is not None else None,
         temperature_celsius=temperature,
         slowdown_temperature_celsius=slowdown,
-        power_watts=field(power, "socket_power", "current_socket_power", "average_socket_power"),
+        power_watts=_not_sentinel(field(power, "socket_power", "current_socket_power", "average_socket_power")),
         power_limit_watts=cap / 1e6 if cap else None,
         energy_joules=_energy(calls, handle),
-        sm_clock_hertz=_mhz(field(gfx, "clk")),
+        sm_clock_hertz=_mhz(field(gfx, "clk", "cur_clk")),
         sm_clock_max_hertz=_mhz(field(gfx, "max_clk")),
-        memory_clock_hertz=_mhz(field(mem, "clk")),
+        memory_clock_hertz=_mhz(field(mem, "clk", "cur_clk")),
         throttle_reasons=throttle_reasons(get("amdsmi_get_violation_status", handle)) or firmware_throttlers(metrics),
         ecc=_total_ecc(calls, handle),
         retired_pages=bad_pages(get("amdsmi_get_gpu_bad_page_info", handle)),

@@ -7,7 +7,9 @@ first that matches wins; `cpu` when none does):
 - AMD (`amdsmi`): the ROCm compute node /dev/kfd exists (amdgpu's KFD), or `amdsmi` is importable.
 - AWS (`neuron`): the Neuron driver's /dev/neuron0 exists, or `neuron-monitor` is on PATH.
 - Google (`tpu`): /dev/accel* (TPU v2-v4 through the accel driver), or /dev/vfio groups with a PCI
-  device of Google's vendor id 0x1ae0 in /sys/bus/pci/devices (v5e, v5p, v6e bind to vfio-pci).
+  device of Google's vendor id 0x1ae0 in /sys/bus/pci/devices (v5e, v5p, v6e bind to vfio-pci), or
+  libtpu's monitoring SDK (`libtpu`) is importable, or `tpu-info` is on PATH (the TPU image's tools,
+  as for AMD and Neuron).
 
 `detect_backend` is pure over its `Probes` (a filesystem root and three lookups), so tests run it on
 fake /dev and /sys trees; `host_probes` gives the real ones.
@@ -81,6 +83,10 @@ def _tpu(probes: Probes) -> str | None:
     google = _google_pci_devices(probes.root)
     if groups and google:
         return f"/dev/vfio groups and Google PCI device {google[0]} (vendor {GOOGLE_PCI_VENDOR})"
+    if probes.module_importable("libtpu"):
+        return "the libtpu module is importable"
+    if probes.on_path("tpu-info"):
+        return "tpu-info is on PATH"
     return None
 
 

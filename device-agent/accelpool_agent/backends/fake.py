@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 
 from accelpool_agent import faults as fault_kinds
 from accelpool_agent.backends import BackendError
+from accelpool_agent.backends.fake_vendors import fatal_event, vendor_reading
 from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask, FakeProfile
 from accelpool_agent.faults import Fault, FaultKind
 from accelpool_agent.model import (
@@ -40,6 +41,7 @@ from accelpool_agent.model import (
     XidEvent,
 )
 from accelpool_core import catalog
+from accelpool_core.protocol import VENDOR_BACKENDS
 
 MAX_FAKE_GPUS = 64
 
@@ -168,6 +170,10 @@ class FakeBackend:
         self._ib_readings = 0
         self._xids_sent = False
         self._devices = [self._device(index) for index in range(count)]
+        nvidia = accelerator.vendor is catalog.Vendor.NVIDIA
+        self.judged_as = self.name if nvidia else VENDOR_BACKENDS[accelerator.vendor.value]
+        """The backend whose vendor rules judge these devices (`accelpool_agent.vendor_rules`): the vendor's
+        (amdsmi, neuron, tpu), as its real devices are judged; the generic rules' (`fake`) for NVIDIA."""
 
     @property
     def error(self) -> str | None:
@@ -201,8 +207,12 @@ class FakeBackend:
         return list(self._devices)
 
     def telemetry(self) -> list[Telemetry]:
+        """Each device's readings as its vendor's backend reports them (`backends.fake_vendors`)."""
         self._tick += 1
-        return [self._reading(index) for index in range(self.count)]
+        return [
+            vendor_reading(self.accelerator, self._reading(index), fatal=bool(self._faults(index, FaultKind.FATAL)))
+            for index in range(self.count)
+        ]
 
     def _reading(self, index: int) -> Telemetry:
         if self._faults(index, FaultKind.LOST):
@@ -341,15 +351,19 @@ class FakeBackend:
         )
 
     def drain_xid_events(self) -> list[XidEvent]:
-        """Each `xid=<n>` fault fires once, at the first drain (as the driver logs it once)."""
+        """Each `xid=<n>` fault (NVIDIA's devices only) and each `fatal` fault's driver event (NVIDIA, AMD)
+        fires once, at the first drain (as the driver logs it once)."""
         if self._xids_sent:
             return []
         self._xids_sent = True
-        return [
+        nvidia = self.accelerator.vendor is catalog.Vendor.NVIDIA
+        events = [
             XidEvent(index=index, xid=int(fault.value or 0), timestamp=0.0)
             for index in range(self.count)
-            for fault in self._faults(index, FaultKind.XID)
+            for fault in (self._faults(index, FaultKind.XID) if nvidia else ())
         ]
+        fatal = (fatal_event(self.accelerator.vendor, i) for i in range(self.count) if self._faults(i, FaultKind.FATAL))
+        return events + [event for event in fatal if event is not None]
 
     def compute_job(
         self, device: DeviceInfo, tasks: Sequence[ComputeTask], sizes: ComputeSizes, seed: int

@@ -7,10 +7,12 @@ usage and execution stats of every Neuron application (`tag_filter` `.*`) and fo
 ECC counters (`neuron_hw_counters`); `instance_info` and `neuron_hardware_info` are always in the
 report. neuron-monitor writes one complete JSON report per line; a reader thread
 (`MonitorReader`) reads them so the agent never blocks on the pipe, keeps what they say
-(`neuron_report.MonitorState`), and:
+(`neuron_state.MonitorState`), and:
 
 - logs and skips a line that is not a report (stderr is merged into the stream, so a message of
-  neuron-monitor's own is logged the same way);
+  neuron-monitor's own is logged the same way), and a line that is not UTF-8 is decoded with
+  replacement characters rather than stopping the reader; a group the report marks with an `error`
+  (or that is not in the documented shape) is logged once per distinct problem and skipped;
 - when neuron-monitor exits (or cannot start: binary missing), sets `error`, forgets the latest
   report (so the node reads Unknown / BackendUnavailable, never GpuMissing) and starts it again
   after a backoff that doubles up to `max_backoff_seconds`, back to the minimum after a report;
@@ -42,7 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from accelpool_agent.backends.infiniband import SysfsInfiniband
-from accelpool_agent.backends.neuron_report import MonitorState, ReportError, parse_report
+from accelpool_agent.backends.neuron_report import ReportError, parse_report
+from accelpool_agent.backends.neuron_state import MonitorState
 from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask
 from accelpool_agent.model import DeviceInfo, DriverVersions, IbPort, Telemetry, XidEvent
 
@@ -84,6 +87,7 @@ class MonitorReader:
         self.starts = 0
         """How many times the command was started (restarts included)."""
         self.skipped_lines = 0
+        self._noted: set[str] = set()
 
     @property
     def state(self) -> MonitorState:
@@ -130,7 +134,12 @@ class MonitorReader:
         """Run the command until it exits; True when it gave at least one report."""
         try:
             process = subprocess.Popen(
-                self._command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+                self._command,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                bufsize=1,
             )
         except OSError as exc:
             self._fail(f"cannot run {self._command[0]}: {exc.strerror or exc}")
@@ -151,6 +160,7 @@ class MonitorReader:
                 log.warning("neuron-monitor: skipped a line that is not a report: %s", exc)
                 continue
             reported = True
+            self._note(report.problems)
             with self._lock:
                 self._state = self._state.with_report(report)
                 self._error = f"Neuron driver: {report.hardware_error}" if report.hardware_error else None
@@ -165,8 +175,15 @@ class MonitorReader:
         log.warning("neuron-monitor: %s", why)
         with self._lock:
             self._error = why
-            self._state = MonitorState(seen=self._state.seen, errors=self._state.errors, reports=self._state.reports)
+            self._state = self._state.without_report()
         self._first_outcome.set()
+
+    def _note(self, problems: Sequence[str]) -> None:
+        """Log the groups a report skipped, each distinct problem once (they repeat every period)."""
+        for problem in problems:
+            if problem not in self._noted:
+                self._noted.add(problem)
+                log.warning("neuron-monitor: skipped %s", problem)
 
 
 class NeuronBackend:

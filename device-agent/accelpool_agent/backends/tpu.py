@@ -1,9 +1,10 @@
 """The Google TPU backend: chips from sysfs, their readings from libtpu's monitoring SDK or tpu-info.
 
 Inventory: the host's TPU chips as tpu-info finds them (`tpu_chips`: PCI functions of vendor
-0x1ae0 and their device ids, or the `/dev/accel<n>` and `/dev/vfio/<n>` device files). A chip seen
-once stays in the inventory: when its PCI function vanishes it reads as lost (`Telemetry.lost`),
-as a GPU that fell off the bus does under NVML.
+0x1ae0 and their device ids, or the `/dev/accel<n>` and `/dev/vfio/<n>` device files; where the
+agent's container sees neither and tpu-info is the source, the chips its `TPU Chips` table lists). A
+chip seen once stays in the inventory: when its PCI function vanishes (or tpu-info no longer lists
+it) it reads as lost (`Telemetry.lost`), as a GPU that fell off the bus does under NVML.
 
 Telemetry, from libtpu's TPU Monitoring Library when it imports (`libtpu` on PyPI;
 cloud.google.com/tpu/docs/tpu-monitoring-library): `tpumonitoring.list_supported_metrics()`
@@ -45,11 +46,12 @@ from pathlib import Path
 from typing import Any
 
 from accelpool_agent.backends.infiniband import SysfsInfiniband
-from accelpool_agent.backends.tpu_chips import Chip, discover
-from accelpool_agent.backends.tpu_info import TpuInfoFormatError, parse_tpu_info, run_tpu_info
+from accelpool_agent.backends.tpu_chips import Chip, discover, listed
+from accelpool_agent.backends.tpu_info import TpuInfoFormatError, TpuInfoReport, parse_tpu_info, run_tpu_info
 from accelpool_agent.backends.tpu_readings import (
     METRICS,
     PER_DEVICE_SUMMED,
+    SDK_ALIASES,
     MetricReading,
     chip_telemetry,
     from_tpu_info,
@@ -136,6 +138,10 @@ class TpuBackend:
         """Every chip seen since the backend opened, by PCI address (or device file), with its index."""
         self._present: list[str] = []
         self._version: str | None = None
+        self._noted: set[str] = set()
+        """tpu-info's cells in no known format, logged once each."""
+        self._listed: list[Chip] = []
+        """The chips tpu-info's `TPU Chips` table listed at its latest run."""
 
     @property
     def error(self) -> str | None:
@@ -154,11 +160,14 @@ class TpuBackend:
             self._open_sdk(monitoring)
         if self._error is not None:
             return
+        if self.source == "tpu-info" and not discover(self._sysfs_root, self._dev_root):
+            self._tpu_info_report()  # the chips its table lists, where the container shows none
         self._scan()
         if not self._chips:
             self._fail(
                 f"no TPU chip found: no PCI function of vendor 0x1ae0 under {self._sysfs_root}/bus/pci/devices"
                 f" and no accel<n> or vfio/<n> device file under {self._dev_root}"
+                + (", and tpu-info lists none" if self.source == "tpu-info" else "")
             )
 
     def _open_sdk(self, monitoring: Any) -> None:
@@ -196,7 +205,7 @@ class TpuBackend:
     # ------------------------------------------------------------------ inventory
 
     def _scan(self) -> None:
-        present = discover(self._sysfs_root, self._dev_root)
+        present = discover(self._sysfs_root, self._dev_root) or self._listed
         for chip in present:
             self._chips.setdefault(_key(chip), (len(self._chips), chip))
         self._present = [_key(chip) for chip in present]
@@ -214,10 +223,11 @@ class TpuBackend:
         return max((g.devices_per_chip for g in generations), default=1)
 
     def _read_sdk(self, name: str) -> MetricReading:
-        if name not in self._supported:
+        supported = next((alias for alias in SDK_ALIASES.get(name, (name,)) if alias in self._supported), None)
+        if supported is None:
             return MetricReading(None, f"this libtpu does not support {name}")
         try:
-            raw = self._monitoring.get_metric(name).data()
+            raw = self._monitoring.get_metric(supported).data()
         except Exception as error:
             return MetricReading(None, f"get_metric({name!r}) failed: {type(error).__name__}: {error}")
         if not raw:
@@ -228,23 +238,30 @@ class TpuBackend:
             return MetricReading(None, f"{name} gave {len(raw)} value(s) for {len(self._present)} chip(s): {shown}")
         return MetricReading(values)
 
-    def _read_tpu_info(self) -> dict[str, MetricReading]:
+    def _tpu_info_report(self) -> TpuInfoReport | str:
+        """tpu-info's output, parsed (its chips kept as `_listed`), or why it could not be had."""
         assert self._tpu_info is not None
         try:
             report = parse_tpu_info(self._tpu_info())
         except (OSError, subprocess.SubprocessError, TpuInfoFormatError) as error:
             stderr = str(getattr(error, "stderr", None) or "").strip()[-300:]
-            why = f"tpu-info failed: {type(error).__name__}: {error}" + (f" ({stderr})" if stderr else "")
-            return {name: MetricReading(None, why) for name in METRICS}
+            return f"tpu-info failed: {type(error).__name__}: {error}" + (f" ({stderr})" if stderr else "")
+        self._listed = listed(report.chip_files, report.chip_types)
         self._version = report.libtpu_version or self._version
-        return from_tpu_info(report, len(self._present), self._devices_per_chip())
+        for problem in set(report.problems) - self._noted:
+            self._noted.add(problem)
+            log.warning("tpu-info: no data from %s", problem)
+        return report
 
     def telemetry(self) -> list[Telemetry]:
         if not self._ensure_open():
             return []
+        report = self._tpu_info_report() if self.source == "tpu-info" else None
         self._scan()
-        if self.source == "tpu-info":
-            readings = self._read_tpu_info()
+        if isinstance(report, str):
+            readings = {name: MetricReading(None, report) for name in METRICS}
+        elif report is not None:
+            readings = from_tpu_info(report, len(self._present), self._devices_per_chip())
         else:
             readings = {name: self._read_sdk(name) for name in METRICS}
         position = {key: n for n, key in enumerate(self._present)}

@@ -10,7 +10,8 @@ tpu-info's `TpuChip` table. The chip's device file is tpu-info's `chip_path`: `/
 v5e, v5p, v6e and 7x, `/dev/accel<n>` for the others, `<n>` being the chip's position.
 
 Where sysfs shows no Google function at all (sysfs not mounted in the container) the chips are
-counted from their device files instead (`/dev/accel<n>`, `/dev/vfio/<n>`), generation unknown.
+counted from their device files instead (`/dev/accel<n>`, `/dev/vfio/<n>`), generation unknown; and
+where neither shows any, from tpu-info's `TPU Chips` table (`listed`: its Chip and Type cells).
 Pure reading of files; the roots are injectable so tests point them at a fake tree.
 """
 
@@ -117,6 +118,21 @@ def _listing(directory: Path) -> list[str]:
         return [entry.name for entry in directory.iterdir()]
     except OSError:
         return []
+
+
+GENERATIONS = {generation.product_name: generation for generation in (V2, V3, V4, V5E, V5P, V6E, V7X)}
+"""tpu-info's Type cell (`str(TpuChip)`: `TPU v6e chip`, `TPU7x chip`) → generation."""
+
+
+def listed(files: tuple[str, ...], types: tuple[str, ...]) -> list[Chip]:
+    """The chips of tpu-info's `TPU Chips` table (its Chip and Type columns); rows without a device file
+    (`N/A`) are no chip."""
+    kinds = types + ("",) * (len(files) - len(types))
+    return [
+        Chip("", GENERATIONS.get(kind.strip()), path)
+        for path, kind in zip(files, kinds, strict=False)
+        if path.startswith("/dev/")
+    ]
 
 
 def discover(sysfs_root: Path, dev_root: Path) -> list[Chip]:

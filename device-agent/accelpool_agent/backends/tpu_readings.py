@@ -23,6 +23,10 @@ DUTY_CYCLE = "duty_cycle_pct"
 TENSORCORE = "tensorcore_util"
 METRICS = (HBM_USAGE, HBM_TOTAL, DUTY_CYCLE, TENSORCORE)
 """The TPU Monitoring Library metrics read every telemetry tick."""
+SDK_ALIASES: Mapping[str, tuple[str, ...]] = {TENSORCORE: (TENSORCORE, "tensorcore_utilization")}
+"""The names a metric may have in libtpu's SDK, preferred first. tpu-info's cli_helper.py reads
+`tensorcore_util`; `tensorcore_utilization` is tpu-info's own name for the metric (`--list_metrics`), and
+other SDK clients accept it from `list_supported_metrics()` as well, so both are tried."""
 PER_DEVICE_SUMMED = frozenset({HBM_USAGE, HBM_TOTAL})
 """Metrics reported per device (TensorCore) and summed per chip; the others are per chip or averaged."""
 
@@ -94,12 +98,14 @@ def from_tpu_info(report: TpuInfoReport, chips: int, devices_per_chip: int) -> d
         DUTY_CYCLE: duty,
         TENSORCORE: report.tensorcore_pct,
     }
-    return {name: _reading(name, values, chips, devices_per_chip) for name, values in columns.items()}
+    return {name: _reading(name, values, chips, devices_per_chip, report.problems) for name, values in columns.items()}
 
 
-def _reading(name: str, values: Sequence[float | int | None], chips: int, devices_per_chip: int) -> MetricReading:
+def _reading(
+    name: str, values: Sequence[float | int | None], chips: int, devices_per_chip: int, problems: Sequence[str]
+) -> MetricReading:
     if not values or all(value is None for value in values):
-        return MetricReading(None, f"tpu-info printed no {name}")
+        return MetricReading(None, f"tpu-info printed no {name}" + (f" ({problems[0]})" if problems else ""))
     per = per_chip(list(values), chips, devices_per_chip, summed=name in PER_DEVICE_SUMMED)
     if per is None:
         return MetricReading(None, f"tpu-info printed {len(values)} {name} value(s) for {chips} chip(s)")

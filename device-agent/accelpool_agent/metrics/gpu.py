@@ -165,6 +165,22 @@ class GpuCollector:
             f.gauge(
                 "accelpool_gpu_compute_processes", "Compute processes running on the GPU.", key, t.compute_processes
             )
+            for core, ratio in enumerate(t.core_utilization_ratios or ()):
+                f.gauge(
+                    "accelpool_gpu_core_utilization_ratio",
+                    "Utilization of each core of a many-core device (0-1): an AWS Neuron device's NeuronCores "
+                    "(neuron-monitor's neuroncore_utilization).",
+                    key,
+                    ratio,
+                    [("core", str(core))],
+                )
+            if t.tensorcore_utilization_ratio is not None:
+                f.gauge(
+                    "accelpool_gpu_tensorcore_utilization_ratio",
+                    "Share of a TPU chip's TensorCore capacity in use (0-1; libtpu's tensorcore_util).",
+                    key,
+                    t.tensorcore_utilization_ratio,
+                )
             f.gauge(
                 "accelpool_gpu_recovery_action",
                 "The driver's recovery action: 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset, "

@@ -1,7 +1,8 @@
 """`accelpool_gpu_nvlink_*`, `accelpool_gpu_fabric_*` and `accelpool_ib_port_*`: the node's links.
 
-Kept cheap: an H100 has 18 NVLinks, so NVLink series are per GPU (links, active links, each error
-counter summed over the links), never per link; the check's message names the link. InfiniBand
+`accelpool_gpu_nvlink_*` are a device's peer links: NVLink on NVIDIA, XGMI (Infinity Fabric) on AMD
+Instinct (`vendor="amd"`). Kept cheap: an H100 has 18 NVLinks, so link series are per GPU (links, active
+links, each error counter summed over the links), never per link; the check's message names the link. InfiniBand
 series are per port (a node has a handful), with `device`, `port` and `link_layer` labels.
 """
 
@@ -33,16 +34,18 @@ class LinkCollector:
             if t is None or t.lost:
                 continue
             key = gpu_key(snapshot, gpu)
-            if t.nvlinks:
-                f.gauge("accelpool_gpu_nvlink_links", "NVLinks the GPU has.", key, float(len(t.nvlinks)))
+            links = t.nvlinks or t.xgmi_links
+            if links:
+                doc = "Peer links the GPU has (NVLink; XGMI on AMD)."
+                f.gauge("accelpool_gpu_nvlink_links", doc, key, float(len(links)))
                 f.gauge(
                     "accelpool_gpu_nvlink_links_active",
-                    "NVLinks that are up; fewer than accelpool_gpu_nvlink_links means a link is down.",
+                    "Peer links that are up; fewer than accelpool_gpu_nvlink_links means a link is down.",
                     key,
-                    float(sum(link.active for link in t.nvlinks)),
+                    float(sum(link.active for link in links)),
                 )
                 for counter in NVLINK_COUNTERS:
-                    values = [link.errors[counter] for link in t.nvlinks if counter in link.errors]
+                    values = [link.errors[counter] for link in links if counter in link.errors]
                     f.counter(
                         "accelpool_gpu_nvlink_errors_total",
                         "NVLink data-link errors summed over the GPU's links since the driver loaded, by counter "

@@ -12,7 +12,7 @@ modules behind them, in dependency order:
 - `problems`: `Problem`, a field error in the API server's words, and `go_value`/`as_sent`;
 - `rules`: `Rule` (one cross-field rule in CEL and Python) and the `Model` base;
 - `names`: group, version, kind, and `name_problems` for a pool's name;
-- `devices`, `health`: the spec's parts (accelerator, MIG, sharing; health policy, durations);
+- `devices`, `health`, `kueue`: the spec's parts (accelerator, MIG, sharing; health policy, durations);
 - `resolution`: the accelerator resolved against the catalog, and `spec_problems`;
 - `spec`, `status`, `pool`: `ComputePoolSpec`, `ComputePoolStatus`, the whole `ComputePool`.
 
@@ -47,6 +47,7 @@ from accelpool.api.health import (
     MatmulPolicy,
     parse_duration,
 )
+from accelpool.api.kueue import KUEUE_NAME_MAX, KUEUE_NAME_PATTERN, KueueSpec
 from accelpool.api.names import (
     API_VERSION,
     CATEGORIES,
@@ -71,6 +72,7 @@ from accelpool.api.status import (
     Capacity,
     ComputePoolStatus,
     Condition,
+    KueueStatus,
     Member,
     NodeCounts,
     Scheduling,
@@ -89,6 +91,8 @@ __all__ = [
     "DURATION_PATTERN",
     "GROUP",
     "KIND",
+    "KUEUE_NAME_MAX",
+    "KUEUE_NAME_PATTERN",
     "MAX_DURATION_LENGTH",
     "MAX_HOLD_DOWN",
     "MAX_INTERVAL",
@@ -119,6 +123,8 @@ __all__ = [
     "ErrorType",
     "HandOffPolicy",
     "HealthSpec",
+    "KueueSpec",
+    "KueueStatus",
     "MatmulPolicy",
     "Member",
     "MigSpec",

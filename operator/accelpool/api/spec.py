@@ -16,6 +16,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from accelpool.api.devices import AcceleratorRequest, MigSpec, SharingSpec
 from accelpool.api.health import HealthSpec
+from accelpool.api.kueue import KueueSpec
 from accelpool.api.resolution import ResolvedAccelerator, max_instances_that_fit, resolve_accelerator, spec_problems
 from accelpool.api.rules import Model, Rule, RuledModel
 
@@ -67,6 +68,9 @@ class ComputePoolSpec(RuledModel):
     dedicated: bool = Field(True, description="Taint members accelpool.io/pool=<name>:NoSchedule.")
     provisioner: ProvisionerSpec = Field(default_factory=ProvisionerSpec)
     health: HealthSpec = Field(default_factory=HealthSpec)
+    kueue: KueueSpec | None = Field(
+        None, description="Kueue integration (off by default): a ResourceFlavor and a ClusterQueue quota."
+    )
 
     @field_validator("accelerator", mode="before")
     @classmethod

@@ -18,7 +18,7 @@ class Condition(Model):
     type: str = Field(
         description=(
             "Valid, NodesSelected, MigConfigured, DevicePluginConfigured, AgentReady, Healthy, DriversConsistent, "
-            "Ready."
+            "Ready; KueueSynced for a pool with spec.kueue.enabled."
         )
     )
     status: Literal["True", "False", "Unknown"]
@@ -116,6 +116,18 @@ class Member(Model):
     )
 
 
+class KueueStatus(Model):
+    """What accelpool keeps in Kueue for the pool (spec.kueue.enabled)."""
+
+    resource_flavor: str = Field(description="The kueue.x-k8s.io ResourceFlavor accelpool keeps for the pool.")
+    cluster_queue: str | None = Field(None, description="The ClusterQueue whose quota for the flavor follows the pool.")
+    nominal_quota: dict[str, int] = Field(
+        default_factory=dict,
+        description="The nominal quota per resource the flavor has in the ClusterQueue: the pool's healthy, "
+        "requestable capacity (capacity.resources).",
+    )
+
+
 MAX_STATUS_MEMBERS = 100
 
 
@@ -135,3 +147,4 @@ class ComputePoolStatus(Model):
         description="The first 100 members; all are counted in nodes.",
     )
     conditions: list[Condition] = Field(default_factory=list)
+    kueue: KueueStatus | None = Field(None, description="The pool's Kueue objects (spec.kueue.enabled).")

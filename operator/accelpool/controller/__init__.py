@@ -13,7 +13,8 @@ The path of a ComputePool from watch event to API write and status, file by file
    (`events.py` posts the Events);
 6. `status.py` — `StatusWriter`: each pool's `/status`, written by the pass that computed it.
 
-`apiserver.py` holds the paths, the transient errors and the write gate (`pause()`/`resume()`).
+`apiserver.py` holds the paths, the transient errors and the write gate (`pause()`/`resume()`);
+`kueue.py` reads Kueue's ResourceFlavors and ClusterQueues (for `state.py`) and writes them (for `writes.py`).
 """
 
 from accelpool.controller.loop import Controller, PassResult

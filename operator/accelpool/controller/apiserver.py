@@ -13,14 +13,16 @@ import asyncio
 
 import aiohttp
 
-from accelpool import api
+from accelpool import api, kueue
 from accelpool_core.kube import ApiError
 
 POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 NODES = "/api/v1/nodes"
 NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
+RESOURCE_FLAVORS = f"/apis/{kueue.API_VERSION}/resourceflavors"
+CLUSTER_QUEUES = f"/apis/{kueue.API_VERSION}/clusterqueues"
 FIELD_MANAGER = "accelpool"
-"""The operator's field manager in server-side apply (agent DaemonSets, Karpenter NodePools)."""
+"""The operator's field manager in server-side apply (agent DaemonSets, Karpenter NodePools, ResourceFlavors)."""
 TRANSIENT = (ApiError, OSError, asyncio.TimeoutError, aiohttp.ClientError)
 """Errors a later pass may not see again: API errors, connection trouble, timeouts."""
 

@@ -73,6 +73,7 @@ class Planner:
             unplannable=known,
             agent=self._config.agent,
             current_mig_text=snapshot.mig_text,
+            kueue_observed=snapshot.kueue,
         )
         for name, why in desired.plan.unplannable.items():
             record = snapshot.pools.get(name)

@@ -15,7 +15,8 @@ Nobody else keeps cluster state. What `ClusterState` owns:
   - **status overlays**: a status this operator wrote, until the index holds it too.
 - The objects that are not watched, read at start, every `--resync-interval` and after
   `invalidate()`, and kept current from write responses: the two NVIDIA ConfigMaps, the agents'
-  DaemonSets, the Karpenter NodePools (and whether Karpenter is installed at all).
+  DaemonSets, the Karpenter NodePools (and whether Karpenter is installed at all), Kueue's
+  ResourceFlavors and ClusterQueues (`KueueCache`: whether Kueue is installed).
 - The agents' observation (their DaemonSets, pods and FailedCreate Events, `accelpool.agents`),
   listed at most every `--agent-check-interval` while there are pools; a failed list keeps the last.
 - The drain executor's last visit to each draining node (`accelpool.controller.drain`), until its
@@ -38,9 +39,11 @@ from typing import Any, Generic, Literal, TypeVar
 from accelpool import agents, conventions, inputs
 from accelpool.controller import apiserver
 from accelpool.controller.apiserver import TRANSIENT
+from accelpool.controller.kueue import KueueCache
 from accelpool.controller.relevance import same_for_planning, selector_keys
 from accelpool.evictions import DrainObservation, DrainOrder
 from accelpool.inputs import PoolRecord
+from accelpool.kueue import KueueObserved
 from accelpool.nodes import NodeView
 from accelpool.planning import ConfigState
 from accelpool.settings import OperatorConfig
@@ -74,6 +77,8 @@ class Snapshot:
     """Node → the drain executor's last visit, for the nodes draining."""
     loaded_at: float
     """When the unwatched objects were last read (a new value: pools set aside are tried again)."""
+    kueue: KueueObserved | None = None
+    """Kueue's ResourceFlavors and ClusterQueues (`accelpool.controller.kueue`); None in offline plans."""
 
     @functools.cached_property
     def nodes_by_name(self) -> Mapping[str, NodeView]:
@@ -119,6 +124,7 @@ class ClusterState:
         self._configmaps: dict[str, dict[str, Any] | None] = {}
         self._owned: dict[Owned, dict[str, dict[str, Any]]] = {"daemonsets": {}, "nodepools": {}}
         self._karpenter = False
+        self.kueue = KueueCache(client)
         self._loaded_at: float | None = None
         self._agents: dict[str, agents.AgentObservation] | None = None
         self._agents_at: float | None = None
@@ -175,6 +181,7 @@ class ClusterState:
             agents=self._agents,
             drains=dict(self._drains),
             loaded_at=self._loaded_at,
+            kueue=self.kueue.observed,
         )
 
     def planned_with(self, snapshot: Snapshot) -> None:
@@ -228,6 +235,7 @@ class ClusterState:
         else:
             self._karpenter = True
             self._owned["nodepools"] = {n["metadata"]["name"]: n for n in nodepools if _managed(n)}
+        await self.kueue.load()
         self._loaded_at = self._clock()
 
     async def _observe_agents(self) -> None:

@@ -5,10 +5,12 @@ stored (the snapshot's nodes, the `ClusterState` caches) through the pure `accel
 and sends only what differs, in an order that never leaves a node pointing at a missing config:
 
 1. the ConfigMaps' staged version (keys added and updated, none removed: `accelpool.configmaps`);
-2. agent DaemonSets and Karpenter NodePools (server-side apply, when the rendered spec hash differs);
+2. agent DaemonSets and Karpenter NodePools (server-side apply, when the rendered spec hash differs),
+   then Kueue's ResourceFlavors and the ClusterQueue edits that lower quota (`accelpool.controller.kueue`);
 3. node patches (merge patches carrying `metadata.resourceVersion`, `--write-concurrency` at once;
    a 409 re-reads the node) and, on released nodes, the removal of the agent's condition;
-4. the ConfigMaps' final version (keys of deleted pools removed), once every node patch went through;
+4. the ConfigMaps' final version (keys of deleted pools removed), and the ClusterQueue edits that raise
+   quota, then the Kueue flavors no pool wants, once every node patch went through;
 5. the DaemonSets and NodePools no pool wants any more;
 6. Events (`accelpool.controller.events`), including a `WriteFailed` Warning on a pool whose
    writes failed.
@@ -32,6 +34,7 @@ from accelpool.configmaps import ConfigMapsVersion
 from accelpool.controller import apiserver
 from accelpool.controller.apiserver import TRANSIENT, Permit
 from accelpool.controller.events import EventRecorder
+from accelpool.controller.kueue import KueueWriter, KueueWrites
 from accelpool.controller.state import ClusterState, Owned, Snapshot
 from accelpool.desired import Desired, OwnedObjects
 from accelpool.metrics import OperatorMetrics
@@ -98,6 +101,7 @@ class Writer:
         self._state = state
         self._events = events
         self._metrics = metrics
+        self._kueue = KueueWriter(client, state.kueue)
 
     def would_write(self, desired: Desired, snapshot: Snapshot) -> bool:
         """Whether a node or an owned object differs (the pass then checks the pool index first)."""
@@ -118,9 +122,12 @@ class Writer:
         await self._configmaps(desired.configmaps.staged, outcome, permit)
         if not outcome.blocked:
             await self._owned_objects(desired.owned, outcome, permit)
+            kueue = self._kueue_writes(await self._kueue.before_nodes(desired.kueue, permit), outcome)
             await self._nodes(desired.plan, snapshot.nodes_by_name, outcome, permit)
             if not outcome.unwritten_nodes:
                 await self._configmaps(desired.configmaps.final, outcome, permit)
+                after = await self._kueue.after_nodes(desired.kueue, permit, queues_done=kueue.queues_done)
+                self._kueue_writes(after, outcome)
             await self._delete_unwanted(desired.plan, outcome, permit)
         outcome.count += await self._events.post(
             [*desired.plan.events, *_failure_events(desired.plan, outcome)], permit
@@ -217,6 +224,16 @@ class Writer:
         else:
             self._wrote("apply", kind, outcome)
             self._state.remember_owned(kind, name, response)
+
+    def _kueue_writes(self, writes: KueueWrites, outcome: WriteOutcome) -> KueueWrites:
+        """Kueue's writes (`accelpool.controller.kueue`) counted into the pass's outcome."""
+        for verb, resource in writes.written:
+            self._wrote(verb, resource, outcome)
+        outcome.conflicts += writes.conflicts
+        outcome.conflicted_pools |= writes.conflicted_pools
+        for what, error, pools in writes.errors:
+            outcome.fail(error, what, pools)
+        return writes
 
     async def _delete_unwanted(self, plan: Plan, outcome: WriteOutcome, permit: Permit) -> None:
         """Deletes the DaemonSets and NodePools of pools that are gone, deleted, or no longer want them."""

@@ -95,7 +95,8 @@ def rows() -> tuple[Row, ...]:
                 ),
                 Panel(
                     "Clock throttling",
-                    "GPUs whose clocks are held back, per NVML clock-event reason.",
+                    "GPUs whose clocks are held back, per clock-event reason (NVML's; AMD's violation status and "
+                    "firmware throttlers are reported as the same reasons).",
                     queries((f"sum by (reason) (accelpool_gpu_clock_throttle{{{GPU}}})", "{{reason}}")),
                     min=0,
                 ),
@@ -127,9 +128,16 @@ def rows() -> tuple[Row, ...]:
                     min=0,
                 ),
                 Panel(
-                    "XID errors",
-                    "Critical XID errors per GPU since the agent started, by XID.",
-                    queries((f"accelpool_gpu_xid_errors_total{{{GPU}}}", "{{node}} GPU {{gpu}} XID {{xid}}")),
+                    "Driver error events",
+                    "The driver's error events per device since the agent started, by code: NVIDIA's critical "
+                    "XIDs; on AMD amdsmi's events (1 VMFAULT, 2 THERMAL_THROTTLE, 3/4 GPU reset, 5 RING_HANG). "
+                    "Neuron's execution errors and TPUs have none (their faults are in Check results).",
+                    queries(
+                        (
+                            f"accelpool_gpu_xid_errors_total{{{GPU}}}",
+                            "{{node}} {{vendor}} device {{gpu}} event {{xid}}",
+                        )
+                    ),
                     min=0,
                 ),
                 Panel(
@@ -152,6 +160,18 @@ def rows() -> tuple[Row, ...]:
                         (f"max(accelpool_gpu_pcie_link_max_width{{{GPU}}})", "max"),
                     ),
                     min=0,
+                ),
+                Panel(
+                    "Core utilization",
+                    "Per core of a many-core device: each NeuronCore of an AWS Neuron device (neuron-monitor), the "
+                    "TensorCores' share in use on a Google TPU chip (libtpu's tensorcore_util).",
+                    queries(
+                        (f"accelpool_gpu_core_utilization_ratio{{{GPU}}}", "{{node}} device {{gpu}} core {{core}}"),
+                        (f"accelpool_gpu_tensorcore_utilization_ratio{{{GPU}}}", "{{node}} chip {{gpu}} TensorCores"),
+                    ),
+                    unit="percentunit",
+                    min=0,
+                    max=1,
                 ),
                 Panel(
                     "Agent collectors",
@@ -190,8 +210,9 @@ def rows() -> tuple[Row, ...]:
                     min=0,
                 ),
                 Panel(
-                    "NVLinks down",
-                    "NVLinks per GPU that are not active; one down while the GPU's others are up fails the GPU.",
+                    "Peer links down",
+                    "Peer links per device that are not active (NVLink; XGMI on AMD Instinct); one down while the "
+                    "device's others are up fails it.",
                     queries(
                         (
                             f"accelpool_gpu_nvlink_links{{{GPU}}} - accelpool_gpu_nvlink_links_active{{{GPU}}}",
@@ -202,8 +223,9 @@ def rows() -> tuple[Row, ...]:
                     thresholds=((1, "red"),),
                 ),
                 Panel(
-                    "NVLink errors per minute",
-                    "NVLink data-link errors per minute summed over each GPU's links, by counter; the agent warns "
+                    "Peer link errors per minute",
+                    "NVLink (XGMI on AMD) data-link errors per minute summed over each device's links, by counter; "
+                    "the agent warns "
                     "at 1/min per link and fails at 8/min (replay, recovery) or 6000/min (CRC).",
                     queries(
                         (

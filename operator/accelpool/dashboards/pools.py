@@ -2,7 +2,7 @@
 
 Per pool: members, ready, quarantined, in burn-in, GPUs pods can use and those that cannot serve
 (by why), driver versions, utilization, memory, power, temperature, measured vs expected TFLOPS,
-XID/ECC events, the remediation ladder (nodes per step, drain evictions, hand-offs), and the
+driver error events (XID, amdsmi) and ECC, the remediation ladder (nodes per step, drain evictions, hand-offs), and the
 operator's own health.
 
 Pure: no I/O.
@@ -197,14 +197,15 @@ def rows() -> tuple[Row, ...]:
             "Faults",
             (
                 Panel(
-                    "XID errors",
-                    "Critical XID errors the driver reported, per node and XID (79: fallen off the bus; "
-                    "48, 94, 95: ECC; 119, 120: GSP). The GPU Node dashboard shows which GPU.",
+                    "Driver error events",
+                    "Error events the driver reported, per node and code: NVIDIA's critical XIDs (79: fallen off "
+                    "the bus; 48, 94, 95: ECC; 119, 120: GSP), amdsmi's events on AMD (5: RING_HANG). The GPU "
+                    "Node dashboard shows which device.",
                     queries(
                         (
-                            "sum by (pool, node, xid) "
+                            "sum by (pool, node, vendor, xid) "
                             f"(increase(accelpool_gpu_xid_errors_total{{{DEVICES}}}[$__rate_interval]))",
-                            "{{node}} XID {{xid}}",
+                            "{{node}} {{vendor}} event {{xid}}",
                         ),
                     ),
                     min=0,

@@ -14,6 +14,7 @@ Each condition is computed by its own pure function; a small composer assembles 
 - `capacity`: what serving members offer (GPUs, memory, advertised resources, TFLOPS), the GPUs
   of the others by why they do not serve, tolerations, the member list.
 - `compose`: `compute_status` and `invalid_status` (phase Failed), with transition times kept.
+- `kueue`: `with_kueue`, the KueueSynced condition and `status.kueue` of a pool that asks for Kueue.
 """
 
 from accelpool.poolstatus.capacity import scheduling_tolerations
@@ -32,9 +33,11 @@ from accelpool.poolstatus.facts import (
     describe_health,
     health_reason,
 )
+from accelpool.poolstatus.kueue import KUEUE_CONDITION, with_kueue
 
 __all__ = [
     "CONDITION_TYPES",
+    "KUEUE_CONDITION",
     "MESSAGE_NODES",
     "STRATEGY_OVERRIDE_FIX",
     "Breaker",
@@ -52,4 +55,5 @@ __all__ = [
     "invalid_status",
     "parse_retries",
     "scheduling_tolerations",
+    "with_kueue",
 ]

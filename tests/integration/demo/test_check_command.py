@@ -66,3 +66,50 @@ async def test_a_node_and_a_pool_are_checked_and_their_verdicts_shown(capsys: py
         for name in ("h100-1", "h100-2"):  # the operator copied the pool's token to both members
             node = await demo.client.get(f"/api/v1/nodes/{name}")
             assert node["metadata"]["annotations"][conventions.CHECK_REQUEST_ANNOTATION] == document["token"]
+
+
+VENDOR_FLEET = """
+kind: DemoCluster
+groups:
+  - {prefix: mi300x, count: 1, accelerator: MI300X, gpus: 8, labels: amd, instanceType: ND96isr_MI300X_v5, zone: eastus}
+  - {prefix: trn2, count: 1, accelerator: Trainium2, gpus: 16, labels: karpenter, instanceType: trn2.48xlarge,
+     zone: us-east-2a}
+"""
+
+
+async def test_a_deep_check_of_other_vendors_pools_names_their_vendors_fatal_errors(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`accelpool check` on an MI300X and a Trainium2 node whose agents carry the `fatal` fault: each verdict
+    is its vendor's reason (amdsmi's RING_HANG, a Neuron hardware execution error) and recommended action."""
+    async with simulated_cluster(cluster.nodes(cluster.parse(VENDOR_FLEET))) as demo:
+        for name, accelerator in (("amd", "MI300X:8"), ("trn", "Trainium2:16")):
+            pool = {**POOL, "metadata": {"name": name}, "spec": {"accelerator": accelerator, "nodes": 1}}
+            await demo.client.create(POOLS_PATH, pool)
+
+        async def ready() -> bool:
+            for name in ("amd", "trn"):
+                status: dict[str, Any] = (await demo.client.get(f"{POOLS_PATH}/{name}")).get("status") or {}
+                if status.get("phase") != "Ready":
+                    return False
+            return True
+
+        await eventually(ready, 90, "both pools Ready")
+        faults = {"mi300x-1": "3:fatal", "trn2-1": "5:fatal"}
+        for node, fault in faults.items():
+            await inject(demo.server, node, fault)
+
+        async def restarted_with_their_faults() -> bool:
+            agents = {node: demo.kubelet.agents.get(node) for node in faults}
+            return all(
+                a is not None and a.fault == faults[n] and a.process.returncode is None for n, a in agents.items()
+            )
+
+        await eventually(restarted_with_their_faults, 30, "both agents restarted with their faults")
+        code, out, err = await accelpool_check(capsys, demo.server, "mi300x-1", "trn2-1", "-o", "json")
+        assert code == 1, err
+        verdicts = {n["node"]: (n["answered"], n["status"], n["reason"], n["action"]) for n in json.loads(out)["nodes"]}
+        assert verdicts == {
+            "mi300x-1": (True, "Unhealthy", "AmdEventRingHang", "reset-gpu"),
+            "trn2-1": (True, "Unhealthy", "NeuronHardwareError", "service-required"),
+        }

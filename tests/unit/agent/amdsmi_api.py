@@ -19,6 +19,7 @@ STATUS_NOT_SUPPORTED = 2
 STATUS_NOT_YET_IMPLEMENTED = 3
 STATUS_DRM_ERROR = 6
 STATUS_TIMEOUT = 8
+STATUS_RETRY = 9
 STATUS_IO = 12
 STATUS_INIT_ERROR = 18
 STATUS_NOT_FOUND = 31
@@ -35,6 +36,7 @@ class AmdSmiRetCode(enum.IntEnum):
     NOT_IMPLEMENTED = STATUS_NOT_YET_IMPLEMENTED
     DRM_ERROR = STATUS_DRM_ERROR
     TIMEOUT = STATUS_TIMEOUT
+    RETRY = STATUS_RETRY
     ERR_IO = STATUS_IO
     INIT_ERROR = STATUS_INIT_ERROR
     ERR_NOT_FOUND = STATUS_NOT_FOUND
@@ -57,6 +59,37 @@ class AmdSmiLibraryException(AmdSmiException):
 
     def get_error_code(self) -> int:
         return self.err_code
+
+
+class AmdSmiRetryException(AmdSmiLibraryException):
+    def __init__(self) -> None:
+        super().__init__(AmdSmiRetCode.RETRY)
+
+
+class AmdSmiTimeoutException(AmdSmiLibraryException):
+    """What amdsmi_interface.py's `_check_res` raises for AMDSMI_STATUS_TIMEOUT."""
+
+    def __init__(self) -> None:
+        super().__init__(AmdSmiRetCode.TIMEOUT)
+
+
+class AmdSmiRetCodeFirstReleases(enum.IntEnum):
+    """amdsmi's first releases numbered the statuses otherwise (their amdsmi_wrapper.py: NOT_FOUND 10,
+    NO_DATA 14, AMDSMI_LIB_START 1000 = FAIL_LOAD_MODULE, DRM_ERROR 1002, IO 1003, TIMEOUT 1006, RETRY 1008,
+    NOT_INIT 1009); `AmdSmiRetCode` names them the same."""
+
+    SUCCESS = 0
+    ERR_INVAL = 1
+    ERR_NOT_SUPPORTED = 2
+    ERR_NOT_FOUND = 10
+    NO_DATA = 14
+    LIB_START = 1000
+    FAIL_LOAD_MODULE = 1000
+    DRM_ERROR = 1002
+    ERR_IO = 1003
+    TIMEOUT = 1006
+    RETRY = 1008
+    NOT_INIT = 1009
 
 
 class AmdSmiParameterException(AmdSmiException):

@@ -8,17 +8,21 @@ rocm_smi's event API does.
 
 Scripting: `errors[(function, gpu or None)] = code` makes that call raise; `GpuScript` holds each
 GPU's readings; `lose(gpu)` makes a GPU vanish from `amdsmi_get_processor_handles` and answer
-AMDSMI_STATUS_NOT_FOUND; `events` queues (gpu, event name, message).
+AMDSMI_STATUS_NOT_FOUND; `events` queues (gpu, event name, message). `from_script` builds the same
+from a JSON document, for the stand-in module that subprocesses import (tests/fixtures/agent/amdsmi/).
 """
 
 from __future__ import annotations
 
+import enum
 import sys
 import types
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
-import pytest
+if TYPE_CHECKING:  # the stand-in is also imported outside pytest, by tests/fixtures/agent/amdsmi/amdsmi.py
+    import pytest
 
 from .amdsmi_api import (
     STATUS_NO_DATA,
@@ -33,8 +37,10 @@ from .amdsmi_api import (
     AmdSmiLibraryException,
     AmdSmiParameterException,
     AmdSmiRetCode,
+    AmdSmiRetryException,
     AmdSmiTemperatureMetric,
     AmdSmiTemperatureType,
+    AmdSmiTimeoutException,
 )
 
 
@@ -88,6 +94,10 @@ class FakeAmdSmi:
     events: list[tuple[int, str, str]] = field(default_factory=list)
     gone: set[int] = field(default_factory=set)
     initialised: bool = False
+    ret_codes: type[enum.IntEnum] = AmdSmiRetCode
+    """The module's `AmdSmiRetCode` (its status numbering)."""
+    no_event: type[AmdSmiTimeoutException] | None = None
+    """What reading events raises when none waits: NO_DATA (None), or `AmdSmiTimeoutException`."""
 
     def __post_init__(self) -> None:
         for gpu in range(self.gpus):
@@ -95,6 +105,29 @@ class FakeAmdSmi:
 
     def lose(self, gpu: int) -> None:
         self.gone.add(gpu)
+
+    @classmethod
+    def from_script(cls, script: Mapping[str, Any]) -> FakeAmdSmi:
+        """A stand-in from a JSON document: `gpus`; `gpu` (GPU index → `GpuScript` fields, e.g.
+        `{"3": {"uncorrectable": 2, "blocks": {"UMC": [0, 2]}}}`); `errors` (`[function, GPU or null,
+        status]` triples); `events` (`[GPU, event name, message]`); `lost` (GPU indexes); `init_error`."""
+        known = {f.name for f in fields(GpuScript)}
+        fake = cls(gpus=int(script.get("gpus", 8)), init_error=script.get("init_error"))
+        for gpu, values in (script.get("gpu") or {}).items():
+            unknown = set(values) - known
+            if unknown:
+                raise ValueError(
+                    f"fake amdsmi script, GPU {gpu}: unknown fields {sorted(unknown)}; valid: {sorted(known)}"
+                )
+            settings = dict(values)
+            if "blocks" in settings:
+                settings["blocks"] = {block: tuple(counts) for block, counts in settings["blocks"].items()}
+            fake.scripts[int(gpu)] = GpuScript(**settings)
+        for function, gpu, status in script.get("errors") or []:
+            fake.errors[(function, gpu)] = int(status)
+        fake.events.extend((int(gpu), str(name), str(message)) for gpu, name, message in script.get("events") or [])
+        fake.gone.update(int(gpu) for gpu in script.get("lost") or [])
+        return fake
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
         """Install the stand-in under the name `amdsmi`, as `import amdsmi` would find it."""
@@ -104,10 +137,12 @@ class FakeAmdSmi:
 
     def module(self) -> types.ModuleType:
         module = types.ModuleType("amdsmi")
+        module.AmdSmiRetCode = self.ret_codes  # type: ignore[attr-defined]
         for value in (
-            AmdSmiRetCode,
             AmdSmiException,
             AmdSmiLibraryException,
+            AmdSmiRetryException,
+            AmdSmiTimeoutException,
             AmdSmiParameterException,
             AmdSmiInitFlags,
             AmdSmiClkType,
@@ -342,7 +377,7 @@ class FakeAmdSmi:
 
             def read(self, timestamp: int, num_elem: int = 10) -> list[dict[str, Any]]:
                 if not fake.events:
-                    raise AmdSmiLibraryException(STATUS_NO_DATA)
+                    raise fake.no_event() if fake.no_event else AmdSmiLibraryException(STATUS_NO_DATA)
                 taken, fake.events = fake.events[:num_elem], fake.events[num_elem:]
                 return [
                     {"processor_handle": Handle(gpu), "event": name, "message": message}

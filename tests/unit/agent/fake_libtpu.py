@@ -19,9 +19,10 @@ import sys
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pytest
+if TYPE_CHECKING:  # the stand-in is also imported outside pytest, by tests/fixtures/agent/libtpu/
+    import pytest
 
 GIB = 1 << 30
 

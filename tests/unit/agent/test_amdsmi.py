@@ -24,7 +24,15 @@ from accelpool_agent.rules import Policy, XidRecord
 from accelpool_agent.rules.amd import amd_checks
 from accelpool_core.protocol import Action, AgentConfig, HealthStatus
 
-from .amdsmi_api import STATUS_INIT_ERROR, STATUS_NOT_INIT, STATUS_NOT_SUPPORTED, AmdSmiEvtNotificationType
+from .amdsmi_api import (
+    STATUS_INIT_ERROR,
+    STATUS_NOT_INIT,
+    STATUS_NOT_SUPPORTED,
+    STATUS_RETRY,
+    AmdSmiEvtNotificationType,
+    AmdSmiRetCodeFirstReleases,
+    AmdSmiTimeoutException,
+)
 from .fake_amdsmi import FakeAmdSmi, GpuScript
 
 POLICY = Policy()
@@ -166,6 +174,44 @@ def test_gpu_answering_not_found_is_lost(monkeypatch: pytest.MonkeyPatch) -> Non
     assert not first.lost and second.lost and "amdsmi_get_gpu_activity" in (second.error or "")
 
 
+def test_statuses_are_read_by_their_name_in_the_librarys_own_numbering(monkeypatch: pytest.MonkeyPatch) -> None:
+    """amdsmi's first releases numbered NOT_FOUND 10 and NOT_INIT 1009 (ROCm 6: 31 and 32, and 10 is NO_PERM):
+    the backend reads a status through the module's own `AmdSmiRetCode`, so each means the same everywhere."""
+    fake = FakeAmdSmi(gpus=2, ret_codes=AmdSmiRetCodeFirstReleases)
+    backend = opened(fake, monkeypatch)
+    fake.errors[("amdsmi_get_gpu_activity", 1)] = AmdSmiRetCodeFirstReleases.ERR_NOT_FOUND
+    fake.errors[("amdsmi_get_gpu_metrics_info", None)] = AmdSmiRetCodeFirstReleases.ERR_NOT_SUPPORTED
+    first, second = backend.telemetry()
+    assert not first.lost and second.lost and not backend.call_errors
+    fake.errors[("amdsmi_get_gpu_vram_usage", None)] = AmdSmiRetCodeFirstReleases.NOT_INIT
+    assert backend.telemetry() == [] and "amdsmi_get_gpu_vram_usage" in (backend.error or "")
+
+
+def test_a_retry_or_another_failure_of_one_call_is_counted_not_fatal(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeAmdSmi(gpus=1)
+    backend = opened(fake, monkeypatch)
+    fake.errors[("amdsmi_get_power_info", None)] = STATUS_RETRY  # amdsmi raises AmdSmiRetryException's status
+    (reading,) = backend.telemetry()
+    assert reading.power_watts is None and not reading.lost and backend.error is None
+    assert backend.call_errors["amdsmi_get_power_info"] == 1
+
+
+def test_the_first_releases_clock_keys_and_unfiltered_no_value_readings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """amdsmi's first releases returned `cur_clk` (today `clk`) and passed 0xFFFF through where today's
+    interface says "N/A"; an activity above 100% is no value either (`_validate_if_max_uint`)."""
+    fake = FakeAmdSmi(gpus=1)
+    fake.scripts[0].gfx_activity = 0xFFFF
+    fake.scripts[0].socket_power_w = 0xFFFF
+    module = fake.module()
+    module.amdsmi_get_clock_info = lambda handle, kind: {"cur_clk": 1500, "max_clk": 2100, "min_clk": 500}  # type: ignore[attr-defined]
+    backend = AmdSmiBackend(module, compute_engine="cuda")
+    backend.open()
+    (reading,) = backend.telemetry()
+    assert (reading.sm_clock_hertz, reading.sm_clock_max_hertz) == (1500e6, 2100e6)
+    assert reading.utilization_ratio is None and reading.power_watts is None
+    assert reading.memory_utilization_ratio == pytest.approx(0.10)
+
+
 def test_uncorrectable_ecc_fails_with_the_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeAmdSmi(gpus=2)
     fake.scripts[1] = GpuScript(uncorrectable=2, correctable=5, blocks={"UMC": (5, 2), "XGMI_WAFL": (0, 0)})
@@ -268,6 +314,17 @@ def test_events_become_error_events(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (event.status, event.reason, event.action) == (CheckStatus.FAIL, "AmdEventRingHang", Action.RESET_GPU)
     vmfault = XidRecord().add(events[1].xid, 1000.0 - 2 * POLICY.xid_warning_window_seconds)
     assert checks(reading, vmfault)[Check.XID] == (CheckStatus.PASS, "NoAmdEvents")  # outside the window
+
+
+def test_no_event_waiting_may_be_a_timeout_exception(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """amdsmi_interface.py's `_check_res` raises `AmdSmiTimeoutException` for AMDSMI_STATUS_TIMEOUT."""
+    fake = FakeAmdSmi(gpus=1, no_event=AmdSmiTimeoutException)
+    backend = opened(fake, monkeypatch)
+    with caplog.at_level("WARNING"):
+        assert backend.drain_xid_events() == []
+    assert not caplog.records
 
 
 def test_compute_job_targets_the_hip_ordinal(monkeypatch: pytest.MonkeyPatch) -> None:

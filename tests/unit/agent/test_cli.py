@@ -181,32 +181,3 @@ def test_check_without_a_backend_simulates_with_fake_gpus_and_names_each_vendors
         report = json.loads(capsys.readouterr().out)
         assert report["backend"] == "fake"
         assert {gpu["name"] for gpu in report["gpus"]} == {name}
-
-
-def test_check_with_the_neuron_backend_reads_a_neuron_monitor_found_on_path(tmp_path: Path) -> None:
-    """`check --backend neuron` against a stand-in `neuron-monitor` on PATH that streams a recorded report:
-    the same report shape as NVML's, the devices seen on the first cycle (the backend waits for the first
-    report), the uncorrected HBM error failing its device."""
-    fixtures = ROOT / "tests" / "fixtures" / "agent" / "neuron"
-    (tmp_path / "neuron-monitor").symlink_to(fixtures / "fake-neuron-monitor")
-    env = {
-        **os.environ,
-        "PATH": f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}",
-        "FAKE_NEURON_MONITOR_REPORTS": str(fixtures / "trn2_hbm_uncorrected.jsonl"),
-        "FAKE_NEURON_MONITOR_CONFIG": str(tmp_path / "config.json"),
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "accelpool_agent", "check", "--backend", "neuron", "--json", "--log-level", "ERROR"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 1, done.stderr
-    report = json.loads(done.stdout)
-    assert (report["backend"], report["status"], len(report["gpus"])) == ("neuron", "Unhealthy", 16)
-    assert {"index", "uuid", "model", "telemetry", "checks", "status", "reason"} <= set(report["gpus"][1])
-    assert report["gpus"][1]["model"] == "Trainium2"
-    assert "NeuronHbmUncorrectable" in {c["reason"] for c in report["gpus"][1]["checks"]}

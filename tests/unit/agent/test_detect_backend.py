@@ -74,6 +74,11 @@ def test_tpu_v5_is_found_by_vfio_groups_and_a_google_pci_device(tmp_path: Path) 
     assert "0000:00:05.0" in detection.evidence
 
 
+def test_tpu_is_found_by_libtpu_or_tpu_info(tmp_path: Path) -> None:
+    assert detect_backend(probes(tmp_path, tools=("tpu-info",))).evidence == "tpu-info is on PATH"
+    assert detect_backend(probes(tmp_path, modules=("libtpu",))).evidence == "the libtpu module is importable"
+
+
 def test_nvidia_wins_over_a_vendor_tool_that_happens_to_be_installed(tmp_path: Path) -> None:
     touch(tmp_path, "dev/nvidiactl")
     assert detect_backend(probes(tmp_path, modules=("amdsmi",), tools=("neuron-monitor",))).backend == "nvml"

@@ -174,3 +174,17 @@ async def test_every_vendors_devices_are_in_the_gpu_family_with_their_vendor(mak
         healthy = [line for line in text.splitlines() if line.startswith("accelpool_gpu_healthy{")]
         assert len(healthy) == 2 and all(f'vendor="{vendor}"' in line for line in healthy), gpus
         assert re.search(r'accelpool_gpu_healthy\{[^}]*gpu="1"[^}]*\} 0\.0', text), gpus
+
+
+async def test_each_vendors_own_readings_are_exported(make_agent: MakeAgent) -> None:
+    """AMD's XGMI links as the peer-link series, each NeuronCore's utilization, a TPU's TensorCore share."""
+    expected = {
+        "MI300X:2": r'accelpool_gpu_nvlink_links_active\{[^}]*vendor="amd"\} 7\.0',
+        "Trainium2:2": r'accelpool_gpu_core_utilization_ratio\{core="3",[^}]*vendor="aws"\} 0\.9\d*',
+        "TPU-v5p:2": r'accelpool_gpu_tensorcore_utilization_ratio\{[^}]*vendor="google"\} 0\.7\d*',
+    }
+    for gpus, series in expected.items():
+        agent = make_agent(gpus, ["all:busy"], clock=ManualClock())
+        await agent.full_cycle()
+        text = generate_latest(registry_for(agent.snapshot)).decode()
+        assert len(re.findall(series, text)) == 2, (gpus, series)

@@ -16,12 +16,13 @@ import pytest
 
 from accelpool_agent.agent import Agent
 from accelpool_agent.backends.neuron import NeuronBackend, monitor_config
-from accelpool_agent.backends.neuron_report import MonitorState, Report, ReportError, model_for, parse_report
+from accelpool_agent.backends.neuron_report import DeviceCounters, Report, ReportError, parse_report
+from accelpool_agent.backends.neuron_state import MonitorState, model_for
 from accelpool_agent.clock import ManualClock
 from accelpool_agent.compute import ComputeSizes, ComputeTask
 from accelpool_agent.compute.runner import InlineRunner
 from accelpool_agent.config import AgentSettings
-from accelpool_agent.model import Check, CheckStatus
+from accelpool_agent.model import Check, CheckStatus, EccCounts
 from accelpool_agent.rules import gpu_count_rule
 from accelpool_core.protocol import AgentConfig, HealthStatus
 
@@ -144,21 +145,65 @@ def test_a_device_missing_from_a_later_report_is_lost() -> None:
     [
         ('{"neuron_runtime_data": [', "not JSON"),
         ("[1, 2]", "report: expected a JSON object, got list"),
+    ],
+)
+def test_a_line_that_is_no_report_names_what_it_is(line: str, message: str) -> None:
+    with pytest.raises(ReportError, match="^" + message.replace("[", r"\[").replace("]", r"\]")):
+        parse_report(line)
+
+
+@pytest.mark.parametrize(
+    ("group", "problem"),
+    [
         (
-            '{"system_data": {"neuron_hw_counters": {"neuron_devices": [{"neuron_device_index": 0, '
-            '"mem_ecc_uncorrected": "two"}]}}}',
+            '"system_data": {"neuron_hw_counters": {"neuron_devices": [{"neuron_device_index": 0, '
+            '"mem_ecc_uncorrected": "two"}], "error": ""}}',
             "neuron_hw_counters.neuron_devices[0].mem_ecc_uncorrected: expected a non-negative number, got 'two'",
         ),
         (
-            '{"neuron_runtime_data": [{"report": {"neuroncore_counters": {"neuroncores_in_use": {"nc0": {}}}}}]}',
+            '"neuron_runtime_data": [{"error": "", "report": {"neuroncore_counters": '
+            '{"neuroncores_in_use": {"nc0": {}}, "error": ""}}}]',
             "neuron_runtime_data[0].report.neuroncore_counters.neuroncores_in_use: "
             "expected a NeuronCore index, got key 'nc0'",
         ),
     ],
 )
-def test_a_bad_report_names_the_field(line: str, message: str) -> None:
-    with pytest.raises(ReportError, match="^" + message.replace("[", r"\[").replace("]", r"\]")):
-        parse_report(line)
+def test_a_group_in_no_documented_shape_is_skipped_and_named_the_rest_read(group: str, problem: str) -> None:
+    hardware = '"neuron_hardware_info": {"neuron_device_type": "trainium2", "neuron_device_count": 2, "error": ""}'
+    report = parse_report("{" + hardware + ", " + group + "}")
+    assert report.problems == (problem,)
+    assert (report.device_type, report.device_indexes) == ("trainium2", (0, 1))
+
+
+def test_groups_and_applications_with_an_error_are_skipped_as_aws_own_exporter_skips_them() -> None:
+    """neuron-monitor-prometheus.py reads no group whose `error` is set, nor an application whose is."""
+    (report,) = reports("trn2_group_errors.jsonl")
+    assert report.counters is None  # neuron_hw_counters failed: the devices come from neuron_device_count
+    assert report.device_indexes == tuple(range(16))
+    assert report.core_utilization == {4: 0.5, 5: 0.5}  # the second application's; the first one failed
+    assert report.execution_errors == {}  # its execution_stats group failed
+    assert len(report.problems) == 3 and any("failed to read the hardware counters" in p for p in report.problems)
+    telemetry = {t.index: t for t in state_of("trn2_group_errors.jsonl").telemetry()}
+    assert len(telemetry) == 16 and not any(t.lost for t in telemetry.values())
+    assert telemetry[1].core_utilization_ratios == (0.5, 0.5, 0.0, 0.0) and telemetry[0].ecc is None
+
+
+def test_nulls_and_the_trn2_per_physical_core_shares_are_read_as_aws_documents_them() -> None:
+    """`latency_stats` null (no model ran), a null counter (read as no event), `v3d` shares beside a core's
+    utilization, `system_data` null in a report that has only the hardware info."""
+    first, second = reports("trn2_nulls.jsonl")
+    assert first.core_utilization == {0: 0.25} and first.counters is not None
+    assert first.counters[0] == DeviceCounters(0)
+    assert (second.counters, second.device_indexes) == (None, tuple(range(16)))
+
+
+def test_hardware_counters_are_per_period_and_summed_over_the_reports() -> None:
+    """AWS's exporter adds each report's counts to its counters: an uncorrected error reported in one period
+    stays counted after it, and corrected events add up."""
+    state = state_of("trn2_hbm_uncorrected_once.jsonl")
+    telemetry = {t.index: t for t in state.telemetry()}
+    assert telemetry[1].ecc == EccCounts(volatile_single=7, volatile_double=1)
+    assert state.counters[1].mem_ecc_uncorrected == 1
 
 
 # ------------------------------------------------------------------------------ the subprocess
@@ -243,6 +288,16 @@ def test_malformed_lines_are_skipped(backend_on: Callable[..., NeuronBackend]) -
     wait_for(lambda: reader.state.reports == 2, "both good reports")
     assert reader.skipped_lines == 2
     assert backend.error is None
+
+
+def test_a_line_that_is_not_utf8_is_skipped_and_the_reader_goes_on(backend_on: Callable[..., NeuronBackend]) -> None:
+    """Bytes that are not UTF-8 neither stop the reader thread nor lose the report around them."""
+    backend = backend_on("trn2_non_utf8.jsonl")
+    reader = backend.reader
+    assert reader is not None
+    wait_for(lambda: reader.state.reports == 2, "both reports")
+    assert reader.skipped_lines == 1 and backend.error is None
+    assert len(backend.telemetry()) == 16
 
 
 def test_a_device_disappearing_from_the_stream(backend_on: Callable[..., NeuronBackend]) -> None:

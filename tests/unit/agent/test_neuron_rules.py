@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from accelpool_agent.backends.neuron_report import MonitorState, parse_report
+from accelpool_agent.backends.neuron_report import parse_report
+from accelpool_agent.backends.neuron_state import MonitorState
 from accelpool_agent.model import Check, CheckResult, CheckStatus, EccCounts, Telemetry
 from accelpool_agent.rules import CounterWindow, severity
 from accelpool_agent.rules.neuron import neuron_checks, neuron_counters
@@ -77,7 +78,7 @@ def test_rising_corrected_sram_ecc_warns_without_action() -> None:
 
 
 def test_a_steady_corrected_count_passes() -> None:
-    # device 5 reports 2 corrected HBM events in both reports: nothing new
+    # device 5 reported 2 corrected HBM events in the first period, none in the second: nothing new
     assert checks_of("trn2_healthy.jsonl", 5)[Check.ECC].status is CheckStatus.PASS
 
 

@@ -69,6 +69,15 @@ def test_v5p_host_with_four_chips(host: FakeHost, monkeypatch: pytest.MonkeyPatc
     assert "12.50 GiB of 95.00 GiB" in results[0].message
 
 
+def test_tensorcore_utilization_under_its_other_sdk_name(host: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Some libtpu releases list the metric as `tensorcore_utilization` (tpu-info's --list_metrics name)."""
+    host.add_chips("v5p", 2)
+    monitoring = FakeTpuMonitoring.busy(2, hbm_gib=95)
+    monitoring.values["tensorcore_utilization"] = monitoring.values.pop("tensorcore_util")
+    install(monkeypatch, monitoring)
+    assert [t.tensorcore_utilization_ratio for t in opened(host).telemetry()] == [0.3, 0.31]
+
+
 def test_v5e_host_with_eight_chips_uses_vfio_files(host: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
     host.add_chips("v5e", 8)
     install(monkeypatch, FakeTpuMonitoring.busy(8, hbm_gib=16))

@@ -67,7 +67,11 @@ def test_each_vendors_pool_gets_its_vendors_image_else_the_default_image() -> No
 def test_the_flags_set_backends_and_images_per_vendor() -> None:
     configured = config("--agent-backends=amd=cpu", "--agent-images=aws=r/agent-neuron:1")
     assert configured.agent.backends == {"nvidia": "nvml", "amd": "cpu", "aws": "neuron", "google": "tpu"}
-    assert configured.agent.images == {"aws": "r/agent-neuron:1"}
+    assert configured.agent.images == {
+        "amd": "ghcr.io/accelpool/accelpool-agent-rocm:0.1.0",
+        "aws": "r/agent-neuron:1",
+        "google": "ghcr.io/accelpool/accelpool-agent-tpu:0.1.0",
+    }
     assert configured.agent.backend is None
     assert config("--agent-backend=fake").agent.backend == "fake"
     assert config("--agent-backend=").agent.backend is None

@@ -85,6 +85,17 @@ def test_daemonset_golden() -> None:
     assert config["intervalSeconds"] == 900
 
 
+@pytest.mark.parametrize(
+    ("name", "accelerator"), [("mi300x", "MI300X:8"), ("trn2", "Trainium2:16"), ("tpu", "TPU-v5p:4")]
+)
+def test_each_vendors_daemonset_golden(name: str, accelerator: str) -> None:
+    """AMD, Neuron and TPU agents: the vendor's image and backend, privileged as root with the host's /dev."""
+    spec_ = pool(name, {"accelerator": accelerator}).spec
+    assert spec_ is not None
+    daemonset = render.daemonset(name, f"uid-{name}", spec_, AgentSettings(namespace="accelpool-system"))
+    check_golden(f"daemonset-{name}.yaml", daemonset)
+
+
 def test_agent_is_probed_for_readiness_and_liveness() -> None:
     """A pod whose agent does not answer is taken out of scrapes (readiness) before it is restarted
     (liveness): both ask the agent's own port, readiness every 10s with a 5s timeout, 3 failures."""

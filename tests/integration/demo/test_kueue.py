@@ -1,0 +1,70 @@
+"""Kueue in the demo: the example pool llm-training asks for it, so the demo cluster's ClusterQueue `research`
+gets a ResourceFlavor `llm-training` with a nominal quota of the pool's serving GPUs, which drops by a
+quarantined node's GPUs and comes back, and the demo's copies of Kueue's CRDs are the published ones."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from accelpool_demo import kueue as demo_kueue
+from accelpool_demo.run import POOLS_PATH, example_pools, inject, load_fleet, simulated_cluster
+from tests import kueue
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+ROOT = Path(__file__).resolve().parents[3]
+GPU = "nvidia.com/gpu"
+
+
+def test_the_demos_kueue_crds_are_the_published_ones() -> None:
+    if not kueue.available():
+        pytest.skip("../shared/crds/ (Kueue's CRDs) is missing")
+    for name in demo_kueue.CRD_FILES:
+        assert (demo_kueue.HERE / name).read_text() == (kueue.CRDS_DIR / name).read_text()
+    for obj in yaml.safe_load_all((demo_kueue.HERE / "cluster-queue.yaml").read_text()):
+        assert kueue.admit(obj["kind"], obj) == []
+
+
+async def test_the_example_pools_quota_follows_quarantine() -> None:
+    (training,) = [p for p in example_pools((ROOT / "examples",)) if p["metadata"]["name"] == "llm-training"]
+    async with simulated_cluster(load_fleet()) as demo:
+        await demo.client.create(POOLS_PATH, training)
+        queue_path = f"{kueue.QUEUES}/{demo_kueue.CLUSTER_QUEUE}"
+
+        async def quota() -> dict[str, int] | None:
+            queue: dict[str, Any] = await demo.client.get(queue_path)
+            return kueue_quota(queue, "llm-training")
+
+        async def until(wanted: dict[str, int], within: float, what: str) -> None:
+            deadline = time.monotonic() + within
+            while time.monotonic() < deadline:
+                if await quota() == wanted:
+                    return
+                await asyncio.sleep(0.25)
+            raise AssertionError(f"not within {within} s: {what} (quota {await quota()})")
+
+        await until({GPU: 16}, 90, "the quota of two serving H100 nodes")
+        flavor = await demo.client.get(f"{kueue.FLAVORS}/llm-training")
+        assert flavor["spec"]["nodeLabels"] == {"accelpool.io/pool": "llm-training"}
+        queue = await demo.client.get(queue_path)
+        assert queue["spec"]["resourceGroups"][0]["flavors"][0]["name"] == "default-flavor", "the user's group kept"
+
+        pool = await demo.client.get(f"{POOLS_PATH}/llm-training")
+        victim = sorted(m["node"] for m in pool["status"]["members"])[0]
+        await inject(demo.server, victim, "xid=79")
+        await until({GPU: 8}, 30, f"{victim}'s GPUs out of the quota")
+        await inject(demo.server, victim, "clear")
+        await until({GPU: 16}, 90, "the quota back at two serving nodes")
+
+
+def kueue_quota(queue: dict[str, Any], flavor: str) -> dict[str, int] | None:
+    for group in queue["spec"].get("resourceGroups") or []:
+        for entry in group["flavors"]:
+            if entry["name"] == flavor:
+                return {r["name"]: int(r["nominalQuota"]) for r in entry["resources"]}
+    return None

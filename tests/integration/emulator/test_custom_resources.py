@@ -1,0 +1,79 @@
+"""The emulated API server serves a CRD once it is stored, as kube-apiserver does: Kueue's published CRDs
+(../shared/crds/) installed, their kinds are listed, created, patched and refused by schema and CEL."""
+
+from __future__ import annotations
+
+import pytest
+
+from accelpool import crd
+from accelpool.controller.apiserver import POOLS as POOLS_PATH
+from accelpool_core.kube import ApiError, KubeClient, NotFoundError
+from accelpool_demo.apiserver import RunningApiServer
+from tests import cases, kueue
+
+pytestmark = pytest.mark.skipif(not kueue.available(), reason="../shared/crds/ (Kueue's CRDs) is missing")
+FLAVOR = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "h100"}}
+
+
+async def test_a_kind_is_served_only_while_its_crd_is_stored(api: RunningApiServer, client: KubeClient) -> None:
+    with pytest.raises(NotFoundError):
+        await client.list(kueue.FLAVORS)
+    kueue.install(api.server)
+    assert await client.list(kueue.FLAVORS) == []
+    discovery = await client.get("/apis/kueue.x-k8s.io/v1beta2")
+    served = {r["name"]: r for r in discovery["resources"]}
+    assert served["resourceflavors"]["kind"] == "ResourceFlavor"
+    assert set(served["resourceflavors"]["shortNames"]) == {"flavor", "flavors", "rf"}
+    assert "clusterqueues/status" in served
+    await client.delete(f"{kueue.CRDS_PATH}/resourceflavors.kueue.x-k8s.io")
+    with pytest.raises(NotFoundError):
+        await client.list(kueue.FLAVORS)
+
+
+async def test_objects_are_defaulted_pruned_and_judged_by_schema_and_cel(
+    api: RunningApiServer, client: KubeClient
+) -> None:
+    kueue.install(api.server)
+    queue = kueue.cluster_queue("team", [kueue.CPU_AND_MEMORY])
+    stored = await client.create(kueue.QUEUES, {**queue, "status": {"pendingWorkloads": 3}, "extra": 1})
+    assert stored["spec"]["queueingStrategy"] == "BestEffortFIFO", "the schema's default"
+    assert "extra" not in stored, "an unknown field is pruned"
+    assert "status" not in stored, "the status subresource: a create drops the status"
+    tolerations = [{"key": "a", "operator": "Exists", "value": "x", "effect": "NoSchedule"}]
+    with pytest.raises(ApiError) as refused:
+        await client.create(kueue.FLAVORS, {**FLAVOR, "spec": {"tolerations": tolerations}})
+    assert refused.value.status == 422
+    assert "a value must be empty when 'operator' is 'Exists'" in str(refused.value)
+    with pytest.raises(ApiError) as refused:
+        await client.create(kueue.FLAVORS, {**FLAVOR, "spec": {"nodeLabels": {str(i): "v" for i in range(9)}}})
+    assert "spec.nodeLabels: Too many: 9: must have at most 8 items" in str(refused.value)
+
+
+async def test_a_stale_resource_version_is_a_conflict_and_status_is_apart(
+    api: RunningApiServer, client: KubeClient
+) -> None:
+    kueue.install(api.server)
+    stored = await client.create(kueue.QUEUES, kueue.cluster_queue("team", [kueue.CPU_AND_MEMORY]))
+    path = f"{kueue.QUEUES}/team"
+    status = await client.patch(f"{path}/status", {"status": {"pendingWorkloads": 2}, "spec": {"cohortName": "x"}})
+    assert status["status"] == {"pendingWorkloads": 2}
+    assert "cohortName" not in status["spec"], "a write through status changes only the status"
+    changed = await client.patch(path, {"spec": {"stopPolicy": "Hold"}})
+    assert changed["metadata"]["generation"] == 2
+    stale = {"metadata": {"resourceVersion": stored["metadata"]["resourceVersion"]}, "spec": {"stopPolicy": "None"}}
+    with pytest.raises(ApiError) as refused:
+        await client.patch(path, stale)
+    assert refused.value.status == 409
+
+
+async def test_computepools_keep_accelpools_admission_once_their_crd_is_stored(
+    api: RunningApiServer, client: KubeClient
+) -> None:
+    """The demo stores accelpool's own CRD beside Kueue's: ComputePools stay judged by accelpool's admission
+    (CEL and webhook, `admission.admit_pool`), not by the generic schema-only path of other CRDs."""
+    await client.create(kueue.CRDS_PATH, crd.custom_resource_definition())
+    kueue.install(api.server)
+    with pytest.raises(ApiError) as refused:
+        await client.create(POOLS_PATH, cases.pool({"accelerator": {"name": "H100", "count": "8"}}))
+    assert refused.value.status == 422
+    assert "spec.accelerator.count" in str(refused.value), "the webhook's rule, which no schema check makes"
