@@ -143,7 +143,8 @@ async def measure(args: argparse.Namespace, log: Path) -> dict[str, Any]:
         backlog: list[float] = []
         while not sender.done():
             await asyncio.sleep(1.0)
-            backlog.append(published.read() - (await handled(cluster) - processed))
+            done = await handled(cluster) - processed  # scraped first: what was published by then is counted
+            backlog.append(published.read() - done)
         sent = await sender
         cores = (cluster.stats().cpu_seconds - cpu) / (time.monotonic() - stream_started)
         writes = operator_writes(cluster.emulator, since)
@@ -157,7 +158,8 @@ async def measure(args: argparse.Namespace, log: Path) -> dict[str, Any]:
             await asyncio.sleep(max(0.0, 1.0 - latencies[-1]))
         await sender
         await asyncio.sleep(2.0)
-        final = published.read() - (await handled(cluster) - processed)
+        done = await handled(cluster) - processed
+        final = published.read() - done
         stats = cluster.stats()
     return {
         "ready": ready,
