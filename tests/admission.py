@@ -32,6 +32,7 @@ from typing import Any, Literal
 import celpy
 
 from accelpool.api import as_sent, go_float
+from accelpool_demo.apiserver.structural import apply_defaults
 from tests.k8s_cel import ABSENT, activation, program, rule_message
 
 Stage = Literal["decode", "schema", "webhook"]
@@ -89,7 +90,7 @@ def create(
     warnings = [f'unknown field "{path}"' for path in unknown] if field_validation == "Warn" else []
     obj = _prune_nulls(schema, _pruned(schema, obj))
     obj.pop("status", None)  # the status subresource: a create never writes status
-    _apply_defaults(schema, obj)
+    apply_defaults(schema, obj)
     errors = _name_errors((obj.get("metadata") or {}).get("name")) + _schema_errors(schema, obj, "")
     errors += _scale_errors(version.get("subresources", {}).get("scale"), obj)
     if any(_blocking(error) for error in errors):
@@ -162,18 +163,6 @@ def _pruned(node: dict[str, Any], value: Any) -> Any:
     if isinstance(value, list) and "items" in node:
         return [_pruned(node["items"], item) for item in value]
     return value
-
-
-def _apply_defaults(node: dict[str, Any], value: Any) -> None:
-    if isinstance(value, dict):
-        for name, prop in (node.get("properties") or {}).items():
-            if name not in value and "default" in prop:
-                value[name] = copy.deepcopy(prop["default"])
-            if name in value:
-                _apply_defaults(prop, value[name])
-    elif isinstance(value, list) and "items" in node:
-        for item in value:
-            _apply_defaults(node["items"], item)
 
 
 # ---------------------------------------------------------------- the structural schema

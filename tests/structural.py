@@ -11,10 +11,13 @@ on inside it, in items and in additionalProperties); the schema is checked as JS
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
+
+from accelpool_demo.apiserver.structural import apply_defaults
+
+__all__ = ["apply_defaults", "schema_errors", "strict_json_schema"]
 
 
 def strict_json_schema(node: dict[str, Any]) -> dict[str, Any]:
@@ -31,22 +34,6 @@ def strict_json_schema(node: dict[str, Any]) -> dict[str, Any]:
     if node.get("x-kubernetes-list-type") == "set":
         result["uniqueItems"] = True
     return result
-
-
-def apply_defaults(node: dict[str, Any], value: Any) -> None:
-    """Fill in the schema's defaults, in place, where the object leaves a property out."""
-    if isinstance(value, dict):
-        for name, prop in (node.get("properties") or {}).items():
-            if name not in value and "default" in prop:
-                value[name] = copy.deepcopy(prop["default"])
-            if name in value:
-                apply_defaults(prop, value[name])
-        if isinstance(node.get("additionalProperties"), dict):
-            for item in value.values():
-                apply_defaults(node["additionalProperties"], item)
-    elif isinstance(value, list) and "items" in node:
-        for item in value:
-            apply_defaults(node["items"], item)
 
 
 def schema_errors(schema: dict[str, Any], obj: Any) -> list[str]:
