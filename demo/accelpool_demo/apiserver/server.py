@@ -17,6 +17,7 @@ Each request served is logged (`served`) and passed to the `listeners`.
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -392,8 +393,8 @@ def _check_replacement(request: kmock.Request) -> None:
 def _changed(request: kmock.Request, patch: str | None, current: JsonObject) -> JsonObject:
     """The candidate object of a PUT (its body) or a PATCH (the patch applied to the stored object)."""
     body = request.data
-    if patch is None:  # a PUT, checked by `_replacement`
-        return dict(body)
+    if patch is None:  # a PUT, checked by `_replacement`; a copy: the store keeps what it is given
+        return copy.deepcopy(dict(body))
     if patch == "json":
         return writes.json_patch(current, body)
     if not isinstance(body, dict):
