@@ -26,6 +26,18 @@ from accelpool_core.protocol import HealthReport
 _KEPT_ANNOTATIONS = (conventions.HEALTH_ANNOTATION,)
 
 
+def _report(annotation: str | None, previous: NodeView | None) -> HealthReport | None:
+    """The agent's health report from its annotation (None: none, or not a report); `previous`'s if the same text."""
+    if annotation is None:
+        return None
+    if previous is not None and previous.annotations.get(conventions.HEALTH_ANNOTATION) == annotation:
+        return previous.report
+    try:
+        return HealthReport.from_annotation(annotation)
+    except (ValidationError, ValueError):
+        return None
+
+
 def parse_time(text: Any) -> datetime | None:
     """RFC 3339 (`2026-11-01T00:00:00Z`) → aware datetime; None for anything else."""
     if not isinstance(text, str) or not text:
@@ -135,9 +147,14 @@ class NodeView:
     uid: str = ""
     resource_version: str | None = None
     created: str | None = None
+    capacity: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    """`status.allocatable` and `status.capacity` merged: what detection read (`detected` says what it made of it)."""
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> NodeView:
+    def from_body(cls, body: Mapping[str, Any], previous: NodeView | None = None) -> NodeView:
+        """The view of a Node object. `previous`, the same node's last view, lends what is parsed from
+        inputs that did not change (the detected accelerator, the health report): a node's updates
+        mostly touch its status, and the watch sees several per node."""
         metadata = body.get("metadata") or {}
         spec = body.get("spec") or {}
         status = body.get("status") or {}
@@ -159,15 +176,13 @@ class NodeView:
                 since=parse_time(health_raw.get("lastTransitionTime")),
                 heartbeat=parse_time(health_raw.get("lastHeartbeatTime")),
             )
-        report = None
-        if conventions.HEALTH_ANNOTATION in annotations:
-            try:
-                report = HealthReport.from_annotation(annotations[conventions.HEALTH_ANNOTATION])
-            except (ValidationError, ValueError):
-                report = None
         capacity = {
             str(k): str(v) for k, v in {**(status.get("allocatable") or {}), **(status.get("capacity") or {})}.items()
         }
+        if previous is None or previous.labels != labels or previous.capacity != capacity:
+            detected, problems = detect(labels, capacity), label_problems(labels, capacity)
+        else:
+            detected, problems = previous.detected, previous.label_problems
         return cls(
             name=str(metadata.get("name", "")),
             labels=labels,
@@ -177,9 +192,9 @@ class NodeView:
             ready=ready.get("status") == "True",
             ready_since=parse_time(ready.get("lastTransitionTime")),
             health=health,
-            report=report,
-            detected=detect(labels, capacity),
-            label_problems=label_problems(labels, capacity),
+            report=_report(annotations.get(conventions.HEALTH_ANNOTATION), previous),
+            detected=detected,
+            label_problems=problems,
             health_index=next(
                 (
                     i
@@ -192,6 +207,7 @@ class NodeView:
             uid=str(metadata.get("uid") or ""),
             resource_version=metadata.get("resourceVersion"),
             created=metadata.get("creationTimestamp"),
+            capacity=capacity,
         )
 
     # ------------------------------------------------------------ derived facts

@@ -17,6 +17,7 @@ Each request served is logged (`served`) and passed to the `listeners`.
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -72,6 +73,8 @@ class ApiServer(kmock.KubernetesScaffold):
     """How many reactions the server itself has: more means a test added one (see the module docstring)."""
     _custom_generation: int = attrs.field(default=0, init=False)
     _custom_keys: set[str] = attrs.field(factory=set, init=False)
+    _infos: dict[kmock.resource, kmock.ResourceInfo | None] = attrs.field(factory=dict, init=False)
+    _infos_for: int = attrs.field(default=-1, init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -118,13 +121,24 @@ class ApiServer(kmock.KubernetesScaffold):
         return self.served.total
 
     def _has_status(self, resource: kmock.resource) -> bool:
-        info = self.resources.get(resource) if resource in self.resources else None
-        return isinstance(info, kmock.ResourceInfo) and "status" in info.subresources
+        info = self._info(resource)
+        return info is not None and "status" in info.subresources
 
     def _declared(self, request: kmock.Request) -> kmock.resource:
-        if request.resource is None or request.resource not in self.resources:
+        if request.resource is None or self._info(request.resource) is None:
             raise resources.error(404, "NotFound", "the server could not find the requested resource")
         return request.resource
+
+    def _info(self, resource: kmock.resource) -> kmock.ResourceInfo | None:
+        """The resource's declaration (None: not served), remembered (kmock's lookup checks a runtime Protocol,
+        ~0.1 ms) until the CRDs change what is served or a test declares a resource (their count changes)."""
+        if len(self.resources) != self._infos_for:
+            self._infos.clear()
+            self._infos_for = len(self.resources)
+        if resource not in self._infos:
+            info = self.resources.get(resource) if resource in self.resources else None
+            self._infos[resource] = info if isinstance(info, kmock.ResourceInfo) else None
+        return self._infos[resource]
 
     # ------------------------------------------------------------ serving a request
 
@@ -164,6 +178,7 @@ class ApiServer(kmock.KubernetesScaffold):
         for key, served in custom.served.items():
             self.resources[key] = served.info
         self._custom_keys = set(custom.served)
+        self._infos.clear()
 
     async def _respond(self, request: kmock.Request, task: asyncio.Task[Any]) -> aiohttp.web.StreamResponse:
         await self.store.settle()
@@ -313,8 +328,8 @@ class ApiServer(kmock.KubernetesScaffold):
         version = str(self.store.version)
         if tables.wants_table(request.headers.get("Accept", "")):
             return tables.table(resources.key_of(resource), items, version)
-        info = self.resources[resource]
-        kind = info.kind if isinstance(info, kmock.ResourceInfo) and info.kind else resources.kind_of(resource)
+        info = self._info(resource)
+        kind = info.kind if info is not None and info.kind else resources.kind_of(resource)
         return {
             "apiVersion": resources.api_version_of(resource),
             "kind": f"{kind}List",
@@ -392,8 +407,8 @@ def _check_replacement(request: kmock.Request) -> None:
 def _changed(request: kmock.Request, patch: str | None, current: JsonObject) -> JsonObject:
     """The candidate object of a PUT (its body) or a PATCH (the patch applied to the stored object)."""
     body = request.data
-    if patch is None:  # a PUT, checked by `_replacement`
-        return dict(body)
+    if patch is None:  # a PUT, checked by `_replacement`; a copy: the store keeps what it is given
+        return copy.deepcopy(dict(body))
     if patch == "json":
         return writes.json_patch(current, body)
     if not isinstance(body, dict):

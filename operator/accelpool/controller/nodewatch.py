@@ -5,7 +5,8 @@ watches from the list's resourceVersion, as client-go's reflector does
 (k8s.io/client-go/tools/cache/reflector.go `ListAndWatch`): a watch that ends is resumed from
 the last resourceVersion seen (bookmarks included); `410 Gone` lists again, and what the new
 list no longer holds is reported deleted; any other error waits (`BACKOFF_START` doubling to
-`BACKOFF_MAX`) and resumes. Every change is parsed once (`NodeView.from_body`) and reported to
+`BACKOFF_MAX`) and resumes. Every change is parsed once (`NodeView.from_body`, lent the node's
+last view: what came from unchanged labels and annotations is not parsed again) and reported to
 `on_change(name, view)` (None: deleted); the controller decides whether planning could come out
 differently (`accelpool.controller.relevance`).
 
@@ -108,6 +109,6 @@ class NodeWatch:
             self._views.pop(name, None)
             self._on_change(name, None)
             return
-        view = NodeView.from_body(body)
+        view = NodeView.from_body(body, self._views.get(name))
         self._views[name] = view
         self._on_change(name, view)

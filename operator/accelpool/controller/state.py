@@ -295,7 +295,7 @@ class ClusterState:
 
     def remember_node(self, before: NodeView | None, written: Mapping[str, Any]) -> None:
         """A node as a write (or a re-read after a 409) returned it, until the index shows it."""
-        view = NodeView.from_body(written)
+        view = NodeView.from_body(written, before)
         self._node_overlays[view.name] = _Overlay(before=before, after=view, at=self._clock())
 
     # ------------------------------------------------------------ pools and their statuses

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from accelpool import conventions
@@ -288,3 +290,21 @@ def test_a_member_with_a_huge_count_label_never_inflates_the_pool_capacity() -> 
     assert found is not None and found.status is not None
     assert found.status.capacity.gpus < 2**63
     assert found.status.capacity.gpus == 0
+
+
+def test_a_view_lent_the_last_one_reads_as_a_fresh_parse_whatever_changed() -> None:
+    report = json.dumps({"status": "Healthy", "reason": "AllChecksPassed", "pool": "p", "complete": True})
+    body = node_body("n1", annotations={conventions.HEALTH_ANNOTATION: report})
+    previous = NodeView.from_body(body)
+    changed_status = node_body("n1", annotations={conventions.HEALTH_ANNOTATION: report}, ready=False)
+    relabelled = node_body("n1", "A100-40GB", annotations={conventions.HEALTH_ANNOTATION: report})
+    recapacitated = node_body("n1", annotations={conventions.HEALTH_ANNOTATION: report})
+    recapacitated["status"]["capacity"]["nvidia.com/gpu"] = "9" * 25
+    reported = node_body("n1", annotations={conventions.HEALTH_ANNOTATION: report.replace("Healthy", "Unhealthy")})
+    for after in (changed_status, relabelled, recapacitated, reported):
+        lent = NodeView.from_body(after, previous)
+        fresh = NodeView.from_body(after)
+        assert lent == fresh
+        assert (lent.detected, lent.label_problems, lent.report) == (fresh.detected, fresh.label_problems, fresh.report)
+        assert after is changed_status or fresh != previous
+    assert NodeView.from_body(changed_status, previous).detected is previous.detected  # not detected again
