@@ -1,5 +1,6 @@
-"""Kueue as the tests install it: the published CRDs (../shared/crds/, kubernetes-sigs/kueue
-config/components/crd/bases), admission as a cluster running Kueue judges its objects, and example
+"""Kueue as the tests install it: the published CRDs (kubernetes-sigs/kueue config/components/crd/bases,
+as the demo packages them: `accelpool_demo.kueue`, checked equal to ../shared/crds/ by
+tests/integration/demo/test_kueue.py), admission as a cluster running Kueue judges its objects, and example
 ClusterQueues.
 
 `admit(kind, obj, old)` is what the API server and Kueue's webhooks do with a ResourceFlavor or a
@@ -21,24 +22,22 @@ from typing import Any
 import yaml
 
 from accelpool.kueue import quantity_number
+from accelpool_demo import kueue as demo_kueue
 from accelpool_demo.apiserver import ApiServer
 from tests.k8s_cel import ABSENT, evaluate_rules
 from tests.structural import apply_defaults, schema_errors
 
-CRDS_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "crds"
+PUBLISHED_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "crds"
+"""Where the published CRDs are kept beside the repository (the demo's copies must equal them)."""
 FILES = {"ResourceFlavor": "kueue.x-k8s.io_resourceflavors.yaml", "ClusterQueue": "kueue.x-k8s.io_clusterqueues.yaml"}
 CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 FLAVORS = "/apis/kueue.x-k8s.io/v1beta2/resourceflavors"
 QUEUES = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
 
 
-def available() -> bool:
-    return all((CRDS_DIR / name).exists() for name in FILES.values())
-
-
 @functools.cache
 def crd(kind: str) -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load((CRDS_DIR / FILES[kind]).read_text())
+    loaded: dict[str, Any] = yaml.safe_load((demo_kueue.HERE / FILES[kind]).read_text())
     return loaded
 
 

@@ -23,10 +23,7 @@ from tests import kueue as installed
 from tests.k8s_cel import unsupported_functions
 from tests.unit.operator.conftest import NOW, member, pool, run
 
-pytestmark = [
-    pytest.mark.contract,
-    pytest.mark.skipif(not installed.available(), reason="../shared/crds/ (Kueue's CRDs) is missing"),
-]
+pytestmark = [pytest.mark.contract]
 GPU = "nvidia.com/gpu"
 LASTING_TAINTS = [
     {"key": "dedicated", "value": "ml-team", "effect": "NoSchedule"},

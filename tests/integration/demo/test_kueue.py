@@ -5,6 +5,7 @@ quarantined node's GPUs and comes back, and the demo's copies of Kueue's CRDs ar
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,14 @@ GPU = "nvidia.com/gpu"
 
 
 def test_the_demos_kueue_crds_are_the_published_ones() -> None:
-    if not kueue.available():
-        pytest.skip("../shared/crds/ (Kueue's CRDs) is missing")
     for name in demo_kueue.CRD_FILES:
-        assert (demo_kueue.HERE / name).read_text() == (kueue.CRDS_DIR / name).read_text()
+        published = kueue.PUBLISHED_DIR / name
+        if not published.exists():
+            message = f"{published} is missing (the published Kueue CRD, see ../shared/crds/README.md)"
+            if os.environ.get("REQUIRE_TOOLS") == "1":
+                pytest.fail(message)
+            pytest.skip(message)
+        assert (demo_kueue.HERE / name).read_text() == published.read_text()
     for obj in yaml.safe_load_all((demo_kueue.HERE / "cluster-queue.yaml").read_text()):
         assert kueue.admit(obj["kind"], obj) == []
 

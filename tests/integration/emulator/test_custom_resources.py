@@ -1,5 +1,5 @@
 """The emulated API server serves a CRD once it is stored, as kube-apiserver does: Kueue's published CRDs
-(../shared/crds/) installed, their kinds are listed, created, patched and refused by schema and CEL."""
+(as the demo packages them) installed, their kinds are listed, created, patched and refused by schema and CEL."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from accelpool_core.kube import ApiError, KubeClient, NotFoundError
 from accelpool_demo.apiserver import RunningApiServer
 from tests import cases, kueue
 
-pytestmark = pytest.mark.skipif(not kueue.available(), reason="../shared/crds/ (Kueue's CRDs) is missing")
 FLAVOR = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "h100"}}
 
 

@@ -14,7 +14,6 @@ from tests import kueue
 
 from .conftest import Cluster, Operator, gpu_node, seed
 
-pytestmark = pytest.mark.skipif(not kueue.available(), reason="../shared/crds/ (Kueue's CRDs) is missing")
 GPU = "nvidia.com/gpu"
 QUEUE = f"{kueue.QUEUES}/research"
 ASKING = {"accelerator": "H100:8", "nodes": 2, "kueue": {"enabled": True, "clusterQueue": "research"}}
