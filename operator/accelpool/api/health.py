@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from accelpool.api.rules import Model, Rule, RuledModel
+from accelpool.api.rules import Model, Rule, RuledModel, cel_string
 from accelpool_core.protocol import AgentBackend
 
 DURATION_PATTERN = r"^([0-9]{1,5}(\.[0-9]{1,9})?(ms|s|m|h)){1,4}$"
@@ -67,7 +67,8 @@ class DrainPolicy(RuledModel):
 
     rules = (
         Rule(
-            f"!self.timeout.matches('{DURATION_PATTERN}') || duration(self.timeout) <= duration('{MAX_DRAIN_TIMEOUT}')",
+            f"!self.timeout.matches({cel_string(DURATION_PATTERN)})"
+            f" || duration(self.timeout) <= duration('{MAX_DRAIN_TIMEOUT}')",
             lambda d: (
                 not re.fullmatch(DURATION_PATTERN, d["timeout"])
                 or _duration_within(d["timeout"], 0.0, parse_duration(MAX_DRAIN_TIMEOUT))
@@ -76,7 +77,7 @@ class DrainPolicy(RuledModel):
             field="timeout",
         ),
         Rule(
-            f"!has(self.gracePeriod) || !self.gracePeriod.matches('{DURATION_PATTERN}')"
+            f"!has(self.gracePeriod) || !self.gracePeriod.matches({cel_string(DURATION_PATTERN)})"
             f" || duration(self.gracePeriod) <= duration('{MAX_GRACE_PERIOD}')",
             lambda d: (
                 "gracePeriod" not in d
@@ -162,7 +163,7 @@ class HealthSpec(RuledModel):
 
     rules = (
         Rule(
-            f"type(self.maxUnavailable) == string ? self.maxUnavailable.matches('{PERCENT_PATTERN}')"
+            f"type(self.maxUnavailable) == string ? self.maxUnavailable.matches({cel_string(PERCENT_PATTERN)})"
             " : self.maxUnavailable >= 0",
             lambda h: (
                 re.fullmatch(PERCENT_PATTERN, h["maxUnavailable"]) is not None
@@ -175,7 +176,7 @@ class HealthSpec(RuledModel):
         Rule(
             # The pattern guard keeps the rule from erroring on a malformed duration, which the
             # schema's pattern reports (a rule that errors rejects with a second, noisier message).
-            f"!self.interval.matches('{DURATION_PATTERN}')"
+            f"!self.interval.matches({cel_string(DURATION_PATTERN)})"
             f" || (duration(self.interval) >= duration('{MIN_INTERVAL}')"
             f" && duration(self.interval) <= duration('{MAX_INTERVAL}'))",
             lambda h: (
@@ -187,7 +188,8 @@ class HealthSpec(RuledModel):
             field="interval",
         ),
         Rule(
-            f"!self.holdDown.matches('{DURATION_PATTERN}') || duration(self.holdDown) <= duration('{MAX_HOLD_DOWN}')",
+            f"!self.holdDown.matches({cel_string(DURATION_PATTERN)})"
+            f" || duration(self.holdDown) <= duration('{MAX_HOLD_DOWN}')",
             lambda h: (
                 not re.fullmatch(DURATION_PATTERN, h["holdDown"])
                 or _duration_within(h["holdDown"], 0.0, parse_duration(MAX_HOLD_DOWN))

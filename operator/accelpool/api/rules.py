@@ -33,6 +33,17 @@ class Rule:
     """The field the rule is about (its error path), when it is about one field."""
 
 
+def cel_string(text: str) -> str:
+    r"""`text` as a CEL string literal, single-quoted, with its backslashes and quotes escaped.
+
+    Every value a rule embeds (a regular expression above all) goes through here: CEL's grammar
+    (cel-spec doc/langdef.md, "String and Bytes Values") knows only the escapes \\ \' \" \? \` \a \b \f
+    \n \r \t \v, octal, hex and unicode, so a pattern's `\.` written raw into a literal is a syntax error
+    on a real API server (cel-go's parser), however a lenient parser takes it.
+    """
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 class Model(BaseModel):
     """camelCase on the wire, snake_case in Python, unknown fields rejected, types strict (as the API server's)."""
 
