@@ -10,7 +10,7 @@ the server's own words, stage by stage, from the CRD alone (not from accelpool's
    schema.go, validate/*.go) turned into field errors as apiextensions-apiserver does
    (pkg/apiserver/validation/validation.go kubeOpenAPIResultToFieldErrors);
 4. the scale subresource's check of `specReplicasPath` (pkg/registry/customresource/validator.go);
-5. the CEL rules, evaluated with cel-python and Kubernetes' CEL library (tests/k8s_cel.py), unless
+5. the CEL rules, evaluated with Google's CEL and Kubernetes' CEL library (tests/k8s_cel.py), unless
    a blocking error came first (pkg/registry/customresource/strategy.go hasBlockingErr); a rule
    that cannot be evaluated rejects (pkg/apiserver/schema/cel/validation.go);
 6. the validating admission webhooks, only for an object that passed all of the above (the API
@@ -29,11 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import celpy
-
 from accelpool.api import as_sent, go_float
 from accelpool_demo.apiserver.structural import apply_defaults
-from tests.k8s_cel import ABSENT, activation, program, rule_message
+from tests.k8s_cel import evaluate_rule, rule_message
 
 Stage = Literal["decode", "schema", "webhook"]
 Webhook = Callable[[dict[str, Any]], list[str]]
@@ -319,18 +317,13 @@ def _go_plain(value: Any) -> str:
 def _cel_errors(node: dict[str, Any], value: Any, path: str) -> list[str]:
     errors: list[str] = []
     for rule in node.get("x-kubernetes-validations") or []:
-        compiled = program(rule["rule"])
         relative = rule.get("fieldPath", "")
         where = f"{path}{relative}" if path else (relative.lstrip(".") or "<nil>")
         message = rule_message(rule, value)
-        try:
-            result = compiled.evaluate(activation(value, ABSENT))
-        except celpy.evaluation.CELEvalError as error:  # a rule that cannot be evaluated rejects
-            errors.append(f'{where}: Invalid value: "{node.get("type")}": {error} evaluating rule: {message}')
-            continue
-        if isinstance(result, celpy.evaluation.CELEvalError):
-            errors.append(f'{where}: Invalid value: "{node.get("type")}": {result} evaluating rule: {message}')
-        elif not (isinstance(result, celpy.celtypes.BoolType) and bool(result)):
+        outcome = evaluate_rule(rule, value)
+        if outcome.error is not None:  # a rule that cannot be evaluated rejects
+            errors.append(f'{where}: Invalid value: "{node.get("type")}": {outcome.error} evaluating rule: {message}')
+        elif not outcome.true:
             shown = "" if node.get("type") in ("object", "array") else f"{go_value(value)}: "
             errors.append(f"{where}: Invalid value: {shown}{message}")
     if isinstance(value, dict):

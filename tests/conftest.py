@@ -14,6 +14,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS_BIN = ROOT / ".tools" / "bin"
+SHARED = ROOT.parent / "shared"
+"""The project's shared folder beside the checkout: published CRDs, recorded truth (fidelity/)."""
 pytest_plugins = ["tests.admission_webhook"]
 
 
@@ -25,3 +27,14 @@ def require_tool(name: str) -> str:
     if os.environ.get("REQUIRE_TOOLS") == "1":
         pytest.fail(f"{name} is required (REQUIRE_TOOLS=1) but not found; run `make tools`")
     pytest.skip(f"{name} not installed; `make tools` fetches it")
+
+
+def require_shared(relative: str) -> Path:
+    """A file or folder of ../shared (never copied into the repository); skip when it is absent, fail
+    when REQUIRE_TOOLS=1 (CI has it beside every clone)."""
+    found = SHARED / relative
+    if found.exists():
+        return found
+    if os.environ.get("REQUIRE_TOOLS") == "1":
+        pytest.fail(f"{found} is required (REQUIRE_TOOLS=1) but missing: ../shared must sit beside the checkout")
+    pytest.skip(f"{found} is missing: ../shared is not beside this checkout")

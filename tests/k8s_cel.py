@@ -1,72 +1,62 @@
-"""A CRD's `x-kubernetes-validations` rules evaluated as a Kubernetes API server evaluates them, with
-cel-python and the Kubernetes CEL library functions cel-python lacks.
+"""Kubernetes' CEL through Google's implementation (cel-expr-python, the bindings of cel-cpp): CRD rules
+and admission expressions compiled, type-checked and evaluated as a Kubernetes API server does it.
 
-As on a real server (kubernetes/kubernetes staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/
-schema/cel/validation.go): a rule runs at every schema node the object has a value for, with `self`
-that value; a rule that does not evaluate to true, or cannot be evaluated at all, rejects the object;
-a transition rule (one that reads `oldSelf`) runs only on an update, where the old object has a value
+The environment is Kubernetes' base environment (staging/src/k8s.io/apiserver/pkg/cel/environment/
+base.go) as far as the rules here need it: CEL's standard library, cel-go's strings extension
+(ext.Strings; cel-cpp's is the same library), optionals, and Kubernetes' regex and list libraries
+(staging/src/k8s.io/apiserver/pkg/cel/library/regex.go, lists.go), declared with their signatures
+and implemented below from those sources. A rule calling anything else does not compile, and
+`unsupported_functions` names it.
+
+Type checking (`check_rules`) declares `self` and `oldSelf` with the type the schema gives the node
+a rule sits on, as the API server does (staging/src/k8s.io/apiserver/pkg/cel/common/schemas.go
+SchemaDeclType): an object with properties is a message type whose fields are its properties
+(names escaped as staging/src/k8s.io/apiserver/pkg/cel/escaping.go escapes them), an object with
+additionalProperties a map, an array a list, int-or-string and preserved unknown fields `dyn`,
+strings with format date-time and duration timestamps and durations. cel-cpp checks against
+protobuf descriptors, so those types are built as descriptors (`_Types`).
+
+Evaluation (`evaluate`, `evaluate_rules`) runs the same expressions with `self` as the object's
+plain JSON value, as on the server (pkg/apiserver/schema/cel/validation.go): a rule runs at every
+schema node the object has a value for; one that is not true, or cannot be evaluated, rejects; a
+transition rule (one that reads `oldSelf`) runs only on an update where the old object has a value
 correlated with the node (through object properties, map keys, and items of `x-kubernetes-list-type:
-map` lists; not through other lists), and is skipped otherwise. The message is the rule's
-messageExpression when it evaluates to a non-empty string, else its message, else `failed rule: RULE`.
-
-Functions a Kubernetes API server offers that cel-python does not are implemented below from their
-sources: Kubernetes' regex and list libraries (staging/src/k8s.io/apiserver/pkg/cel/library/regex.go,
-lists.go) and cel-go's strings extension (google/cel-go ext/strings.go, enabled by
-staging/src/k8s.io/apiserver/pkg/cel/environment/base.go). `unsupported_functions` names what a rule
-calls that is still missing, so a test can list such a rule instead of passing it silently.
+map` lists; not through other lists). The message is the rule's messageExpression when it
+evaluates to a non-empty string, else its message, else `failed rule: RULE`.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import celpy
 import re2  # type: ignore[import-untyped]
-from celpy.adapter import json_to_cel
-from celpy.celtypes import BoolType, IntType, ListType, StringType
-from celpy.evaluation import CELEvalError, base_functions
+from cel_expr_python import cel
+from cel_expr_python.ext import ext_optional, ext_strings
+from google.protobuf import descriptor_pb2, descriptor_pool, duration_pb2, struct_pb2, timestamp_pb2
 
-from tests.cel_cost import Call, Comprehension, Expr, Ident, ListLiteral, MapLiteral, Select, parse
-
-# ---------------------------------------------------------------- library functions
+# ---------------------------------------------------------------- Kubernetes' library functions
 
 
-def _error(message: str) -> CELEvalError:
-    return CELEvalError(message, ValueError, (message,))
-
-
-def _find(text: StringType, regex: StringType) -> Any:
+def _find(text: str, regex: str) -> str:
     """regex.go `find`: the first match of the regex in the string, or '' when there is none."""
-    try:
-        match = re2.search(str(regex), str(text))
-    except re2.error as error:
-        return _error(f"Illegal regex: {error}")
-    return StringType(match.group(0) if match else "")
+    match = re2.search(regex, text)
+    return match.group(0) if match else ""
 
 
-def _find_all(text: StringType, regex: StringType, limit: IntType | None = None) -> Any:
-    """regex.go `findAll`: every match (at most `limit` when given, none when it is 0)."""
-    try:
-        matches = [StringType(m.group(0)) for m in re2.finditer(str(regex), str(text))]
-    except re2.error as error:
-        return _error(f"Illegal regex: {error}")
-    if limit is not None and int(limit) >= 0:
-        matches = matches[: int(limit)]
-    return ListType(matches)
-
-
-def _is_sorted(items: list[Any]) -> Any:
-    """lists.go `isSorted`: each element compares <= the next."""
-    return BoolType(all(a <= b for a, b in itertools.pairwise(items)))
+def _find_all(text: str, regex: str, limit: int = -1) -> list[str]:
+    """regex.go `findAll`: every match (at most `limit` when it is not negative)."""
+    matches = [m.group(0) for m in re2.finditer(regex, text)]
+    return matches if limit < 0 else matches[:limit]
 
 
 def _sum(items: list[Any]) -> Any:
     """lists.go `sum`: the sum of the elements, 0 of an empty list."""
-    total: Any = IntType(0)
+    total: Any = 0
     for i, item in enumerate(items):
         total = item if i == 0 else total + item
     return total
@@ -76,7 +66,7 @@ def _extreme(name: str, pick: Callable[[Any, Any], bool]) -> Callable[[list[Any]
     def extreme(items: list[Any]) -> Any:
         """lists.go `min`/`max`: an error on an empty list."""
         if not items:
-            return _error(f"{name} called on empty list")
+            raise ValueError(f"{name} called on empty list")
         best = items[0]
         for item in items[1:]:
             if pick(item, best):
@@ -86,148 +76,358 @@ def _extreme(name: str, pick: Callable[[Any, Any], bool]) -> Callable[[list[Any]
     return extreme
 
 
-def _index_of(target: Any, item: Any) -> Any:
-    """lists.go `indexOf` (lists) and ext/strings.go `indexOf` (strings): -1 when absent."""
-    if isinstance(target, str):
-        return IntType(str(target).find(str(item)))
-    return IntType(next((i for i, x in enumerate(target) if x == item), -1))
+def _index_of(items: list[Any], item: Any) -> int:
+    """lists.go `indexOf`: -1 when absent."""
+    return next((i for i, x in enumerate(items) if x == item), -1)
 
 
-def _last_index_of(target: Any, item: Any) -> Any:
-    if isinstance(target, str):
-        return IntType(str(target).rfind(str(item)))
-    return IntType(next((i for i in range(len(target) - 1, -1, -1) if target[i] == item), -1))
+def _last_index_of(items: list[Any], item: Any) -> int:
+    return next((i for i in range(len(items) - 1, -1, -1) if items[i] == item), -1)
 
 
-def _split(text: StringType, separator: StringType, limit: IntType | None = None) -> Any:
-    """ext/strings.go `split`: Go's strings.SplitN (limit < 0: all parts; 0: none)."""
-    n = -1 if limit is None else int(limit)
-    if n == 0:
-        return ListType([])
-    if str(separator) == "":
-        parts = list(str(text))
-        if n > 0 and len(parts) > n:
-            parts = [*parts[: n - 1], "".join(parts[n - 1 :])]
-    else:
-        parts = str(text).split(str(separator), n - 1 if n > 0 else -1)
-    return ListType([StringType(p) for p in parts])
+def _kubernetes_library() -> cel.CelExtension:
+    string, integer, boolean, dyn = cel.Type.STRING, cel.Type.INT, cel.Type.BOOL, cel.Type.DYN
+    items = cel.Type.List(dyn)
+
+    def member(name: str, result: cel.Type, *params: cel.Type, impl: Callable[..., Any]) -> cel.Overload:
+        return cel.Overload(name, result, list(params), is_member=True, impl=impl)
+
+    return cel.CelExtension(
+        "kubernetes",
+        [
+            cel.FunctionDecl("find", [member("string_find_string", string, string, string, impl=_find)]),
+            cel.FunctionDecl(
+                "findAll",
+                [
+                    member("string_find_all_string", cel.Type.List(string), string, string, impl=_find_all),
+                    member(
+                        "string_find_all_string_int", cel.Type.List(string), string, string, integer, impl=_find_all
+                    ),
+                ],
+            ),
+            cel.FunctionDecl(
+                "isSorted",
+                [
+                    member(
+                        "list_is_sorted", boolean, items, impl=lambda x: all(a <= b for a, b in itertools.pairwise(x))
+                    )
+                ],
+            ),
+            cel.FunctionDecl("sum", [member("list_sum", dyn, items, impl=_sum)]),
+            cel.FunctionDecl("min", [member("list_min", dyn, items, impl=_extreme("min", lambda a, b: a < b))]),
+            cel.FunctionDecl("max", [member("list_max", dyn, items, impl=_extreme("max", lambda a, b: a > b))]),
+            cel.FunctionDecl("indexOf", [member("list_index_of", integer, items, dyn, impl=_index_of)]),
+            cel.FunctionDecl("lastIndexOf", [member("list_last_index_of", integer, items, dyn, impl=_last_index_of)]),
+        ],
+    )
 
 
-def _join(items: list[Any], separator: StringType | None = None) -> Any:
-    """ext/strings.go `join`."""
-    return StringType(("" if separator is None else str(separator)).join(str(i) for i in items))
+def environment(variables: Mapping[str, cel.Type], pool: Any = None) -> cel.Env:
+    """Kubernetes' CEL environment with these variables (types from `pool` where they are messages)."""
+    return cel.NewEnv(
+        descriptor_pool=pool,
+        variables=dict(variables),
+        extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), _kubernetes_library()],
+    )
 
 
-def _ascii_case(convert: Callable[[str], str]) -> Callable[[StringType], Any]:
-    def change(text: StringType) -> Any:
-        """ext/strings.go `lowerAscii`/`upperAscii`: only ASCII letters change."""
-        return StringType("".join(convert(c) if c.isascii() else c for c in str(text)))
-
-    return change
+class CompileError(Exception):
+    """An expression the API server would refuse to store: a syntax error, an undeclared reference, a
+    type error. The text is cel-cpp's, in cel-go's format (`ERROR: <input>:1:23: Syntax error: ...`)."""
 
 
-def _replace(text: StringType, old: StringType, new: StringType, limit: IntType | None = None) -> Any:
-    """ext/strings.go `replace`: Go's strings.Replace (limit < 0: every occurrence)."""
-    return StringType(str(text).replace(str(old), str(new), -1 if limit is None else int(limit)))
-
-
-def _trim(text: StringType) -> Any:
-    """ext/strings.go `trim`: leading and trailing Unicode white space removed."""
-    return StringType(str(text).strip())
-
-
-KUBERNETES_FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "find": _find,
-    "findAll": _find_all,
-    "isSorted": _is_sorted,
-    "sum": _sum,
-    "min": _extreme("min", lambda a, b: a < b),
-    "max": _extreme("max", lambda a, b: a > b),
-    "indexOf": _index_of,
-    "lastIndexOf": _last_index_of,
-    "split": _split,
-    "join": _join,
-    "lowerAscii": _ascii_case(str.lower),
-    "upperAscii": _ascii_case(str.upper),
-    "replace": _replace,
-    "trim": _trim,
-}
-_OPERATORS = frozenset(
-    {"_&&_", "_||_", "!_", "-_", "_?_:_", "_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "@in", "_+_", "_-_"}
-    | {"_*_", "_/_", "_%_", "_[_]", "@not_strictly_false", "dyn"}
-)
-SUPPORTED_FUNCTIONS = frozenset(base_functions) | frozenset(KUBERNETES_FUNCTIONS) | _OPERATORS
-
-
-# ---------------------------------------------------------------- what a rule calls
-
-
-def _walk(e: Expr) -> Iterator[Expr]:
-    yield e
-    children: list[Expr] = []
-    if isinstance(e, Select):
-        children = [e.operand]
-    elif isinstance(e, Call):
-        children = [*([e.target] if e.target is not None else []), *e.args]
-    elif isinstance(e, ListLiteral):
-        children = list(e.elements)
-    elif isinstance(e, MapLiteral):
-        children = [x for entry in e.entries for x in entry]
-    elif isinstance(e, Comprehension):
-        children = [e.iter_range, e.accu_init, e.loop_condition, e.loop_step, e.result]
-    for child in children:
-        yield from _walk(child)
-
-
-def functions_called(rule: str) -> set[str]:
-    """The functions and operators a rule calls (macros expanded as cel-go expands them)."""
-    return {e.function for e in _walk(parse(rule)) if isinstance(e, Call)}
-
-
-def unsupported_functions(rule: str) -> set[str]:
-    """What the rule calls that this evaluator cannot evaluate as the API server would."""
-    return functions_called(rule) - SUPPORTED_FUNCTIONS
-
-
-def uses_old_self(rule: str) -> bool:
+def _compile(env: cel.Env, expression: str) -> Any:
     try:
-        return any(isinstance(e, Ident) and e.name == "oldSelf" for e in _walk(parse(rule)))
-    except Exception:  # syntax tests/cel_cost.py does not parse: fall back on the name
-        return re.search(r"\boldSelf\b", rule) is not None
+        return env.compile(expression)
+    except RuntimeError as error:
+        text = str(error).removeprefix("INVALID_ARGUMENT: ").removesuffix(" [INVALID_ARGUMENT]")
+        # cel-go's checker says "undefined field 'x'" (checker/errors.go undefinedField); cel-cpp adds the type
+        raise CompileError(re.sub(r"(undefined field '[^']*') not found in struct '[^']*'", r"\1", text)) from error
+
+
+# ---------------------------------------------------------------- schema types (type checking)
+
+_RESERVED = frozenset(
+    {"true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function", "if"}
+    | {"import", "let", "loop", "package", "namespace", "return", "var", "void", "while"}
+)
+"""CEL's reserved words (escaping.go celReservedSymbols)."""
+
+
+def escaped(name: str) -> str | None:
+    """A property's name as CEL sees it (escaping.go Escape), or None where CEL cannot reach it."""
+    if name in _RESERVED:
+        return f"__{name}__"
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_./-]*", name):
+        return None
+    out = name.replace("__", "__underscores__").replace(".", "__dot__").replace("-", "__dash__")
+    return out.replace("/", "__slash__")
+
+
+_F = descriptor_pb2.FieldDescriptorProto
+_SCALARS = {"string": _F.TYPE_STRING, "integer": _F.TYPE_INT64, "number": _F.TYPE_DOUBLE, "boolean": _F.TYPE_BOOL}
+_WELL_KNOWN = {"date-time": ".google.protobuf.Timestamp", "duration": ".google.protobuf.Duration"}
+_DYN = ".google.protobuf.Value"
+_DYN_LIST = ".google.protobuf.ListValue"
+
+
+class _Types:
+    """Message types for the schema nodes of one schema, in one descriptor pool."""
+
+    def __init__(self) -> None:
+        self.pool = descriptor_pool.DescriptorPool()
+        for module in (struct_pb2, timestamp_pb2, duration_pb2):
+            proto = descriptor_pb2.FileDescriptorProto()
+            module.DESCRIPTOR.CopyToProto(proto)
+            self.pool.Add(proto)
+        self._file = descriptor_pb2.FileDescriptorProto(
+            name="k8s/schema.proto",
+            package="k8s",
+            syntax="proto3",
+            dependency=[
+                "google/protobuf/struct.proto",
+                "google/protobuf/timestamp.proto",
+                "google/protobuf/duration.proto",
+            ],
+        )
+        self._names: dict[int, str] = {}
+        self._sealed = False
+
+    def _message(self, node: Mapping[str, Any]) -> str:
+        """The message type of an object node with properties (declared once per node)."""
+        if id(node) in self._names:
+            return self._names[id(node)]
+        name = f"Object{len(self._names)}"
+        self._names[id(node)] = f".k8s.{name}"
+        message = self._file.message_type.add(name=name)
+        number = 0
+        for prop, child in (node.get("properties") or {}).items():
+            cel_name = escaped(prop)
+            if cel_name is None:
+                continue
+            number += 1
+            self._field(message, cel_name, number, child)
+        return f".k8s.{name}"
+
+    def _field(self, message: descriptor_pb2.DescriptorProto, name: str, number: int, node: Mapping[str, Any]) -> None:
+        shape = self._shape(node)
+        if shape[0] == "list":
+            element = shape[1]
+            if element[0] in ("list", "map"):  # a list of lists or maps: no protobuf field holds it
+                message.field.add(
+                    name=name, number=number, label=_F.LABEL_OPTIONAL, type=_F.TYPE_MESSAGE, type_name=_DYN_LIST
+                )
+            else:
+                message.field.add(name=name, number=number, label=_F.LABEL_REPEATED, **element[1])
+        elif shape[0] == "map":
+            value = shape[1]
+            # protobuf names a map's entry after its field (descriptor.cc: ToCamelCase(name) + "Entry")
+            entry_name = "".join(part[:1].upper() + part[1:] for part in name.split("_")) + "Entry"
+            entry = message.nested_type.add(name=entry_name)
+            entry.options.map_entry = True
+            entry.field.add(name="key", number=1, label=_F.LABEL_OPTIONAL, type=_F.TYPE_STRING)
+            if value[0] in ("list", "map"):
+                entry.field.add(name="value", number=2, label=_F.LABEL_OPTIONAL, type=_F.TYPE_MESSAGE, type_name=_DYN)
+            else:
+                entry.field.add(name="value", number=2, label=_F.LABEL_OPTIONAL, **value[1])
+            message.field.add(
+                name=name,
+                number=number,
+                label=_F.LABEL_REPEATED,
+                type=_F.TYPE_MESSAGE,
+                type_name=f".k8s.{message.name}.{entry.name}",
+            )
+        else:
+            spec = dict(shape[1])
+            if "type_name" not in spec:  # a scalar: presence (has()) needs proto3's optional
+                oneof = len(message.oneof_decl)
+                message.oneof_decl.add(name=f"_{name}")
+                spec |= {"proto3_optional": True, "oneof_index": oneof}
+            message.field.add(name=name, number=number, label=_F.LABEL_OPTIONAL, **spec)
+
+    def _shape(self, node: Mapping[str, Any]) -> tuple[str, Any]:
+        """("scalar", field spec) | ("list", element shape) | ("map", value shape) of a schema node."""
+        if node.get("x-kubernetes-int-or-string") or (
+            node.get("x-kubernetes-preserve-unknown-fields") and not node.get("properties")
+        ):
+            return ("scalar", {"type": _F.TYPE_MESSAGE, "type_name": _DYN})
+        kind = node.get("type")
+        if kind == "array":
+            return ("list", self._shape(node.get("items") or {}))
+        if kind == "object":
+            additional = node.get("additionalProperties")
+            if isinstance(additional, dict) and not node.get("properties"):
+                return ("map", self._shape(additional))
+            return ("scalar", {"type": _F.TYPE_MESSAGE, "type_name": self._message(node)})
+        if kind == "string" and node.get("format") in _WELL_KNOWN:
+            return ("scalar", {"type": _F.TYPE_MESSAGE, "type_name": _WELL_KNOWN[node["format"]]})
+        if kind == "string" and node.get("format") == "byte":
+            return ("scalar", {"type": _F.TYPE_BYTES})
+        if kind in _SCALARS:
+            return ("scalar", {"type": _SCALARS[kind]})
+        return ("scalar", {"type": _F.TYPE_MESSAGE, "type_name": _DYN})
+
+    def cel_type(self, node: Mapping[str, Any]) -> cel.Type:
+        """The CEL type of `self` at this node; call `seal()` before compiling against it."""
+        shape = self._shape(node)
+        return self._as_cel(shape)
+
+    def _as_cel(self, shape: tuple[str, Any]) -> cel.Type:
+        if shape[0] == "list":
+            return cel.Type.List(self._as_cel(shape[1]))
+        if shape[0] == "map":
+            return cel.Type.Map(cel.Type.STRING, self._as_cel(shape[1]))
+        spec = shape[1]
+        if "type_name" in spec:
+            name = spec["type_name"].lstrip(".")
+            return cel.Type.DYN if name == "google.protobuf.Value" else cel.Type(name)
+        return {
+            _F.TYPE_STRING: cel.Type.STRING,
+            _F.TYPE_INT64: cel.Type.INT,
+            _F.TYPE_DOUBLE: cel.Type.DOUBLE,
+            _F.TYPE_BOOL: cel.Type.BOOL,
+            _F.TYPE_BYTES: cel.Type.BYTES,
+        }[spec["type"]]
+
+    def seal(self) -> Any:
+        if not self._sealed:
+            self.pool.Add(self._file)
+            self._sealed = True
+        return self.pool
+
+
+@dataclass(frozen=True)
+class RuleProblem:
+    """A rule the API server would refuse to store, where it sits in the schema, and why."""
+
+    field: str
+    """Where, in the API server's words: `openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule`."""
+    expression: str
+    error: str
+    """The compiler's errors, as the server prints them after "compilation failed: "."""
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.expression!r}: {self.error}"
+
+
+def _nodes(node: Mapping[str, Any], path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every schema node, with its path as apiextensions' validation names it (properties[x], items, ...)."""
+    yield path, node
+    for name, child in (node.get("properties") or {}).items():
+        yield from _nodes(child, f"{path}.properties[{name}]")
+    if isinstance(node.get("additionalProperties"), dict):
+        yield from _nodes(node["additionalProperties"], f"{path}.additionalProperties")
+    if isinstance(node.get("items"), dict):
+        yield from _nodes(node["items"], f"{path}.items")
+
+
+def rules_of(
+    schema: Mapping[str, Any], root: str = "openAPIV3Schema"
+) -> Iterator[tuple[str, Mapping[str, Any], Mapping[str, Any]]]:
+    """(field of the rule, its schema node, the rule) of every `x-kubernetes-validations` entry."""
+    for path, node in _nodes(schema, root):
+        for index, rule in enumerate(node.get("x-kubernetes-validations") or []):
+            yield f"{path}.x-kubernetes-validations[{index}]", node, rule
+
+
+def check_rules(schema: Mapping[str, Any]) -> list[RuleProblem]:
+    """Every rule and messageExpression of a structural schema compiled and type-checked with `self` and
+    `oldSelf` of the type the schema gives their node, as the API server checks them when the CRD is
+    stored (pkg/apiserver/schema/cel/compilation.go: a rule must check as bool, a messageExpression
+    as string)."""
+    types = _Types()
+    declared = [(where, types.cel_type(node), rule) for where, node, rule in rules_of(schema)]
+    pool = types.seal()
+    problems = []
+    for where, self_type, rule in declared:
+        env = environment({"self": self_type, "oldSelf": self_type}, pool)
+        for key, expected in (("rule", cel.Type.BOOL), ("messageExpression", cel.Type.STRING)):
+            if key not in rule:
+                continue
+            field = f"{where}.{key}"
+            try:
+                result = _compile(env, rule[key]).return_type()
+            except CompileError as error:
+                problems.append(RuleProblem(field, rule[key], str(error)))
+                continue
+            if result != expected and result != cel.Type.DYN:
+                problems.append(
+                    RuleProblem(field, rule[key], f"must evaluate to {expected.name()}, not {result.name()}")
+                )
+    return problems
 
 
 # ---------------------------------------------------------------- evaluation
 
-_ENV = celpy.Environment()
-_PROGRAMS: dict[str, Any] = {}
+_DYNAMIC = environment({"self": cel.Type.DYN, "oldSelf": cel.Type.DYN})
+_UNTYPED: dict[frozenset[str], cel.Env] = {}
 ABSENT: Any = object()
 """No old value: a create, or a node the update cannot correlate."""
 
 
-def program(expression: str) -> Any:
-    """The compiled program of a CEL expression, with the Kubernetes library functions."""
-    if expression not in _PROGRAMS:
-        _PROGRAMS[expression] = _ENV.program(_ENV.compile(expression), functions=KUBERNETES_FUNCTIONS)
-    return _PROGRAMS[expression]
+@dataclass(frozen=True)
+class Outcome:
+    """What an expression evaluated to: its value, or the error that stopped it."""
+
+    value: Any = None
+    error: str | None = None
+
+    @property
+    def true(self) -> bool:
+        return self.error is None and self.value is True
 
 
-def activation(value: Any, old: Any) -> dict[str, Any]:
-    activation = {"self": json_to_cel(value)}
-    if old is not ABSENT:
-        activation["oldSelf"] = json_to_cel(old)
-    return activation
+@functools.cache
+def _program(names: frozenset[str], expression: str) -> Any:
+    if names not in _UNTYPED:
+        _UNTYPED[names] = environment(dict.fromkeys(names, cel.Type.DYN))
+    return _compile(_UNTYPED[names], expression)
+
+
+def evaluate(expression: str, variables: Mapping[str, Any]) -> Outcome:
+    """`expression` evaluated with these variables (plain JSON values, declared `dyn`). A compile error
+    raises `CompileError`; an evaluation error is the outcome's `error`, in cel-cpp's words."""
+    result = _program(frozenset(variables), expression).eval(data=dict(variables))
+    if result.type() == cel.Type.ERROR:
+        return Outcome(error=str(result.value()))
+    return Outcome(value=result.plain_value())
+
+
+def unsupported_functions(expression: str) -> set[str]:
+    """What the expression calls that this environment does not declare (nothing, for a rule that compiles)."""
+    try:
+        _compile(_DYNAMIC, expression)
+    except CompileError as error:
+        return set(re.findall(r"undeclared reference to '([^']+)'", str(error)))
+    return set()
+
+
+@functools.cache
+def uses_old_self(expression: str) -> bool:
+    """A transition rule: one that reads `oldSelf` (compiles only where oldSelf is declared)."""
+    try:
+        _program(frozenset({"self"}), expression)
+    except CompileError as error:
+        return re.search(r"undeclared reference to 'oldSelf[.']", str(error)) is not None
+    return False
+
+
+def _variables(value: Any, old: Any) -> dict[str, Any]:
+    return {"self": value} if old is ABSENT else {"self": value, "oldSelf": old}
 
 
 def rule_message(rule: Mapping[str, Any], value: Any, old: Any = ABSENT) -> str:
     """What a failed rule says: its messageExpression's result, else its message, else the rule."""
     if rule.get("messageExpression"):
-        try:
-            message = program(rule["messageExpression"]).evaluate(activation(value, old))
-        except CELEvalError:
-            message = None
-        if isinstance(message, StringType) and str(message).strip():
-            return str(message)
+        said = evaluate(rule["messageExpression"], _variables(value, old))
+        if isinstance(said.value, str) and said.value.strip():
+            return said.value
     return str(rule.get("message") or f"failed rule: {rule['rule']}")
+
+
+def evaluate_rule(rule: Mapping[str, Any], value: Any, old: Any = ABSENT) -> Outcome:
+    """One rule on the value of its node (`old`: the correlated old value, on update)."""
+    return evaluate(rule["rule"], _variables(value, old))
 
 
 @dataclass
@@ -266,11 +466,7 @@ def evaluate_rules(
         if old is ABSENT and uses_old_self(rule["rule"]):
             continue  # a transition rule runs only on update
         result.evaluated.append((path or ".", rule["rule"]))
-        try:
-            verdict = program(rule["rule"]).evaluate(activation(value, old))
-        except CELEvalError:  # as on a real API server, a rule that cannot be evaluated rejects
-            verdict = None
-        if not (isinstance(verdict, BoolType) and bool(verdict)):
+        if not evaluate_rule(rule, value, old).true:  # as on a real API server, an error rejects too
             result.errors.append(f"{path}: {rule_message(rule, value, old)}")
     if isinstance(value, dict):
         # an atomic map or object is replaced whole: its old members do not correlate (MapIsCorrelatable)

@@ -1,5 +1,5 @@
 """A ValidatingAdmissionPolicy and its binding evaluated the way kube-apiserver evaluates them, with
-cel-python, and the object a PATCH of a Node hands to admission.
+Google's CEL (tests/k8s_cel.py), and the object a PATCH of a Node hands to admission.
 
 `admit(policy, binding, request)` follows kubernetes/kubernetes,
 staging/src/k8s.io/apiserver/pkg/admission/plugin/:
@@ -17,16 +17,15 @@ staging/src/k8s.io/apiserver/pkg/admission/plugin/:
   cluster-scoped resource) and `variables`; an expression that fails is "expression '<expr>'
   resulted in error: <error>".
 - cel/composition.go: `variables` in declared order, each seeing the ones before it; one that
-  fails to evaluate is an error where it is used, nowhere else (evaluated eagerly here and kept as
-  an error value, which is the same thing without the laziness).
+  fails to evaluate is an error where it is used, nowhere else (evaluated eagerly here and left
+  out of `variables`: an expression that reads it fails with its error).
 - policy/validating/validator.go: a validation that is not `true` denies with its
   `messageExpression` (a string, trimmed, refused if it has a newline), else `message`, else
   "failed expression: <expr>"; one that errors denies (failurePolicy Fail) with the error.
 - policy/validating/dispatcher.go: with `validationActions: [Deny]` the request is refused with
   the first denied decision: "ValidatingAdmissionPolicy '<policy>' with binding '<binding>' denied
   request: <message>", HTTP code from the validation's `reason` (Invalid: 422 when unset).
-- cel/environment/base.go: Kubernetes adds cel-go's strings extension (ext.StringsVersion(2));
-  its `join` is registered here, as cel-python lacks it.
+- cel/environment/base.go: Kubernetes' environment, with cel-go's strings extension (`join`).
 
 Not modelled (the accelpool policy uses none of it): paramKind and params, namespace and object
 selectors, matchPolicy Equivalent, `authorizer`, audit annotations, Warn and Audit actions, type
@@ -44,18 +43,15 @@ before the validating admission of registry/generic/registry/store.go's Update.
 from __future__ import annotations
 
 import copy
-import functools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
-import celpy
 import jsonpatch
-from celpy import celtypes
-from celpy.adapter import json_to_cel
-from celpy.celparser import CELParseError
 
-_CEL = celpy.Environment()
+from tests.k8s_cel import CompileError, evaluate
+
 _CODES = {"Unauthorized": 401, "Forbidden": 403, "Invalid": 422, "RequestEntityTooLarge": 413}
 
 
@@ -91,34 +87,27 @@ class _Failed(Exception):
     """An expression that could not be evaluated: its error message."""
 
 
-def _join(items: Any, separator: Any = "") -> celtypes.StringType:
-    if not all(isinstance(item, str) for item in items):
-        raise TypeError("join: list elements must be strings")
-    return celtypes.StringType(str(separator).join(str(item) for item in items))
+_MISSING_KEY = re.compile(r'Key not found in map : "([^"]*)"')
 
 
-_FUNCTIONS: dict[str, Any] = {"join": _join}
-
-
-@functools.cache
-def _program(expression: str) -> celpy.Runner:
-    return _CEL.program(_CEL.compile(expression), functions=_FUNCTIONS)
-
-
-def _evaluate(expression: str, activation: Mapping[str, Any]) -> Any:
+def _evaluate(expression: str, activation: Mapping[str, Any], failed: Mapping[str, str] | None = None) -> Any:
+    """`expression`'s value. `failed`: the variables that could not be evaluated, by name, with their error;
+    they are absent from `variables`, so an expression fails with their error only where it reads one
+    (`true || variables.failed` is true, as in cel-go)."""
     try:
-        result = _program(expression).evaluate(dict(activation))
-    except CELParseError as error:
+        outcome = evaluate(expression, activation)
+    except CompileError as error:
         raise _Failed(f"compilation error: {error}") from error
-    except celpy.evaluation.CELEvalError as error:
-        raise _Failed(f"expression '{expression}' resulted in error: {error.args[0]}") from error
-    if isinstance(result, celpy.evaluation.CELEvalError):
-        raise _Failed(f"expression '{expression}' resulted in error: {result.args[0]}")
-    return result
+    if outcome.error is not None:
+        missing = _MISSING_KEY.search(outcome.error)
+        if failed and missing and missing.group(1) in failed:
+            raise _Failed(f"expression '{expression}' resulted in error: {failed[missing.group(1)]}")
+        raise _Failed(f"expression '{expression}' resulted in error: {outcome.error}")
+    return outcome.value
 
 
 def _true(result: Any) -> bool:
-    return isinstance(result, (bool, celtypes.BoolType)) and bool(result)
+    return result is True
 
 
 def _rule_matches(rule: Mapping[str, Any], request: Request) -> bool:
@@ -183,37 +172,42 @@ def admission_request(request: Request) -> dict[str, Any]:
 
 
 def _activation(request: Request) -> dict[str, Any]:
-    def value(obj: dict[str, Any] | None) -> Any:
-        return None if obj is None else json_to_cel(obj)
-
     return {
-        "object": value(request.object),
-        "oldObject": value(request.old_object),
-        "request": json_to_cel(admission_request(request)),
+        "object": request.object,
+        "oldObject": request.old_object,
+        "request": admission_request(request),
         "params": None,
         "namespaceObject": None,
     }
 
 
-def _with_variables(spec: Mapping[str, Any], activation: Mapping[str, Any]) -> dict[str, Any]:
-    variables = celtypes.MapType({})
-    scope = {**activation, "variables": variables}
+@dataclass
+class _Scope:
+    """The variables an expression sees: the request's, `variables`, and the variables that failed."""
+
+    activation: dict[str, Any]
+    failed: dict[str, str]
+
+    def evaluate(self, expression: str) -> Any:
+        return _evaluate(expression, self.activation, self.failed)
+
+
+def _with_variables(spec: Mapping[str, Any], activation: Mapping[str, Any]) -> _Scope:
+    variables: dict[str, Any] = {}
+    scope = _Scope({**activation, "variables": variables}, {})
     for variable in spec.get("variables", []):
-        name = celtypes.StringType(variable["name"])
+        name = variable["name"]
         try:
-            variables[name] = _evaluate(variable["expression"], scope)
+            variables[name] = scope.evaluate(variable["expression"])
         except _Failed as error:  # an error where the variable is used, nowhere else
-            failed = celpy.evaluation.CELEvalError(
-                f"composited variable {variable['name']!r} fails to evaluate: {error}"
-            )
-            variables[name] = cast(Any, failed)
+            scope.failed[name] = f"composited variable {name!r} fails to evaluate: {error}"
     return scope
 
 
-def _message(validation: Mapping[str, Any], activation: Mapping[str, Any]) -> str:
+def _message(validation: Mapping[str, Any], scope: _Scope) -> str:
     if "messageExpression" in validation:
         try:
-            result = _evaluate(validation["messageExpression"], activation)
+            result = scope.evaluate(validation["messageExpression"])
         except _Failed:
             result = None
         if isinstance(result, str) and "\n" not in result.strip() and result.strip():
@@ -238,17 +232,17 @@ def _denials(spec: Mapping[str, Any], request: Request) -> tuple[bool, list[tupl
             return False, []
     if errors:
         return True, [("; ".join(errors), "Invalid")] if fail else []
-    activation = _with_variables(spec, plain)
+    scope = _with_variables(spec, plain)
     denied = []
     for validation in spec.get("validations", []):
         try:
-            result = _evaluate(validation["expression"], activation)
+            result = scope.evaluate(validation["expression"])
         except _Failed as error:
             if fail:
                 denied.append((str(error), "Invalid"))
             continue
         if not _true(result):
-            denied.append((_message(validation, activation), validation.get("reason", "Invalid")))
+            denied.append((_message(validation, scope), validation.get("reason", "Invalid")))
     return True, denied
 
 

@@ -1,5 +1,5 @@
 """The generated CRD: fresh, a valid apiextensions.k8s.io/v1 object, structural, and — evaluated with
-cel-python like the API server would — agreeing with the models on every shared validation case."""
+Google's CEL like the API server would — agreeing with the models on every shared validation case."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import celpy
 import kubernetes_validate
 import pytest
 import yaml
@@ -119,15 +118,6 @@ def test_printer_columns_and_scale_paths_point_at_fields(definition: dict[str, A
     replicas = _resolve(schema, version["subresources"]["scale"]["specReplicasPath"])
     assert replicas is not None and replicas["type"] == "integer" and replicas["minimum"] == 0
     assert "default" in replicas and "x-kubernetes-preserve-unknown-fields" not in replicas
-
-
-def test_cel_rules_compile(definition: dict[str, Any]) -> None:
-    environment = celpy.Environment()
-    rules = [rule for _, node in _walk(version_schema(definition)) for rule in node.get("x-kubernetes-validations", [])]
-    assert len(rules) >= 5
-    for rule in rules:
-        environment.compile(rule["rule"])
-        assert rule["message"]
 
 
 def _agree(definition: dict[str, Any], obj: dict[str, Any], webhook: WebhookErrors) -> tuple[admission.Answer, Any]:

@@ -1,8 +1,8 @@
 """The karpenter.sh/v1 NodePools the operator renders are accepted by Karpenter's published CRD
 (../shared/crds/karpenter.sh_nodepools.yaml, kubernetes-sigs/karpenter pkg/apis/crds/): defaults
 applied as the API server applies them, the structural schema with unknown fields refused
-(tests/structural.py), and every x-kubernetes-validations rule evaluated with cel-python plus the
-Kubernetes library functions it lacks (tests/k8s_cel.py), transition rules on updates.
+(tests/structural.py), and every x-kubernetes-validations rule evaluated with Google's CEL in
+Kubernetes' environment (tests/k8s_cel.py), transition rules on updates.
 
 NodePools come from the operator's own path: planning (member labels) then `desired.render_owned`.
 """
@@ -23,7 +23,7 @@ from accelpool import api, render, validation
 from accelpool.desired import render_owned
 from accelpool.planning import ConfigState, PlannerOptions, PoolInput, plan
 from accelpool_core import catalog
-from tests.k8s_cel import ABSENT, Evaluation, evaluate_rules, functions_called, unsupported_functions, uses_old_self
+from tests.k8s_cel import ABSENT, Evaluation, evaluate_rules, unsupported_functions, uses_old_self
 from tests.structural import apply_defaults, schema_errors
 
 pytestmark = pytest.mark.contract
@@ -33,7 +33,7 @@ NOW = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)
 
 NOT_EVALUABLE: dict[str, str] = {}
 """Rules of the published CRD this test cannot evaluate as an API server would (rule → why). Empty: every
-function they call is cel-python's or implemented in tests/k8s_cel.py. A rule calling anything else fails
+function they call is Google's CEL's or declared in tests/k8s_cel.py. A rule calling anything else fails
 `test_every_rule_of_the_crd_is_evaluated` until it is implemented or listed here with the reason."""
 
 
@@ -229,9 +229,6 @@ def test_every_rule_of_the_crd_is_evaluated(schema: dict[str, Any]) -> None:
         ran.update(rule for _, rule in admit(schema, rendered("pool", after), old=rendered("pool", before)).evaluated)
     never = [f"{path}: {rule}" for path, rule in rules if rule not in ran and rule not in NOT_EVALUABLE]
     assert never == [], "rules no rendered NodePool reached"
-    print(
-        "\nevaluated:", *sorted({f"{p}: {r}  [{', '.join(sorted(functions_called(r)))}]" for p, r in rules}), sep="\n  "
-    )
 
 
 # ---------------------------------------------------------------- the validator rejects what the server rejects

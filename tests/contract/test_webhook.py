@@ -1,5 +1,5 @@
 """The admission webhook as installed: the chart's wiring (Service, port, path, certificate,
-matchConditions evaluated with cel-python, certificate reuse on upgrade, cert-manager, off), and
+matchConditions evaluated with Google's CEL, certificate reuse on upgrade, cert-manager, off), and
 the operator's real HTTPS server answering AdmissionReviews with the chart's certificate,
 trusted through the configuration's caBundle alone, as an API server would call it.
 """
@@ -14,11 +14,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import celpy
 import kmock
 import pytest
 import yaml
-from celpy.adapter import json_to_cel
 
 from accelpool import admission, cli, validation
 from accelpool import webhook as webhook_server
@@ -27,6 +25,7 @@ from accelpool_demo.apiserver import ApiServer
 from tests.admission_webhook import ChartCertificates, RunningWebhook, WebhookErrors
 from tests.cases import pool
 from tests.contract.chart import CHART, FULL_VALUES, NAMESPACE, RELEASE, find, one, render
+from tests.k8s_cel import evaluate
 
 pytestmark = pytest.mark.contract
 
@@ -125,21 +124,20 @@ def test_failure_policy_and_timeout_come_from_values(full_objects: Objects) -> N
     assert _config(full_objects).webhook_port == values["port"]
 
 
-# ---- matchConditions, as the API server evaluates them (CEL, here cel-python).
+# ---- matchConditions, as the API server evaluates them (Google's CEL, tests/k8s_cel.py).
 
 
 def _calls_webhook(hook: dict[str, Any], operation: str, obj: dict[str, Any], old: dict[str, Any] | None) -> bool:
-    environment = celpy.Environment()
-    activation = {
-        "request": json_to_cel({"operation": operation, "kind": {"group": "accelpool.io", "kind": "ComputePool"}}),
-        "object": json_to_cel(obj),
-        "oldObject": json_to_cel(old),
+    variables = {
+        "request": {"operation": operation, "kind": {"group": "accelpool.io", "kind": "ComputePool"}},
+        "object": obj,
+        "oldObject": old,
     }
     results = []
     for condition in hook["matchConditions"]:
-        result = environment.program(environment.compile(condition["expression"])).evaluate(activation)
-        assert isinstance(result, celpy.celtypes.BoolType), (condition, result)
-        results.append(bool(result))
+        outcome = evaluate(condition["expression"], variables)
+        assert outcome.error is None and isinstance(outcome.value, bool), (condition, outcome)
+        results.append(outcome.value)
     return all(results)
 
 
