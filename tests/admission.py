@@ -10,7 +10,7 @@ the server's own words, stage by stage, from the CRD alone (not from accelpool's
    schema.go, validate/*.go) turned into field errors as apiextensions-apiserver does
    (pkg/apiserver/validation/validation.go kubeOpenAPIResultToFieldErrors);
 4. the scale subresource's check of `specReplicasPath` (pkg/registry/customresource/validator.go);
-5. the CEL rules, evaluated with Google's CEL and Kubernetes' CEL library (tests/k8s_cel.py), unless
+5. the CEL rules, evaluated with Google's CEL and Kubernetes' CEL library (accelpool_demo/apiserver/cel.py), unless
    a blocking error came first (pkg/registry/customresource/strategy.go hasBlockingErr); a rule
    that cannot be evaluated rejects (pkg/apiserver/schema/cel/validation.go);
 6. the validating admission webhooks, only for an object that passed all of the above (the API
@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from accelpool.api import as_sent, go_float
 from accelpool_demo.apiserver.structural import apply_defaults
-from tests.k8s_cel import evaluate_rule, rule_message
+from accelpool_demo.apiserver.cel import evaluate_rule, rule_message
 
 Stage = Literal["decode", "schema", "webhook"]
 Webhook = Callable[[dict[str, Any]], list[str]]

@@ -5,7 +5,7 @@ ClusterQueues.
 
 `admit(kind, obj, old)` is what the API server and Kueue's webhooks do with a ResourceFlavor or a
 ClusterQueue: the storage version's defaults and structural schema (tests/structural.py), every
-`x-kubernetes-validations` rule (tests/k8s_cel.py), then, for a ClusterQueue, Kueue's validating
+`x-kubernetes-validations` rule (accelpool_demo/apiserver/cel.py), then, for a ClusterQueue, Kueue's validating
 webhook on its resource groups (kubernetes-sigs/kueue pkg/webhooks/clusterqueue_webhook.go
 `validateResourceGroups`: a resource and a flavor in one group at most, each flavor's resources named
 as `coveredResources` and in that order, no negative quota). `install(server)` stores the CRDs in an
@@ -24,7 +24,7 @@ import yaml
 from accelpool.kueue import quantity_number
 from accelpool_demo import kueue as demo_kueue
 from accelpool_demo.apiserver import ApiServer
-from tests.k8s_cel import ABSENT, evaluate_rules
+from accelpool_demo.apiserver.cel import ABSENT, evaluate_rules
 from tests.structural import apply_defaults, schema_errors
 
 PUBLISHED_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "crds"

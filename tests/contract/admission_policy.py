@@ -1,5 +1,5 @@
 """A ValidatingAdmissionPolicy and its binding evaluated the way kube-apiserver evaluates them, with
-Google's CEL (tests/k8s_cel.py), and the object a PATCH of a Node hands to admission.
+Google's CEL (accelpool_demo/apiserver/cel.py), and the object a PATCH of a Node hands to admission.
 
 `admit(policy, binding, request)` follows kubernetes/kubernetes,
 staging/src/k8s.io/apiserver/pkg/admission/plugin/:
@@ -50,7 +50,7 @@ from typing import Any
 
 import jsonpatch
 
-from tests.k8s_cel import CompileError, evaluate
+from accelpool_demo.apiserver.cel import CompileError, evaluate
 
 _CODES = {"Unauthorized": 401, "Forbidden": 403, "Invalid": 422, "RequestEntityTooLarge": 413}
 

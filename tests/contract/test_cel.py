@@ -1,7 +1,7 @@
 """Kubernetes' CEL through Google's implementation, held to what a real API server answered.
 
 The recorded kube-apiserver v1.36.2 (../shared/fidelity/kubernetes/crd-admission-and-apply.yaml)
-refused CRDs whose rules do not compile, citing cel-go's errors; tests/k8s_cel.py must refuse the same
+refused CRDs whose rules do not compile, citing cel-go's errors; accelpool_demo/apiserver/cel.py must refuse the same
 rules with the same words, and accept every rule of every CRD the server stored. The rules accelpool
 ships (its CRD, the chart's ValidatingAdmissionPolicy) and the published CRDs it writes to (Kueue,
 Karpenter, ../shared/crds) must compile and type-check the same way.
@@ -21,7 +21,7 @@ from accelpool.api.rules import cel_string
 from tests.cel_cost import UnmodelledCEL, estimate_schema
 from tests.conftest import require_shared
 from tests.contract.chart import one, render
-from tests.k8s_cel import CompileError, check_rules, environment, evaluate, rules_of
+from accelpool_demo.apiserver.cel import CompileError, check_rules, environment, evaluate, rules_of
 
 pytestmark = pytest.mark.contract
 TRANSCRIPT = "fidelity/kubernetes/crd-admission-and-apply.yaml"

@@ -2,7 +2,7 @@
 (../shared/crds/karpenter.sh_nodepools.yaml, kubernetes-sigs/karpenter pkg/apis/crds/): defaults
 applied as the API server applies them, the structural schema with unknown fields refused
 (tests/structural.py), and every x-kubernetes-validations rule evaluated with Google's CEL in
-Kubernetes' environment (tests/k8s_cel.py), transition rules on updates.
+Kubernetes' environment (accelpool_demo/apiserver/cel.py), transition rules on updates.
 
 NodePools come from the operator's own path: planning (member labels) then `desired.render_owned`.
 """
@@ -23,7 +23,7 @@ from accelpool import api, render, validation
 from accelpool.desired import render_owned
 from accelpool.planning import ConfigState, PlannerOptions, PoolInput, plan
 from accelpool_core import catalog
-from tests.k8s_cel import ABSENT, Evaluation, evaluate_rules, unsupported_functions, uses_old_self
+from accelpool_demo.apiserver.cel import ABSENT, Evaluation, evaluate_rules, unsupported_functions, uses_old_self
 from tests.structural import apply_defaults, schema_errors
 
 pytestmark = pytest.mark.contract
@@ -33,7 +33,7 @@ NOW = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)
 
 NOT_EVALUABLE: dict[str, str] = {}
 """Rules of the published CRD this test cannot evaluate as an API server would (rule → why). Empty: every
-function they call is Google's CEL's or declared in tests/k8s_cel.py. A rule calling anything else fails
+function they call is Google's CEL's or declared in accelpool_demo/apiserver/cel.py. A rule calling anything else fails
 `test_every_rule_of_the_crd_is_evaluated` until it is implemented or listed here with the reason."""
 
 
@@ -221,7 +221,7 @@ def test_every_rule_of_the_crd_is_evaluated(schema: dict[str, Any]) -> None:
         if rule in NOT_EVALUABLE:
             assert missing, f"{rule!r} is listed as not evaluable but calls nothing missing: unlist it"
         else:
-            assert not missing, f"{rule!r} calls {sorted(missing)}: implement them in tests/k8s_cel.py or list the rule"
+            assert not missing, f"{rule!r} calls {sorted(missing)}: implement them in accelpool_demo/apiserver/cel.py or list the rule"
     ran: set[str] = set()
     for _, name, spec in POOLS:
         ran.update(rule for _, rule in admit(schema, rendered(name, spec)).evaluated)

@@ -1,6 +1,6 @@
 """What the operator writes for Kueue is accepted by Kueue's published CRDs (../shared/crds/,
 kubernetes-sigs/kueue config/components/crd/bases, storage version v1beta2): defaults, the structural
-schema with unknown fields refused, every `x-kubernetes-validations` rule (tests/k8s_cel.py), and, for
+schema with unknown fields refused, every `x-kubernetes-validations` rule (accelpool_demo/apiserver/cel.py), and, for
 ClusterQueues, Kueue's validating webhook on resource groups (tests/kueue.py).
 
 The objects come from the operator's own path: planning, then `accelpool.kueue.decide`, for pools of
@@ -20,7 +20,7 @@ from accelpool import conventions, kueue
 from accelpool.kueue import KueueObserved
 from accelpool.planning import Plan
 from tests import kueue as installed
-from tests.k8s_cel import unsupported_functions
+from accelpool_demo.apiserver.cel import unsupported_functions
 from tests.unit.operator.conftest import NOW, member, pool, run
 
 pytestmark = [pytest.mark.contract]

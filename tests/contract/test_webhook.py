@@ -25,7 +25,7 @@ from accelpool_demo.apiserver import ApiServer
 from tests.admission_webhook import ChartCertificates, RunningWebhook, WebhookErrors
 from tests.cases import pool
 from tests.contract.chart import CHART, FULL_VALUES, NAMESPACE, RELEASE, find, one, render
-from tests.k8s_cel import evaluate
+from accelpool_demo.apiserver.cel import evaluate
 
 pytestmark = pytest.mark.contract
 
@@ -124,7 +124,7 @@ def test_failure_policy_and_timeout_come_from_values(full_objects: Objects) -> N
     assert _config(full_objects).webhook_port == values["port"]
 
 
-# ---- matchConditions, as the API server evaluates them (Google's CEL, tests/k8s_cel.py).
+# ---- matchConditions, as the API server evaluates them (Google's CEL, accelpool_demo/apiserver/cel.py).
 
 
 def _calls_webhook(hook: dict[str, Any], operation: str, obj: dict[str, Any], old: dict[str, Any] | None) -> bool:
