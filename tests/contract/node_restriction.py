@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from accelpool_core.protocol import CONDITION_TYPE, HEALTH_ANNOTATION
-from tests.contract.admission_policy import Decision, Request, patched_node
+from accelpool_demo.apiserver.webhooks import Attributes
+from tests.contract.admission_policy import Decision, node_write, patched_node
 from tests.contract.chart import NAMESPACE
 
 POLICY = "accelpool-agent-node-restriction"
@@ -106,10 +107,10 @@ def patch(
     user: str = AGENT,
     token_node: str | None = OWN,
     old: dict[str, Any] | None = None,
-) -> Request:
+) -> Attributes:
     """A PATCH of `node` by `user`, as admission sees it."""
     old = old or node_object(node)
-    return Request(
+    return node_write(
         operation="UPDATE",
         resource="nodes",
         subresource=subresource,
@@ -121,10 +122,10 @@ def patch(
     )
 
 
-def stored(request: Request) -> dict[str, Any]:
+def stored(request: Attributes) -> dict[str, Any]:
     """The object a request would store (what the policy sees as `object`)."""
     assert request.object is not None
-    return request.object
+    return dict(request.object)
 
 
 def health_annotation(value: str = '{"status":"Unhealthy","reason":"XidError"}') -> dict[str, Any]:

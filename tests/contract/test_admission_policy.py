@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.contract.admission_policy import Request, admit, merge_patch, patched_node
+from accelpool_demo.apiserver.webhooks import Attributes
+from tests.contract.admission_policy import admit, merge_patch, node_write, patched_node
 
 pytestmark = pytest.mark.contract
 
@@ -23,8 +24,8 @@ def policy(**spec: Any) -> dict[str, Any]:
     }
 
 
-def update(subresource: str = "", username: str = "u", **extra: list[str]) -> Request:
-    return Request(
+def update(subresource: str = "", username: str = "u", **extra: list[str]) -> Attributes:
+    return node_write(
         operation="UPDATE", resource="nodes", subresource=subresource, name="n1", username=username,
         extra=extra, object=NODE, old_object=NODE,
     )  # fmt: skip

@@ -18,10 +18,10 @@ from cel_expr_python import cel
 
 from accelpool.api import DURATION_PATTERN
 from accelpool.api.rules import cel_string
+from accelpool_demo.apiserver.cel import CompileError, check_rules, environment, evaluate, rules_of
 from tests.cel_cost import UnmodelledCEL, estimate_schema
 from tests.conftest import require_shared
 from tests.contract.chart import one, render
-from accelpool_demo.apiserver.cel import CompileError, check_rules, environment, evaluate, rules_of
 
 pytestmark = pytest.mark.contract
 TRANSCRIPT = "fidelity/kubernetes/crd-admission-and-apply.yaml"

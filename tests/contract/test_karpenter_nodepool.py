@@ -221,7 +221,9 @@ def test_every_rule_of_the_crd_is_evaluated(schema: dict[str, Any]) -> None:
         if rule in NOT_EVALUABLE:
             assert missing, f"{rule!r} is listed as not evaluable but calls nothing missing: unlist it"
         else:
-            assert not missing, f"{rule!r} calls {sorted(missing)}: implement them in accelpool_demo/apiserver/cel.py or list the rule"
+            assert not missing, (
+                f"{rule!r} calls {sorted(missing)}: declare them in accelpool_demo/apiserver/cel.py or list the rule"
+            )
     ran: set[str] = set()
     for _, name, spec in POOLS:
         ran.update(rule for _, rule in admit(schema, rendered(name, spec)).evaluated)

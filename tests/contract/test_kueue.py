@@ -19,8 +19,8 @@ import pytest
 from accelpool import conventions, kueue
 from accelpool.kueue import KueueObserved
 from accelpool.planning import Plan
-from tests import kueue as installed
 from accelpool_demo.apiserver.cel import unsupported_functions
+from tests import kueue as installed
 from tests.unit.operator.conftest import NOW, member, pool, run
 
 pytestmark = [pytest.mark.contract]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -19,7 +18,8 @@ from accelpool_agent.model import NodeReport
 from accelpool_agent.reporter import NodeReporter
 from accelpool_core.kube import KubeClient, PatchType
 from accelpool_core.protocol import CONDITION_TYPE, HEALTH_ANNOTATION, HealthStatus
-from tests.contract.admission_policy import Request, admit, patched_node
+from accelpool_demo.apiserver.webhooks import Attributes
+from tests.contract.admission_policy import admit, as_user, node_write, patched_node
 from tests.contract.chart import FULL_VALUES, NAMESPACE, HelmFailed, Objects, find, one, render
 from tests.contract.node_restriction import (
     AGENT,
@@ -213,7 +213,7 @@ def test_agent_may_not_touch_another_node(
 def test_a_token_not_bound_to_a_node_is_denied(
     policy: dict[str, Any], binding: dict[str, Any], extra: dict[str, list[str]]
 ) -> None:
-    request = replace(patch(health_annotation()), extra=extra)
+    request = as_user(patch(health_annotation()), extra=extra)
     denied(admit(policy, binding, request), f"may not change node {OWN}: its token is not bound to a node")
 
 
@@ -365,7 +365,7 @@ def test_the_agent_may_not_create_or_delete_nodes(
 ) -> None:
     name = (obj or old)["metadata"]["name"]
     for subresource in ("", "status"):
-        request = Request(
+        request = node_write(
             operation=operation,
             resource="nodes",
             subresource=subresource,
@@ -396,16 +396,16 @@ def test_other_users_are_not_matched(
     policy: dict[str, Any], binding: dict[str, Any], user: str, extra: dict[str, list[str]]
 ) -> None:
     body = _combine(_with(["metadata", "labels", "accelpool.io/pool"], "other"), _with(["spec", "taints"], None))
-    request = replace(patch(body, node=OTHER), username=user, extra=extra)
+    request = as_user(patch(body, node=OTHER), username=user, extra=extra)
     decision = admit(policy, binding, request)
     assert decision.allowed and not decision.matched, decision.message
-    delete = Request(operation="DELETE", resource="nodes", name=OTHER, username=user, old_object=node_object(OTHER))
+    delete = node_write(operation="DELETE", resource="nodes", name=OTHER, username=user, old_object=node_object(OTHER))
     assert admit(policy, binding, delete).allowed
 
 
 def test_other_resources_are_not_matched(policy: dict[str, Any], binding: dict[str, Any]) -> None:
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": NAMESPACE}}
-    request = Request(
+    request = node_write(
         operation="UPDATE",
         resource="pods",
         kind="Pod",
@@ -422,11 +422,11 @@ def test_other_resources_are_not_matched(policy: dict[str, Any], binding: dict[s
 # ---- Every validation is needed: without any one of them, some request above gets through.
 
 
-def _refused_requests() -> dict[str, Request]:
+def _refused_requests() -> dict[str, Attributes]:
     requests = {key: patch(body, subresource=sub, patch_type=kind) for key, (body, sub, kind, _) in FORBIDDEN.items()}
     requests["another-node"] = patch(health_annotation(), node=OTHER)
-    requests["no-node"] = replace(patch(health_annotation()), extra=pod_token(None))
-    requests["delete"] = Request(
+    requests["no-node"] = as_user(patch(health_annotation()), extra=pod_token(None))
+    requests["delete"] = node_write(
         operation="DELETE", resource="nodes", name=OWN, username=AGENT, extra=pod_token(), old_object=node_object(OWN)
     )
     return requests

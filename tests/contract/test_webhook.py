@@ -22,10 +22,10 @@ from accelpool import admission, cli, validation
 from accelpool import webhook as webhook_server
 from accelpool.settings import OperatorConfig
 from accelpool_demo.apiserver import ApiServer
+from accelpool_demo.apiserver.cel import evaluate
 from tests.admission_webhook import ChartCertificates, RunningWebhook, WebhookErrors
 from tests.cases import pool
 from tests.contract.chart import CHART, FULL_VALUES, NAMESPACE, RELEASE, find, one, render
-from accelpool_demo.apiserver.cel import evaluate
 
 pytestmark = pytest.mark.contract
 
