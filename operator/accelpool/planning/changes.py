@@ -146,7 +146,7 @@ def _set_mig_label(
 def _unserved(view: NodeView, config: MemberConfig) -> bool:
     """The member reports its MIG config applied but does not serve it: GFD says `-MIG-INVALID`, or the
     device plugin advertises other than exactly the pool's resources."""
-    if view.labels.get(conventions.MIG_CONFIG_STATE_LABEL) != "success" or not view.gpus:
+    if view.labels.get(conventions.MIG_CONFIG_STATE_LABEL) != "success":
         return False
     product = view.labels.get(conventions.GFD_PRODUCT_LABEL) or ""
     if config.mig == conventions.MIG_DISABLED_CONFIG:  # MIG off: what the device plugin serves is not MIG's matter
@@ -154,7 +154,7 @@ def _unserved(view: NodeView, config: MemberConfig) -> bool:
         return "-MIG-" in product or mig_devices
     if product.endswith(conventions.GFD_MIG_INVALID_SUFFIX):
         return True
-    return nvidia.serving_difference(view.allocatable, view.gpus, config.per_gpu) is not None
+    return bool(view.gpus) and nvidia.serving_difference(view.allocatable, view.gpus, config.per_gpu) is not None
 
 
 @functools.lru_cache(maxsize=256)
