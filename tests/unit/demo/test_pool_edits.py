@@ -8,6 +8,7 @@ serves exactly the new layout (per resource, per GPU), never while it still serv
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,7 +19,7 @@ from accelpool.nodes import NodeView
 from accelpool.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
 from accelpool.validation import validate_spec
 from accelpool_demo.apiserver.writes import merge_patch
-from accelpool_demo.nvidia import Installation, Simulation
+from accelpool_demo.nvidia import Installation, NodeChanges, Simulation
 
 START = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)
 STEP = 5
@@ -110,15 +111,17 @@ class Loop:
 
     def until_ready(self, wanted: dict[str, int], within: int = 900) -> Plan:
         """Step until the pool is Ready; every Ready pass must find the node serving exactly `wanted`."""
+        conditions: Any = None
         for _ in range(within // STEP):
             result = self.step()
             found = result.pool("p")
             assert found is not None and found.status is not None
+            conditions = found.status.conditions
             if found.phase == "Ready":
                 assert self.serving() == wanted, f"Ready at {self.second} s while serving {self.serving()}"
                 assert found.status.capacity.gpus == NodeView.from_body(self.body).gpus
                 return result
-        raise AssertionError(f"not Ready within {within} s: serving {self.serving()}, {found.status.conditions}")
+        raise AssertionError(f"not Ready within {within} s: serving {self.serving()}, {conditions}")
 
 
 EDITS = [
@@ -200,7 +203,7 @@ def test_an_edited_pool_reaches_its_node_and_is_ready_only_when_it_serves_exactl
     moved = (labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL], labels.get(conventions.MIG_CONFIG_LABEL))
     assert moved != (old_key, old_entry), "a label value changed: NVIDIA's components act only on a change"
     loop.step()  # the pass after the node moved: no node selects the old configs any more
-    assert old_key == labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] or old_key not in loop.config.device_plugin
+    assert old_key == labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] or old_key not in (loop.config.device_plugin or {})
     mig_entries = (loop.config.mig or {}).get("mig-configs") or {}
     assert (
         old_entry in (None, labels.get(conventions.MIG_CONFIG_LABEL))
@@ -216,10 +219,10 @@ def test_a_mig_manager_that_created_nothing_is_retried_once_repaired() -> None:
     loop.pool({"accelerator": "A100-40GB:8", "mig": {"profile": "1g.5gb"}})
     original = loop.simulation.node
 
-    def broken(node: dict[str, Any], now: float, *, broken: bool = False) -> Any:
+    def broken(node: Mapping[str, Any], now: float, *, broken: bool = False) -> NodeChanges:
         return original(node, now, broken=loop.second < 120)
 
-    loop.simulation.node = broken  # type: ignore[method-assign]
+    loop.simulation.node = broken  # type: ignore[method-assign]  # the demo's mig-broken fault, cleared at 120 s
     loop.until_ready({"nvidia.com/gpu": 56}, within=900)
     assert loop.second > 120
     retried = loop.body["metadata"]["annotations"].get(conventions.MIG_RETRY_ANNOTATION)
