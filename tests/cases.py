@@ -169,13 +169,18 @@ CASES: list[Case] = [
         "spec.sharing.mps.replicas",
         "less than or equal to 48",
     ),
-    # under MPS the device plugin forces failRequestsGreaterThanOne: there is nothing to choose
+    # under MPS failRequestsGreaterThanOne defaults to true as NVIDIA's does; false is honoured since v0.20.0
     Case(
         "mps-fail-requests",
         {"accelerator": "H100", "sharing": {"mps": {"replicas": 2, "failRequestsGreaterThanOne": False}}},
-        "decode",
+        "valid",
+    ),
+    Case(
+        "mps-fail-requests-string",
+        {"accelerator": "H100", "sharing": {"mps": {"replicas": 2, "failRequestsGreaterThanOne": "no"}}},
+        "schema",
         "spec.sharing.mps.failRequestsGreaterThanOne",
-        "unknown field",
+        "boolean",
     ),
     Case(
         "time-slicing-fail-requests-string",

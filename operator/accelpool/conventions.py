@@ -148,26 +148,38 @@ _AGENT_PREFIX = "accelpool-agent-"
 _LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
-def _bounded(prefix: str, name: str) -> str:
-    """`prefix + name` when it has at most 62 characters, else a 63-character form ending in a hash of the name.
+def _bounded(prefix: str, name: str, limit: int = LABEL_VALUE_MAX) -> str:
+    """`prefix + name` when it is shorter than `limit`, else a `limit`-character form ending in a hash of the name.
 
-    Unique by construction: a full form is never longer than 62 characters and a hashed form is
-    always 63, so no pool's hashed name can equal another pool's full name, and two hashed forms
-    differ by their 12-hex-digit (48-bit) SHA-256 of the whole name.
+    Unique by construction: a full form is always shorter than `limit` and a hashed form is
+    exactly `limit` long, so no pool's hashed name can equal another pool's full name, and two hashed
+    forms differ by their 12-hex-digit (48-bit) SHA-256 of the whole name.
     """
     full = prefix + name
-    if len(full) < LABEL_VALUE_MAX:
+    if len(full) < limit:
         return full
     digest = hashlib.sha256(name.encode()).hexdigest()[:_DIGEST_LENGTH]
-    head = full[: LABEL_VALUE_MAX - _DIGEST_LENGTH - 1]
+    head = full[: limit - _DIGEST_LENGTH - 1]
     if not head[-1].isalnum():  # keep the length; "x-" stays a valid DNS name where ".-" would not
         head = head[:-1] + "x"
     return f"{head}-{digest}"
 
 
-def config_name(pool: str) -> str:
-    """The pool's key in the device-plugin ConfigMap and its mig-parted entry: `accelpool-<pool>`."""
-    return _bounded(_CONFIG_PREFIX, pool)
+CONTENT_DIGEST_LENGTH = 8
+"""Hex digits of a config's content hash in its name (`accelpool-<pool>-<digest>`)."""
+
+
+def config_name(pool: str, digest: str) -> str:
+    """A pool's device-plugin key or mig-parted entry, named by its content: `accelpool-<pool>-<digest>`.
+
+    NVIDIA's config-manager and MIG manager act only when the node label's *value* changes (the
+    same value is "Already configured"), so a changed config must come under a new name: `digest`
+    is a hash of the content (`accelpool.nvidia.content_digest`). At most 63 characters (a label
+    value): the pool part is `_bounded` to 54, so two pools never share a name, and the last
+    9 characters are always `-<digest>`.
+    """
+    head = _bounded(_CONFIG_PREFIX, pool, LABEL_VALUE_MAX - CONTENT_DIGEST_LENGTH - 1)
+    return f"{head}-{digest[:CONTENT_DIGEST_LENGTH]}"
 
 
 def agent_name(pool: str) -> str:

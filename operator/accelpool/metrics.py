@@ -46,7 +46,7 @@ from accelpool.planning import Plan
 
 PHASES = ("Pending", "Provisioning", "Configuring", "Ready", "Degraded", "Failed")
 NODE_STATES = ("desired", "members", "ready", "quarantined", "burn_in")
-UNAVAILABLE_REASONS = ("quarantined", "burn_in", "unschedulable")
+UNAVAILABLE_REASONS = ("quarantined", "burn_in", "unschedulable", "unconfigured")
 LADDER_STATES = {"draining": "draining", "drained": "drained", "handed-off": "handed_off"}
 """Ladder step → its `accelpool_pool_nodes` state (quarantined members past the quarantine)."""
 EVICTION_RESULTS = ("evicted", "blocked", "failed")
@@ -117,7 +117,8 @@ class OperatorCollector(Collector):
         )
         unavailable = GaugeMetricFamily(
             "accelpool_pool_unavailable_gpus",
-            "Devices on members that cannot serve pods now, by why (quarantined, burn_in, unschedulable).",
+            "Devices on members that cannot serve pods now, by why (quarantined, burn_in, unschedulable, "
+            "unconfigured).",
             labels=["pool", "reason"],
         )
         drivers = GaugeMetricFamily(
@@ -169,7 +170,12 @@ class OperatorCollector(Collector):
             gpus.add_metric([pool.name], capacity.gpus)
             for reason, value in zip(
                 UNAVAILABLE_REASONS,
-                (capacity.quarantined_gpus, capacity.burn_in_gpus, capacity.unschedulable_gpus),
+                (
+                    capacity.quarantined_gpus,
+                    capacity.burn_in_gpus,
+                    capacity.unschedulable_gpus,
+                    capacity.unconfigured_gpus,
+                ),
                 strict=True,
             ):
                 unavailable.add_metric([pool.name, reason], value)

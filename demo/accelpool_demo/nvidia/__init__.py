@@ -16,9 +16,11 @@ Modelled, each after NVIDIA's own code (paths inside the public repositories):
 - The device plugin's advertised resources, `advertise` (`internal/rm/device_map.go`,
   `internal/rm/rm.go`): whole GPUs, MIG devices as `nvidia.com/gpu` (single) or
   `nvidia.com/mig-<profile>` (mixed), times sharing replicas; the errors that stop the plugin
-  (an empty MIG-enabled GPU, more than one MIG device type under single, MIG and non-MIG GPUs
-  under single, MPS on MIG devices, `internal/plugin/mps.go`): nothing advertised, the kubelet
-  then reports 0.
+  (an empty MIG-enabled GPU under single, more than one MIG device type under single, MIG and
+  non-MIG GPUs under single, MPS on MIG devices, `internal/plugin/mps.go`, and MPS under an
+  effective mixed strategy, `cmd/nvidia-device-plugin/main.go`): nothing advertised, the kubelet
+  then reports 0. Under mixed an empty MIG-enabled GPU is skipped with a warning and the others
+  are served (`internal/rm/device_map.go`).
 - The effective strategy, `plugin_config`: env `MIG_STRATEGY` (the GPU Operator sets it from
   ClusterPolicy `spec.mig.strategy`) beats the file's `flags.migStrategy`
   (`api/config/v1/flags.go` `updateFromCLIFlag`).

@@ -103,7 +103,7 @@ def plugin_config(document: str | None, strategy_override: Strategy | None = Non
         replicated = tuple(
             Replicated(
                 resource=str(r.get("name")),
-                replicas=int(r.get("replicas") or 0),
+                replicas=_count(r.get("replicas")),
                 rename=f"{r.get('name')}.shared" if rename_by_default else "",
             )
             for r in section["resources"]
@@ -111,6 +111,11 @@ def plugin_config(document: str | None, strategy_override: Strategy | None = Non
         )
         return PluginConfig(strategy=_strategy(strategy), sharing=mode, replicated=replicated)  # type: ignore[arg-type]
     return PluginConfig(strategy=_strategy(strategy))
+
+
+def _count(value: Any) -> int:
+    """A replica count as written; anything but an integer counts as none (NVIDIA's loader refuses it)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _strategy(value: Any) -> Strategy:
@@ -168,11 +173,13 @@ def gfd_labels(gpus: tuple[Gpu, ...], config: PluginConfig) -> dict[str, str]:
             return labels
         profiles = {p for g in migs for p in g.mig_devices}
         if any(not g.mig_devices for g in migs) or full or len(profiles) != 1:
+            # `newInvalidMigStrategyLabeler` (internal/lm/mig-strategy.go): sharing-strategy is empty, not `none`
             labels |= {
                 conventions.GFD_PRODUCT_LABEL: product + conventions.GFD_MIG_INVALID_SUFFIX,
                 conventions.GFD_COUNT_LABEL: "0",
                 f"{NVIDIA_GPU}.replicas": "0",
                 f"{NVIDIA_GPU}.memory": "0",
+                f"{NVIDIA_GPU}.sharing-strategy": "",
             }
             return labels
         (profile,) = profiles
@@ -202,7 +209,15 @@ class Advertised:
 
 
 def advertise(gpus: tuple[Gpu, ...], config: PluginConfig) -> Advertised:
-    """The device plugin's resources for these GPUs under this config (`rm.NewDeviceMap`)."""
+    """The device plugin's resources for these GPUs under this config (`rm.NewDeviceMap`).
+
+    MPS under an effective `mixed` strategy: the plugin refuses to start (`cmd/nvidia-device-plugin/main.go`
+    `validateFlags`: "using --mig-strategy=mixed is not supported with MPS"). A MIG-enabled GPU without MIG
+    devices stops the plugin under `single` and is skipped with a warning under `mixed`, the other GPUs still
+    served (`internal/rm/device_map.go` `assertAllMigDevicesAreValid`).
+    """
+    if config.sharing == "mps" and config.strategy == "mixed":
+        return Advertised(error="unable to validate flags: using --mig-strategy=mixed is not supported with MPS")
     devices: Counter[str] = Counter()
     full = [g for g in gpus if not g.mig_enabled]
     migs = [g for g in gpus if g.mig_enabled]
@@ -211,7 +226,7 @@ def advertise(gpus: tuple[Gpu, ...], config: PluginConfig) -> Advertised:
     else:
         if full:
             devices[NVIDIA_GPU] = len(full)
-        if any(not g.mig_devices for g in migs):
+        if config.strategy == "single" and any(not g.mig_devices for g in migs):
             return Advertised(error="at least one device with migEnabled=true was not configured correctly")
         profiles = Counter(p for g in migs for p in g.mig_devices)
         if config.strategy == "single":

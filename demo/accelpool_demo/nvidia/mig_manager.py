@@ -14,7 +14,8 @@ from accelpool_demo.nvidia.devices import Gpu, Installation
 def apply_entry(entry: Any, gpus: tuple[Gpu, ...], *, broken: bool = False) -> tuple[Gpu, ...]:
     """mig-parted `apply`: each GPU takes the first device spec that selects it (`devices: all` or its index).
 
-    A profile the GPU does not offer creates nothing; `broken` (a demo fault) creates nothing at all.
+    A profile the GPU does not offer makes the whole GPU's layout empty (mig-parted's `Flatten` returns
+    nothing); `broken` (a demo fault) creates nothing at all.
     GPUs that are not MIG-capable are left alone.
     """
     specs = entry if isinstance(entry, list) else []
@@ -37,11 +38,11 @@ def apply_entry(entry: Any, gpus: tuple[Gpu, ...], *, broken: bool = False) -> t
             result.append(replace(gpu, mig_enabled=False, mig_devices=()))
             continue
         wanted = spec.get("mig-devices") if isinstance(spec.get("mig-devices"), dict) else {}
+        # A profile the GPU does not offer: mig-parted's layout flattens to nothing and the GPU gets no MIG
+        # device at all, while the apply still succeeds (recorded: ../shared/fidelity/nvidia/mig-parted.yaml).
+        offered = all(model.mig_profile(str(profile)) is not None for profile in (wanted or {}))
         devices = tuple(
-            str(profile)
-            for profile, count in (wanted or {}).items()
-            if model.mig_profile(str(profile)) is not None
-            for _ in range(int(count or 0))
+            str(profile) for profile, count in (wanted or {}).items() if offered for _ in range(int(count or 0))
         )
         result.append(replace(gpu, mig_enabled=True, mig_devices=() if broken else devices))
     return tuple(result)

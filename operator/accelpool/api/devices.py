@@ -123,8 +123,15 @@ class MpsSpec(Model):
         description=(
             f"How many pods share each device: at least 2, at most {MPS_MAX_CLIENTS} "
             f"({MPS_MAX_CLIENTS_BEFORE_7_5} on GPUs below compute capability 7.5, such as V100), "
-            "the clients one MPS server takes. A pod gets one replica: the device plugin always "
-            "refuses requests for more under MPS (failRequestsGreaterThanOne is forced true)."
+            "the clients one MPS server takes."
+        ),
+    )
+    fail_requests_greater_than_one: bool = Field(
+        True,
+        description=(
+            "Refuse pods that request more than one replica (NVIDIA's default under MPS). false lets a "
+            "pod get several replicas of the same GPU, each an equal share of it (honoured by the NVIDIA "
+            "device plugin since v0.20.0)."
         ),
     )
 

@@ -46,9 +46,10 @@ class NodeCounts(Model):
 class Capacity(Model):
     """What the pool really offers pods now, and the devices of members that cannot serve them.
 
-    Serving members are Ready, schedulable, not quarantined and not in burn-in; the devices of the
-    others are counted apart by why (a member counts under the first of quarantined, burn-in,
-    unschedulable), so the four GPU counts add up to the devices on all members.
+    Serving members are Ready, schedulable, not quarantined, not in burn-in and, in an NVIDIA pool,
+    serve exactly the pool's MIG layout and device-plugin config; the devices of the others are
+    counted apart by why (a member counts under the first of quarantined, burn-in, unschedulable,
+    unconfigured), so the five GPU counts add up to the devices on all members.
     """
 
     gpus: int = Field(0, description="Devices on serving members: what pods can use now.")
@@ -73,6 +74,12 @@ class Capacity(Model):
         0,
         alias="unschedulableGPUs",
         description="Devices on members that are NotReady or cordoned by someone else (and neither of the above).",
+    )
+    unconfigured_gpus: int = Field(
+        0,
+        alias="unconfiguredGPUs",
+        description="Devices on members that could serve but do not serve the pool's NVIDIA config exactly yet "
+        "(a MIG layout or a device-plugin config on its way, or a MIG manager that reported success for nothing).",
     )
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from accelpool import api, conventions
+from accelpool import api, conventions, nvidia
 from accelpool.agents import AgentObservation
 from accelpool.nodes import NodeChange, NodeView
 from accelpool.planning import burnin, claims, configs, membership, remediation, sizing
@@ -130,8 +130,9 @@ def _plan_once(
     _claim(works, roster, options)
     member_labels = {work.name: member_changes(ledger, work, options.now) for work in works.values()}
     changes = ledger.changes()
-    device_plugin = configs.device_plugin_config(ordered, works, config)
-    mig_document, mig_managed = configs.mig_config(ordered, works, config)
+    selected_keys, selected_entries = _selected_configs(nodes, changes)
+    device_plugin = configs.device_plugin_config(ordered, works, config, selected_keys)
+    mig_document, mig_managed = configs.mig_config(ordered, works, config, selected_entries)
     pool_plans = [
         _pool_plan(pool, works.get(pool.name), roster, ledger, changes, member_labels.get(pool.name, {}), options)
         for pool in ordered
@@ -156,10 +157,28 @@ def _plan_once(
 
 
 def _owned_configs(pools: Sequence[PoolInput], config: ConfigState) -> frozenset[str]:
-    """accelpool's own NVIDIA config names: its pools' keys and what its ConfigMaps say it manages."""
-    shared = {conventions.DEFAULT_DEVICE_PLUGIN_KEY, conventions.MIG_DISABLED_CONFIG}
-    names = frozenset(conventions.config_name(p.name) for p in pools)
+    """accelpool's own NVIDIA config names: its pools' keys and what its ConfigMaps say it manages, less the
+    names every node may be given by others (`default`, NVIDIA's default mig-parted entries)."""
+    shared = {conventions.DEFAULT_DEVICE_PLUGIN_KEY} | nvidia.DEFAULT_MIG_CONFIG_NAMES
+    names = configs.own_config_names(pools)
     return (names | config.device_plugin_managed | config.mig_managed) - shared
+
+
+def _selected_configs(
+    nodes: Sequence[NodeView], changes: Mapping[str, NodeChange]
+) -> tuple[frozenset[str], frozenset[str]]:
+    """The device-plugin keys and mig-parted entries nodes select once the pass's writes land."""
+    keys: set[str] = set()
+    entries: set[str] = set()
+    for view in nodes:
+        change = changes.get(view.name)
+        key = view.label_after(change, conventions.DEVICE_PLUGIN_CONFIG_LABEL)
+        entry = view.label_after(change, conventions.MIG_CONFIG_LABEL)
+        if key:
+            keys.add(key)
+        if entry:
+            entries.add(entry)
+    return frozenset(keys), frozenset(entries)
 
 
 def _remediate(work: PoolWork, ledger: Ledger, options: PlannerOptions) -> None:

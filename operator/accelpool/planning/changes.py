@@ -1,9 +1,11 @@
 """What the pass writes on each member of a valid pool: labels, annotations, taints. Pure.
 
 Every member gets the pool label `accelpool.io/pool=<pool>`; members of NVIDIA pools the
-device-plugin config label (the pool's key) and, where MIG matters, `nvidia.com/mig.config`
-(the pool's layout, or `all-disabled` on MIG-capable GPUs of a whole-GPU pool, or else the
-device plugin advertises MIG devices as GPUs). Values of another controller that accelpool
+device-plugin config label (the pool's key, named by its content: `accelpool.nvidia.member_configs`)
+and, where MIG matters, `nvidia.com/mig.config` (the pool's layout entry, also named by its content,
+or `all-disabled` on MIG-capable GPUs of a whole-GPU pool, or else the device plugin advertises MIG
+devices as GPUs). An edited pool's configs get new names, so the label values change and NVIDIA's
+config-manager and MIG manager act on them. Values of another controller that accelpool
 overwrites on a new member are kept in `accelpool.io/prior-labels` and restored on release
 (`Ledger.release`). Also: `accelpool.io/joined-at` (static pools; sizing releases the newest
 first), the pool taint of dedicated pools, the MIG retry record (`accelpool.planning.mig_retry`),
@@ -18,7 +20,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from accelpool import conventions
+from accelpool import conventions, nvidia
 from accelpool.nodes import NodeView, Taint, format_time
 from accelpool.planning import mig_retry
 from accelpool.planning.burnin import apply_burn_in
@@ -26,7 +28,6 @@ from accelpool.planning.check_requests import copy_pool_request
 from accelpool.planning.ledger import Ledger, NodeEdit
 from accelpool.planning.pools import PoolWork
 from accelpool.planning.remediation import apply_quarantine
-from accelpool_core import catalog
 
 _CONFIG_LABELS = (conventions.DEVICE_PLUGIN_CONFIG_LABEL, conventions.MIG_CONFIG_LABEL)
 
@@ -40,13 +41,13 @@ class MemberConfig:
     """The device-plugin config key (NVIDIA pools), else None."""
     mig: str | None
     """The mig-parted config: the pool's layout, `all-disabled` for whole MIG-capable GPUs, else None."""
+    per_gpu: dict[str, int]
+    """What each GPU of a member advertises once it serves the pool's config."""
 
     @classmethod
     def of(cls, work: PoolWork) -> MemberConfig:
-        key = conventions.config_name(work.name)
-        entry = work.resolved.entry
-        mig = key if work.spec.mig is not None else (conventions.MIG_DISABLED_CONFIG if entry.mig_capable else None)
-        return cls(work.name, key if entry.vendor == catalog.Vendor.NVIDIA else None, mig)
+        found = nvidia.member_configs(work.name, work.spec, work.resolved)
+        return cls(work.name, found.device_plugin, found.mig, nvidia.resources_per_gpu(work.spec, work.resolved))
 
     @property
     def labels(self) -> dict[str, str]:
@@ -124,7 +125,7 @@ def _set_mig_label(
     mig_now = edit.label(conventions.MIG_CONFIG_LABEL)
     mig_want = mig_now
     if config.mig is not None:
-        step = mig_retry.next_step(original, config.mig, now)
+        step = mig_retry.next_step(original, config.mig, now, unserved=_unserved(original, config))
         if step.rewrite_record:
             edit.annotations[conventions.MIG_RETRY_ANNOTATION] = step.record
         if step.event is not None:
@@ -140,6 +141,20 @@ def _set_mig_label(
         edit.labels[conventions.MIG_CONFIG_STATE_LABEL] = "pending"
     elif conventions.MIG_CONFIG_STATE_LABEL in edit.labels and mig_want == mig_now:
         del edit.labels[conventions.MIG_CONFIG_STATE_LABEL]
+
+
+def _unserved(view: NodeView, config: MemberConfig) -> bool:
+    """The member reports its MIG config applied but does not serve it: GFD says `-MIG-INVALID`, or the
+    device plugin advertises other than exactly the pool's resources."""
+    if view.labels.get(conventions.MIG_CONFIG_STATE_LABEL) != "success":
+        return False
+    product = view.labels.get(conventions.GFD_PRODUCT_LABEL) or ""
+    if config.mig == conventions.MIG_DISABLED_CONFIG:  # MIG off: what the device plugin serves is not MIG's matter
+        mig_devices = any(k.startswith("nvidia.com/mig-") and v not in ("", "0") for k, v in view.allocatable.items())
+        return "-MIG-" in product or mig_devices
+    if product.endswith(conventions.GFD_MIG_INVALID_SUFFIX):
+        return True
+    return bool(view.gpus) and nvidia.serving_difference(view.allocatable, view.gpus, config.per_gpu) is not None
 
 
 @functools.lru_cache(maxsize=256)

@@ -1,11 +1,16 @@
 """The two NVIDIA ConfigMaps as the pass wants them: device-plugin configs and mig-parted entries. Pure.
 
-- `device_plugin_config`: a key per NVIDIA pool (`accelpool-<pool>`) plus `default`.
-- `mig_config`: the mig-parted document, an entry per MIG pool plus `all-disabled`.
+- `device_plugin_config`: a key per NVIDIA pool (`accelpool-<pool>-<digest>`, named by its content:
+  `accelpool.nvidia.member_configs`) plus `default`.
+- `mig_config`: the mig-parted document, an entry per MIG pool (named by content too) plus NVIDIA's
+  default entries (`all-disabled`, `all-enabled`, `all-balanced`, `all-<profile>`).
 
-Keys and entries accelpool does not own (not in the ConfigMap's managed-keys or managed-entries
-annotation) are carried over untouched; those of an invalid pool are kept as they are. A pool
-whose key is already taken by someone else is not planned at all (`foreign_config_keys`).
+An edited pool's config gets a new name: the new key is written before its members' labels move
+(the staged ConfigMaps, `accelpool.configmaps`), and the old one stays while any node still selects
+it, so NVIDIA's components never meet a label naming a key that is gone. Keys and entries accelpool
+does not own (not in the ConfigMap's managed-keys or managed-entries annotation) are carried over
+untouched. A pool whose key is already taken by someone else is not planned at all
+(`foreign_config_keys`).
 """
 
 from __future__ import annotations
@@ -17,7 +22,6 @@ from typing import Any
 from accelpool import conventions, nvidia
 from accelpool.planning.model import ConfigState, PoolInput
 from accelpool.planning.pools import PoolWork
-from accelpool_core import catalog
 
 
 @dataclass(frozen=True)
@@ -30,9 +34,11 @@ class DevicePluginConfig:
 
 
 def device_plugin_config(
-    pools: Sequence[PoolInput], planned: Mapping[str, PoolWork], current: ConfigState
+    pools: Sequence[PoolInput], planned: Mapping[str, PoolWork], current: ConfigState, selected: frozenset[str]
 ) -> DevicePluginConfig:
-    """`planned`: the pools planned this pass, by name; other pools of `pools` are invalid or deleting."""
+    """`planned`: the pools planned this pass, by name; `selected`: the keys nodes select once the pass's
+    writes land. A key of accelpool's that no planned pool renders (a pool's previous content, a deleted
+    or invalid pool's) stays while a node selects it, and goes once none does."""
     present = dict(current.device_plugin or {})
     owned_before = current.device_plugin_managed
     documents: dict[str, Any] = {}
@@ -41,17 +47,16 @@ def device_plugin_config(
     if conventions.DEFAULT_DEVICE_PLUGIN_KEY not in data:
         documents[conventions.DEFAULT_DEVICE_PLUGIN_KEY] = nvidia.DEFAULT_DEVICE_PLUGIN_CONFIG
     for pool in pools:
-        key = conventions.config_name(pool.name)
-        if pool.deleting:
-            continue
         work = planned.get(pool.name)
-        if work is not None:
-            if work.resolved.entry.vendor == catalog.Vendor.NVIDIA:
-                documents[key] = nvidia.device_plugin_config(work.spec, work.resolved)
-        elif key in present and key in owned_before:
-            documents[key] = nvidia.load(present[key])  # invalid pool: touch nothing
+        if pool.deleting or work is None:
+            continue
+        found = nvidia.member_configs(work.name, work.spec, work.resolved)
+        if found.device_plugin is not None and found.device_plugin not in data:
+            documents[found.device_plugin] = found.device_plugin_document
+    for key in sorted(owned_before & selected):
+        if key in present and key not in documents and key not in data:
+            documents[key] = nvidia.load(present[key])  # still selected: touch nothing
             data[key] = present[key]
-            managed.add(key)
     for key, document in documents.items():
         if key not in data:
             data[key] = nvidia.dump(document)
@@ -60,30 +65,56 @@ def device_plugin_config(
 
 
 def mig_config(
-    pools: Sequence[PoolInput], planned: Mapping[str, PoolWork], current: ConfigState
+    pools: Sequence[PoolInput], planned: Mapping[str, PoolWork], current: ConfigState, selected: frozenset[str]
 ) -> tuple[dict[str, Any], frozenset[str]]:
-    """The mig-parted document and the entries accelpool owns in it."""
+    """The mig-parted document and the entries accelpool owns in it.
+
+    NVIDIA's default entries (`nvidia.default_mig_configs`) are written where the document lacks them,
+    so nodes in no pool keep their `nvidia.com/mig.config`; an entry of the same name written by
+    someone else is theirs and kept. Entries of accelpool's that no planned pool renders stay while a
+    node selects them (`selected`, once the pass's writes land)."""
     current_doc = current.mig if isinstance(current.mig, Mapping) else {}
     present = dict(current_doc.get("mig-configs") or {})
     owned_before = current.mig_managed
     entries = {k: v for k, v in present.items() if k not in owned_before}
     managed: set[str] = set()
-    if conventions.MIG_DISABLED_CONFIG not in entries:
-        entries[conventions.MIG_DISABLED_CONFIG] = nvidia.MIG_DISABLED_ENTRY
-        managed.add(conventions.MIG_DISABLED_CONFIG)
+    for name, entry in nvidia.default_mig_configs().items():
+        if name not in entries:
+            entries[name] = entry
+            managed.add(name)
     for pool in pools:
-        key = conventions.config_name(pool.name)
-        if pool.deleting:
-            continue
         work = planned.get(pool.name)
-        if work is not None:
-            if work.spec.mig is not None:
-                entries[key] = nvidia.mig_parted_entry(work.spec.mig_layout())
-                managed.add(key)
-        elif key in present and key in owned_before:
-            entries[key] = present[key]
-            managed.add(key)
+        if pool.deleting or work is None:
+            continue
+        found = nvidia.member_configs(work.name, work.spec, work.resolved)
+        if found.mig_entry is not None and found.mig is not None and found.mig not in entries:
+            entries[found.mig] = found.mig_entry
+            managed.add(found.mig)
+    for name in sorted(owned_before & selected):
+        if name in present and name not in entries:
+            entries[name] = present[name]
+            managed.add(name)
     return nvidia.mig_parted_document(entries), frozenset(managed)
+
+
+def own_config_names(pools: Sequence[PoolInput]) -> frozenset[str]:
+    """The content-named configs the valid pools render now, deleting ones included (their members still
+    select them until released): device-plugin keys and mig-parted entries."""
+    names: set[str] = set()
+    for pool in pools:
+        found = _configs_of(pool, deleting=True)
+        if found is not None:
+            names.update(n for n in (found.device_plugin, found.mig) if n is not None)
+    return frozenset(names) - nvidia.DEFAULT_MIG_CONFIG_NAMES
+
+
+def _configs_of(pool: PoolInput, *, deleting: bool = False) -> nvidia.MemberConfigs | None:
+    if not pool.valid or (pool.deleting and not deleting) or pool.spec is None:
+        return None
+    try:
+        return nvidia.member_configs(pool.name, pool.spec)
+    except Exception:  # an unresolvable spec: planning sets the pool aside with the error
+        return None
 
 
 def foreign_config_keys(pools: Sequence[PoolInput], config: ConfigState) -> dict[str, str]:
@@ -93,7 +124,7 @@ def foreign_config_keys(pools: Sequence[PoolInput], config: ConfigState) -> dict
     the key is renamed or removed (or the pool is).
     """
     mig_entries = config.mig.get("mig-configs") if isinstance(config.mig, Mapping) else None
-    places = (  # (where, what is there, what accelpool owns, its annotation, only for MIG pools?)
+    places = (  # (where, what is there, what accelpool owns, its annotation, the mig-parted entry?)
         ("device-plugin ConfigMap", config.device_plugin or {}, config.device_plugin_managed, "managed-keys", False),
         (
             "MIG ConfigMap's mig-configs",
@@ -105,11 +136,14 @@ def foreign_config_keys(pools: Sequence[PoolInput], config: ConfigState) -> dict
     )
     found: dict[str, str] = {}
     for pool in pools:
-        if not pool.valid or pool.deleting or pool.spec is None:
+        configs = _configs_of(pool)
+        if configs is None:
             continue
-        key = conventions.config_name(pool.name)
         for what, present, managed, annotation, mig_only in places:
-            if key in present and key not in managed and (pool.spec.mig is not None or not mig_only):
+            key = configs.mig if mig_only else configs.device_plugin
+            if key is None or key in nvidia.DEFAULT_MIG_CONFIG_NAMES:
+                continue
+            if key in present and key not in managed:
                 found[pool.name] = (
                     f"the {what} already holds {key!r}, which accelpool did not write (it is not in the "
                     f"ConfigMap's {conventions.DOMAIN}/{annotation} annotation); accelpool will not overwrite it: "

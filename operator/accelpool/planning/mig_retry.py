@@ -2,8 +2,10 @@
 
 The MIG manager reacts only when `nvidia.com/mig.config` changes value (and ignores its
 removal). A config it could not find yet, because the kubelet projects ConfigMap updates into
-its pod up to a minute later, would stay `failed` for good. So a member whose state is `failed`
-for the pool's config is given a record (`accelpool.io/mig-retry: <retries>@<time>`), and after
+its pod up to a minute later, would stay `failed` for good; a run that reported `success` but
+created nothing (a MIG manager that was broken, then repaired) would never run again. So a member
+whose state is `failed` for the pool's config, or `success` while it does not serve the layout,
+is given a record (`accelpool.io/mig-retry: <retries>@<time>`), and after
 a backoff (`mig_retry_delay`) its label is taken off and put back on the next pass, which the
 MIG manager sees as a change. At most `conventions.MIG_RETRIES` times; a success clears the
 record. Called by `accelpool.planning.changes` for each member of a pool that sets a MIG config.
@@ -48,13 +50,24 @@ class MigRetryStep(NamedTuple):
     """Seconds until the backoff of a failed config runs out."""
 
 
-def next_step(view: NodeView, wanted: str, now: datetime) -> MigRetryStep:
-    """The step for a member that should be in the MIG config `wanted`."""
+def next_step(view: NodeView, wanted: str, now: datetime, *, unserved: bool = False) -> MigRetryStep:
+    """The step for a member that should be in the MIG config `wanted`.
+
+    `unserved`: the member does not serve the layout (`accelpool.nvidia.serving_difference`, or GFD's
+    `-MIG-INVALID`). With the MIG manager's `success`, that is a run that created nothing (a broken
+    MIG manager, a GPU that was busy): retried like a failure once it has lasted a backoff, since the
+    MIG manager will not run again until the label changes. A record of an earlier config is dropped
+    when the label moves to another one (an edited pool): its retries start afresh.
+    """
     record = view.annotations.get(conventions.MIG_RETRY_ANNOTATION)
     state = view.labels.get(conventions.MIG_CONFIG_STATE_LABEL)
-    failed = state == "failed" and view.labels.get(conventions.MIG_CONFIG_LABEL) == wanted
+    label = view.labels.get(conventions.MIG_CONFIG_LABEL)
+    empty = state == "success" and unserved
+    failed = (state == "failed" or empty) and label == wanted
     if record is None and not failed:
         return MigRetryStep(wanted)
+    if record is not None and label is not None and label != wanted:
+        return MigRetryStep(wanted, rewrite_record=True)  # another config now: its retries start afresh
     retries, since = parse_mig_retry(record)
     if not failed:
         cleared = since is not None and state == "success"
@@ -69,13 +82,18 @@ def next_step(view: NodeView, wanted: str, now: datetime) -> MigRetryStep:
     delay = mig_retry_delay(retries)
     if waited < delay:
         return MigRetryStep(wanted, requeue_after=delay - waited)
+    seen = (
+        f"{conventions.MIG_CONFIG_STATE_LABEL}=success for {wanted}, but the node does not serve its layout"
+        if empty
+        else f"{conventions.MIG_CONFIG_STATE_LABEL}=failed for {wanted}"
+    )
     event = EventIntent(
         "Node",
         view.name,
         view.uid,
         "Warning",
         "MigConfigRetried",
-        f"{conventions.MIG_CONFIG_STATE_LABEL}=failed for {wanted}: setting {conventions.MIG_CONFIG_LABEL} again "
+        f"{seen}: setting {conventions.MIG_CONFIG_LABEL} again "
         f"(retry {retries + 1} of {conventions.MIG_RETRIES}); the MIG manager does not retry by itself",
     )
     return MigRetryStep(None, record=format_mig_retry(retries + 1, now), rewrite_record=True, event=event)

@@ -1,8 +1,8 @@
 """What a pool offers pods, and the per-member lines of its status. Pure.
 
 - `capacity`: what serving members offer (GPUs, memory, the device plugin's advertised
-  resources, measured matmul TFLOPS), and the GPUs of quarantined, burn-in and unschedulable
-  members apart.
+  resources, measured matmul TFLOPS), counting only members that serve the pool's NVIDIA config
+  exactly, and the GPUs of quarantined, burn-in, unconfigured and unschedulable members apart.
 - `scheduling_tolerations`: what a pod needs to tolerate to land on every member (the pool taint
   of a dedicated pool plus other controllers' lasting taints; transient ones are left out).
 - `status_members`: each member's health, reason, MIG state and TFLOPS, bounded in number.
@@ -35,9 +35,11 @@ _TRANSIENT_TAINT_KEYS = frozenset({"ToBeDeletedByClusterAutoscaler", "DeletionCa
 def capacity(census: Census, entry: catalog.Accelerator, per_gpu: Mapping[str, int], dtype: str) -> api.Capacity:
     """What the serving members offer, and the devices of the others by why they cannot serve.
 
-    Memory falls back to the catalog's per-device figure where the node does not publish its own.
+    Only members that serve the pool's config exactly count (`Census.configured`): a member whose MIG
+    layout or device-plugin config is not in place yet offers nothing the pool promises. Memory falls
+    back to the catalog's per-device figure where the node does not publish its own.
     """
-    serving = census.serving
+    serving = census.configured
     memory_gib = 0.0
     for m in serving:
         detected = m.view.detected
@@ -55,6 +57,7 @@ def capacity(census: Census, entry: catalog.Accelerator, per_gpu: Mapping[str, i
     burn_in = sum(m.view.gpus for m in census.burn_in if not m.quarantined)
     everyone = sum(m.view.gpus for m in census.members)
     gpus = sum(m.view.gpus for m in serving)
+    unconfigured = sum(m.view.gpus for m in census.serving) - gpus
     return api.Capacity(
         gpus=gpus,
         memory_gib=round(memory_gib),
@@ -62,7 +65,8 @@ def capacity(census: Census, entry: catalog.Accelerator, per_gpu: Mapping[str, i
         measured_tflops=round(sum(measured), 1) if measured else None,
         quarantined_gpus=quarantined,
         burn_in_gpus=burn_in,
-        unschedulable_gpus=everyone - gpus - quarantined - burn_in,
+        unconfigured_gpus=unconfigured,
+        unschedulable_gpus=everyone - gpus - quarantined - burn_in - unconfigured,
     )
 
 

@@ -39,7 +39,10 @@ class Census:
     burn_in_failed: tuple[Member, ...]
     """In burn-in with the taint's value `failed`: AcceleratorHealthy turned False before it passed."""
     serving: tuple[Member, ...]
-    """Ready, schedulable, not quarantined and not in burn-in: what pods can use now (capacity counts these)."""
+    """Ready, schedulable, not quarantined and not in burn-in."""
+    configured: tuple[Member, ...]
+    """Serving and, in an NVIDIA pool, serving exactly the pool's config (`Layout.done`): what pods can use
+    now (capacity counts these)."""
     ready: tuple[Member, ...]
     """Serving, configured (NVIDIA pools: `Layout.done`) and healthy, whatever the vendor."""
 
@@ -77,5 +80,6 @@ class Census:
             burn_in=tuple(burn_in),
             burn_in_failed=tuple([m for m in burn_in if m.burn_in == conventions.BURN_IN_FAILED]),
             serving=tuple(serving),
+            configured=tuple(configured),
             ready=tuple(ready),
         )

@@ -42,8 +42,11 @@ CONDITION_TYPES = (
 STRATEGY_OVERRIDE_FIX = (
     "a cluster-wide MIG strategy overrides each config's flags.migStrategy (the GPU Operator sets MIG_STRATEGY "
     "on the device plugin and GFD from ClusterPolicy spec.mig.strategy; the device-plugin chart from migStrategy). "
-    "Remove it: kubectl patch clusterpolicies.nvidia.com/cluster-policy --type json "
-    """-p '[{"op":"remove","path":"/spec/mig/strategy"}]' (or unset migStrategy in the device-plugin chart)"""
+    "Remove it where it is rendered from, or the next helm upgrade puts it back (the GPU Operator's chart writes "
+    "spec.mig.strategy from its value mig.strategy, default single): helm upgrade gpu-operator nvidia/gpu-operator "
+    "-n gpu-operator --reuse-values --set mig.strategy=null (null deletes the default), and at once: kubectl patch "
+    "clusterpolicies.nvidia.com/cluster-policy --type json "
+    """-p '[{"op":"remove","path":"/spec/mig/strategy"}]' (with the device-plugin chart: unset migStrategy)"""
 )
 
 
@@ -101,7 +104,7 @@ def mig_configured(shape: PoolShape, layout: Layout, members: int) -> Finding:
         return Finding(
             False,
             "NotAdvertised",
-            f"{conventions.MIG_CONFIG_STATE_LABEL}=success, but {_shortfalls(layout)}",
+            f"{conventions.MIG_CONFIG_STATE_LABEL}=success, but {_shortfalls(layout.not_advertised)}",
         )
     if layout.pending:
         pending = layout.pending
@@ -130,8 +133,12 @@ def device_plugin_configured(
             "Pending",
             f"{len(missing)} of {members} members do not select {shape.key} yet: {name_list(missing)}",
         )
-    if layout.not_advertised and not shape.uses_mig_label:
-        return Finding(False, "NotAdvertised", f"the device plugin has not applied {shape.key}: {_shortfalls(layout)}")
+    if layout.not_served:
+        return Finding(
+            False,
+            "NotAdvertised",
+            f"the device plugin does not serve {shape.key} yet: {_shortfalls(layout.not_served)}",
+        )
     sharing = shape.spec.sharing
     return Finding(
         True,
@@ -202,9 +209,9 @@ def parse_retries(text: str | None) -> int:
     return int(count) if count.isdigit() else 0
 
 
-def _shortfalls(layout: Layout) -> str:
-    shown = layout.not_advertised[:MESSAGE_NODES]
-    return "; ".join(f"{m.name} {why}" for m, why in shown) + and_more(len(layout.not_advertised))
+def _shortfalls(found: Sequence[tuple[Member, str]]) -> str:
+    shown = found[:MESSAGE_NODES]
+    return "; ".join(f"{m.name} {why}" for m, why in shown) + and_more(len(found))
 
 
 def _health_details(members: Sequence[Member]) -> str:

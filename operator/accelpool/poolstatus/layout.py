@@ -2,10 +2,11 @@
 
 `nvidia.com/mig.config.state=success` alone does not prove a layout exists: mig-parted reports
 success for an entry that creates nothing, and a label changed mid-run can get `success` for the
-previous config. So `judge_layout` counts a member as done only when the device plugin
-advertises the pool's resources (`status.allocatable`), GFD does not call the layout
-`-MIG-INVALID`, and GFD runs the strategy the pool's config sets (`nvidia.com/mig.strategy`).
-The MigConfigured and DevicePluginConfigured conditions and the phase read the result. Pure.
+previous config. So `judge_layout` counts a member as done only when the device plugin advertises
+exactly the pool's resources (`status.allocatable`: per resource, per GPU, nothing more and
+nothing less), GFD does not call the layout `-MIG-INVALID`, and GFD runs the strategy the pool's
+config sets (`nvidia.com/mig.strategy`). The MigConfigured and DevicePluginConfigured conditions,
+the phase and the capacity read the result. Pure.
 """
 
 from __future__ import annotations
@@ -35,21 +36,21 @@ class PoolShape:
     uses_mig_label: bool = field(init=False, compare=False)
     """Members carry `nvidia.com/mig.config`: the pool's layout, or MIG off on MIG-capable GPUs."""
     key: str = field(init=False, compare=False)
-    """The pool's device-plugin config key and mig-parted entry name."""
+    """The pool's device-plugin config key (named by its content; "" for other vendors)."""
     mig_config: str = field(init=False, compare=False)
-    """The mig-parted config members should be in: the pool's own, or `all-disabled`."""
+    """The mig-parted config members should be in: the pool's own entry (named by its content), or `all-disabled`."""
 
     def __post_init__(self) -> None:
         entry = self.resolved.entry
         mig = self.spec.mig is not None
-        key = conventions.config_name(self.name)
+        configs = nvidia.member_configs(self.name, self.spec, self.resolved)
         set_field = object.__setattr__
         set_field(self, "entry", entry)
         set_field(self, "nvidia", entry.vendor == catalog.Vendor.NVIDIA)
         set_field(self, "mig", mig)
         set_field(self, "uses_mig_label", mig or entry.mig_capable)
-        set_field(self, "key", key)
-        set_field(self, "mig_config", key if mig else conventions.MIG_DISABLED_CONFIG)
+        set_field(self, "key", configs.device_plugin or "")
+        set_field(self, "mig_config", configs.mig or conventions.MIG_DISABLED_CONFIG)
 
     def resources_per_gpu(self) -> dict[str, int]:
         return nvidia.resources_per_gpu(self.spec, self.resolved)
@@ -60,17 +61,29 @@ class Layout:
     """Where each member stands with the pool's NVIDIA config."""
 
     done: frozenset[str] = frozenset()
-    """Members whose MIG config (the pool's layout, or MIG off) is in place and advertised as expected."""
+    """Members that serve exactly the pool's config: its MIG config (the pool's layout, or MIG off) in
+    place, and exactly the pool's resources advertised (per resource, per GPU)."""
     failed: tuple[Member, ...] = ()
     pending: tuple[Member, ...] = ()
     overridden: tuple[tuple[Member, str], ...] = ()
     """Members whose GFD runs another MIG strategy than the pool's config sets (member, GFD's strategy)."""
     not_advertised: tuple[tuple[Member, str], ...] = ()
-    """Members the MIG manager reports `success` for, but whose advertised devices say otherwise (member, why)."""
+    """Members the MIG manager reports `success` for, but whose advertised devices or GFD labels say
+    another MIG layout (member, why)."""
+    not_served: tuple[tuple[Member, str], ...] = ()
+    """Members whose MIG config is in place (or that need none) but whose device plugin does not
+    advertise exactly the pool's resources yet (member, why): a reload not done, another config's
+    replicas."""
 
 
 def judge_layout(members: Sequence[Member], shape: PoolShape, per_gpu: Mapping[str, int]) -> Layout:
-    """Per member: is the pool's MIG config (or MIG off) applied, and does the node advertise what it should?"""
+    """Per member: is the pool's MIG config (or MIG off) applied, and does the node advertise exactly what it should?
+
+    MIG off counts only on the MIG manager's word (`success` for `all-disabled`), with whole GPUs
+    advertised, no MIG resources, and GFD's plain product label (neither `-MIG-<profile>` nor
+    `-MIG-INVALID`): under the none and single strategies a MIG-enabled GPU's devices are advertised
+    as `nvidia.com/gpu` too, so a count alone does not prove MIG is off.
+    """
     strategy = shape.spec.mig_strategy()
     mig_pool = shape.mig
     wanted = shape.mig_config
@@ -79,6 +92,7 @@ def judge_layout(members: Sequence[Member], shape: PoolShape, per_gpu: Mapping[s
     pending: list[Member] = []
     overridden: list[tuple[Member, str]] = []
     not_advertised: list[tuple[Member, str]] = []
+    not_served: list[tuple[Member, str]] = []
     mps = shape.spec.sharing is not None and shape.spec.sharing.mode == "mps"
     uses_mig_label = shape.uses_mig_label
     for m in members:
@@ -92,25 +106,31 @@ def judge_layout(members: Sequence[Member], shape: PoolShape, per_gpu: Mapping[s
         ):
             overridden.append((m, gfd_strategy))
             continue
-        missing = advertised_shortfall(m, per_gpu)
+        difference = advertised_difference(m, per_gpu)
         if not uses_mig_label:
-            if missing is None:
+            if difference is None:
                 done.add(m.name)
             else:
-                not_advertised.append((m, missing))
+                not_served.append((m, difference))
             continue
-        product = (m.label(conventions.GFD_PRODUCT_LABEL) or "") if mig_pool else ""
+        product = m.label(conventions.GFD_PRODUCT_LABEL) or ""
         if state == "failed":
             failed.append(m)
-        elif product.endswith(conventions.GFD_MIG_INVALID_SUFFIX):
-            not_advertised.append((m, f"is labelled {conventions.GFD_PRODUCT_LABEL}={product} by GFD"))
-        elif state == "success" and missing is not None:
-            not_advertised.append((m, missing))
-        elif state == "success" or (not mig_pool and config == wanted and missing is None):
-            done.add(m.name)  # MIG off is also proven by whole GPUs advertised without a MIG manager's word
-        else:
+        elif state != "success":
             pending.append(m)
-    return Layout(frozenset(done), tuple(failed), tuple(pending), tuple(overridden), tuple(not_advertised))
+        elif mig_pool and product.endswith(conventions.GFD_MIG_INVALID_SUFFIX):
+            not_advertised.append((m, f"is labelled {conventions.GFD_PRODUCT_LABEL}={product} by GFD"))
+        elif not mig_pool and "-MIG-" in product:
+            not_advertised.append((m, f"is labelled {conventions.GFD_PRODUCT_LABEL}={product} by GFD (MIG still on)"))
+        elif not mig_pool and (mig := _mig_resources(m)):
+            not_advertised.append((m, f"advertises {mig} (MIG still on)"))
+        elif difference is not None:
+            (not_advertised if mig_pool else not_served).append((m, difference))
+        else:
+            done.add(m.name)
+    return Layout(
+        frozenset(done), tuple(failed), tuple(pending), tuple(overridden), tuple(not_advertised), tuple(not_served)
+    )
 
 
 def advertised(member: Member, resource: str) -> int:
@@ -119,14 +139,22 @@ def advertised(member: Member, resource: str) -> int:
     return int(value) if value.isdigit() else 0
 
 
-def advertised_shortfall(member: Member, per_gpu: Mapping[str, int]) -> str | None:
-    """What the member's device plugin advertises short of the pool's config, or None when all is there."""
+def advertised_difference(member: Member, per_gpu: Mapping[str, int]) -> str | None:
+    """How what the member's device plugin advertises differs from exactly the pool's config, or None."""
     gpus = member.view.gpus
     if not gpus:
         return None  # the node's GPU count is unknown: nothing to compare with
-    short = []
-    for resource, count in per_gpu.items():
-        have, want = advertised(member, resource), count * gpus
-        if have < want:
-            short.append(f"{resource}={have} of {want}")
-    return f"advertises {', '.join(short)}" if short else None
+    return nvidia.serving_difference(member.view.allocatable, gpus, per_gpu)
+
+
+def _mig_resources(member: Member) -> str:
+    """The MIG resources the member advertises (mixed strategy), e.g. `nvidia.com/mig-1g.10gb=56`."""
+    found = [
+        f"{name}={value}"
+        for name, value in sorted(member.view.allocatable.items())
+        if name.startswith(_MIG_RESOURCE_PREFIX) and value.isdigit() and int(value) > 0
+    ]
+    return ", ".join(found)
+
+
+_MIG_RESOURCE_PREFIX = "nvidia.com/mig-"

@@ -60,6 +60,8 @@ def configuring(census: Census, layout: Layout, *, nvidia_pool: bool, device_plu
         found.append(f"MIG pending on {len(layout.pending)}")
     if layout.not_advertised:
         found.append(f"layout not advertised on {len(layout.not_advertised)}")
+    if layout.not_served:
+        found.append(f"device plugin config not served on {len(layout.not_served)}")
     if nvidia_pool and (census.device_plugin_missing or not device_plugin_written):
         found.append("device plugin config pending")
     if census.silent:

@@ -67,7 +67,13 @@ def devices_per_node(spec: api.ComputePoolSpec, status: api.ComputePoolStatus | 
 
 def member_devices(capacity: api.Capacity) -> int:
     """Every member's devices: serving, quarantined, in burn-in and unschedulable add up to them."""
-    return capacity.gpus + capacity.quarantined_gpus + capacity.burn_in_gpus + capacity.unschedulable_gpus
+    return (
+        capacity.gpus
+        + capacity.quarantined_gpus
+        + capacity.burn_in_gpus
+        + capacity.unschedulable_gpus
+        + capacity.unconfigured_gpus
+    )
 
 
 def planned_resources(spec: api.ComputePoolSpec, gpus: int) -> dict[str, int]:

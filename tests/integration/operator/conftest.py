@@ -42,6 +42,7 @@ import pytest
 from kopf.testing import KopfRunner
 
 from accelpool import api, conventions
+from accelpool.nvidia import MemberConfigs
 from accelpool_core import catalog
 from accelpool_demo import daemonsets, nvidia
 from accelpool_demo.apiserver import ApiServer, RunningApiServer, Served, serving
@@ -472,3 +473,13 @@ async def operator(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> AsyncIt
     finally:
         await running.stop()
         print("\n".join(output[-30000:] for output in running.outputs))  # shown by pytest when a test fails
+
+
+def configs_of(pool: str, spec: Mapping[str, Any]) -> MemberConfigs:
+    """The content-named device-plugin key and mig-parted entry of a pool with this spec."""
+    from accelpool import nvidia as nvidia_configs
+    from accelpool import validation
+
+    checked, problems = validation.validate_spec(dict(spec))
+    assert checked is not None, problems
+    return nvidia_configs.member_configs(pool, checked)

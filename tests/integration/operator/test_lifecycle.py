@@ -6,9 +6,9 @@ import json
 
 import yaml
 
-from accelpool import conventions
+from accelpool import conventions, nvidia
 
-from .conftest import DP_CONFIGMAP, MIG_CONFIGMAP, NAMESPACE, Cluster, Operator, gpu_node, seed
+from .conftest import DP_CONFIGMAP, MIG_CONFIGMAP, NAMESPACE, Cluster, Operator, configs_of, gpu_node, seed
 
 OPERATOR_AGENTS = ("accelpool", "kopf")
 
@@ -31,24 +31,29 @@ async def test_apply_converges_to_ready(cluster: Cluster, operator: Operator) ->
     await cluster.wait_for(lambda: len(cluster.members("train")) == 2 and len(cluster.members("slices")) == 1)
     assert cluster.members("train") == ["h100-1", "h100-2"]
     labels = cluster.labels("a100-1")
-    assert labels[conventions.MIG_CONFIG_LABEL] == "accelpool-slices"
-    assert labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] == "accelpool-slices"
+    slices_configs = configs_of("slices", {"accelerator": "A100-40GB", "nodes": 1, "mig": {"profile": "1g.5gb"}})
+    train_configs = configs_of("train", {"accelerator": "H100:8", "nodes": 2})
+    assert labels[conventions.MIG_CONFIG_LABEL] == slices_configs.mig
+    assert labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] == slices_configs.device_plugin
     assert labels[conventions.MIG_CONFIG_STATE_LABEL] == "pending"
-    assert cluster.labels("h100-1")[conventions.DEVICE_PLUGIN_CONFIG_LABEL] == "accelpool-train"
+    assert cluster.labels("h100-1")[conventions.DEVICE_PLUGIN_CONFIG_LABEL] == train_configs.device_plugin
     assert {"key": "accelpool.io/pool", "value": "train", "effect": "NoSchedule"} in cluster.taints("h100-1")
     assert conventions.POOL_LABEL not in cluster.labels("h100-3")
 
     await cluster.wait_for(lambda: cluster.configmap(DP_CONFIGMAP) and cluster.configmap(MIG_CONFIGMAP))
     dp = cluster.configmap(DP_CONFIGMAP)
     assert dp is not None
-    assert set(dp["data"]) == {"default", "accelpool-train", "accelpool-slices"}
-    assert yaml.safe_load(dp["data"]["accelpool-slices"])["flags"]["migStrategy"] == "single"
-    assert yaml.safe_load(dp["data"]["accelpool-train"]) == {"version": "v1", "flags": {"migStrategy": "none"}}
+    assert set(dp["data"]) == {"default", train_configs.device_plugin, slices_configs.device_plugin}
+    assert yaml.safe_load(dp["data"][str(slices_configs.device_plugin)])["flags"]["migStrategy"] == "single"
+    assert yaml.safe_load(dp["data"][str(train_configs.device_plugin)]) == {
+        "version": "v1",
+        "flags": {"migStrategy": "none"},
+    }
     mig = cluster.configmap(MIG_CONFIGMAP)
     assert mig is not None
     document = yaml.safe_load(mig["data"]["config.yaml"])
     assert document["version"] == "v1"
-    assert document["mig-configs"]["accelpool-slices"] == [
+    assert document["mig-configs"][slices_configs.mig] == [
         {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}
     ]
     assert document["mig-configs"]["all-disabled"] == [{"devices": "all", "mig-enabled": False}]
@@ -189,7 +194,10 @@ async def test_delete_leaves_nothing_behind(cluster: Cluster, operator: Operator
     await cluster.apply_pool("slices", {"accelerator": "A100-40GB", "mig": {"profiles": ["4g.20gb", "3g.20gb"]}})
     await cluster.wait_for(lambda: cluster.members("train") == ["h100-1"] and cluster.members("slices") == ["a100-1"])
     await cluster.wait_for(lambda: cluster.daemonset("train") and cluster.daemonset("slices"))
-    assert cluster.labels("h100-1")[conventions.DEVICE_PLUGIN_CONFIG_LABEL] == "accelpool-train"
+    assert (
+        cluster.labels("h100-1")[conventions.DEVICE_PLUGIN_CONFIG_LABEL]
+        == configs_of("train", {"accelerator": "H100:8"}).device_plugin
+    )
     assert json.loads(cluster.node("h100-1")["metadata"]["annotations"][conventions.PRIOR_LABELS_ANNOTATION]) == {
         conventions.DEVICE_PLUGIN_CONFIG_LABEL: "admin-config",
         conventions.MIG_CONFIG_LABEL: None,  # a whole-GPU pool sets all-disabled; the node had no MIG config
@@ -216,7 +224,7 @@ async def test_delete_leaves_nothing_behind(cluster: Cluster, operator: Operator
     dp, mig = cluster.configmap(DP_CONFIGMAP), cluster.configmap(MIG_CONFIGMAP)
     assert dp is not None and mig is not None
     assert set(dp["data"]) == {"default"}
-    assert set(yaml.safe_load(mig["data"]["config.yaml"])["mig-configs"]) == {"all-disabled"}
+    assert set(yaml.safe_load(mig["data"]["config.yaml"])["mig-configs"]) == nvidia.DEFAULT_MIG_CONFIG_NAMES
     assert cluster.daemonset("train") is None and cluster.daemonset("slices") is None
     daemonsets = [
         name

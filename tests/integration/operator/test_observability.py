@@ -80,9 +80,10 @@ async def test_karpenter_pool_gets_an_owned_nodepool(cluster: Cluster, operator:
     uid = (cluster.pool("burst") or {})["metadata"]["uid"]
     assert nodepool["metadata"]["ownerReferences"][0]["uid"] == uid
     template = nodepool["spec"]["template"]
+    assert template["metadata"]["labels"][conventions.DEVICE_PLUGIN_CONFIG_LABEL].startswith("accelpool-burst-")
     assert template["metadata"]["labels"] == {
         conventions.POOL_LABEL: "burst",
-        conventions.DEVICE_PLUGIN_CONFIG_LABEL: "accelpool-burst",
+        conventions.DEVICE_PLUGIN_CONFIG_LABEL: template["metadata"]["labels"][conventions.DEVICE_PLUGIN_CONFIG_LABEL],
         conventions.MIG_CONFIG_LABEL: "all-disabled",  # new H200 nodes come up with MIG off
     }
     assert template["spec"]["nodeClassRef"] == {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "gpu"}

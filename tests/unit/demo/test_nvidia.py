@@ -133,6 +133,9 @@ def test_advertised_resources_per_strategy_and_sharing() -> None:
     }
     part = nvidia.advertise(gpus(count=2) + gpus(count=2, layout=("7g.80gb",)), PluginConfig("mixed"))
     assert part.resources == {"nvidia.com/gpu": 2, "nvidia.com/mig-7g.80gb": 2}, "whole GPUs beside MIG ones"
+    # internal/rm/device_map.go: under mixed an empty MIG GPU is skipped with a warning, the others served
+    empty = nvidia.advertise(gpus(count=1, layout=()) + gpus(count=1, layout=("7g.80gb",)), PluginConfig("mixed"))
+    assert (empty.resources, empty.error) == ({"nvidia.com/mig-7g.80gb": 1}, "")
 
 
 @pytest.mark.parametrize(
@@ -140,7 +143,12 @@ def test_advertised_resources_per_strategy_and_sharing() -> None:
     [
         (gpus(layout=("3g.40gb", "2g.20gb")), PluginConfig("single"), "more than one MIG device type present on node"),
         (gpus(count=1) + gpus(count=1, layout=("7g.80gb",)), PluginConfig("single"), "same migEnabled value"),
-        (gpus(layout=()), PluginConfig("mixed"), "migEnabled=true was not configured correctly"),
+        (gpus(layout=()), PluginConfig("single"), "migEnabled=true was not configured correctly"),
+        (
+            gpus(count=8),
+            PluginConfig("mixed", "mps", (Replicated("nvidia.com/gpu", 2),)),
+            "using --mig-strategy=mixed is not supported with MPS",
+        ),
         (
             gpus(layout=("7g.80gb",)),
             PluginConfig("single", "mps", (Replicated("nvidia.com/gpu", 2),)),

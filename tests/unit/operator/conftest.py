@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from accelpool import conventions, inputs, validation
+from accelpool import conventions, inputs, nvidia, validation
 from accelpool.nodes import NodeView
 from accelpool.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
 from accelpool_core import catalog
@@ -104,6 +104,10 @@ def node_body(
     }
 
 
+MIG_OFF = {conventions.MIG_CONFIG_LABEL: conventions.MIG_DISABLED_CONFIG, conventions.MIG_CONFIG_STATE_LABEL: "success"}
+"""A MIG-capable node whose MIG manager has turned MIG off (what a whole-GPU pool waits for)."""
+
+
 def node(name: str, accelerator: str = "H100-80GB", count: int | None = None, **kwargs: Any) -> NodeView:
     return NodeView.from_body(node_body(name, accelerator, count, **kwargs))
 
@@ -114,8 +118,12 @@ def member(
     """A node that already belongs to `pool`, as accelpool left it."""
     labels = dict(kwargs.pop("labels", {}) or {})
     labels[conventions.POOL_LABEL] = pool
-    if catalog.BY_NAME[accelerator].vendor == catalog.Vendor.NVIDIA:
-        labels.setdefault(conventions.DEVICE_PLUGIN_CONFIG_LABEL, conventions.config_name(pool))
+    entry = catalog.BY_NAME[accelerator]
+    if entry.vendor == catalog.Vendor.NVIDIA:
+        labels.setdefault(conventions.DEVICE_PLUGIN_CONFIG_LABEL, device_plugin_key(pool, {"accelerator": accelerator}))
+    if entry.mig_capable and conventions.MIG_CONFIG_LABEL not in labels:  # MIG off, as the MIG manager reported
+        labels[conventions.MIG_CONFIG_LABEL] = conventions.MIG_DISABLED_CONFIG
+        labels.setdefault(conventions.MIG_CONFIG_STATE_LABEL, "success")
     annotations = {conventions.JOINED_ANNOTATION: joined, **dict(kwargs.pop("annotations", {}) or {})}
     taints = list(kwargs.pop("taints", ()) or ())
     taints.append({"key": conventions.POOL_TAINT_KEY, "value": pool, "effect": "NoSchedule"})
@@ -181,3 +189,23 @@ async def cluster() -> AsyncIterator[Cluster]:
 @pytest.fixture
 def cluster_nodes() -> list[NodeView]:
     return [copy.deepcopy(n) for n in fixture_nodes()]
+
+
+def device_plugin_key(pool_name: str, spec: Mapping[str, Any]) -> str:
+    """The device-plugin key of a pool with this spec (named by its content)."""
+    key = _configs(pool_name, spec).device_plugin
+    assert key is not None
+    return key
+
+
+def mig_entry_name(pool_name: str, spec: Mapping[str, Any]) -> str:
+    """The mig-parted entry of a MIG pool with this spec (named by its content)."""
+    name = _configs(pool_name, spec).mig
+    assert name is not None
+    return name
+
+
+def _configs(pool_name: str, spec: Mapping[str, Any]) -> nvidia.MemberConfigs:
+    checked, problems = validation.validate_spec(dict(spec))
+    assert checked is not None, problems
+    return nvidia.member_configs(pool_name, checked)

@@ -17,7 +17,7 @@ import pytest
 from accelpool import conventions
 from accelpool.nodes import format_time
 
-from .conftest import node_body
+from .conftest import MIG_OFF, node_body
 from .emulated import NODES, START, Cluster, Harness, pool_body
 
 pytestmark = pytest.mark.looptime
@@ -67,7 +67,7 @@ async def pass_(harness: Harness) -> None:
 
 
 async def test_a_claimed_node_serves_only_after_its_agent_passed_a_full_cycle(cluster: Cluster) -> None:
-    await cluster.add_nodes(node_body("n1"))
+    await cluster.add_nodes(node_body("n1", labels=MIG_OFF))
     harness = await cluster.harness([pool_body("p", {"accelerator": "H100"})])
     await pass_(harness)
     assert taints(cluster, "n1")[BURN_IN] == "pending"
@@ -88,7 +88,7 @@ async def test_a_claimed_node_serves_only_after_its_agent_passed_a_full_cycle(cl
 
 
 async def test_a_node_failing_burn_in_keeps_its_taint_through_the_quarantines_release(cluster: Cluster) -> None:
-    await cluster.add_nodes(node_body("n1"))
+    await cluster.add_nodes(node_body("n1", labels=MIG_OFF))
     harness = await cluster.harness([pool_body("p", {"accelerator": "H100", "health": {"holdDown": "10m"}})])
     await pass_(harness)
     await agent_reports(cluster, "n1", "False", complete=False)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from accelpool import cli, conventions
+from accelpool import cli, conventions, nvidia
 from accelpool.settings import OperatorConfig, add_arguments
 
-from .conftest import LOCAL_FIXTURE, ROOT
+from .conftest import LOCAL_FIXTURE, ROOT, device_plugin_key, mig_entry_name
 
 EXAMPLES = ROOT / "examples"
 NOW = "2026-11-02T12:00:00Z"
@@ -43,6 +43,11 @@ spec:
 
 
 BURN_IN = {"key": "accelpool.io/burn-in", "value": "pending", "effect": "NoSchedule"}
+SLICES_SPEC = {"accelerator": {"name": "A100", "memory": "40GB"}, "nodes": 1, "mig": {"profile": "3g.20gb"}}
+SLICES_KEY, SLICES_ENTRY = device_plugin_key("slices", SLICES_SPEC), mig_entry_name("slices", SLICES_SPEC)
+TRAINING_KEY = device_plugin_key("llm-training", {"accelerator": "H100:8", "nodes": 2})
+SHRINK_SPEC = {"accelerator": "H100", "nodes": 1, "mig": {"profile": "7g.80gb"}}
+SHRINK_KEY, SHRINK_ENTRY = device_plugin_key("shrink", SHRINK_SPEC), mig_entry_name("shrink", SHRINK_SPEC)
 
 
 def plan_json(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, object]:
@@ -76,8 +81,8 @@ def test_plan_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         "a100-40-1": {
             "labels": {
                 conventions.POOL_LABEL: "slices",
-                conventions.DEVICE_PLUGIN_CONFIG_LABEL: "accelpool-slices",
-                conventions.MIG_CONFIG_LABEL: "accelpool-slices",
+                conventions.DEVICE_PLUGIN_CONFIG_LABEL: SLICES_KEY,
+                conventions.MIG_CONFIG_LABEL: SLICES_ENTRY,
             },
             "taints": {
                 "add": [
@@ -90,7 +95,7 @@ def test_plan_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         "h100-1": {
             "labels": {
                 conventions.POOL_LABEL: "llm-training",
-                conventions.DEVICE_PLUGIN_CONFIG_LABEL: "accelpool-llm-training",
+                conventions.DEVICE_PLUGIN_CONFIG_LABEL: TRAINING_KEY,
                 conventions.MIG_CONFIG_LABEL: "all-disabled",  # whole GPUs of a MIG-capable model
             },
             "taints": {
@@ -101,7 +106,7 @@ def test_plan_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         "h100-2": {
             "labels": {
                 conventions.POOL_LABEL: "llm-training",
-                conventions.DEVICE_PLUGIN_CONFIG_LABEL: "accelpool-llm-training",
+                conventions.DEVICE_PLUGIN_CONFIG_LABEL: TRAINING_KEY,
                 conventions.MIG_CONFIG_LABEL: "all-disabled",  # whole GPUs of a MIG-capable model
             },
             "taints": {
@@ -111,15 +116,15 @@ def test_plan_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         },
     }
     assert document["devicePluginConfig"] == {
-        "accelpool-llm-training": {"version": "v1", "flags": {"migStrategy": "none"}},
-        "accelpool-slices": {"version": "v1", "flags": {"migStrategy": "single"}},
-        "default": {"version": "v1", "flags": {"migStrategy": "none"}},
+        TRAINING_KEY: {"version": "v1", "flags": {"migStrategy": "none"}},
+        SLICES_KEY: {"version": "v1", "flags": {"migStrategy": "single"}},
+        "default": {"version": "v1", "flags": {"migStrategy": "single"}},
     }
     assert document["migConfig"] == {
         "version": "v1",
         "mig-configs": {
-            "all-disabled": [{"devices": "all", "mig-enabled": False}],
-            "accelpool-slices": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.20gb": 2}}],
+            **nvidia.default_mig_configs(),
+            SLICES_ENTRY: [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.20gb": 2}}],
         },
     }
 
@@ -137,7 +142,7 @@ kind: Node
 metadata:
   name: old-member
   labels: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3, nvidia.com/gpu.count: '8', accelpool.io/pool: shrink,
-           nvidia.com/device-plugin.config: accelpool-shrink, nvidia.com/mig.config: accelpool-shrink}
+           nvidia.com/device-plugin.config: SHRINK_KEY, nvidia.com/mig.config: SHRINK_ENTRY}
   annotations: {accelpool.io/joined-at: '2026-11-01T00:00:00Z'}
 spec:
   taints: [{key: accelpool.io/pool, value: shrink, effect: NoSchedule}]
@@ -149,13 +154,13 @@ kind: Node
 metadata:
   name: older-member
   labels: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3, nvidia.com/gpu.count: '8', accelpool.io/pool: shrink,
-           nvidia.com/device-plugin.config: accelpool-shrink, nvidia.com/mig.config: accelpool-shrink}
+           nvidia.com/device-plugin.config: SHRINK_KEY, nvidia.com/mig.config: SHRINK_ENTRY}
   annotations: {accelpool.io/joined-at: '2026-10-01T00:00:00Z'}
 spec:
   taints: [{key: accelpool.io/pool, value: shrink, effect: NoSchedule}]
 status:
   conditions: [{type: Ready, status: 'True'}]
-"""
+""".replace("SHRINK_KEY", SHRINK_KEY).replace("SHRINK_ENTRY", SHRINK_ENTRY)
     )
     pools = tmp_path / "pools.yaml"
     pools.write_text(

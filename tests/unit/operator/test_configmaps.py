@@ -14,7 +14,7 @@ import yaml
 from accelpool import configmaps, conventions, inputs, nvidia
 from accelpool.planning import ConfigState
 
-from .conftest import fixture_nodes, node, pool, run
+from .conftest import device_plugin_key, fixture_nodes, mig_entry_name, node, pool, run
 from .test_render import POOLS, check_golden
 
 OLD = "accelpool-retired"
@@ -78,34 +78,38 @@ def test_versions_golden() -> None:
 
 def test_the_staged_version_only_adds_and_the_final_one_is_the_plan() -> None:
     state = current()
-    result = run(
-        [pool("train", {"accelerator": "H100"}), pool("slices", {"accelerator": "A100", "mig": {"profile": "1g.5gb"}})],
-        [node("n1")],
-        state,
-    )
+    slices_spec = {"accelerator": "A100", "mig": {"profile": "1g.5gb"}}
+    result = run([pool("train", {"accelerator": "H100"}), pool("slices", slices_spec)], [node("n1")], state)
     versions = configmaps.versions(result, state, MIG_TEXT)
+    train, slices = device_plugin_key("train", {"accelerator": "H100"}), device_plugin_key("slices", slices_spec)
+    slices_entry = mig_entry_name("slices", slices_spec)
+    defaults = set(nvidia.DEFAULT_MIG_CONFIG_NAMES)
 
     staged, final = versions.staged, versions.final
-    assert set(staged.device_plugin.data) == {"default", OLD, "admin-config", "accelpool-train", "accelpool-slices"}
-    assert staged.device_plugin.managed == {"default", OLD, "accelpool-train", "accelpool-slices"}
-    assert mig_entries(staged.mig) == {"all-disabled", OLD, "admin-layout", "accelpool-slices"}
-    assert staged.mig.managed == {"all-disabled", OLD, "accelpool-slices"}
+    assert set(staged.device_plugin.data) == {"default", OLD, "admin-config", train, slices}
+    assert staged.device_plugin.managed == {"default", OLD, train, slices}
+    assert mig_entries(staged.mig) == {OLD, "admin-layout", slices_entry} | defaults
+    assert staged.mig.managed == {OLD, slices_entry} | defaults
 
     assert final.device_plugin.data == dict(result.device_plugin)
     assert OLD not in final.device_plugin.data and "admin-config" in final.device_plugin.data
     assert final.device_plugin.managed == result.device_plugin_managed
-    assert mig_entries(final.mig) == {"all-disabled", "admin-layout", "accelpool-slices"}
+    assert mig_entries(final.mig) == {"admin-layout", slices_entry} | defaults
     assert final.mig.managed == result.mig_managed
 
 
 def test_a_mig_document_that_says_the_same_keeps_its_stored_text() -> None:
-    state = current()
-    result = run([], [], state)  # the retired pool's entry goes; nothing is added
-    staged = configmaps.versions(result, state, MIG_TEXT).staged
-    assert staged.mig.data == {conventions.MIG_CONFIG_DATA_KEY: MIG_TEXT}, "hand-written flow style is kept"
+    planned = run([], [], current())  # the retired pool's entry goes; NVIDIA's defaults come
+    entries = {**planned.mig_document["mig-configs"], OLD: [{"devices": "all", "mig-enabled": False}]}
+    by_hand = yaml.safe_dump({"version": "v1", "mig-configs": entries}, default_flow_style=True)
+    managed = ",".join(sorted({OLD} | nvidia.DEFAULT_MIG_CONFIG_NAMES))
+    state = stored({"default": "version: v1\n"}, f"default,{OLD}", by_hand, managed)
+    result = run([], [], state)
+    staged = configmaps.versions(result, state, by_hand).staged
+    assert staged.mig.data == {conventions.MIG_CONFIG_DATA_KEY: by_hand}, "hand-written flow style is kept"
 
     same = nvidia.dump(result.mig_document).replace("\n", "\n\n")  # the final document, spaced out by hand
-    after = stored({}, "", same, "all-disabled")
+    after = stored({}, "", same, ",".join(sorted(nvidia.DEFAULT_MIG_CONFIG_NAMES)))
     final = configmaps.versions(result, after, same).final
     assert final.mig.data == {conventions.MIG_CONFIG_DATA_KEY: same}
 

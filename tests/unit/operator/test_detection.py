@@ -11,7 +11,7 @@ from accelpool.detection import detect
 from accelpool.nodes import NodeView
 from accelpool_core import catalog
 
-from .conftest import fixture_nodes, member, members, node_body, pool, run
+from .conftest import fixture_nodes, member, members, mig_entry_name, node_body, pool, run
 
 # What each node of the shared fixture carries (name → catalog entry, devices, the labeller that said so).
 EXPECTED = {
@@ -133,8 +133,14 @@ def test_gfd_mig_invalid_names_the_model_with_an_unknown_count() -> None:
 
 def test_capacity_of_a_single_strategy_pool_counts_physical_gpus() -> None:
     """4 H100s labelled -MIG-3g.40gb with count 8 offer 8 x nvidia.com/gpu: 4 GPUs x 2, not 8 x 2."""
-    labels = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-3g.40gb", "nvidia.com/gpu.count": "8"}
-    view = member("n1", "p", labels=labels)
+    spec = {"accelerator": "H100", "mig": {"profile": "3g.40gb"}}
+    labels = {
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-3g.40gb",
+        "nvidia.com/gpu.count": "8",
+        conventions.MIG_CONFIG_LABEL: mig_entry_name("p", spec),
+        conventions.MIG_CONFIG_STATE_LABEL: "success",
+    }
+    view = member("n1", "p", labels=labels, allocatable={"nvidia.com/gpu": "8"})
     assert view.detected is not None and view.gpus == 4
     result = run([pool("p", {"accelerator": "H100", "mig": {"profile": "3g.40gb"}})], [view])
     found = result.pool("p")
@@ -145,8 +151,12 @@ def test_capacity_of_a_single_strategy_pool_counts_physical_gpus() -> None:
 
 def test_capacity_of_a_media_extension_pool_names_resources_as_the_device_plugin_does() -> None:
     advertised = {"nvidia.com/mig-1g.10gb.me": "8", "nvidia.com/mig-3g.40gb": "8", "nvidia.com/mig-2g.20gb": "8"}
-    view = member("n1", "p", allocatable=advertised)  # as NVIDIA's device plugin names them under mixed
     layout = ["1g.10gb+me", "3g.40gb", "2g.20gb"]
+    applied = {
+        conventions.MIG_CONFIG_LABEL: mig_entry_name("p", {"accelerator": "H100", "mig": {"profiles": layout}}),
+        conventions.MIG_CONFIG_STATE_LABEL: "success",
+    }
+    view = member("n1", "p", allocatable=advertised, labels=applied)  # as the device plugin names them under mixed
     result = run([pool("p", {"accelerator": "H100", "mig": {"profiles": layout}})], [view])
     found = result.pool("p")
     assert found is not None and found.status is not None

@@ -15,7 +15,7 @@ import pytest
 from accelpool import api, conventions, nvidia, planning, poolstatus, render
 from accelpool.planning import ConfigState
 
-from .conftest import conditions, member, members, node, node_body, pool, run
+from .conftest import conditions, device_plugin_key, member, members, node, node_body, pool, run
 from .emulated import Cluster, pool_body
 
 XID = ("False", "XidError79", "XID 79 (GPU has fallen off the bus) on GPU 0", "2026-11-02T11:00:00Z")
@@ -34,6 +34,9 @@ def _raise_for(name: str, original: Any, *, key: str = "name") -> Any:
     return wrapped
 
 
+BAD_KEY = device_plugin_key("bad", {"accelerator": "L4", "nodes": 1, "sharing": {"timeSlicing": {"replicas": 2}}})
+
+
 def _healthy_world() -> tuple[list[Any], list[Any]]:
     pools = [
         pool("good", {"accelerator": "H100", "nodes": 2}),
@@ -43,7 +46,7 @@ def _healthy_world() -> tuple[list[Any], list[Any]]:
         member("g1", "good", health=XID),  # an XID on a member of the healthy pool: it must be quarantined
         node("g2"),
         node("g3"),
-        member("b1", "bad", "L4", count=1),
+        member("b1", "bad", "L4", count=1, labels={conventions.DEVICE_PLUGIN_CONFIG_LABEL: BAD_KEY}),
         node("l2", "L4", 1),
     ]
     return pools, nodes
@@ -98,7 +101,7 @@ def _raise_for_mig(original: Any) -> Any:
 
 def test_config_keys_of_a_set_aside_pool_are_kept_as_they_are(monkeypatch: pytest.MonkeyPatch) -> None:
     pools, nodes = _healthy_world()
-    key = conventions.config_name("bad")
+    key = device_plugin_key("bad", {"accelerator": "L4", "nodes": 1, "sharing": {"timeSlicing": {"replicas": 2}}})
     written = "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n"
     config = ConfigState(device_plugin={key: written}, device_plugin_managed=frozenset({key}))
     monkeypatch.setattr(planning, "compute_status", _raise_for("bad", poolstatus.compute_status))

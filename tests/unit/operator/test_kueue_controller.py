@@ -9,7 +9,7 @@ from typing import Any
 from accelpool_core.kube import KubeClient
 from tests import kueue
 
-from .conftest import node_body
+from .conftest import MIG_OFF, node_body
 from .emulated import CONTROLLER, Cluster, pool_body
 
 ASKING = {
@@ -31,7 +31,7 @@ def _kueue_writes(cluster: Cluster) -> list[tuple[str, str]]:
 async def test_one_write_per_change_and_a_stale_queue_is_read_again(cluster: Cluster) -> None:
     kueue.install(cluster.api.server)
     await _queue(cluster.client)
-    await cluster.add_nodes(node_body("n1"))
+    await cluster.add_nodes(node_body("n1", labels=MIG_OFF))
     harness = await cluster.harness([pool_body("train", ASKING)])
     assert (await harness.controller.reconcile_once()).ok
     assert _kueue_writes(cluster) == [
@@ -63,7 +63,7 @@ async def test_one_write_per_change_and_a_stale_queue_is_read_again(cluster: Clu
 async def test_forbidden_kueue_is_reported_and_the_pool_is_planned_as_ever(cluster: Cluster) -> None:
     kueue.install(cluster.api.server)
     cluster.api.fail(f"GET {kueue.FLAVORS}", 403, times=None)
-    await cluster.add_nodes(node_body("n1"))
+    await cluster.add_nodes(node_body("n1", labels=MIG_OFF))
     harness = await cluster.harness([pool_body("train", ASKING)])
     assert (await harness.controller.reconcile_once()).ok
     status = harness.status("train")
@@ -77,7 +77,7 @@ async def test_a_refused_flavor_fails_only_its_pool(cluster: Cluster) -> None:
     kueue.install(cluster.api.server)
     await _queue(cluster.client)
     cluster.api.fail(f"PATCH {kueue.FLAVORS}/train", 500, times=None)
-    await cluster.add_nodes(node_body("n1"), node_body("l1", "L4", 1))
+    await cluster.add_nodes(node_body("n1", labels=MIG_OFF), node_body("l1", "L4", 1))
     harness = await cluster.harness([pool_body("train", ASKING), pool_body("l4", {"accelerator": "L4"})])
     result = await harness.controller.reconcile_once()
     assert result.failed_pools == {"train"}
@@ -90,7 +90,7 @@ async def test_a_refused_flavor_fails_only_its_pool(cluster: Cluster) -> None:
 async def test_turning_kueue_off_removes_the_flavor_from_the_queue_then_deletes_it(cluster: Cluster) -> None:
     kueue.install(cluster.api.server)
     await _queue(cluster.client)
-    await cluster.add_nodes(node_body("n1"))
+    await cluster.add_nodes(node_body("n1", labels=MIG_OFF))
     harness = await cluster.harness([pool_body("train", ASKING)])
     assert (await harness.controller.reconcile_once()).ok
     harness.catch_up_pools()
@@ -110,7 +110,9 @@ async def test_a_quarantine_lowers_the_quota_before_the_node_is_tainted(cluster:
     kueue.install(cluster.api.server)
     await _queue(cluster.client)
     healthy = ("True", "AllChecksPassed", "", "2026-11-01T00:00:00Z")
-    await cluster.add_nodes(node_body("n1", health=healthy), node_body("n2", health=healthy))
+    await cluster.add_nodes(
+        node_body("n1", health=healthy, labels=MIG_OFF), node_body("n2", health=healthy, labels=MIG_OFF)
+    )
     harness = await cluster.harness([pool_body("train", {**ASKING, "nodes": 2})])
     assert (await harness.controller.reconcile_once()).ok
     harness.catch_up()

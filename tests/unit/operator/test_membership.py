@@ -10,7 +10,7 @@ from accelpool.planning.ledger import Ledger
 from accelpool.planning.membership import judge_health, sort_nodes
 from accelpool.planning.pools import pool_works
 
-from .conftest import NOW, member, node, node_body, pool
+from .conftest import NOW, device_plugin_key, member, node, node_body, pool
 
 HEALTHY = ("True", "AllChecksPassed", "", "2026-11-02T00:00:00Z")
 QUARANTINE = {"key": conventions.QUARANTINE_TAINT_KEY, "value": "XidError79", "effect": "NoSchedule"}
@@ -53,7 +53,9 @@ def test_nodes_are_sorted_into_members_held_free_and_released() -> None:
         member("e-orphan", "nobody"),
         node("f-free"),
     ]
-    ledger = Ledger(frozenset({"accelpool-p", "accelpool-gone"}))
+    ledger = Ledger(
+        frozenset({device_plugin_key("p", {"accelerator": "H100"}), device_plugin_key("gone", {"accelerator": "H100"})})
+    )
     roster = sort_nodes(nodes, by_name, works, ledger, release_orphans=True)
     assert [v.name for v in works["p"].members] == ["a-member"]
     assert {k: [v.name for v in vs] for k, vs in roster.held_invalid.items()} == {"bad": ["c-held"]}

@@ -9,9 +9,11 @@ and the node's `status.allocatable`.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -20,7 +22,7 @@ from accelpool import cli, conventions
 from accelpool.nodes import NodeView
 from accelpool.planning import Plan
 
-from .conftest import NOW, conditions, members, node, node_body, pool, run
+from .conftest import NOW, conditions, device_plugin_key, members, mig_entry_name, node, node_body, pool, run
 
 HEALTHY = ("True", "AllChecksPassed", "", "2026-11-02T00:00:00Z")
 MIXED = {"accelerator": "H100:8", "mig": {"profiles": ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]}}
@@ -35,11 +37,12 @@ def mig_node(
     allocatable: dict[str, str] | None = None,
     product: str | None = None,
     annotations: dict[str, str] | None = None,
+    spec: Mapping[str, Any] | None = None,
 ) -> NodeView:
     labels = {
         conventions.POOL_LABEL: "p",
-        conventions.DEVICE_PLUGIN_CONFIG_LABEL: "accelpool-p",
-        conventions.MIG_CONFIG_LABEL: "accelpool-p",
+        conventions.DEVICE_PLUGIN_CONFIG_LABEL: device_plugin_key("p", spec or MIXED),
+        conventions.MIG_CONFIG_LABEL: mig_entry_name("p", spec or MIXED),
     }
     if state is not None:
         labels[conventions.MIG_CONFIG_STATE_LABEL] = state
@@ -104,6 +107,7 @@ def test_gfd_calling_a_single_layout_invalid_is_reported() -> None:
         gfd="single",
         product="NVIDIA-H100-80GB-HBM3-MIG-INVALID",
         allocatable={"nvidia.com/gpu": "0"},
+        spec=single,
     )
     result = run([pool("p", single)], [invalid])
     assert conditions(result, "p")["MigConfigured"] == ("False", "NotAdvertised")
@@ -136,18 +140,32 @@ def test_a_whole_gpu_pool_turns_mig_off_on_mig_capable_gpus_and_gives_back_what_
     assert released.changes["n2"].labels[conventions.MIG_CONFIG_STATE_LABEL] is None
 
 
-def test_mig_off_is_proven_by_whole_gpus_advertised() -> None:
+def test_mig_off_is_proven_only_by_the_mig_manager_whole_gpus_and_the_plain_product() -> None:
     labels = {
         conventions.POOL_LABEL: "p",
-        conventions.DEVICE_PLUGIN_CONFIG_LABEL: "accelpool-p",
+        conventions.DEVICE_PLUGIN_CONFIG_LABEL: device_plugin_key("p", {"accelerator": "H100"}),
         conventions.MIG_CONFIG_LABEL: conventions.MIG_DISABLED_CONFIG,
     }
-    off = node("n1", labels=labels, health=HEALTHY)  # whole GPUs advertised; no MIG manager has spoken
-    result = run([pool("p", {"accelerator": "H100"})], [off])
-    assert conditions(result, "p")["MigConfigured"] == ("True", "Disabled")
-    still_mig = node("n1", labels=labels, health=HEALTHY, allocatable={"nvidia.com/mig-1g.10gb": "56"})
-    pending = run([pool("p", {"accelerator": "H100"})], [still_mig])
-    assert conditions(pending, "p")["MigConfigured"] == ("False", "Pending")
+    silent = node("n1", labels=labels, health=HEALTHY)  # whole GPUs advertised; no MIG manager has spoken
+    result = run([pool("p", {"accelerator": "H100"})], [silent])
+    assert conditions(result, "p")["MigConfigured"] == ("False", "Pending"), "a count alone proves nothing"
+    found = result.pool("p")
+    assert found is not None and found.status is not None and found.status.capacity.gpus == 0
+    assert found.status.capacity.unconfigured_gpus == 8
+
+    success = {**labels, conventions.MIG_CONFIG_STATE_LABEL: "success"}
+    off = node("n1", labels=success, health=HEALTHY)
+    assert conditions(run([pool("p", {"accelerator": "H100"})], [off]), "p")["MigConfigured"] == ("True", "Disabled")
+
+    # `success` for all-disabled while MIG is still on: under single the slices are advertised as nvidia.com/gpu
+    sliced = {**success, conventions.GFD_PRODUCT_LABEL: "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb"}
+    still_mig = node("n1", labels=sliced, health=HEALTHY, allocatable={"nvidia.com/gpu": "8"})
+    result = run([pool("p", {"accelerator": "H100"})], [still_mig])
+    assert conditions(result, "p")["MigConfigured"] == ("False", "NotAdvertised")
+    assert "MIG still on" in message(result, "MigConfigured")
+    mixed = node("n1", labels=success, health=HEALTHY, allocatable={"nvidia.com/mig-1g.10gb": "56"})
+    result = run([pool("p", {"accelerator": "H100"})], [mixed])
+    assert conditions(result, "p")["MigConfigured"] == ("False", "NotAdvertised")
 
 
 def _retry(view: NodeView) -> str | None:
@@ -160,15 +178,16 @@ def _after(result: Plan, view: NodeView) -> NodeView:
 
 def test_a_failed_mig_config_is_set_again_with_backoff_because_the_mig_manager_never_retries() -> None:
     spec = {"accelerator": "H100:8", "mig": {"profile": "3g.40gb"}}
-    view = mig_node("n1", "failed", gfd=None, allocatable={})
+    view = mig_node("n1", "failed", gfd=None, allocatable={}, spec=spec)
+    entry = mig_entry_name("p", spec)
     first = run([pool("p", spec)], [view])
-    assert first.changes["n1"].labels[conventions.MIG_CONFIG_LABEL] == "accelpool-p", "not at once"
+    assert first.changes["n1"].labels[conventions.MIG_CONFIG_LABEL] == entry, "not at once"
     view = _after(first, view)
     assert _retry(view) == "0@2026-11-02T12:00:00Z"
     assert first.requeue_after == 60.0
 
     early = run([pool("p", spec)], [view], now=NOW + timedelta(seconds=30))
-    assert early.changes["n1"].labels[conventions.MIG_CONFIG_LABEL] == "accelpool-p"
+    assert early.changes["n1"].labels[conventions.MIG_CONFIG_LABEL] == entry
 
     retried = run([pool("p", spec)], [view], now=NOW + timedelta(seconds=61))
     assert retried.changes["n1"].labels[conventions.MIG_CONFIG_LABEL] is None, "taken off once"
@@ -178,21 +197,22 @@ def test_a_failed_mig_config_is_set_again_with_backoff_because_the_mig_manager_n
 
     put_back = run([pool("p", spec)], [view], now=NOW + timedelta(seconds=62))
     change = put_back.changes["n1"]
-    assert change.labels[conventions.MIG_CONFIG_LABEL] == "accelpool-p", "and set again: a change to the MIG manager"
+    assert change.labels[conventions.MIG_CONFIG_LABEL] == entry, "and set again: a change to the MIG manager"
     assert change.labels[conventions.MIG_CONFIG_STATE_LABEL] == "pending"
     view = _after(put_back, view)
 
     labels = dict(view.labels) | {conventions.MIG_CONFIG_STATE_LABEL: "success"}
-    done = run([pool("p", spec)], [replace(view, labels=labels)], now=NOW + timedelta(seconds=120))
+    serving = replace(view, labels=labels, allocatable={"nvidia.com/gpu": "16"})
+    done = run([pool("p", spec)], [serving], now=NOW + timedelta(seconds=120))
     assert done.changes["n1"].annotations[conventions.MIG_RETRY_ANNOTATION] is None, "a success clears the record"
 
 
 def test_retries_stop_after_the_limit_and_the_condition_says_so() -> None:
     spec = {"accelerator": "H100:8", "mig": {"profile": "3g.40gb"}}
     exhausted = {conventions.MIG_RETRY_ANNOTATION: f"{conventions.MIG_RETRIES}@2026-11-02T10:00:00Z"}
-    view = mig_node("n1", "failed", gfd=None, allocatable={}, annotations=exhausted)
+    view = mig_node("n1", "failed", gfd=None, allocatable={}, annotations=exhausted, spec=spec)
     result = run([pool("p", spec)], [view])
-    assert result.changes["n1"].labels[conventions.MIG_CONFIG_LABEL] == "accelpool-p"
+    assert result.changes["n1"].labels[conventions.MIG_CONFIG_LABEL] == mig_entry_name("p", spec)
     assert conditions(result, "p")["MigConfigured"] == ("False", "Failed")
     assert f"gave up after {conventions.MIG_RETRIES} retries" in message(result, "MigConfigured")
 
@@ -202,8 +222,8 @@ def test_plan_on_a_snapshot_names_the_override(tmp_path: Path, capsys: pytest.Ca
         "n1",
         labels={
             conventions.POOL_LABEL: "p",
-            conventions.DEVICE_PLUGIN_CONFIG_LABEL: "accelpool-p",
-            conventions.MIG_CONFIG_LABEL: "accelpool-p",
+            conventions.DEVICE_PLUGIN_CONFIG_LABEL: device_plugin_key("p", MIXED),
+            conventions.MIG_CONFIG_LABEL: mig_entry_name("p", MIXED),
             conventions.MIG_CONFIG_STATE_LABEL: "success",
             conventions.GFD_MIG_STRATEGY_LABEL: "single",
             conventions.GFD_PRODUCT_LABEL: "NVIDIA-H100-80GB-HBM3-MIG-INVALID",

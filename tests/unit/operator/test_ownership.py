@@ -8,7 +8,6 @@ construction, however long and however cleverly chosen the pool names are.
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 from hypothesis import given, settings
@@ -17,10 +16,11 @@ from hypothesis import strategies as st
 from accelpool import conventions, nvidia
 from accelpool.planning import ConfigState
 
-from .conftest import conditions, member, members, node, pool, run
+from .conftest import conditions, device_plugin_key, member, members, node, pool, run
 
 HANDWRITTEN = "accelpool-handwritten"
 HANDWRITTEN_CONFIG = "version: v1\nflags:\n  migStrategy: none\n"
+DIGEST = "0123abcd"
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
@@ -43,7 +43,7 @@ def test_a_claimed_node_gets_its_hand_written_label_back_on_release() -> None:
     claimed = run([pool("p", {"accelerator": "H100"})], [selecting], _config())
     assert members(claimed, "p") == ["n1"]
     change = claimed.changes["n1"]
-    assert change.labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] == conventions.config_name("p")
+    assert change.labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] == device_plugin_key("p", {"accelerator": "H100"})
     prior = change.annotations[conventions.PRIOR_LABELS_ANNOTATION]
     assert prior is not None and HANDWRITTEN in prior
 
@@ -60,7 +60,7 @@ def test_a_foreign_label_with_our_prefix_is_not_removed_when_its_node_leaves() -
 
 
 def test_our_own_stale_keys_are_removed_but_only_when_the_annotation_lists_them() -> None:
-    stale = conventions.config_name("deleted-pool")
+    stale = conventions.config_name("deleted-pool", DIGEST)
     config = ConfigState(
         device_plugin={stale: HANDWRITTEN_CONFIG, HANDWRITTEN: HANDWRITTEN_CONFIG},
         device_plugin_managed=frozenset({stale}),
@@ -71,25 +71,26 @@ def test_our_own_stale_keys_are_removed_but_only_when_the_annotation_lists_them(
 
 
 def test_a_pool_whose_key_is_taken_by_someone_else_is_set_aside_and_the_key_kept() -> None:
+    taken = device_plugin_key("handwritten", {"accelerator": "H100"})
+    config = ConfigState(device_plugin={taken: HANDWRITTEN_CONFIG}, device_plugin_managed=frozenset({"default"}))
     result = run(
         [pool("handwritten", {"accelerator": "H100"}), pool("other", {"accelerator": "H100"})],
         [node("n1"), node("n2")],
-        _config(),
+        config,
     )
     assert conditions(result, "handwritten")["Valid"] == ("False", "PlanningFailed")
     assert "will not overwrite" in result.unplannable["handwritten"]
-    assert result.device_plugin[HANDWRITTEN] == HANDWRITTEN_CONFIG
-    assert HANDWRITTEN not in result.device_plugin_managed
+    assert result.device_plugin[taken] == HANDWRITTEN_CONFIG
+    assert taken not in result.device_plugin_managed
     assert members(result, "other") == ["n1"]
-    assert all(c.labels.get(conventions.DEVICE_PLUGIN_CONFIG_LABEL) != HANDWRITTEN for c in result.changes.values())
+    assert all(c.labels.get(conventions.DEVICE_PLUGIN_CONFIG_LABEL) != taken for c in result.changes.values())
 
 
 def test_the_pool_names_that_collided_get_different_keys() -> None:
     long_name = "a" * 60
-    digest = hashlib.sha256(long_name.encode()).hexdigest()[:8]
-    crafted = ("accelpool-" + long_name)[: 63 - 9].rstrip("-.")[len("accelpool-") :] + f"-{digest}"
+    crafted = conventions.config_name(long_name, DIGEST)[len("accelpool-") : -9]  # the hashed form, as a pool name
     assert len(crafted) <= 63
-    assert conventions.config_name(long_name) != conventions.config_name(crafted)
+    assert conventions.config_name(long_name, DIGEST) != conventions.config_name(crafted, DIGEST)
     result = run(
         [
             pool(long_name, {"accelerator": "L4", "sharing": {"timeSlicing": {"replicas": 4}}}),
@@ -97,10 +98,11 @@ def test_the_pool_names_that_collided_get_different_keys() -> None:
         ],
         [node("l1", "L4", 1), node("l2", "L4", 1)],
     )
-    keys = {conventions.config_name(long_name), conventions.config_name(crafted)}
-    assert keys <= set(result.device_plugin_managed)
-    assert "timeSlicing" in result.device_plugin[conventions.config_name(long_name)]
-    assert "timeSlicing" not in result.device_plugin[conventions.config_name(crafted)]
+    long_key = device_plugin_key(long_name, {"accelerator": "L4", "sharing": {"timeSlicing": {"replicas": 4}}})
+    crafted_key = device_plugin_key(crafted, {"accelerator": "L4"})
+    assert {long_key, crafted_key} <= set(result.device_plugin_managed)
+    assert "timeSlicing" in result.device_plugin[long_key]
+    assert "timeSlicing" not in result.device_plugin[crafted_key]
 
 
 pool_names = st.from_regex(r"\A[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?\Z").filter(
@@ -111,7 +113,7 @@ pool_names = st.from_regex(r"\A[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?\Z").filter(
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(st.lists(pool_names, min_size=2, max_size=20, unique=True))
 def test_generated_names_are_unique_valid_label_values_and_dns_names(names: list[str]) -> None:
-    for make in (conventions.config_name, conventions.agent_name, conventions.nodepool_name):
+    for make in (_config_name, conventions.agent_name, conventions.nodepool_name):
         made = [make(n) for n in names]
         assert len(set(made)) == len(names)
         for value in made:
@@ -120,8 +122,12 @@ def test_generated_names_are_unique_valid_label_values_and_dns_names(names: list
 
 def test_a_name_that_looks_like_a_hashed_one_cannot_take_its_place() -> None:
     long_name = "b" * 63
-    hashed = conventions.config_name(long_name)
+    hashed = conventions.config_name(long_name, DIGEST)
     assert len(hashed) == 63
-    impostor = hashed[len("accelpool-") :]
-    assert len("accelpool-" + impostor) == 63
-    assert conventions.config_name(impostor) != hashed, "a full name of 63 characters is hashed too"
+    impostor = hashed[len("accelpool-") : -9]
+    assert len("accelpool-" + impostor) == 54
+    assert conventions.config_name(impostor, DIGEST) != hashed, "a full name of 54 characters is hashed too"
+
+
+def _config_name(pool_name: str) -> str:
+    return conventions.config_name(pool_name, DIGEST)

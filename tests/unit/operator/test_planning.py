@@ -7,11 +7,24 @@ import random
 from dataclasses import replace
 from datetime import timedelta
 
-from accelpool import conventions
+from accelpool import conventions, nvidia
 from accelpool.nodes import NodeView, Taint
 from accelpool.planning import ConfigState
 
-from .conftest import NOW, applied, conditions, fixture_nodes, member, members, node, node_body, pool, run
+from .conftest import (
+    NOW,
+    applied,
+    conditions,
+    device_plugin_key,
+    fixture_nodes,
+    member,
+    members,
+    mig_entry_name,
+    node,
+    node_body,
+    pool,
+    run,
+)
 
 POOL_TAINT = conventions.POOL_TAINT_KEY
 
@@ -70,18 +83,19 @@ def test_the_shared_fixture_cluster() -> None:
     assert [t.model_dump(exclude_none=True) for t in inference.status.scheduling.tolerations] == [
         {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
     ]
-    # Capacity is what the device plugin advertises: the snapshot predates the pool's time-slicing config
-    # (1 nvidia.com/gpu per L4), and the condition says the plugin has not applied it yet.
-    assert inference.status.capacity.resources == {"nvidia.com/gpu": 3}
+    # Capacity counts what serves the pool's config: the snapshot predates the pool's time-slicing config
+    # (1 nvidia.com/gpu per L4, not 4), so nothing does yet, and the condition says the plugin has not applied it.
+    assert inference.status.capacity.resources == {"nvidia.com/gpu": 0}
+    assert (inference.status.capacity.gpus, inference.status.capacity.unconfigured_gpus) == (0, 3)
     assert conditions(result, "inference")["DevicePluginConfigured"] == ("False", "NotAdvertised")
     message = next(c.message for c in inference.status.conditions if c.type == "DevicePluginConfigured")
     assert "advertises nvidia.com/gpu=1 of 4" in message
     slices = result.pool("slices")
     assert slices is not None and slices.status is not None
-    # 16 whole GPUs advertised before the MIG manager has split them; 32 MIG devices (2 per GPU) only after
-    assert slices.status.capacity.resources == {"nvidia.com/gpu": 16}
+    # 16 whole GPUs advertised before the MIG manager has split them: not the pool's layout, so none counts
+    assert slices.status.capacity.resources == {"nvidia.com/gpu": 0}
     assert conditions(result, "slices")["MigConfigured"] == ("False", "Pending")
-    assert slices.status.capacity.gpus == 16
+    assert (slices.status.capacity.gpus, slices.status.capacity.unconfigured_gpus) == (0, 16)
     # The other pools' nodes joined this pass: they serve nothing until they pass burn-in.
     train = result.pool("train")
     assert train is not None and train.status is not None
@@ -241,7 +255,7 @@ def test_other_labels_and_taints_are_never_touched() -> None:
 
 
 def test_an_invalid_pool_keeps_its_nodes_and_config_untouched() -> None:
-    held = member("n1", "bad")
+    held = member("n1", "bad", labels={conventions.DEVICE_PLUGIN_CONFIG_LABEL: "accelpool-bad"})
     config = ConfigState(
         device_plugin={"accelpool-bad": "version: v1\n", "default": "x"},
         device_plugin_managed=frozenset({"accelpool-bad"}),
@@ -283,7 +297,7 @@ def test_deleting_a_pool_releases_everything_and_resets_mig() -> None:
     assert change.labels[conventions.MIG_CONFIG_STATE_LABEL] == "pending"
     assert change.labels[conventions.POOL_LABEL] is None
     assert "accelpool-slices" not in result.device_plugin and result.device_plugin["other"] == "y"
-    assert set(result.mig_document["mig-configs"]) == {"all-disabled", "custom"}
+    assert set(result.mig_document["mig-configs"]) == {"custom"} | nvidia.DEFAULT_MIG_CONFIG_NAMES
     deleted = result.pool("slices")
     assert deleted is not None and deleted.status is None and deleted.members == ()
 
@@ -332,20 +346,33 @@ def test_config_documents_per_pool() -> None:
         [],
     )
     docs = result.device_plugin_documents
-    assert set(docs) == {"default", "accelpool-ts", "accelpool-mps", "accelpool-mixed"}, "no key for AMD"
-    assert docs["accelpool-ts"]["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
-    assert docs["accelpool-mps"]["sharing"]["mps"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 2}]
-    assert docs["accelpool-mixed"] == {"version": "v1", "flags": {"migStrategy": "mixed"}}
-    assert result.mig_document["mig-configs"]["accelpool-mixed"] == [
+    ts = device_plugin_key("ts", {"accelerator": "L4", "sharing": {"timeSlicing": {"replicas": 4}}})
+    mps = device_plugin_key("mps", {"accelerator": "L4", "sharing": {"mps": {"replicas": 2}}})
+    mixed_spec = {"accelerator": "H100", "mig": {"profiles": ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]}}
+    mixed, mixed_entry = device_plugin_key("mixed", mixed_spec), mig_entry_name("mixed", mixed_spec)
+    assert set(docs) == {"default", ts, mps, mixed}, "no key for AMD"
+    assert all(key.startswith(f"accelpool-{name}-") for key, name in ((ts, "ts"), (mps, "mps"), (mixed, "mixed")))
+    assert docs[ts]["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
+    assert docs[mps]["sharing"]["mps"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 2}]
+    assert docs[mps]["sharing"]["mps"]["failRequestsGreaterThanOne"] is True, "NVIDIA's default under MPS"
+    assert docs[mixed] == {"version": "v1", "flags": {"migStrategy": "mixed"}}
+    assert docs["default"] == {"version": "v1", "flags": {"migStrategy": "single"}}, "the GPU Operator's default"
+    assert result.mig_document["mig-configs"][mixed_entry] == [
         {"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}
     ]
-    assert list(result.mig_document["mig-configs"]) == ["all-disabled", "accelpool-mixed"]
+    assert set(result.mig_document["mig-configs"]) == {mixed_entry} | nvidia.DEFAULT_MIG_CONFIG_NAMES
+    assert next(iter(result.mig_document["mig-configs"])) == "all-disabled"
 
 
 def test_mixed_strategy_capacity_is_per_profile() -> None:
     advertised = {"nvidia.com/mig-3g.40gb": "8", "nvidia.com/mig-2g.20gb": "8", "nvidia.com/mig-1g.10gb": "16"}
-    nodes = [node("h1", count=8, allocatable=advertised)]
     profiles = ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
+    applied_by_the_mig_manager = {
+        conventions.MIG_CONFIG_LABEL: mig_entry_name("mixed", {"accelerator": "H100", "mig": {"profiles": profiles}}),
+        conventions.MIG_CONFIG_STATE_LABEL: "success",
+        conventions.GFD_MIG_STRATEGY_LABEL: "mixed",
+    }
+    nodes = [node("h1", count=8, allocatable=advertised, labels=applied_by_the_mig_manager)]
     result = run(
         [pool("mixed", {"accelerator": "H100", "mig": {"profiles": profiles}, "health": {"burnIn": False}})], nodes
     )
@@ -358,12 +385,15 @@ def test_mixed_strategy_capacity_is_per_profile() -> None:
     }
 
 
+SEVEN_G_ENTRY = mig_entry_name("p", {"accelerator": "A100-40GB", "mig": {"profile": "7g.40gb"}})
+
+
 def test_pool_spec_changes_move_mig_and_device_plugin_labels() -> None:
     was_mig = member(
         "n1",
         "p",
         "A100-40GB",
-        labels={conventions.MIG_CONFIG_LABEL: "accelpool-p", conventions.MIG_CONFIG_STATE_LABEL: "success"},
+        labels={conventions.MIG_CONFIG_LABEL: SEVEN_G_ENTRY, conventions.MIG_CONFIG_STATE_LABEL: "success"},
     )
     result = run([pool("p", {"accelerator": "A100-40GB"})], [was_mig])
     change = result.changes["n1"]
@@ -373,7 +403,7 @@ def test_pool_spec_changes_move_mig_and_device_plugin_labels() -> None:
         [pool("p", {"accelerator": "A100-40GB", "mig": {"profile": "7g.40gb"}})],
         [replace(was_mig, labels={**was_mig.labels, conventions.MIG_CONFIG_LABEL: "all-disabled"})],
     )
-    assert becomes_mig.changes["n1"].labels[conventions.MIG_CONFIG_LABEL] == "accelpool-p"
+    assert becomes_mig.changes["n1"].labels[conventions.MIG_CONFIG_LABEL] == SEVEN_G_ENTRY
     assert becomes_mig.changes["n1"].labels[conventions.MIG_CONFIG_STATE_LABEL] == "pending"
     unchanged = run(
         [pool("p", {"accelerator": "A100-40GB", "mig": {"profile": "7g.40gb"}})],

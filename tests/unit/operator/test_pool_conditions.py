@@ -22,7 +22,7 @@ from accelpool.poolstatus.conditions import (
 )
 from accelpool.poolstatus.layout import Layout, PoolShape, judge_layout
 
-from .conftest import NOW, member, pool
+from .conftest import NOW, member, mig_entry_name, pool
 
 HEALTHY = ("True", "AllChecksPassed", "", "2026-11-02T00:00:00Z")
 UNKNOWN = ("Unknown", "Starting", "", "2026-11-02T00:00:00Z")
@@ -94,7 +94,7 @@ MIG = {"accelerator": "A100-40GB", "nodes": 2, "mig": {"profile": "3g.20gb"}}
 
 
 def mig_member(name: str, state: str | None, **kwargs: Any) -> Any:
-    labels = {conventions.MIG_CONFIG_LABEL: "accelpool-p", **kwargs.pop("labels", {})}
+    labels = {conventions.MIG_CONFIG_LABEL: mig_entry_name("p", MIG), **kwargs.pop("labels", {})}
     if state is not None:
         labels[conventions.MIG_CONFIG_STATE_LABEL] = state
     if state == "success":
@@ -133,10 +133,10 @@ def test_mig_configured_reports_the_worst_first() -> None:
     both = members(mig_member("m1", "failed"), mig_member("m2", "pending"))
     failed = mig_configured(mig, layout_of(mig, both), 2)
     assert (failed.ok, failed.reason) == (False, "Failed")
-    assert failed.message.startswith("nvidia.com/mig.config.state=failed for accelpool-p on m1; retried with backoff")
+    assert failed.message.startswith(f"nvidia.com/mig.config.state=failed for {mig.mig_config} on m1; retried with")
     pending = members(mig_member("m1", "success"), mig_member("m2", None))
     assert mig_configured(mig, layout_of(mig, pending), 2) == Finding(
-        False, "Pending", "1 of 2 members applying accelpool-p: m2"
+        False, "Pending", f"1 of 2 members applying {mig.mig_config}: m2"
     )
     done = members(mig_member("m1", "success"), mig_member("m2", "success"))
     assert mig_configured(mig, layout_of(mig, done), 2) == Finding(
@@ -165,7 +165,7 @@ def test_mig_is_not_requested_of_other_vendors_or_gpus_without_mig() -> None:
     for spec in ({"accelerator": "MI300X"}, {"accelerator": "L4"}):
         assert mig_configured(shape(spec), Layout(), 1) == Finding(True, "NotRequested", "the pool does not use MIG")
     whole = shape({"accelerator": "H100"})
-    off = members(member("m1", "p", labels={conventions.MIG_CONFIG_LABEL: "all-disabled"}))
+    off = members(member("m1", "p"))  # all-disabled, and the MIG manager said success
     assert mig_configured(whole, layout_of(whole, off), 1) == Finding(
         True, "Disabled", "MIG off on 1 members (whole GPUs)"
     )
@@ -177,20 +177,22 @@ def test_mig_is_not_requested_of_other_vendors_or_gpus_without_mig() -> None:
 def test_device_plugin_configured_waits_for_every_member_to_select_the_key() -> None:
     h100 = shape({"accelerator": "H100", "sharing": {"timeSlicing": {"replicas": 4}}})
     found = members(
-        member("m1", "p", labels={conventions.MIG_CONFIG_LABEL: "all-disabled"}, allocatable={"nvidia.com/gpu": "32"}),
+        member(
+            "m1", "p", labels={conventions.DEVICE_PLUGIN_CONFIG_LABEL: h100.key}, allocatable={"nvidia.com/gpu": "32"}
+        ),
         member("m2", "p", labels={conventions.DEVICE_PLUGIN_CONFIG_LABEL: "other"}),
     )
     groups = census(h100, found, layout_of(h100, found))
     assert [m.name for m in groups.device_plugin_missing] == ["m2"]
     pending = device_plugin_configured(h100, Layout(), groups.device_plugin_missing, 2, written=True)
-    assert pending == Finding(False, "Pending", "1 of 2 members do not select accelpool-p yet: m2")
+    assert pending == Finding(False, "Pending", f"1 of 2 members do not select {h100.key} yet: m2")
     unwritten = device_plugin_configured(h100, Layout(), (), 2, written=False)
     assert unwritten.reason == "Pending"
     configured = device_plugin_configured(h100, Layout(), (), 2, written=True)
     assert configured == Finding(
         True,
         "Configured",
-        "nvidia.com/device-plugin.config=accelpool-p on 2 members (migStrategy none, timeSlicing x4)",
+        f"nvidia.com/device-plugin.config={h100.key} on 2 members (migStrategy none, timeSlicing x4)",
     )
 
 
@@ -199,8 +201,11 @@ def test_device_plugin_configured_checks_what_gpus_without_mig_advertise() -> No
     found = members(member("m1", "p", "L4", allocatable={"nvidia.com/gpu": "1"}))
     finding = device_plugin_configured(l4, layout_of(l4, found), (), 1, written=True)
     assert finding == Finding(
-        False, "NotAdvertised", "the device plugin has not applied accelpool-p: m1 advertises nvidia.com/gpu=1 of 4"
+        False, "NotAdvertised", f"the device plugin does not serve {l4.key} yet: m1 advertises nvidia.com/gpu=1 of 4"
     )
+    more = members(member("m1", "p", "L4", allocatable={"nvidia.com/gpu": "8"}))  # the previous config's replicas
+    finding = device_plugin_configured(l4, layout_of(l4, more), (), 1, written=True)
+    assert finding.reason == "NotAdvertised" and "nvidia.com/gpu=8 of 4" in finding.message, "exactly, not at least"
     amd = device_plugin_configured(shape({"accelerator": "MI300X"}), Layout(), (), 1, written=False)
     assert amd == Finding(True, "NotApplicable", "amd devices")
 

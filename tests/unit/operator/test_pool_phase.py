@@ -6,7 +6,7 @@ from accelpool import conventions
 from accelpool.poolstatus import Finding, Member, Selection
 from accelpool.poolstatus.capacity import capacity
 from accelpool.poolstatus.census import Census
-from accelpool.poolstatus.layout import Layout, PoolShape
+from accelpool.poolstatus.layout import Layout, PoolShape, judge_layout
 from accelpool.poolstatus.phase import PhaseDecision, configuring, decide_phase, degradations
 from accelpool_core import catalog
 
@@ -24,7 +24,8 @@ def h100_census(*views: object, layout: Layout | None = None) -> Census:
     spec = pool("p", {"accelerator": "H100"}).spec
     assert spec is not None
     shape = PoolShape("p", spec, spec.resolve())
-    return Census.take(tuple(Member(v) for v in views), shape, layout or Layout())  # type: ignore[arg-type]
+    found = tuple(Member(v) for v in views)  # type: ignore[arg-type]
+    return Census.take(found, shape, layout or judge_layout(found, shape, shape.resources_per_gpu()))
 
 
 def test_no_members_is_pending_or_provisioning_with_the_nodes_selected_message() -> None:
@@ -99,6 +100,19 @@ def test_capacity_counts_serving_members_only_and_the_others_apart_by_why() -> N
     assert (found.gpus, found.memory_gib, found.measured_tflops) == (8, 640, 900.5)
     assert found.resources == {"nvidia.com/gpu": 8}
     assert (found.quarantined_gpus, found.burn_in_gpus, found.unschedulable_gpus) == (16, 8, 8)
+    assert found.unconfigured_gpus == 0
+
+
+def test_capacity_counts_only_members_that_serve_the_config_exactly() -> None:
+    still_mig = {conventions.MIG_CONFIG_STATE_LABEL: "pending"}
+    census = h100_census(
+        member("m1", "p", health=HEALTHY),
+        member("m2", "p", health=HEALTHY, labels=still_mig),  # its MIG manager has not turned MIG off yet
+        member("m3", "p", health=HEALTHY, allocatable={"nvidia.com/gpu": "16"}),  # another config's replicas
+    )
+    found = capacity(census, catalog.BY_NAME["H100-80GB"], {"nvidia.com/gpu": 1}, "bf16")
+    assert (found.gpus, found.memory_gib, found.resources) == (8, 640, {"nvidia.com/gpu": 8})
+    assert (found.unconfigured_gpus, found.unschedulable_gpus) == (16, 0)
     other_dtype = capacity(census, catalog.BY_NAME["H100-80GB"], {}, "fp32")
     assert other_dtype.measured_tflops is None
 

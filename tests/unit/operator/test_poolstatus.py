@@ -11,7 +11,7 @@ from accelpool import api, conventions
 from accelpool.nodes import NodeView
 from accelpool.planning import PoolInput
 
-from .conftest import NOW, conditions, member, pool, run
+from .conftest import NOW, conditions, member, mig_entry_name, pool, run
 
 HEALTHY = ("True", "AllChecksPassed", "", "2026-11-02T00:00:00Z")
 REPORT = '{"status":"Healthy","reason":"AllChecksPassed","tflops":6000.5,"dtype":"bf16"}'
@@ -20,7 +20,7 @@ REPORT = '{"status":"Healthy","reason":"AllChecksPassed","tflops":6000.5,"dtype"
 def mig_member(name: str, state: str | None, **kwargs: object) -> NodeView:
     """A member of the MIG pool `p` (8 x A100-40GB, 2 x 3g.20gb each, single strategy) as NVIDIA's side left it:
     after `success` the device plugin advertises the 16 MIG devices as nvidia.com/gpu and GFD says single."""
-    labels = {conventions.MIG_CONFIG_LABEL: "accelpool-p", **dict(kwargs.pop("labels", {}) or {})}  # type: ignore[call-overload]
+    labels = {conventions.MIG_CONFIG_LABEL: mig_entry_name("p", MIG), **dict(kwargs.pop("labels", {}) or {})}  # type: ignore[call-overload]
     if state is not None:
         labels[conventions.MIG_CONFIG_STATE_LABEL] = state
     if state == "success":

@@ -213,15 +213,25 @@ def test_spec_hash_changes_with_the_rendered_object() -> None:
     assert first["metadata"]["annotations"][key] != other["metadata"]["annotations"][key]
 
 
+DIGEST = "0123abcd"
+
+
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        ("llm-training", "accelpool-llm-training"),
-        ("x" * 60, conventions.config_name("x" * 60)),
+        ("llm-training", "accelpool-llm-training-0123abcd"),
+        ("x" * 60, conventions.config_name("x" * 60, DIGEST)),
     ],
 )
 def test_derived_names_fit_label_values(name: str, expected: str) -> None:
-    assert conventions.config_name(name) == expected
-    for derived in (conventions.config_name(name), conventions.agent_name(name), conventions.nodepool_name(name)):
+    assert conventions.config_name(name, DIGEST) == expected
+    for derived in (
+        conventions.config_name(name, DIGEST),
+        conventions.agent_name(name),
+        conventions.nodepool_name(name),
+    ):
         assert conventions.is_label_value(derived), derived
-    assert conventions.config_name("x" * 60) != conventions.config_name("x" * 59 + "y"), "hashed, not just cut"
+    assert conventions.config_name("x" * 60, DIGEST) != conventions.config_name("x" * 59 + "y", DIGEST), (
+        "hashed, not just cut"
+    )
+    assert conventions.config_name(name, DIGEST).endswith("-0123abcd"), "the content's digest ends every name"
