@@ -2,8 +2,10 @@
 
 On a background thread's event loop: the demo's emulated API server (`accelpool_demo.apiserver`),
 three simulated 8-GPU H100 nodes, the real operator (`accelpool run --server ...`, a subprocess),
-the demo's DaemonSet controller (a pod per node an agent DaemonSet selects) and its simulated
-kubelet, which runs one real `accelpool-agent` process (fake backend) per pod,
+the demo's DaemonSet controller (a pod per node an agent DaemonSet selects), NVIDIA's node-side
+components as the demo simulates them (the device plugin, GPU Feature Discovery and the MIG
+manager, which a pool needs to be Ready), and the simulated kubelet, which runs one real
+`accelpool-agent` process (fake backend) per pod,
 restarted with `--fault` when the node carries the demo's fault annotation. `running()` yields once this is in place:
 
 - pool `llm-training` (2 nodes, maxUnavailable 1, drain enabled): node A's agent has
@@ -45,10 +47,10 @@ import kmock
 from accelpool import api, crd
 from accelpool_core.credentials import Credentials
 from accelpool_core.kube import ApiError, KubeClient
-from accelpool_demo import cluster, daemonsets
+from accelpool_demo import cluster, daemonsets, nvidia
 from accelpool_demo.apiserver import ApiServer
-from accelpool_demo.run import install_prerequisites
-from accelpool_demo.simulators import FAULT_ANNOTATION, Kubelet, free_port
+from accelpool_demo.run import DEVICE_PLUGIN_CONFIG_MAP, MIG_CONFIG_MAP, install_prerequisites
+from accelpool_demo.simulators import DEMO_INSTALLATION, FAULT_ANNOTATION, Kubelet, NvidiaComponents, free_port
 
 NAMESPACE = "accelpool-system"
 POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
@@ -154,7 +156,18 @@ class LiveCluster:
                     self.topology.operator = f"127.0.0.1:{operator_port}"
                     self.operator = await self._seed_and_start(client, server, operator_port)
                     controller = daemonsets.DaemonSetController(controller_client, NAMESPACE)
-                    tasks = [asyncio.create_task(controller.run()), asyncio.create_task(self.kubelet.run())]
+                    components = NvidiaComponents(
+                        client,
+                        NAMESPACE,
+                        DEVICE_PLUGIN_CONFIG_MAP,
+                        MIG_CONFIG_MAP,
+                        nvidia.Simulation(DEMO_INSTALLATION),
+                    )
+                    tasks = [
+                        asyncio.create_task(controller.run()),
+                        asyncio.create_task(self.kubelet.run()),
+                        asyncio.create_task(components.run()),
+                    ]
                     try:
                         await self._scenario()
                         ready.set_result(None)
