@@ -4,9 +4,7 @@ quarantined node's GPUs and comes back, and the demo's copies of Kueue's CRDs ar
 
 from __future__ import annotations
 
-import asyncio
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +14,9 @@ import yaml
 from accelpool_demo import kueue as demo_kueue
 from accelpool_demo.run import POOLS_PATH, example_pools, inject, load_fleet, simulated_cluster
 from tests import kueue
+from tests.integration.demo.waiting import HANG_GUARD, first_version
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.integration, HANG_GUARD]
 ROOT = Path(__file__).resolve().parents[3]
 GPU = "nvidia.com/gpu"
 
@@ -41,19 +40,20 @@ async def test_the_example_pools_quota_follows_quarantine() -> None:
         await demo.client.create(POOLS_PATH, training)
         queue_path = f"{kueue.QUEUES}/{demo_kueue.CLUSTER_QUEUE}"
 
-        async def quota() -> dict[str, int] | None:
-            queue: dict[str, Any] = await demo.client.get(queue_path)
-            return kueue_quota(queue, "llm-training")
+        async def until(wanted: dict[str, int], what: str, after: str | None = None) -> str:
+            """Until a version of the queue (the one stored now, or one after `after`) holds `wanted` as
+            llm-training's quota; its resourceVersion. Every version is seen, however briefly it lasts."""
+            queue = await first_version(
+                demo.client,
+                kueue.QUEUES,
+                demo_kueue.CLUSTER_QUEUE,
+                lambda q: kueue_quota(q, "llm-training") == wanted,
+                what,
+                after=after,
+            )
+            return str(queue["metadata"]["resourceVersion"])
 
-        async def until(wanted: dict[str, int], within: float, what: str) -> None:
-            deadline = time.monotonic() + within
-            while time.monotonic() < deadline:
-                if await quota() == wanted:
-                    return
-                await asyncio.sleep(0.25)
-            raise AssertionError(f"not within {within} s: {what} (quota {await quota()})")
-
-        await until({GPU: 16}, 90, "the quota of two serving H100 nodes")
+        full = await until({GPU: 16}, "the quota of two serving H100 nodes")
         flavor = await demo.client.get(f"{kueue.FLAVORS}/llm-training")
         assert flavor["spec"]["nodeLabels"] == {"accelpool.io/pool": "llm-training"}
         queue = await demo.client.get(queue_path)
@@ -62,9 +62,9 @@ async def test_the_example_pools_quota_follows_quarantine() -> None:
         pool = await demo.client.get(f"{POOLS_PATH}/llm-training")
         victim = sorted(m["node"] for m in pool["status"]["members"])[0]
         await inject(demo.server, victim, "xid=79")
-        await until({GPU: 8}, 30, f"{victim}'s GPUs out of the quota")
+        reduced = await until({GPU: 8}, f"{victim}'s GPUs out of the quota", after=full)
         await inject(demo.server, victim, "clear")
-        await until({GPU: 16}, 90, "the quota back at two serving nodes")
+        await until({GPU: 16}, "the quota back at two serving nodes", after=reduced)
 
 
 def kueue_quota(queue: dict[str, Any], flavor: str) -> dict[str, int] | None:
