@@ -1,7 +1,13 @@
-"""Kueue as the tests install it: the published CRDs (kubernetes-sigs/kueue config/components/crd/bases,
-as the demo packages them: `accelpool_demo.kueue`, checked equal to ../shared/crds/ by
-tests/integration/demo/test_kueue.py), admission as a cluster running Kueue judges its objects, and example
+"""Kueue as the tests install it: its published CRDs (kubernetes-sigs/kueue config/components/crd/bases,
+read from ../shared/crds/ or wherever `$ACCELPOOL_DEMO_KUEUE_CRDS` says, as the demo finds them:
+`accelpool_demo.kueue.published_dir`), admission as a cluster running Kueue judges its objects, and example
 ClusterQueues.
+
+A test that asks for Kueue's own schema and rules (`crd`, `schema`, `admit`, `install`) is skipped where
+the published CRDs are not found, and fails instead under REQUIRE_TOOLS=1 (CI, which has ../shared/), as a
+missing tool does (tests/conftest.py); they are never copied into the repository. A test that only needs
+Kueue's kinds served uses `install_as_the_demo`: the demo's own minimal CRDs (`accelpool_demo.kueue.schema`)
+stand in for the published ones where those are missing.
 
 `admit(kind, obj, old)` is what the API server and Kueue's webhooks do with a ResourceFlavor or a
 ClusterQueue: the storage version's defaults and structural schema (tests/structural.py), every
@@ -16,10 +22,11 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 from pathlib import Path
 from typing import Any
 
-import yaml
+import pytest
 
 from accelpool.kueue import quantity_number
 from accelpool_demo import kueue as demo_kueue
@@ -27,18 +34,38 @@ from accelpool_demo.apiserver import ApiServer
 from accelpool_demo.apiserver.cel import ABSENT, evaluate_rules
 from tests.structural import apply_defaults, schema_errors
 
-PUBLISHED_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "crds"
-"""Where the published CRDs are kept beside the repository (the demo's copies must equal them)."""
-FILES = {"ResourceFlavor": "kueue.x-k8s.io_resourceflavors.yaml", "ClusterQueue": "kueue.x-k8s.io_clusterqueues.yaml"}
+FILES = demo_kueue.FILES
 CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 FLAVORS = "/apis/kueue.x-k8s.io/v1beta2/resourceflavors"
 QUEUES = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
 
 
-@functools.cache
+def published_dir() -> Path:
+    """Where Kueue's published CRDs are; the test is skipped without them (failed under REQUIRE_TOOLS=1)."""
+    try:
+        found = demo_kueue.published_dir()
+    except demo_kueue.PublishedCrdsError as error:
+        pytest.fail(str(error))
+    if found is not None:
+        return found
+    if os.environ.get(demo_kueue.PUBLISHED_ENV) == "":
+        message = f"{demo_kueue.PUBLISHED_ENV} is set empty: Kueue's published CRDs are not used"
+    else:
+        where = demo_kueue.SHARED_CRDS or "../shared/crds/ (beside the source tree)"
+        message = f"{where} is missing (Kueue's published CRDs, see ../shared/crds/README.md)"
+    if os.environ.get("REQUIRE_TOOLS") == "1":
+        pytest.fail(f"{message}; required under REQUIRE_TOOLS=1")
+    pytest.skip(message)
+
+
 def crd(kind: str) -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load((demo_kueue.HERE / FILES[kind]).read_text())
-    return loaded
+    """Kueue's published CRD of `kind`."""
+    return _published(kind, published_dir())
+
+
+@functools.cache
+def _published(kind: str, directory: Path) -> dict[str, Any]:
+    return demo_kueue.published_crd(kind, directory)
 
 
 def schema(kind: str) -> dict[str, Any]:
@@ -125,7 +152,15 @@ CPU_AND_MEMORY: dict[str, Any] = {
 
 
 def install(server: ApiServer) -> None:
-    """Kueue's CRDs stored in the emulated API server (served from now on), with the CEL evaluator."""
+    """Kueue's published CRDs stored in the emulated API server (served from now on), with the CEL evaluator."""
     server.store.cel = cel_rules
     for kind in FILES:
         server.store.put(CRDS_PATH.removeprefix("/apis/"), crd(kind))
+
+
+def install_as_the_demo(server: ApiServer) -> None:
+    """The CRDs the demo serves Kueue's kinds with (the published ones where found, else the demo's own
+    minimal ones), with the CEL evaluator: for tests that need the kinds served, not Kueue's every rule."""
+    server.store.cel = cel_rules
+    for found in demo_kueue.custom_resource_definitions():
+        server.store.put(CRDS_PATH.removeprefix("/apis/"), found)

@@ -1,5 +1,6 @@
 """What the operator writes for Kueue is accepted by Kueue's published CRDs (../shared/crds/,
-kubernetes-sigs/kueue config/components/crd/bases, storage version v1beta2): defaults, the structural
+kubernetes-sigs/kueue config/components/crd/bases, storage version v1beta2; without them every test here is
+skipped, and fails under REQUIRE_TOOLS=1: tests/kueue.py): defaults, the structural
 schema with unknown fields refused, every `x-kubernetes-validations` rule (accelpool_demo/apiserver/cel.py), and, for
 ClusterQueues, Kueue's validating webhook on resource groups (tests/kueue.py).
 

@@ -10,9 +10,9 @@ import pytest
 
 from accelpool_demo import cluster
 from accelpool_demo.run import NAMESPACE, POOLS_PATH, inject, pool_rows, simulated_cluster
-from tests.integration.demo.test_demo import eventually
+from tests.integration.demo.waiting import HANG_GUARD, eventually
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.integration, HANG_GUARD]
 
 FLEET = """
 kind: DemoCluster
@@ -40,14 +40,14 @@ async def test_a_missing_runtime_class_shows_in_agent_ready_until_cleared() -> N
         def agent_ready() -> dict[str, Any]:
             return next((c for c in status.get("conditions") or [] if c["type"] == "AgentReady"), {})
 
-        await eventually(lambda: phase_is("Ready"), 60, "the pool Ready")
+        await eventually(lambda: phase_is("Ready"), "the pool Ready")
         said = await inject(demo.server, "h100-1", "no-runtime-class")
         assert "RuntimeClass nvidia deleted" in said
 
         async def blocked() -> bool:
             return await phase_is("Degraded") and agent_ready().get("reason") == "RuntimeClassNotFound"
 
-        await eventually(blocked, 30, "AgentReady=False/RuntimeClassNotFound")
+        await eventually(blocked, "AgentReady=False/RuntimeClassNotFound")
         assert agent_ready()["status"] == "False"
         assert 'pod rejected: RuntimeClass "nvidia" not found' in agent_ready()["message"]
         assert "--agent-runtime-class" in agent_ready()["message"]
@@ -59,8 +59,8 @@ async def test_a_missing_runtime_class_shows_in_agent_ready_until_cleared() -> N
         async def no_agent() -> bool:
             return "h100-1" not in demo.kubelet.agents
 
-        await eventually(no_agent, 10, "no pod on h100-1, no agent")
+        await eventually(no_agent, "no pod on h100-1, no agent")
 
         await inject(demo.server, "h100-1", "clear")  # the RuntimeClass is back
-        await eventually(lambda: phase_is("Ready"), 30, "the pool Ready again")
+        await eventually(lambda: phase_is("Ready"), "the pool Ready again")
         assert agent_ready()["reason"] == "Reporting"

@@ -9,8 +9,6 @@ import contextlib
 import ipaddress
 import os
 import subprocess
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,23 +26,15 @@ from accelpool_demo.run import (
     simulated_cluster,
 )
 from tests.conftest import require_tool
+from tests.integration.demo.waiting import HANG_GUARD, SAFETY_SECONDS, eventually
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.integration, HANG_GUARD]
 ROOT = Path(__file__).resolve().parents[3]
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"not within {within} s: {what}")
 
 
 def kubectl(kubectl_bin: str, server: str, *args: str) -> str:
     return subprocess.run(
-        [kubectl_bin, "--server", server, *args], capture_output=True, text=True, check=True, timeout=30
+        [kubectl_bin, "--server", server, *args], capture_output=True, text=True, check=True, timeout=SAFETY_SECONDS
     ).stdout
 
 
@@ -59,7 +49,7 @@ async def test_examples_become_ready_kubectl_sees_them_and_a_fault_quarantines()
         async def every_pool_ready() -> bool:
             return all_ready(await demo.client.list(POOLS_PATH))
 
-        await eventually(every_pool_ready, 90, "every example pool Ready")
+        await eventually(every_pool_ready, "every example pool Ready")
 
         table = await asyncio.to_thread(kubectl, kubectl_bin, demo.server, "get", "cpool")
         header, *rows = table.splitlines()
@@ -86,7 +76,7 @@ async def test_examples_become_ready_kubectl_sees_them_and_a_fault_quarantines()
                 and counts.get("ready") == 2
             )
 
-        await eventually(quarantined_and_replaced, 30, f"{victim} quarantined and replaced by a spare")
+        await eventually(quarantined_and_replaced, f"{victim} quarantined and replaced by a spare")
 
         # A health policy edit: the operator applies the pool's changed agent DaemonSet (server-side
         # apply), the DaemonSet controller replaces its pods, and the kubelet runs their agents with
@@ -108,7 +98,7 @@ async def test_examples_become_ready_kubectl_sees_them_and_a_fault_quarantines()
                 for agent in agents
             )
 
-        await eventually(rolled_out, 60, "the pool's agents restarted with the edited health policy")
+        await eventually(rolled_out, "the pool's agents restarted with the edited health policy")
         assert not old_pids & {demo.kubelet.agents[n].process.pid for n in members}
         operator_log = (demo.log_dir / "operator.log").read_text()
         assert not [line for line in operator_log.splitlines() if "daemonsets" in line and " 404 " in line]

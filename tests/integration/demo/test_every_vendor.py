@@ -22,9 +22,9 @@ import yaml
 from accelpool import conventions
 from accelpool_demo import cluster
 from accelpool_demo.run import NAMESPACE, POOLS_PATH, SimulatedCluster, inject, simulated_cluster
-from tests.integration.demo.test_demo import eventually
+from tests.integration.demo.waiting import HANG_GUARD, SAFETY_SECONDS, eventually
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.integration, HANG_GUARD]
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 FLEET = """
@@ -96,7 +96,7 @@ async def metrics_of(demo: SimulatedCluster, node: str) -> str:
     url = f"http://127.0.0.1:{agent.port}/metrics"
 
     def scrape() -> str:
-        with urllib.request.urlopen(url, timeout=5) as response:
+        with urllib.request.urlopen(url, timeout=SAFETY_SECONDS) as response:
             text: str = response.read().decode()
             return text
 
@@ -122,7 +122,7 @@ async def test_every_vendors_example_pool_shows_telemetry_degrades_on_a_fatal_fa
         async def ready(vendor_pool: VendorPool) -> bool:
             return (await status(vendor_pool)).get("phase") == "Ready"
 
-        await eventually(lambda: every(ready), 120, "every vendor's pool Ready")
+        await eventually(lambda: every(ready), "every vendor's pool Ready")
         for vendor_pool in POOLS:
             daemonset = await demo.client.get(
                 f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/{conventions.agent_name(vendor_pool.name)}"
@@ -138,7 +138,7 @@ async def test_every_vendors_example_pool_shows_telemetry_degrades_on_a_fatal_fa
             counts = (len(used), len(busy), len(own))
             return counts == (vendor_pool.devices, vendor_pool.devices, vendor_pool.own_count)
 
-        await eventually(lambda: every(telemetry_shown), 60, "every vendor's devices on its agent's /metrics")
+        await eventually(lambda: every(telemetry_shown), "every vendor's devices on its agent's /metrics")
 
         for vendor_pool in POOLS:
             await inject(demo.server, vendor_pool.node, vendor_pool.fault)
@@ -154,7 +154,7 @@ async def test_every_vendors_example_pool_shows_telemetry_degrades_on_a_fatal_fa
             found = await quarantine(vendor_pool)
             return (await status(vendor_pool)).get("phase") == "Degraded" and found is not None
 
-        await eventually(lambda: every(degraded_and_quarantined), 90, "every vendor's pool Degraded, node quarantined")
+        await eventually(lambda: every(degraded_and_quarantined), "every vendor's pool Degraded, node quarantined")
         for vendor_pool in POOLS:
             found = await quarantine(vendor_pool)
             assert found is not None and found["cause"] == vendor_pool.cause, (vendor_pool.name, found)
@@ -165,4 +165,4 @@ async def test_every_vendors_example_pool_shows_telemetry_degrades_on_a_fatal_fa
         async def recovered(vendor_pool: VendorPool) -> bool:
             return await ready(vendor_pool) and await quarantine(vendor_pool) is None
 
-        await eventually(lambda: every(recovered), 120, "every vendor's pool Ready again, its node released")
+        await eventually(lambda: every(recovered), "every vendor's pool Ready again, its node released")

@@ -10,9 +10,9 @@ import pytest
 from accelpool import conventions
 from accelpool_demo import cluster, nvidia
 from accelpool_demo.run import POOLS_PATH, inject, simulated_cluster
-from tests.integration.demo.test_demo import eventually
+from tests.integration.demo.waiting import HANG_GUARD, eventually
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, HANG_GUARD]
 
 FLEET = """
 kind: DemoCluster
@@ -43,7 +43,7 @@ async def test_a_broken_mig_manager_and_a_cluster_wide_strategy() -> None:
                 for n in nodes.values()
             )
 
-        await eventually(configured, 60, "both nodes report success under the single strategy")
+        await eventually(configured, "both nodes report success under the single strategy")
         broken, good = nodes["a100-1"], nodes["a100-2"]
         assert broken["metadata"]["labels"][conventions.GFD_PRODUCT_LABEL] == "NVIDIA-A100-SXM4-40GB-MIG-INVALID"
         assert broken["status"]["allocatable"]["nvidia.com/gpu"] == "0", "the plugin fails on an empty MIG GPU"
@@ -57,7 +57,7 @@ async def test_a_broken_mig_manager_and_a_cluster_wide_strategy() -> None:
             node = await demo.client.get("/api/v1/nodes/a100-2")
             return dict(node["status"]["allocatable"]).get("nvidia.com/mig-1g.5gb") == "56"
 
-        await eventually(mixed, 30, "a100-2 advertises nvidia.com/mig-1g.5gb under the override")
+        await eventually(mixed, "a100-2 advertises nvidia.com/mig-1g.5gb under the override")
         labels = (await demo.client.get("/api/v1/nodes/a100-2"))["metadata"]["labels"]
         assert labels[conventions.GFD_MIG_STRATEGY_LABEL] == "mixed"
         assert labels["nvidia.com/mig-1g.5gb.count"] == "56"

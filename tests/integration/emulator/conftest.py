@@ -55,19 +55,23 @@ async def client(api: RunningApiServer) -> AsyncIterator[KubeClient]:
         yield kube
 
 
+WATCH_GUARD_SECONDS = 60.0
+"""How long `Watch` waits for the next line: a guard against waiting forever, not a timing."""
+
+
 class Watch:
     """One watch stream, read event by event."""
 
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         self.response = response
 
-    async def next(self, within: float = 5.0) -> dict[str, Any]:
+    async def next(self, within: float = WATCH_GUARD_SECONDS) -> dict[str, Any]:
         line = await asyncio.wait_for(self.response.content.readline(), within)
         assert line, "the watch stream ended"
         event: dict[str, Any] = json.loads(line)
         return event
 
-    async def ended(self, within: float = 5.0) -> bool:
+    async def ended(self, within: float = WATCH_GUARD_SECONDS) -> bool:
         return await asyncio.wait_for(self.response.content.readline(), within) == b""
 
 

@@ -1,5 +1,7 @@
-"""The emulated API server serves a CRD once it is stored, as kube-apiserver does: Kueue's published CRDs
-(as the demo packages them) installed, their kinds are listed, created, patched and refused by schema and CEL."""
+"""The emulated API server serves a CRD once it is stored, as kube-apiserver does: Kueue's CRDs installed,
+their kinds are listed, created, patched and refused by schema and CEL. Defaults, pruning and CEL are
+checked with Kueue's published CRDs (../shared/crds/: skipped without them, failed under REQUIRE_TOOLS=1);
+the rest with the CRDs the demo serves (the published ones, else the demo's own minimal ones)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ FLAVOR = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "met
 async def test_a_kind_is_served_only_while_its_crd_is_stored(api: RunningApiServer, client: KubeClient) -> None:
     with pytest.raises(NotFoundError):
         await client.list(kueue.FLAVORS)
-    kueue.install(api.server)
+    kueue.install_as_the_demo(api.server)
     assert await client.list(kueue.FLAVORS) == []
     discovery = await client.get("/apis/kueue.x-k8s.io/v1beta2")
     served = {r["name"]: r for r in discovery["resources"]}
@@ -51,7 +53,7 @@ async def test_objects_are_defaulted_pruned_and_judged_by_schema_and_cel(
 async def test_a_stale_resource_version_is_a_conflict_and_status_is_apart(
     api: RunningApiServer, client: KubeClient
 ) -> None:
-    kueue.install(api.server)
+    kueue.install_as_the_demo(api.server)
     stored = await client.create(kueue.QUEUES, kueue.cluster_queue("team", [kueue.CPU_AND_MEMORY]))
     path = f"{kueue.QUEUES}/team"
     status = await client.patch(f"{path}/status", {"status": {"pendingWorkloads": 2}, "spec": {"cohortName": "x"}})
@@ -71,7 +73,7 @@ async def test_computepools_keep_accelpools_admission_once_their_crd_is_stored(
     """The demo stores accelpool's own CRD beside Kueue's: ComputePools stay judged by accelpool's admission
     (CEL and webhook, `admission.admit_pool`), not by the generic schema-only path of other CRDs."""
     await client.create(kueue.CRDS_PATH, crd.custom_resource_definition())
-    kueue.install(api.server)
+    kueue.install_as_the_demo(api.server)
     with pytest.raises(ApiError) as refused:
         await client.create(POOLS_PATH, cases.pool({"accelerator": {"name": "H100", "count": "8"}}))
     assert refused.value.status == 422

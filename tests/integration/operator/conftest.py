@@ -52,6 +52,9 @@ NAMESPACE = "accelpool-system"
 DP_CONFIGMAP = "accelpool-device-plugin-config"
 MIG_CONFIGMAP = "accelpool-mig-parted-config"
 TEST_AGENT = "accelpool-test"
+WAIT_GUARD_SECONDS = 90.0
+"""How long `Cluster.wait_for` waits by default before failing: a guard against waiting forever (under
+pytest-timeout's 120 s for the whole test), not a timing; a loaded machine only makes the wait longer."""
 AGENT_SERVICE_ACCOUNT = "accelpool-agent"
 RUNTIME_CLASSES = "/apis/node.k8s.io/v1/runtimeclasses"
 CONTROLLER_INPUTS = frozenset({"daemonsets", "pods", "nodes", "runtimeclasses", "serviceaccounts"})
@@ -162,8 +165,10 @@ class Cluster:
 
     # ------------------------------------------------------------ waiting without sleeping
 
-    async def wait_for(self, predicate: Callable[[], Any], within: float = 20.0, what: str = "") -> Any:
-        """Until `predicate()` is truthy, re-checked after every request the emulator serves."""
+    async def wait_for(self, predicate: Callable[[], Any], within: float = WAIT_GUARD_SECONDS, what: str = "") -> Any:
+        """Until `predicate()` is truthy, re-checked after every request the emulator serves. `within` is a
+        hang guard (the operator runs on real time, slower on a loaded machine), unless a test gives a
+        deadline that is what it checks."""
         try:
             async with asyncio.timeout(within):
                 while True:

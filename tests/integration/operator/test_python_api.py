@@ -38,7 +38,7 @@ async def test_the_example_creates_a_pool_waits_for_it_and_prints_its_pod_spec_f
     )
     communicating = asyncio.ensure_future(script.communicate())
 
-    await cluster.wait_for(lambda: len(cluster.members("llm-finetune")) == 2 or communicating.done(), within=60)
+    await cluster.wait_for(lambda: len(cluster.members("llm-finetune")) == 2 or communicating.done())
     assert not communicating.done(), (await communicating)[0].decode()
     assert (cluster.pool("llm-finetune") or {})["spec"] == {
         "accelerator": {"name": "H100", "count": 8},

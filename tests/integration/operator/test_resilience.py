@@ -9,7 +9,7 @@ import kmock
 
 from accelpool import conventions
 
-from .conftest import DP_CONFIGMAP, Cluster, Operator, gpu_node, seed
+from .conftest import DP_CONFIGMAP, WAIT_GUARD_SECONDS, Cluster, Operator, gpu_node, seed
 
 NODES = kmock.resource("", "v1", "nodes")
 CONFIGMAPS = kmock.resource("", "v1", "configmaps")
@@ -95,7 +95,7 @@ async def test_a_restart_midway_never_claims_a_node_twice(cluster: Cluster, oper
     await operator.start()
     await cluster.apply_pool("a", {"accelerator": "H100:8", "nodes": 3})
     await cluster.apply_pool("b", {"accelerator": "H100:8", "nodes": 3})
-    await asyncio.wait_for(writes_seen.wait(), 20)
+    await asyncio.wait_for(writes_seen.wait(), WAIT_GUARD_SECONDS)  # a hang guard, not a timing
     await cluster.wait_for(lambda: len(cluster.members("a")) + len(cluster.members("b")) >= 2)
     before = {name: cluster.labels(name).get(conventions.POOL_LABEL) for name in (f"h100-{i}" for i in range(1, 9))}
     await operator.stop()

@@ -128,11 +128,11 @@ async def replicas(cluster: Cluster, tmp_path: Path) -> AsyncIterator[tuple[Repl
 async def lead_then_yield(cluster: Cluster, first: Replica, second: Replica, *first_args: str) -> None:
     """`first` starts alone and leads; `second`, with a higher priority, joins, and kopf pauses `first`."""
     await first.start(*first_args)
-    await cluster.wait_for(lambda: first.writes(), within=30, what="the first replica's first pass")
+    await cluster.wait_for(lambda: first.writes(), what="the first replica's first pass")
     await second.start()
-    await cluster.wait_for(lambda: second.name in peers(cluster), within=30, what="the second one's record")
-    await cluster.wait_for(lambda: first.said("Pausing operations in favour of"), within=30, what="first pauses")
-    await cluster.wait_for(lambda: second.said("Resuming operations"), within=30, what="second runs")
+    await cluster.wait_for(lambda: second.name in peers(cluster), what="the second one's record")
+    await cluster.wait_for(lambda: first.said("Pausing operations in favour of"), what="first pauses")
+    await cluster.wait_for(lambda: second.said("Resuming operations"), what="second runs")
 
 
 async def test_a_replica_kopf_pauses_stops_writing(cluster: Cluster, replicas: tuple[Replica, Replica]) -> None:
@@ -200,9 +200,9 @@ async def test_a_leader_that_stops_cleanly_hands_over_at_once(
     leader, standby = replicas
     seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 4)))
     await leader.start("--peering-lifetime=60")
-    await cluster.wait_for(lambda: leader.writes(), within=30, what="the leader's first pass")
+    await cluster.wait_for(lambda: leader.writes(), what="the leader's first pass")
     await standby.start("--peering-lifetime=60")
-    await cluster.wait_for(lambda: "replica-b" in peers(cluster), within=30, what="the standby's record")
+    await cluster.wait_for(lambda: "replica-b" in peers(cluster), what="the standby's record")
     await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": 2})
     await cluster.wait_for(lambda: cluster.status("train").get("phase") == "Configuring", what="train Configuring")
     assert standby.writes() == []

@@ -42,9 +42,14 @@ def state_of(name: str) -> MonitorState:
     return state
 
 
+SAFETY_SECONDS = 300
+"""How long `wait_for` waits before failing: a guard against waiting forever, not a timing (a loaded
+machine may take seconds to start the fake neuron-monitor)."""
+
+
 def wait_for(condition: Callable[[], bool], what: str) -> None:
-    """Poll until `condition` holds (a child process needs a moment); fail naming `what` after 30 s."""
-    deadline = time.monotonic() + 30
+    """Poll until `condition` holds (a child process needs a moment); fail naming `what` after `SAFETY_SECONDS`."""
+    deadline = time.monotonic() + SAFETY_SECONDS
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.02)
@@ -342,7 +347,9 @@ async def test_a_healthy_trainium_node_is_healthy_and_an_uncorrected_hbm_error_f
 
     def agent_on(recording: str) -> Agent:
         backend = backend_on(recording)
-        wait_for(lambda: backend.reader is not None and backend.reader.state.reports >= 1, "a report")
+        recorded = len((FIXTURES / recording).read_text().splitlines())
+        # Every recorded report read (the uncorrected HBM error is in the second), not only the first.
+        wait_for(lambda: backend.reader is not None and backend.reader.state.reports == recorded, "every report")
         settings = AgentSettings(node_name="trn2-1", backend="neuron")
         agent = Agent(backend, AgentConfig(expected_gpus=16), settings, InlineRunner(), clock=ManualClock())
         agent.open()
