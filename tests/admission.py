@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from accelpool.api import as_sent, go_float
-from accelpool_demo.apiserver.structural import apply_defaults
 from accelpool_demo.apiserver.cel import evaluate_rule, rule_message
+from accelpool_demo.apiserver.structural import apply_defaults
 
 Stage = Literal["decode", "schema", "webhook"]
 Webhook = Callable[[dict[str, Any]], list[str]]
