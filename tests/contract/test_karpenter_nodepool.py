@@ -23,7 +23,14 @@ from accelpool import api, render, validation
 from accelpool.desired import render_owned
 from accelpool.planning import ConfigState, PlannerOptions, PoolInput, plan
 from accelpool_core import catalog
-from accelpool_demo.apiserver.cel import ABSENT, Evaluation, evaluate_rules, unsupported_functions, uses_old_self
+from accelpool_demo.apiserver.cel import (
+    ABSENT,
+    Evaluation,
+    evaluate_rules,
+    rules_of,
+    unsupported_functions,
+    uses_old_self,
+)
 from tests.structural import apply_defaults, schema_errors
 
 pytestmark = pytest.mark.contract
@@ -202,19 +209,8 @@ def test_updates_between_renders_pass_the_transition_rules(
     assert sum(uses_old_self(rule) for _, rule in evaluation.evaluated) == 3, "the transition rules ran"
 
 
-def _rules(node: dict[str, Any], path: str = "") -> Iterator[tuple[str, str]]:
-    for rule in node.get("x-kubernetes-validations") or []:
-        yield path or ".", rule["rule"]
-    for name, child in (node.get("properties") or {}).items():
-        yield from _rules(child, f"{path}.{name}")
-    if isinstance(node.get("additionalProperties"), dict):
-        yield from _rules(node["additionalProperties"], f"{path}[*]")
-    if isinstance(node.get("items"), dict):
-        yield from _rules(node["items"], f"{path}[*]")
-
-
 def test_every_rule_of_the_crd_is_evaluated(schema: dict[str, Any]) -> None:
-    rules = list(_rules(schema))
+    rules = [(field, rule["rule"]) for field, _, rule in rules_of(schema)]
     assert len(rules) >= 18
     for _, rule in rules:
         missing = unsupported_functions(rule)

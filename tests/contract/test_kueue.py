@@ -20,7 +20,7 @@ import pytest
 from accelpool import conventions, kueue
 from accelpool.kueue import KueueObserved
 from accelpool.planning import Plan
-from accelpool_demo.apiserver.cel import unsupported_functions
+from accelpool_demo.apiserver.cel import rules_of, unsupported_functions
 from tests import kueue as installed
 from tests.unit.operator.conftest import NOW, member, pool, run
 
@@ -187,18 +187,8 @@ def test_the_checks_are_live(kind: str, mutate: Any, expected: str) -> None:
     assert any(expected in e for e in installed.admit(kind, broken)), installed.admit(kind, broken)
 
 
-def _rules(node: dict[str, Any]) -> Iterator[str]:
-    for rule in node.get("x-kubernetes-validations") or []:
-        yield rule["rule"]
-    for child in (node.get("properties") or {}).values():
-        yield from _rules(child)
-    for key in ("items", "additionalProperties"):
-        if isinstance(node.get(key), dict):
-            yield from _rules(node[key])
-
-
 @pytest.mark.parametrize("kind", ["ResourceFlavor", "ClusterQueue"])
 def test_every_rule_of_the_crds_can_be_evaluated(kind: str) -> None:
-    rules = list(_rules(installed.schema(kind)))
+    rules = [rule["rule"] for _, _, rule in rules_of(installed.schema(kind))]
     assert len(rules) >= 4
     assert {r: unsupported_functions(r) for r in rules if unsupported_functions(r)} == {}
