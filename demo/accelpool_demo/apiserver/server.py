@@ -144,10 +144,13 @@ class ApiServer(kmock.KubernetesScaffold):
 
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         try:
-            return await super().__call__(raw_request)
+            response = await super().__call__(raw_request)
         finally:  # kmock keeps every failed request's error (its private `_errors`), recorded after handling
             if self._errors:
                 del self._errors[-1][:-ERRORS_KEPT]
+        if not response.prepared and response.content_type == "application/json":
+            response.charset = None  # `Content-Type: application/json`, as the API server's JSON serializer says
+        return response
 
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         task = asyncio.current_task()
