@@ -5,15 +5,16 @@ the real server; both are applied here, to the emulator's answer and (where it i
 the recorded one:
 
 - normalization: uids and any UUID in a string → `<uid>`; resourceVersions → `<resourceVersion>`
-  (and the numbers of the messages that quote them); the server's timestamps → `<timestamp>` (the
-  values the requests sent are kept); `continue` tokens → `<continue>`;
+  (and the numbers of the messages that quote them); the values of time fields → `<timestamp>` (in
+  the answers even those the requests sent, as the recording has them); `continue` tokens → `<continue>`;
 - what varies between runs, so is not compared: the TTL controller's `node.alpha.kubernetes.io/ttl`
   annotation and kube-controller-manager's managedFields entry (their presence depends on timing),
   the order of the causes of a 422 (compared as a multiset; the bracketed list of its message as a
   set), and how many watch BOOKMARK events arrive;
 - a recorded body trimmed to the part a step is about (one without kind, apiVersion and metadata)
   is compared on the keys it holds only, at every depth (`name`: the object's name, `names`: the
-  names of a list's items).
+  names of a list's items); a watch recorded only by its first event types and count (history from
+  earlier runs) is compared on its ERROR events only.
 
 `differences(step, outcome)` lists every difference, each readable on its own (with a diff of the
 two bodies, normalized, as YAML).
@@ -81,22 +82,22 @@ class Outcome:
 # ---------------------------------------------------------------- normalization
 
 
-def normalize(value: Any, sent: frozenset[str] = frozenset(), key: str | None = None) -> Any:
-    """A response body as the recording normalized it (`sent`: the times the requests sent, kept)."""
+def normalize(value: Any, key: str | None = None) -> Any:
+    """A response body as the recording normalized it."""
     if isinstance(value, Mapping):
-        result = {k: normalize(v, sent, str(k)) for k, v in value.items()}
+        result = {k: normalize(v, str(k)) for k, v in value.items()}
         if key == "metadata" and isinstance(result.get("continue"), str) and result["continue"]:
             result["continue"] = "<continue>"
         return result
     if isinstance(value, list):
-        return [normalize(v, sent, key) for v in value]
+        return [normalize(v, key) for v in value]
     if not isinstance(value, str) or value.startswith("<"):
         return value
     if key == "uid":
         return "<uid>"
     if key == "resourceVersion":
         return "<resourceVersion>"
-    if key in TIME_KEYS and value not in sent:
+    if key in TIME_KEYS:
         return "<timestamp>"
     return normalize_text(value)
 
@@ -185,7 +186,7 @@ def projected(recorded: Any, actual: Any, top: bool = True) -> Any:
 # ---------------------------------------------------------------- comparing
 
 
-def differences(step: Step, outcome: Outcome, sent: frozenset[str]) -> list[str]:
+def differences(step: Step, outcome: Outcome) -> list[str]:
     """Every way the emulator's answer differs from the recorded one (empty: it matches)."""
     recorded = step.response
     found = []
@@ -195,11 +196,15 @@ def differences(step: Step, outcome: Outcome, sent: frozenset[str]) -> list[str]
         found.append(f"Content-Type: recorded {recorded.get('contentType')!r}, emulator {outcome.content_type!r}")
     if list(recorded.get("warnings") or []) != outcome.warnings:
         found.append(f"Warning headers: recorded {recorded.get('warnings') or []}, emulator {outcome.warnings}")
+    if "errorEvents" in recorded:  # a watch whose history is not reproducible: only that it has no errors
+        errors = [normalize(e) for e in outcome.events or [] if e.get("type") == "ERROR"]
+        if errors != list(recorded["errorEvents"]):
+            found.append(f"ERROR events: recorded {recorded['errorEvents']}, emulator {errors}")
     if "events" in recorded:
-        found += _event_differences(recorded, outcome, sent)
+        found += _event_differences(recorded, outcome)
     elif "body" in recorded and recorded.get("code") is not None:
         want = ignoring_what_varies(recorded["body"])
-        got = ignoring_what_varies(normalize(outcome.body, sent))
+        got = ignoring_what_varies(normalize(outcome.body))
         if not is_whole(want):
             got = projected(want, got)
         if want != got:
@@ -207,8 +212,8 @@ def differences(step: Step, outcome: Outcome, sent: frozenset[str]) -> list[str]
     return found
 
 
-def _event_differences(recorded: Mapping[str, Any], outcome: Outcome, sent: frozenset[str]) -> list[str]:
-    events = [_as_recorded(e, sent) for e in outcome.events or []]
+def _event_differences(recorded: Mapping[str, Any], outcome: Outcome) -> list[str]:
+    events = [_as_recorded(e) for e in outcome.events or []]
     want = [e for e in ignoring_what_varies(recorded["events"]) if e.get("type") != "BOOKMARK"]
     got = [e for e in ignoring_what_varies(events) if e.get("type") != "BOOKMARK"]
     found = []
@@ -223,9 +228,9 @@ def _event_differences(recorded: Mapping[str, Any], outcome: Outcome, sent: froz
     return found
 
 
-def _as_recorded(event: Mapping[str, Any], sent: frozenset[str]) -> dict[str, Any]:
+def _as_recorded(event: Mapping[str, Any]) -> dict[str, Any]:
     """A watch event as the recorder wrote it: the object's name, labels and annotations beside it."""
-    obj = normalize(event.get("object"), sent)
+    obj = normalize(event.get("object"))
     metadata = (obj or {}).get("metadata") or {}
     return {
         "annotations": metadata.get("annotations"),
@@ -236,8 +241,14 @@ def _as_recorded(event: Mapping[str, Any], sent: frozenset[str]) -> dict[str, An
     }
 
 
+class _Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def _diff(want: Any, got: Any) -> str:
     def dump(value: Any) -> list[str]:
-        return yaml.safe_dump(value, sort_keys=True, width=100, default_flow_style=False).splitlines()
+        text: str = yaml.dump(value, Dumper=_Dumper, sort_keys=True, width=100, default_flow_style=False)
+        return text.splitlines()
 
     return "\n".join(difflib.unified_diff(dump(want), dump(got), "recorded", "emulator", lineterm="", n=4))

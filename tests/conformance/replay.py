@@ -9,14 +9,18 @@ scenario is stored first, as it was there:
 - the namespaces the scenario uses, each with the two ConfigMaps kube-controller-manager publishes in
   every namespace of that cluster (`kube-root-ca.crt`, and `openshift-service-ca.crt` from its
   OpenShift build: the transcripts' README), which the recorded lists show;
-- the test CRDs of the file (`crds:`) when the scenario uses their kinds without creating them.
+- the test CRDs of the file (`crds:`) when the scenario uses their kinds without creating them;
+- kube-controller-manager as it ran there: its TTL controller annotates each new Node (`_ttl_controller`),
+  its node lifecycle controller does not run (`Store.node_lifecycle_controller` off);
+- the list the recorder made before opening its watches (`_list_before_watching`).
 
 The recorded requests carry placeholders where the recording normalized what it sent (README): they
 are given this replay's values. `<uid>` is the uid of the object the request addresses (in an
 ownerReference: of the owner it names); `<resourceVersion>` its current resourceVersion, or, in a
 step about a stale one (its note says "stale"), the one it had when first seen; `<timestamp>` the
-value stored at the same place; in queries, the resourceVersion and `continue` token of the latest
-list. The transcripts' README lists what else is kept verbatim.
+value stored at the same place; in queries, the resourceVersion of the latest list and the latest
+`continue` token a list answered. The transcripts' README lists what else is kept verbatim; `CORRECTIONS`
+holds the one request the recording shows otherwise than it was sent.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import looptime
 
 from accelpool_demo.apiserver import RunningApiServer, serving
 from accelpool_demo.apiserver.resources import parse_path
-from tests.conformance.compare import CONTROLLER_MANAGER, TIME_KEYS, TTL_ANNOTATION, Outcome
+from tests.conformance.compare import CONTROLLER_MANAGER, TTL_ANNOTATION, Outcome
 from tests.conformance.transcripts import Scenario, Step, scenario_of
 
 USER_AGENT = "Python-urllib/3.11"
@@ -45,7 +49,10 @@ CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 PUBLISHED_CONFIGMAPS = ("kube-root-ca.crt", "openshift-service-ca.crt")
 WATCH_LIMIT = 120.0
 """Loop seconds a watch is read at most when the server does not end it (looptime's: no wall clock)."""
+EVENTS_LIMIT = 1000
+"""Events a watch is read at most (an emulator that streams without end fails the step, not the machine)."""
 NOW = "2026-11-26T00:00:00Z"
+CONTROLLER_MANAGER_AGENT = "kube-controller-manager/v1.36.2 (linux/amd64) kubernetes/ttl-controller"
 
 
 @dataclass
@@ -54,8 +61,9 @@ class Replay:
 
     api: RunningApiServer
     last_list: Mapping[str, Any] = field(default_factory=dict)
+    last_continue: str = ""
+    """The latest continue token a list answered (a later list without one keeps it)."""
     first_versions: dict[str, str] = field(default_factory=dict)
-    sent_times: set[str] = field(default_factory=set)
 
 
 @functools.cache
@@ -69,29 +77,12 @@ def outcomes(scenario_id: str) -> tuple[Outcome | None, ...]:
         loop.close()
 
 
-def sent_times(scenario_id: str) -> frozenset[str]:
-    """Every time value the scenario's requests send (kept verbatim in the answers, not normalized)."""
-    found: set[str] = set()
-
-    def walk(value: Any, key: str | None) -> None:
-        if isinstance(value, Mapping):
-            for k, v in value.items():
-                walk(v, str(k))
-        elif isinstance(value, list):
-            for v in value:
-                walk(v, key)
-        elif isinstance(value, str) and key in TIME_KEYS and not value.startswith("<"):
-            found.add(value)
-
-    for step in scenario_of(scenario_id).steps:
-        walk(step.request or {}, None)
-    return frozenset(found)
-
-
 async def _replay(scenario: Scenario) -> tuple[Outcome | None, ...]:
     async with serving() as api, aiohttp.ClientSession(headers={"User-Agent": USER_AGENT}) as session:
+        api.server.store.node_lifecycle_controller = False  # the recorded cluster ran without it (README)
         _seed(api, scenario)
         replay = Replay(api)
+        await _list_before_watching(session, replay, scenario)
         results: list[Outcome | None] = []
         for step in scenario.steps:
             if step.request is None:
@@ -99,6 +90,16 @@ async def _replay(scenario: Scenario) -> tuple[Outcome | None, ...]:
                 continue
             results.append(await _send(session, replay, step))
         return tuple(results)
+
+
+async def _list_before_watching(session: aiohttp.ClientSession, replay: Replay, scenario: Scenario) -> None:
+    """The list the recorder made before a scenario whose watches it opened before the changes (from the
+    list's resourceVersion): their requests name that resourceVersion, no step of the transcript made it."""
+    watches = [s for s in scenario.steps if s.is_watch]
+    if watches:
+        assert watches[0].request is not None
+        async with session.get(f"{replay.api.url}{watches[0].request['path']}") as response:
+            replay.last_list = (await response.json())["metadata"]
 
 
 def _seed(api: RunningApiServer, scenario: Scenario) -> None:
@@ -149,7 +150,20 @@ async def _send(session: aiohttp.ClientSession, replay: Replay, step: Step) -> O
         body = text
     outcome = Outcome(response.status, content_type, list(warnings), body)
     _remember(replay, step, body)
+    if response.status == 201 and isinstance(body, Mapping) and body.get("kind") == "Node":
+        await _ttl_controller(session, replay, str(body["metadata"]["name"]))
     return outcome
+
+
+async def _ttl_controller(session: aiohttp.ClientSession, replay: Replay, node: str) -> None:
+    """What the recorded cluster's TTL controller (kube-controller-manager) does to a new Node, soon after
+    its creation: annotate it `node.alpha.kubernetes.io/ttl: "0"` with a strategic merge patch
+    (pkg/controller/ttl/ttl_controller.go). The comparison ignores the annotation and this writer's
+    managedFields entry, but not their consequences (a Node's annotations are never emptied)."""
+    patch = {"metadata": {"annotations": {TTL_ANNOTATION: "0"}}}
+    headers = {"Content-Type": "application/strategic-merge-patch+json", "User-Agent": CONTROLLER_MANAGER_AGENT}
+    async with session.patch(f"{replay.api.url}/api/v1/nodes/{node}", json=patch, headers=headers) as response:
+        assert response.status == 200, await response.text()
 
 
 async def _events(response: aiohttp.ClientResponse, query: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -160,6 +174,8 @@ async def _events(response: aiohttp.ClientResponse, query: Mapping[str, str]) ->
             async for line in response.content:
                 if line.strip():
                     events.append(json.loads(line))
+                if len(events) >= EVENTS_LIMIT:
+                    break
     return events
 
 
@@ -168,6 +184,7 @@ def _remember(replay: Replay, step: Step, body: Any) -> None:
         return
     if str(body.get("kind", "")).endswith("List") and isinstance(body.get("items"), list):
         replay.last_list = body.get("metadata") or {}
+        replay.last_continue = str(replay.last_list.get("continue") or replay.last_continue)
         return
     metadata = body.get("metadata") or {}
     version = metadata.get("resourceVersion")
@@ -205,7 +222,7 @@ def _query_value(replay: Replay, value: str) -> str:
     if value == "<resourceVersion of the preceding list + 100000>":
         return str(int(version) + 100000)
     if value == "<continue token from the previous page>":
-        return str(replay.last_list.get("continue", ""))
+        return replay.last_continue
     return value
 
 

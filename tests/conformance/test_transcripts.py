@@ -16,7 +16,7 @@ import pytest
 from tests.conformance import transcripts
 from tests.conformance.compare import differences
 from tests.conformance.known_differences import KNOWN, known
-from tests.conformance.replay import outcomes, sent_times
+from tests.conformance.replay import outcomes
 
 pytestmark = pytest.mark.conformance
 
@@ -53,7 +53,7 @@ def test_step_answers_as_the_real_api_server(step_id: str | None) -> None:
     else:
         outcome = outcomes(scenario.id)[step.index]
         assert outcome is not None
-        found = differences(step, outcome, sent_times(scenario.id))
+        found = differences(step, outcome)
     assert not found, f"{step_id} ({step.note}):\n" + "\n".join(found)
 
 

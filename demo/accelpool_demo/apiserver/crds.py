@@ -27,6 +27,8 @@ from accelpool_demo.apiserver.resources import bad_request, error
 from accelpool_demo.apiserver.writes import JsonObject
 
 CRDS = "apiextensions.k8s.io/v1/customresourcedefinitions"
+Refusal = Callable[[list[str], Mapping[str, Any]], Exception]
+"""What a request with `fieldValidation=Strict` is answered when these fields of the object are unknown."""
 CelRules = Callable[[Mapping[str, Any], Any, Any], list[str]]
 """(schema, object, stored object or None) → the messages of the CEL rules that reject it (`path: message`)."""
 
@@ -69,24 +71,55 @@ class CustomResources:
         self, key: str, candidate: JsonObject, current: Mapping[str, Any] | None, *, strict: bool, cel: CelRules | None
     ) -> JsonObject:
         """The object to store for a create (`current` None) or an update, or the API server's refusal."""
+        obj = self.decoded(key, candidate, strict=strict)
+        if current is None and self.served[key].has_status:
+            obj.pop("status", None)
+        self.validate(key, obj, current, cel=cel)
+        return obj
+
+    def decoded(
+        self,
+        key: str,
+        candidate: JsonObject,
+        *,
+        strict: bool,
+        warnings: list[str] | None = None,
+        refusal: Refusal | None = None,
+    ) -> JsonObject:
+        """A copy of the object as the API server decodes it: the schema's defaults applied, unknown fields
+        pruned (each a warning, or, with `fieldValidation=Strict`, a 400 strict decoding error or the
+        `refusal` of the request's kind)."""
         custom = self.served[key]
         obj = copy.deepcopy(candidate)
-        if current is None and custom.has_status:
-            obj.pop("status", None)
         structural.apply_defaults(custom.schema, obj)
         pruned = structural.prune(custom.schema, obj)
         if pruned and strict:
-            found = ", ".join(f'unknown field "{path}"' for path in pruned)
-            raise bad_request(
-                f'{custom.kind} in version "{key.split("/")[1]}" cannot be handled as a {custom.kind}: '
-                f"strict decoding error: {found}"
-            )
+            raise (refusal or decoding_refusal(custom.kind, key.split("/")[1]))(pruned, candidate)
+        if warnings is not None:
+            warnings += [f'unknown field "{path}"' for path in pruned]
+        return obj
+
+    def validate(self, key: str, obj: JsonObject, current: Mapping[str, Any] | None, *, cel: CelRules | None) -> None:
+        """The schema's and the CEL rules' refusal (422), if any."""
+        custom = self.served[key]
         problems = [str(p) for p in structural.problems(custom.schema, obj)]
         if not problems and cel is not None:
             problems = cel(custom.schema, obj, current)
         if problems:
             raise _invalid(custom, obj, problems)
-        return obj
+
+
+def decoding_refusal(kind: str, version: str) -> Refusal:
+    """The 400 of a body that is decoded strictly (k8s.io/apimachinery/pkg/runtime/serializer: strict
+    decoding errors, wrapped by the handlers as `KIND in version "V" cannot be handled as a KIND`)."""
+
+    def refused(paths: list[str], obj: Mapping[str, Any]) -> Exception:
+        found = ", ".join(f'unknown field "{path}"' for path in paths)
+        return bad_request(
+            f'{kind} in version "{version}" cannot be handled as a {kind}: strict decoding error: {found}'
+        )
+
+    return refused
 
 
 def served_versions(crd: Mapping[str, Any]) -> list[CustomResource]:

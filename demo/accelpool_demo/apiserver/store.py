@@ -25,18 +25,47 @@ from typing import Any
 
 import kmock
 
-from accelpool_demo.apiserver import admission, apply, crds, disruption, eviction, pods, resources, writes
+from accelpool_demo.apiserver import (
+    admission,
+    apply,
+    conversion,
+    crds,
+    disruption,
+    eviction,
+    fields,
+    pods,
+    resources,
+    typed,
+    writes,
+)
+from accelpool_demo.apiserver import validation as kube_validation
 from accelpool_demo.apiserver.events import Event, EventLog
 from accelpool_demo.apiserver.pods import DeleteOptions
 from accelpool_demo.apiserver.writes import JsonObject
 
+CONTROLLER_MANAGER = "kube-controller-manager"
+"""The field manager of the controllers' writes the emulator plays."""
 VERSIONS_KEPT = 2
 """Versions kept per object in `objects[...].history`: the current one, and the one before."""
 Key = tuple[kmock.resource, str | None, str]
+Warnings = list[str]
+JsonList = list[JsonObject]
+Paths = list[fields.Path]
 PODS = kmock.resource(resources.PODS)
 BUDGETS = kmock.resource(resources.BUDGETS)
 BUDGET_INPUTS = frozenset({resources.PODS, resources.BUDGETS, *disruption.SCALABLE})
 """What the disruption controller watches: a change to one syncs the budgets of its namespace."""
+
+
+def _unmanaged(obj: Mapping[str, Any]) -> JsonObject:
+    """An object without its managedFields (what the field manager compares)."""
+    metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    return {**obj, "metadata": metadata}
+
+
+def _unversioned(obj: Mapping[str, Any]) -> JsonObject:
+    metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}
+    return {**obj, "metadata": metadata}
 
 
 class Store:
@@ -54,6 +83,16 @@ class Store:
         """The newest resourceVersion given (a list's resourceVersion)."""
         self.clock = clock
         """Seconds since the epoch: when graceful deletions end, the times the disruption controller writes."""
+        self.node_taints = True
+        """Whether a new Node gets the not-ready taint (the TaintNodesByCondition admission plugin)."""
+        self.strict_event_namespaces = False
+        """Whether an Event about an object of no namespace must be in `default` (as kube-apiserver's event
+        validation has it; off: accelpool's operator and demo post such Events in their own namespace)."""
+        self.node_lifecycle_controller = True
+        """Whether a Ready node's not-ready taint is lifted (`_lift_not_ready_taints`; False: a cluster whose
+        kube-controller-manager runs without its node lifecycle controller)."""
+        self._untaint: set[Key] = set()
+        """Nodes that are Ready and carry the not-ready taint."""
         self.disruption_controller = True
         """Whether PodDisruptionBudgets' statuses are kept up to date (False: a controller that is down)."""
         self._has_status = has_status
@@ -91,6 +130,24 @@ class Store:
         ]
         return [raw for _, _, raw in sorted(found, key=lambda entry: entry[:2])]
 
+    def at(self, resource: kmock.resource, namespace: str | None, version: int) -> JsonList | None:
+        """The live objects of a resource as they were at `version` (ordered as `list`), from the events
+        kept; None when it is older than they tell."""
+        if version >= self.version:
+            return self.list(resource, namespace)
+        events = self.events.until(version, resource)
+        if events is None:
+            return None
+        state: dict[tuple[str, str], JsonObject] = {}
+        for event in events:
+            metadata = event.object.get("metadata") or {}
+            key = (str(metadata.get("namespace") or ""), str(metadata.get("name")))
+            if event.type == "DELETED":
+                state.pop(key, None)
+            else:
+                state[key] = event.object
+        return [obj for key, obj in sorted(state.items()) if namespace is None or key[0] == namespace]
+
     def current(self, resource: kmock.resource, namespace: str | None, name: str) -> JsonObject:
         found = self.get(resource, namespace, name)
         if found is None:
@@ -106,6 +163,8 @@ class Store:
             self.custom.define(key[2], None if kind == "DELETED" else obj)
         if resource_key in BUDGET_INPUTS:
             self._unsynced.add(key[1])
+        if resource_key == resources.NODES and kind != "DELETED" and admission.lifted_not_ready(obj) is not None:
+            self._untaint.add(key)
         if resource_key == resources.PODS:
             metadata = obj.get("metadata") or {}
             if kind != "DELETED" and metadata.get("deletionTimestamp") and metadata.get("deletionGracePeriodSeconds"):
@@ -159,15 +218,104 @@ class Store:
 
     # ------------------------------------------------------------ writes
 
-    async def create(self, resource: kmock.resource, namespace: str | None, body: Any, *, strict: bool) -> JsonObject:
-        """POST: a new object, admitted and stamped; 409 AlreadyExists when the name is taken."""
+    async def create(
+        self,
+        resource: kmock.resource,
+        namespace: str | None,
+        body: Any,
+        *,
+        strict: bool,
+        manager: str | None = None,
+        warnings: Warnings | None = None,
+    ) -> JsonObject:
+        """POST: a new object, decoded, its fields owned by `manager` (when given: a request's field manager),
+        admitted and stamped; 409 AlreadyExists when the name is taken."""
         obj = writes.named(resource, body, namespace)
         name = obj["metadata"]["name"]
+        key = resources.key_of(resource)
         async with self.lock:
             if self.get(resource, namespace, name) is not None:
                 raise resources.already_exists(resource, name)
-            obj = self._admit(resource, namespace, obj, None, strict=strict)
-            return self._store((resource, namespace, name), writes.created(resource, obj, self._next_version()), None)
+            obj = self._decoded(resource, obj, strict=strict, warnings=warnings)
+            if manager is not None:
+                zero = typed.zero(key, resources.api_version_of(resource), str(obj.get("kind") or ""))
+                obj["metadata"]["managedFields"] = self._managed(resource, zero, obj, manager, subresource=None)
+            storage = kmock.resource(conversion.storage_of(key))
+            if storage != resource:
+                if self.get(storage, namespace, name) is not None:
+                    raise resources.already_exists(resource, name)
+                obj = conversion.to_storage(key, obj)
+            obj = self._admit(storage, namespace, obj, None, strict=strict, through=key)
+            stored = writes.created(storage, obj, self._next_version())
+            if typed.is_built_in(key):
+                typed.shaped(conversion.storage_of(key), stored)
+            return conversion.from_storage(key, self._store((storage, namespace, name), stored, None))
+
+    def _decoded(
+        self,
+        resource: kmock.resource,
+        obj: JsonObject,
+        *,
+        strict: bool,
+        warnings: Warnings | None,
+        refusal: crds.Refusal | None = None,
+    ) -> JsonObject:
+        """The object as the API server decodes a request's: a custom resource's defaults applied and unknown
+        fields pruned (`crds`), a built-in kind in its Go type's shape without the fields its type lacks
+        (`typed`); each unknown field a warning, or with `strict` (fieldValidation=Strict) refused."""
+        key = resources.key_of(resource)
+        if key in self.custom.served:
+            return self.custom.decoded(key, obj, strict=strict, warnings=warnings, refusal=refusal)
+        if not typed.is_built_in(key):
+            return obj
+        if conversion.storage_of(key) == conversion.CORE_EVENTS:
+            why = kube_validation.micro_time(obj.get("eventTime"))
+            if why is not None:
+                kind = str(obj.get("kind") or "Event")
+                raise resources.bad_request(
+                    f'{kind} in version "{resource.version}" cannot be handled as a {kind}: {why}'
+                )
+        if key in typed.SCHEMAS:
+            sent, obj = obj, copy.deepcopy(obj)
+            pruned = typed.unknown_fields(typed.SCHEMAS[key], obj)
+            if pruned and strict:
+                kind = str(obj.get("kind") or resources.kind_of(resource))
+                raise (refusal or crds.decoding_refusal(kind, resource.version or ""))(pruned, sent)
+            if warnings is not None:
+                warnings += [f'unknown field "{path}"' for path in pruned]
+        return typed.shaped(key, obj)
+
+    def _schema(self, resource: kmock.resource) -> fields.Schema:
+        key = resources.key_of(resource)
+        if key in self.custom.served:
+            return fields.Schema(self.custom.served[key].schema)
+        return fields.Schema(typed.schema_of(key))
+
+    def _managed(
+        self,
+        resource: kmock.resource,
+        before: Mapping[str, Any],
+        after: Mapping[str, Any],
+        manager: str,
+        *,
+        subresource: str | None,
+        base: Mapping[str, Any] | None = None,
+    ) -> JsonList:
+        """`after`'s managedFields once `manager`, an Update manager, wrote it over `before` (the entries of
+        `base`, else of `after`): internal/managedfieldsupdater.go. A write through the resource owns no
+        status (the strategies' reset fields), one through `status` nothing else than status and metadata."""
+        api_version = resources.api_version_of(resource)
+        writer = fields.Entry(manager, "Update", api_version, subresource or "", set(), None)
+        if subresource is None and self._has_status(resource):
+            ignored: Paths = [("f:status",)]
+        elif subresource == "status":
+            ignored = [("f:spec",)]
+        else:
+            ignored = []
+        comparison = fields.compare(_unmanaged(before), _unmanaged(after), self._schema(resource))
+        found = fields.entries(base if base is not None else after)
+        now = writes.timestamp(self.clock())
+        return fields.encoded(fields.updated(found, comparison, writer, now=now, ignored=ignored))
 
     def _admit(
         self,
@@ -177,10 +325,22 @@ class Store:
         current: JsonObject | None,
         *,
         strict: bool,
+        through: str | None = None,
     ) -> JsonObject:
+        """A decoded object (`_decoded`) as admission leaves it (the status a create drops, defaults and
+        mutations), or admission's refusal (`through`: the resource it was sent to, when stored as another)."""
         key = resources.key_of(resource)
+        if key == conversion.CORE_EVENTS and current is None:
+            return admission.admit_event(
+                obj, namespace, strict=through == conversion.NEW_EVENTS, namespaces=self.strict_event_namespaces
+            )
         if key in self.custom.served:
-            return self.custom.admit(key, obj, current, strict=strict, cel=self.cel)
+            if current is None and self.custom.served[key].has_status:
+                obj = {k: v for k, v in obj.items() if k != "status"}
+            self.custom.validate(key, obj, current, cel=self.cel)
+            return obj
+        if key == resources.NODES:
+            return admission.admit_node(obj, current, taint=self.node_taints)
         if key == resources.POOLS:
             return admission.admit_pool(obj, current, strict=strict, webhook=self._webhook)
         if key == resources.PODS and current is None:
@@ -198,14 +358,21 @@ class Store:
         *,
         subresource: str | None,
         strict: bool = False,
+        manager: str | None = None,
+        warnings: Warnings | None = None,
+        refusal: crds.Refusal | None = None,
     ) -> JsonObject:
         """PUT or PATCH: `change` makes the candidate from the stored object (404 when there is none), a new
         object: every change (`writes.merge_patch`, `json_patch`, `admission.scaled`, a PUT's body) copies
-        what it keeps of the stored one, so it is not copied here once more (a write's main cost at 10,000 nodes)."""
+        what it keeps of the stored one, so it is not copied here once more (a write's main cost at 10,000 nodes).
+        With a `manager` (a request's field manager), the write's fields become its own (`fields`)."""
+        key = resources.key_of(resource)
         async with self.lock:
             current = self.current(resource, namespace, name)
             candidate = change(current)
-            if subresource is None or resources.key_of(resource) in self.custom.served:
+            if manager is not None or key in self.custom.served:  # a request's, not a simulator's own write
+                candidate = self._decoded(resource, candidate, strict=strict, warnings=warnings, refusal=refusal)
+            if subresource is None or key in self.custom.served:
                 candidate = self._admit(resource, namespace, candidate, current, strict=strict)
             version = str(self.version + 1)
             result = writes.updated(
@@ -216,7 +383,16 @@ class Store:
                 version=version,
                 has_status=self._has_status(resource),
             )
-            if result is None:
+            if result is not None and typed.is_built_in(key):
+                typed.shaped(key, result)
+            if result is not None and subresource == "status" and key == resources.NODES:
+                admission.admit_node(result, current, taint=False)  # the status strategy validates as an update
+            if result is not None and manager is not None:
+                base = current if subresource is not None else result
+                result["metadata"]["managedFields"] = self._managed(
+                    resource, current, result, manager, subresource=subresource, base=base
+                )
+            if result is None or _unversioned(result) == _unversioned(current):
                 return current
             self.version += 1
             return self._store((resource, namespace, name), result, current)
@@ -229,7 +405,9 @@ class Store:
         options = options or DeleteOptions()
         async with self.lock:
             current = self.current(resource, namespace, name)
-            pods.check_preconditions(str(resource.plural), current, options)
+            pods.check_preconditions(
+                resource, str(current.get("kind") or resources.kind_of(resource)), current, options
+            )
             if resources.key_of(resource) == resources.PODS:
                 return self._delete_pod((resource, namespace, name), current, options.grace_period_seconds)
             metadata = current.get("metadata") or {}
@@ -291,9 +469,12 @@ class Store:
         now = self.clock()
         due = [key for key, deadline in self._terminating.items() if deadline <= now]
         recheck = self._recheck is not None and self._recheck <= now
-        if not due and not (self.disruption_controller and (self._unsynced or recheck)):
+        untaint = self.node_lifecycle_controller and bool(self._untaint)
+        if not due and not untaint and not (self.disruption_controller and (self._unsynced or recheck)):
             return
         async with self.lock:
+            if untaint:
+                self._lift_not_ready_taints()
             for key in due:
                 current = self.get(*key)
                 if current is not None and pods.due(current, now):
@@ -305,6 +486,22 @@ class Store:
                     self._recheck = None
                 while self._unsynced:
                     self._sync_budgets(self._unsynced.pop(), now)
+
+    def _lift_not_ready_taints(self) -> None:
+        """The node lifecycle controller's NoSchedule pass, as far as the emulator plays it: a Ready node's
+        not-ready taint (the one admission adds to a new node) lifted, as kube-controller-manager patches it
+        (pkg/controller/nodelifecycle/node_lifecycle_controller.go `doNoScheduleTaintingPass`)."""
+        while self._untaint:
+            key = self._untaint.pop()
+            current = self.get(*key)
+            lifted = admission.lifted_not_ready(current) if current is not None else None
+            if current is None or lifted is None:
+                continue
+            lifted["metadata"]["managedFields"] = self._managed(
+                key[0], current, lifted, CONTROLLER_MANAGER, subresource=None, base=current
+            )
+            lifted["metadata"]["resourceVersion"] = self._next_version()
+            self._store(key, lifted, current)
 
     def _sync_budgets(self, namespace: str | None, now: float) -> None:
         """The disruption controller's sync of every budget of a namespace (`disruption.synced_status`)."""
@@ -346,7 +543,8 @@ class Store:
                 body = apply.applied(None, config, manager=manager, force=force, has_status=has_status)
                 assert body is not None
                 body["metadata"]["name"] = name
-                obj = self._admit(resource, namespace, writes.named(resource, body, namespace), None, strict=strict)
+                obj = self._decoded(resource, writes.named(resource, body, namespace), strict=strict, warnings=None)
+                obj = self._admit(resource, namespace, obj, None, strict=strict)
                 return 201, self._store(
                     (resource, namespace, name), writes.created(resource, obj, self._next_version()), None
                 )
@@ -354,6 +552,7 @@ class Store:
             result = apply.applied(current, config, manager=manager, force=force, has_status=has_status)
             if result is None:
                 return 200, current
+            result = self._decoded(resource, result, strict=strict, warnings=None)
             result = self._admit(resource, namespace, result, current, strict=strict)
             updated = writes.updated(
                 resource, current, result, subresource=None, version=str(self.version + 1), has_status=has_status
