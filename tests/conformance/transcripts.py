@@ -73,7 +73,7 @@ class Scenario:
     description: str
     steps: tuple[Step, ...]
     crds: tuple[Mapping[str, Any], ...]
-    """The test CRDs of the scenario's file (`crds:`), which its objects may need stored first."""
+    """The test CRDs (`crds:` of the file that has them), which a scenario's objects may need stored first."""
 
     @property
     def id(self) -> str:
@@ -96,8 +96,8 @@ def require() -> None:
 
 @functools.cache
 def load(file: str) -> tuple[Scenario, ...]:
-    loaded: dict[str, Any] = yaml.safe_load((DIRECTORY / f"{file}.yaml").read_text())
-    crds = tuple(loaded.get("crds") or ())
+    loaded = _read(file)
+    crds = tuple(c for name in FILES for c in _read(name).get("crds") or ())
     return tuple(
         Scenario(
             file,
@@ -108,6 +108,12 @@ def load(file: str) -> tuple[Scenario, ...]:
         )
         for scenario in loaded["scenarios"]
     )
+
+
+@functools.cache
+def _read(file: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((DIRECTORY / f"{file}.yaml").read_text())
+    return loaded
 
 
 def scenarios() -> Iterator[Scenario]:

@@ -316,7 +316,7 @@ def updated(
     comparison: Comparison,
     writer: Entry,
     *,
-    now: str,
+    now: str | None,
     ignored: Iterable[Path] = (),
 ) -> list[Entry]:
     """The entries after an update by `writer` (an Update manager, its fields empty) that made `comparison`."""

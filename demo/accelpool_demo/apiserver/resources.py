@@ -58,7 +58,9 @@ RESOURCES: dict[str, kmock.ResourceInfo] = {
     STATEFUL_SETS: _info("StatefulSet", True, "sts", subresources=("status",)),
     BUDGETS: _info("PodDisruptionBudget", True, "pdb", subresources=("status",)),
     RUNTIME_CLASSES: _info("RuntimeClass", False),
-    "apiextensions.k8s.io/v1/customresourcedefinitions": _info("CustomResourceDefinition", False, "crd", "crds"),
+    "apiextensions.k8s.io/v1/customresourcedefinitions": _info(
+        "CustomResourceDefinition", False, "crd", "crds", subresources=("status",)
+    ),
     POOLS: kmock.ResourceInfo(
         kind=api.KIND,
         singular=api.SINGULAR,
@@ -77,7 +79,16 @@ RESOURCES: dict[str, kmock.ResourceInfo] = {
 
 CUSTOM = frozenset({POOLS, CLUSTER_PEERINGS, NAMESPACED_PEERINGS})
 """Custom resources: no strategic merge patch (415), as the API server answers for CRDs."""
-STATUS_RESET_ON_CREATE = frozenset({POOLS, "apps/v1/daemonsets", REPLICA_SETS, DEPLOYMENTS, STATEFUL_SETS})
+STATUS_RESET_ON_CREATE = frozenset(
+    {
+        POOLS,
+        "apps/v1/daemonsets",
+        REPLICA_SETS,
+        DEPLOYMENTS,
+        STATEFUL_SETS,
+        "apiextensions.k8s.io/v1/customresourcedefinitions",
+    }
+)
 """Resources whose create strategy drops the status sent (a CRD with a status subresource, the apps kinds;
 PodDisruptionBudgets get a zero status instead: `writes.created`)."""
 

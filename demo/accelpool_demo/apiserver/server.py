@@ -32,6 +32,7 @@ from accelpool_demo.apiserver import (
     admission,
     apply,
     conversion,
+    crds,
     eviction,
     lists,
     openapi,
@@ -266,7 +267,9 @@ class ApiServer(kmock.KubernetesScaffold):
     async def _write(self, request: kmock.Request, warnings: list[str]) -> tuple[int, JsonObject]:
         resource = self._declared(request)
         namespace, name, subresource = request.namespace, request.name, request.subresource
-        strict = request.params.get("fieldValidation") == "Strict"
+        validation = _field_validation(request)
+        strict = validation == "Strict"
+        warned = None if validation == "Ignore" else warnings
         manager = _manager(request)
         if name is None:
             if request.method != kmock.method.POST:
@@ -274,7 +277,14 @@ class ApiServer(kmock.KubernetesScaffold):
                     405, "MethodNotAllowed", f"{request.method.value} of a collection is not modelled"
                 )
             return 201, await self.store.create(
-                resource, namespace, request.data, strict=strict, manager=manager, warnings=warnings
+                resource,
+                namespace,
+                request.data,
+                strict=strict,
+                manager=manager,
+                warnings=warned,
+                duplicates=_duplicates(request.text),
+                dry_run=request.params.get("dryRun") == "All",
             )
         if request.method == kmock.method.POST and subresource == "eviction" and namespace is not None:
             options = eviction.options_of(request.data, name, namespace, request.params)
@@ -304,6 +314,9 @@ class ApiServer(kmock.KubernetesScaffold):
                 subresource=None,
             )
             return 200, admission.scale_of(pool)
+        served = self.store.custom.served.get(resources.key_of(resource))
+        if subresource == "scale" and served is not None and served.scale:
+            return 200, await self._write_scale(request, resource, served, manager)
         if subresource is not None and not (subresource == "status" and self._has_status(resource)):
             raise resources.error(404, "NotFound", f"the server could not find the requested resource ({subresource})")
         custom = (
@@ -328,22 +341,53 @@ class ApiServer(kmock.KubernetesScaffold):
             subresource=subresource,
             strict=strict,
             manager=manager,
-            warnings=warnings,
+            warnings=warned,
             refusal=refusal,
         )
+
+    async def _write_scale(
+        self, request: kmock.Request, resource: kmock.resource, served: crds.CustomResource, manager: str
+    ) -> JsonObject:
+        """A PUT or PATCH of a custom resource's Scale: the patch applied to the Scale, its replicas written to
+        the object (validated as any write of it), the new Scale answered."""
+        assert served.scale is not None and request.name is not None
+        scale = served.scale
+        if request.method == kmock.method.PATCH:
+            patch = _patch_type(request, custom=True)
+            body = writes.decoded_patch(request.text, patch)
+
+            def change(current: JsonObject) -> JsonObject:
+                before = crds.scale_of(scale, current, reading=False)
+                wanted = _changed(body, patch, before, str(request.name), "autoscaling/v1/scales")
+                return crds.scaled(scale, current, wanted)
+        else:
+            sent = request.data if isinstance(request.data, dict) else {}
+
+            def change(current: JsonObject) -> JsonObject:
+                return crds.scaled(scale, current, sent)
+
+        updated = await self.store.update(
+            resource, request.namespace, request.name, change, subresource="scale", manager=manager
+        )
+        return crds.scale_of(scale, updated)
 
     async def _apply(
         self, request: kmock.Request, resource: kmock.resource, name: str, *, strict: bool
     ) -> tuple[int, JsonObject]:
-        manager = request.params.get("fieldManager")
-        if not manager:
-            raise resources.bad_request("PATCH with an apply patch type requires a fieldManager")
-        if request.subresource:
-            raise resources.bad_request("apply to a subresource is not modelled by this emulator")
+        manager = str(request.params.get("fieldManager"))
+        if request.subresource not in (None, "status"):
+            raise resources.error(404, "NotFound", "the server could not find the requested resource")
         config = apply.configuration(request.data, request.text)
         force = request.params.get("force") == "true"
         return await self.store.apply(
-            resource, request.namespace, name, config, manager=manager, force=force, strict=strict
+            resource,
+            request.namespace,
+            name,
+            config,
+            manager=manager,
+            force=force,
+            strict=strict,
+            subresource=request.subresource,
         )
 
     async def _serve_written(self, request: kmock.Request) -> JsonObject:
@@ -366,6 +410,9 @@ class ApiServer(kmock.KubernetesScaffold):
         found = conversion.from_storage(key, stored)
         if request.subresource == "scale" and resources.key_of(resource) == resources.POOLS:
             return admission.scale_of(found)
+        served = self.store.custom.served.get(key)
+        if request.subresource == "scale" and served is not None and served.scale:
+            return crds.scale_of(served.scale, found)
         if tables.wants_table(request.headers.get("Accept", "")):
             return tables.table(resources.key_of(resource), [found], str(self.store.version))
         return found
@@ -577,16 +624,70 @@ def _check_replacement(request: kmock.Request) -> None:
         )
 
 
+FIELD_VALIDATIONS = ("", "Ignore", "Strict", "Warn")
+_OPTIONS = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
+
+
+def _field_validation(request: kmock.Request) -> str:
+    """The `fieldValidation` of a write (unset: Warn), 422 for a value the options do not take
+    (k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go `ValidateFieldValidation`)."""
+    given = request.params.get("fieldValidation", "")
+    if given not in FIELD_VALIDATIONS:
+        supported = ", ".join(json.dumps(v) for v in FIELD_VALIDATIONS)
+        error = kube_validation.FieldError(
+            "FieldValueNotSupported", "fieldValidation", given, f"supported values: {supported}"
+        )
+        raise kube_validation.refusal(_OPTIONS.get(request.method.value, "CreateOptions"), "meta.k8s.io", "", [error])
+    return given or "Warn"
+
+
+def _duplicates(text: str) -> list[str]:
+    """The fields a JSON body names twice (`spec.size`), which the strict decoder reports."""
+    found: list[str] = []
+
+    def walk(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        return _Pairs(pairs)
+
+    try:
+        root = json.loads(text, object_pairs_hook=walk) if text else None
+    except ValueError:
+        return []
+
+    def visit(value: Any, path: str) -> None:
+        if isinstance(value, _Pairs):
+            seen: set[str] = set()
+            for key, child in value.pairs:
+                at = f"{path}.{key}" if path else key
+                if key in seen and at not in found:
+                    found.append(at)
+                seen.add(key)
+                visit(child, at)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                visit(item, f"{path}[{index}]")
+
+    visit(root, "")
+    return found
+
+
+class _Pairs(dict[str, Any]):
+    """A JSON object with its key-value pairs as sent, repeats included."""
+
+    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
+        super().__init__(pairs)
+        self.pairs = pairs
+
+
 def _strict_patch_refusal(strategic: Any) -> Callable[[list[str], Any], Exception]:
     """A patch's answer under `fieldValidation=Strict` when its result has unknown fields (patch.go: a
     422 about `patch`, whose value is the strategic merge patch as Go prints it, or the patched JSON)."""
 
-    def refused(paths: list[str], patched: Any) -> Exception:
+    def refused(problems: list[str], patched: Any) -> Exception:
         if strategic is not None:
             shown = patches.go_printed(strategic)
         else:
             shown = json.dumps(patched, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
-        why = "strict decoding error: " + ", ".join(f'unknown field "{path}"' for path in paths)
+        why = "strict decoding error: " + ", ".join(problems)
         return kube_validation.refusal(
             "", "", "", [kube_validation.FieldError("FieldValueInvalid", "patch", shown, why)]
         )
@@ -605,6 +706,10 @@ def _patch_type(request: kmock.Request, *, custom: bool) -> str:
         raise resources.error(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
     if patch is None or (patch == "strategic" and custom):
         accepted = [t for t, p in _PATCHES.items() if not (custom and p == "strategic")]
+        if (
+            custom
+        ):  # the custom resource handler's order (apiextensions-apiserver pkg/apiserver/customresource_handler.go)
+            accepted = ["application/json-patch+json", "application/merge-patch+json", apply.CONTENT_TYPE]
         raise resources.error(
             415,
             "UnsupportedMediaType",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import kmock
@@ -92,6 +92,8 @@ class Store:
         """Whether a Ready node's not-ready taint is lifted (`_lift_not_ready_taints`; False: a cluster whose
         kube-controller-manager runs without its node lifecycle controller)."""
         self._untaint: set[Key] = set()
+        self._establish: set[Key] = set()
+        """CustomResourceDefinitions the CRD controllers have yet to establish."""
         """Nodes that are Ready and carry the not-ready taint."""
         self.disruption_controller = True
         """Whether PodDisruptionBudgets' statuses are kept up to date (False: a controller that is down)."""
@@ -161,6 +163,8 @@ class Store:
         resource_key = resources.key_of(key[0])
         if resource_key == crds.CRDS:
             self.custom.define(key[2], None if kind == "DELETED" else obj)
+            if kind != "DELETED" and crds.established(obj, "") is not None:
+                self._establish.add(key)
         if resource_key in BUDGET_INPUTS:
             self._unsynced.add(key[1])
         if resource_key == resources.NODES and kind != "DELETED" and admission.lifted_not_ready(obj) is not None:
@@ -227,16 +231,21 @@ class Store:
         strict: bool,
         manager: str | None = None,
         warnings: Warnings | None = None,
+        duplicates: Sequence[str] = (),
+        dry_run: bool = False,
     ) -> JsonObject:
         """POST: a new object, decoded, its fields owned by `manager` (when given: a request's field manager),
-        admitted and stamped; 409 AlreadyExists when the name is taken."""
+        admitted and stamped; 409 AlreadyExists when the name is taken. With `dry_run`, all of it but the
+        storing: the object is answered without a resourceVersion."""
+        key = resources.key_of(resource)
+        if key in self.custom.served:
+            self.custom.check_version(key, body, warnings)
         obj = writes.named(resource, body, namespace)
         name = obj["metadata"]["name"]
-        key = resources.key_of(resource)
         async with self.lock:
             if self.get(resource, namespace, name) is not None:
                 raise resources.already_exists(resource, name)
-            obj = self._decoded(resource, obj, strict=strict, warnings=warnings)
+            obj = self._decoded(resource, obj, strict=strict, warnings=warnings, duplicates=duplicates)
             if manager is not None:
                 zero = typed.zero(key, resources.api_version_of(resource), str(obj.get("kind") or ""))
                 obj["metadata"]["managedFields"] = self._managed(resource, zero, obj, manager, subresource=None)
@@ -246,9 +255,13 @@ class Store:
                     raise resources.already_exists(resource, name)
                 obj = conversion.to_storage(key, obj)
             obj = self._admit(storage, namespace, obj, None, strict=strict, through=key)
-            stored = writes.created(storage, obj, self._next_version())
+            stored = writes.created(storage, obj, str(self.version + 1))
             if typed.is_built_in(key):
                 typed.shaped(conversion.storage_of(key), stored)
+            if dry_run:
+                del stored["metadata"]["resourceVersion"]
+                return conversion.from_storage(key, stored)
+            self.version += 1
             return conversion.from_storage(key, self._store((storage, namespace, name), stored, None))
 
     def _decoded(
@@ -259,13 +272,16 @@ class Store:
         strict: bool,
         warnings: Warnings | None,
         refusal: crds.Refusal | None = None,
+        duplicates: Sequence[str] = (),
     ) -> JsonObject:
         """The object as the API server decodes a request's: a custom resource's defaults applied and unknown
         fields pruned (`crds`), a built-in kind in its Go type's shape without the fields its type lacks
         (`typed`); each unknown field a warning, or with `strict` (fieldValidation=Strict) refused."""
         key = resources.key_of(resource)
         if key in self.custom.served:
-            return self.custom.decoded(key, obj, strict=strict, warnings=warnings, refusal=refusal)
+            return self.custom.decoded(
+                key, obj, strict=strict, warnings=warnings, refusal=refusal, duplicates=duplicates
+            )
         if not typed.is_built_in(key):
             return obj
         if conversion.storage_of(key) == conversion.CORE_EVENTS:
@@ -275,14 +291,14 @@ class Store:
                 raise resources.bad_request(
                     f'{kind} in version "{resource.version}" cannot be handled as a {kind}: {why}'
                 )
-        if key in typed.SCHEMAS:
-            sent, obj = obj, copy.deepcopy(obj)
-            pruned = typed.unknown_fields(typed.SCHEMAS[key], obj)
-            if pruned and strict:
-                kind = str(obj.get("kind") or resources.kind_of(resource))
-                raise (refusal or crds.decoding_refusal(kind, resource.version or ""))(pruned, sent)
-            if warnings is not None:
-                warnings += [f'unknown field "{path}"' for path in pruned]
+        sent, obj = obj, copy.deepcopy(obj)
+        pruned = typed.unknown_fields(typed.SCHEMAS[key], obj) if key in typed.SCHEMAS else []
+        found = [f'duplicate field "{path}"' for path in duplicates] + [f'unknown field "{path}"' for path in pruned]
+        if found and strict:
+            kind = str(obj.get("kind") or resources.kind_of(resource))
+            raise (refusal or crds.decoding_refusal(kind, resource.version or ""))(found, sent)
+        if warnings is not None:
+            warnings += found
         return typed.shaped(key, obj)
 
     def _schema(self, resource: kmock.resource) -> fields.Schema:
@@ -314,7 +330,8 @@ class Store:
             ignored = []
         comparison = fields.compare(_unmanaged(before), _unmanaged(after), self._schema(resource))
         found = fields.entries(base if base is not None else after)
-        now = writes.timestamp(self.clock())
+        # a write through `scale` records no time (its entry goes through the Scale's conversion, which drops it)
+        now = None if subresource == "scale" else writes.timestamp(self.clock())
         return fields.encoded(fields.updated(found, comparison, writer, now=now, ignored=ignored))
 
     def _admit(
@@ -341,6 +358,12 @@ class Store:
             return obj
         if key == resources.NODES:
             return admission.admit_node(obj, current, taint=self.node_taints)
+        if key == crds.CRDS:
+            errors = crds.definition_errors(obj)
+            if errors:
+                name = (obj.get("metadata") or {}).get("name")
+                raise kube_validation.refusal("CustomResourceDefinition", "apiextensions.k8s.io", name, errors)
+            return obj
         if key == resources.POOLS:
             return admission.admit_pool(obj, current, strict=strict, webhook=self._webhook)
         if key == resources.PODS and current is None:
@@ -470,9 +493,16 @@ class Store:
         due = [key for key, deadline in self._terminating.items() if deadline <= now]
         recheck = self._recheck is not None and self._recheck <= now
         untaint = self.node_lifecycle_controller and bool(self._untaint)
-        if not due and not untaint and not (self.disruption_controller and (self._unsynced or recheck)):
+        waiting = not due and not untaint and not self._establish
+        if waiting and not (self.disruption_controller and (self._unsynced or recheck)):
             return
         async with self.lock:
+            while self._establish:
+                key = self._establish.pop()
+                crd = self.get(*key)
+                status = crds.established(crd, writes.timestamp(now)) if crd is not None else None
+                if crd is not None and status is not None:
+                    self._write_status(key[0], crd, status)
             if untaint:
                 self._lift_not_ready_taints()
             for key in due:
@@ -527,37 +557,65 @@ class Store:
         manager: str,
         force: bool,
         strict: bool,
+        subresource: str | None = None,
     ) -> tuple[int, JsonObject]:
-        """Server-side apply: (201, created) for a missing object, (200, the result) otherwise."""
+        """Server-side apply (`apply`): (201, created) for a missing object, (200, the result) otherwise."""
         sent = dict(config.get("metadata") or {})
         if sent.get("name") not in (None, name):
             raise resources.bad_request(
                 f"the name of the object ({sent['name']}) does not match the name on the URL ({name})"
             )
+        key = resources.key_of(resource)
+        declared = self.custom.served[key].schema if key in self.custom.served else typed.SCHEMAS.get(key)
+        if declared is not None and declared.get("additionalProperties") is not False and key not in self.custom.served:
+            declared = None  # only the types whose every field is known refuse an undeclared one
+        if declared is not None:
+            apply.undeclared(config, declared, name, str(sent.get("namespace") or ""))
         has_status = self._has_status(resource)
+        if subresource is None and has_status:
+            ignored: Paths = [("f:status",)]
+        elif subresource == "status":
+            ignored = [("f:spec",)]
+        else:
+            ignored = []
+        api_version = resources.api_version_of(resource)
+        applier = fields.Entry(manager, "Apply", api_version, subresource or "", set(), None)
+        now = writes.timestamp(self.clock())
         async with self.lock:
             current = self.get(resource, namespace, name)
             if current is None:
-                if sent.get("resourceVersion"):
+                if sent.get("resourceVersion") or subresource is not None:
                     raise resources.not_found(resource, name)
-                body = apply.applied(None, config, manager=manager, force=force, has_status=has_status)
-                assert body is not None
-                body["metadata"]["name"] = name
-                obj = self._decoded(resource, writes.named(resource, body, namespace), strict=strict, warnings=None)
-                obj = self._admit(resource, namespace, obj, None, strict=strict)
-                return 201, self._store(
-                    (resource, namespace, name), writes.created(resource, obj, self._next_version()), None
+                live = typed.zero(key, api_version, str(config.get("kind")))
+                live["metadata"] = {"name": name, **({"namespace": namespace} if namespace else {})}
+                result, entries, _ = apply.applied(
+                    live, config, self._schema(resource), applier=applier, force=force, now=now, ignored=ignored
                 )
+                result["metadata"]["managedFields"] = entries
+                obj = self._decoded(resource, writes.named(resource, result, namespace), strict=strict, warnings=None)
+                obj = self._admit(resource, namespace, obj, None, strict=strict)
+                stored = writes.created(resource, obj, self._next_version())
+                if typed.is_built_in(key):
+                    typed.shaped(key, stored)
+                return 201, self._store((resource, namespace, name), stored, None)
             writes.check_precondition(resource, current, config)
-            result = apply.applied(current, config, manager=manager, force=force, has_status=has_status)
-            if result is None:
-                return 200, current
-            result = self._decoded(resource, result, strict=strict, warnings=None)
-            result = self._admit(resource, namespace, result, current, strict=strict)
+            result, entries, changed = apply.applied(
+                current, config, self._schema(resource), applier=applier, force=force, now=now, ignored=ignored
+            )
+            if changed:
+                result = self._decoded(resource, result, strict=strict, warnings=None)
+                if subresource is None or key in self.custom.served:
+                    result = self._admit(resource, namespace, result, current, strict=strict)
+            version = str(self.version + 1)
             updated = writes.updated(
-                resource, current, result, subresource=None, version=str(self.version + 1), has_status=has_status
+                resource, current, result, subresource=subresource, version=version, has_status=has_status
             )
             if updated is None:
-                return 200, current
+                if entries == (current.get("metadata") or {}).get("managedFields"):
+                    return 200, current
+                updated = {**current, "metadata": {**current["metadata"], "resourceVersion": version}}
+            updated["metadata"]["managedFields"] = entries
+            if typed.is_built_in(key):
+                typed.shaped(key, updated)
             self.version += 1
             return 200, self._store((resource, namespace, name), updated, current)

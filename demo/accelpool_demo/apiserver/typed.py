@@ -26,6 +26,7 @@ EVENTS = "v1/events"
 NEW_EVENTS = "events.k8s.io/v1/events"
 BUDGETS = "policy/v1/poddisruptionbudgets"
 NAMESPACES = "v1/namespaces"
+CRDS = "apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 def _keyed(*keys: str, items: Mapping[str, Any] | None = None, merge: bool = True) -> JsonObject:
@@ -126,6 +127,7 @@ SCHEMAS: dict[str, JsonObject] = {
         }
     },
     EVENTS: {"properties": {"metadata": METADATA, "involvedObject": ATOMIC, "related": ATOMIC}},
+    CRDS: {"properties": {"metadata": METADATA, "status": {"properties": {"conditions": CONDITIONS}}}},
     NEW_EVENTS: {"properties": {"metadata": METADATA, "regarding": ATOMIC, "related": ATOMIC}},
     BUDGETS: {
         "properties": {
@@ -163,7 +165,7 @@ def unknown_fields(schema: Mapping[str, Any], value: Any, path: str = "") -> lis
 
 
 GENERATION_TRACKED = frozenset(
-    {PODS, BUDGETS, "apps/v1/daemonsets", "apps/v1/replicasets", "apps/v1/deployments", "apps/v1/statefulsets"}
+    {PODS, BUDGETS, CRDS, "apps/v1/daemonsets", "apps/v1/replicasets", "apps/v1/deployments", "apps/v1/statefulsets"}
 )
 """Built-in kinds whose strategy sets `metadata.generation` (the rest have none)."""
 BUILT_IN_GROUPS = frozenset({"", "apps", "policy", "events.k8s.io", "node.k8s.io", "apiextensions.k8s.io"})
@@ -211,11 +213,40 @@ def shaped(key: str, obj: JsonObject) -> JsonObject:
             metadata.pop("generation", None)
     if key == NODES:
         _shape_node(obj)
+    elif key == CRDS:
+        _shape_crd(obj)
     elif key == EVENTS:
         shaped_core_event(obj)
     elif key == NEW_EVENTS:
         shaped_new_event(obj)
     return obj
+
+
+def _shape_crd(crd: JsonObject) -> None:
+    """A CustomResourceDefinition as apiextensions/v1 defaults and encodes it (SetDefaults_CustomResourceDefinitionSpec:
+    conversion strategy None; the create strategy's storedVersions; acceptedNames and conditions never left out)."""
+    spec = crd.setdefault("spec", {})
+    if isinstance(spec, dict):
+        spec.setdefault("group", "")
+        names = spec.setdefault("names", {})
+        if isinstance(names, dict):
+            names.setdefault("plural", "")
+            names.setdefault("kind", "")
+        spec.setdefault("scope", "")
+        spec.setdefault("versions", None)
+        if "metadata" in crd and crd["metadata"].get("name"):  # a stored object (the zero one has no conversion)
+            spec.setdefault("conversion", {"strategy": "None"})
+    status = crd.get("status")
+    if not isinstance(status, dict):
+        status = crd["status"] = {}
+    status.setdefault("conditions", None)
+    accepted = status.setdefault("acceptedNames", {})
+    if isinstance(accepted, dict):
+        accepted.setdefault("plural", "")
+        accepted.setdefault("kind", "")
+    if not status.get("storedVersions") and isinstance(spec, dict):
+        stored = [v.get("name") for v in spec.get("versions") or [] if isinstance(v, dict) and v.get("storage")]
+        status["storedVersions"] = stored or None
 
 
 def shaped_core_event(event: JsonObject) -> JsonObject:
