@@ -75,7 +75,7 @@ async def test_an_eviction_the_budget_forbids_is_429_and_leaves_the_pod(client: 
 
     status, headers, body = await evict("w0")
     cause = {
-        "type": "DisruptionBudget",
+        "reason": "DisruptionBudget",
         "message": "The disruption budget work needs 2 healthy pods and has 2 currently",
     }
     assert (status, body) == (429, failure(429, VIOLATION, "TooManyRequests", causes=[cause]))
@@ -92,7 +92,7 @@ async def test_a_budget_not_yet_observed_is_429_still_being_processed(
 
     status, headers, body = await evict("w0")
     cause = {
-        "type": "DisruptionBudget",
+        "reason": "DisruptionBudget",
         "message": "The disruption budget work is still being processed by the server.",
     }
     assert (status, body) == (429, failure(429, VIOLATION, "TooManyRequests", causes=[cause], retryAfterSeconds=10))
