@@ -77,6 +77,8 @@ class Outcome:
     body: Any = None
     events: list[dict[str, Any]] | None = None
     """The events of a watch stream, in order, until the server ended it."""
+    observed: frozenset[str] | None = None
+    """For an observation step: the objects stored once the controllers had their time (`resource|ns|name`)."""
 
 
 # ---------------------------------------------------------------- normalization
@@ -85,7 +87,7 @@ class Outcome:
 def normalize(value: Any, key: str | None = None) -> Any:
     """A response body as the recording normalized it."""
     if isinstance(value, Mapping):
-        result = {k: normalize(v, str(k)) for k, v in value.items()}
+        result = {UUID.sub("<uid>", str(k)): normalize(v, str(k)) for k, v in value.items()}
         if key == "metadata" and isinstance(result.get("continue"), str) and result["continue"]:
             result["continue"] = "<continue>"
         return result
@@ -112,9 +114,18 @@ def normalize_text(text: str) -> str:
 
 
 def ignoring_what_varies(value: Any) -> Any:
-    """A copy without what varies between runs of the real server (see the module docstring)."""
-    value = copy.deepcopy(value)
+    """A copy without what varies between runs of the real server (see the module docstring), the UUIDs
+    the recording left in map keys (a managedFields `k:{"uid":...}`) normalized as its values are."""
+    value = _keys_normalized(copy.deepcopy(value))
     _drop_varying(value)
+    return value
+
+
+def _keys_normalized(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {UUID.sub("<uid>", str(k)): _keys_normalized(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_keys_normalized(v) for v in value]
     return value
 
 

@@ -18,8 +18,6 @@ class Known:
     """For a scenario-wide entry: the steps that match all the same."""
 
 
-PENDING = "not yet brought in line with the real server: the step's own failure says how it differs"
-
 _EVENT_NAMESPACES = (
     "the emulator accepts an Event about an object of no namespace (a Node, a ComputePool) outside `default`, "
     "which kube-apiserver refuses (pkg/apis/core/validation/events.go: involvedObject.namespace does not match "
@@ -35,6 +33,21 @@ _NO_CEL = (
 _W_X_TAKEN = (
     "step 08's rule is not checked without CEL (" + _NO_CEL + "), so w-x was stored there and this create of "
     "the same name is 409 AlreadyExists; left alone (steps 08-11, 13, 17 and 22 left out) it matches"
+)
+
+_POD_DEFAULTS = (
+    "the emulator does not default pods (pkg/apis/core/v1/defaults.go: imagePullPolicy, terminationMessagePath, "
+    "dnsPolicy, restartPolicy, schedulerName, terminationGracePeriodSeconds 30...), nor admit them through the "
+    "ServiceAccount plugin (its token volume is named with a random suffix, which the recording kept) and the "
+    "Priority one, nor set their qosClass"
+)
+_NO_GRACE = (
+    "the emulator gives a pod no default terminationGracePeriodSeconds (30), so an evicted pod on a node is "
+    "deleted at once instead of terminating while no kubelet ends it"
+)
+_NO_DRA = (
+    "the emulator serves no resource.k8s.io kinds yet (DeviceClass, ResourceSlice, ResourceClaim and its "
+    "Template, DeviceTaintRule) and runs neither kube-scheduler nor the DRA controllers"
 )
 
 KNOWN: dict[str, Known] = {
@@ -79,11 +92,19 @@ KNOWN: dict[str, Known] = {
     "crd-admission-and-apply/crd-schema-and-cel/22": Known(
         _NO_CEL + ": the refusal names the kind but not the rule the server also evaluates"
     ),
-    "ownerrefs-gc-eviction/ownerreferences-gc": Known(PENDING, except_steps=(0, 1, 2, 11)),
-    "ownerrefs-gc-eviction/pod-eviction-pdb": Known(PENDING, except_steps=(0, 5, 6, 7, 8, 15, 16)),
-    "dra/dra-objects": Known(PENDING, except_steps=(1, 2)),
-    "dra/dra-scheduling": Known(PENDING, except_steps=(2, 5, 8, 11, 14, 17)),
-    "dra/dra-device-taint-eviction": Known(PENDING),
+    "ownerrefs-gc-eviction/pod-eviction-pdb/01": Known(_POD_DEFAULTS),
+    "ownerrefs-gc-eviction/pod-eviction-pdb/02": Known(_POD_DEFAULTS),
+    "ownerrefs-gc-eviction/pod-eviction-pdb/03": Known(_POD_DEFAULTS),
+    "ownerrefs-gc-eviction/pod-eviction-pdb/10": Known(
+        _NO_GRACE + ": the evicted p0 is gone, so one pod fewer is expected"
+    ),
+    "ownerrefs-gc-eviction/pod-eviction-pdb/12": Known(_NO_GRACE + ": the evicted p1 is gone, not terminating"),
+    "ownerrefs-gc-eviction/pod-eviction-pdb/14": Known(
+        _NO_GRACE + ": the evicted p0 and p1 are gone, so fewer pods are expected"
+    ),
+    "dra/dra-objects": Known(_NO_DRA, except_steps=(1, 2)),
+    "dra/dra-scheduling": Known(_NO_DRA, except_steps=(2, 5, 8, 11, 14, 17)),
+    "dra/dra-device-taint-eviction": Known(_NO_DRA),
 }
 
 

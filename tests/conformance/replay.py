@@ -40,7 +40,7 @@ import kmock
 import looptime
 
 from accelpool_demo.apiserver import RunningApiServer, serving
-from accelpool_demo.apiserver.resources import parse_path
+from accelpool_demo.apiserver.resources import key_of, parse_path
 from tests.conformance.compare import CONTROLLER_MANAGER, TTL_ANNOTATION, Outcome
 from tests.conformance.transcripts import Scenario, Step, scenario_of
 
@@ -52,6 +52,8 @@ WATCH_LIMIT = 120.0
 EVENTS_LIMIT = 1000
 """Events a watch is read at most (an emulator that streams without end fails the step, not the machine)."""
 NOW = "2026-11-26T00:00:00Z"
+OBSERVE_SECONDS = 10.0
+"""Loop seconds the controllers are given at an observation step (looptime's: no wall clock)."""
 CONTROLLER_MANAGER_AGENT = "kube-controller-manager/v1.36.2 (linux/amd64) kubernetes/ttl-controller"
 
 
@@ -67,8 +69,8 @@ class Replay:
 
 
 @functools.cache
-def outcomes(scenario_id: str) -> tuple[Outcome | None, ...]:
-    """Every step's outcome (None for an observation), from one replay of the scenario (cached)."""
+def outcomes(scenario_id: str) -> tuple[Outcome, ...]:
+    """Every step's outcome, from one replay of the scenario (cached)."""
     scenario = scenario_of(scenario_id)
     loop = looptime.new_event_loop()
     try:
@@ -77,19 +79,58 @@ def outcomes(scenario_id: str) -> tuple[Outcome | None, ...]:
         loop.close()
 
 
-async def _replay(scenario: Scenario) -> tuple[Outcome | None, ...]:
+async def _replay(scenario: Scenario) -> tuple[Outcome, ...]:
     async with serving() as api, aiohttp.ClientSession(headers={"User-Agent": USER_AGENT}) as session:
         api.server.store.node_lifecycle_controller = False  # the recorded cluster ran without it (README)
         _seed(api, scenario)
         replay = Replay(api)
         await _list_before_watching(session, replay, scenario)
-        results: list[Outcome | None] = []
+        results: list[Outcome] = []
         for step in scenario.steps:
             if step.request is None:
-                results.append(None)
+                results.append(await _observe(session, replay, step))
                 continue
             results.append(await _send(session, replay, step))
         return tuple(results)
+
+
+async def _observe(session: aiohttp.ClientSession, replay: Replay, step: Step) -> Outcome:
+    """An observation step: what the recorder did there (`ACTIONS`), then the controllers' time to act (the
+    recorder polled for up to about this long), then the objects stored."""
+    action = ACTIONS.get(step.id)
+    if action is not None:
+        await action(session, replay)
+    await asyncio.sleep(OBSERVE_SECONDS)
+    stored = frozenset(
+        f"{key_of(resource)}|{namespace}|{name}"
+        for (resource, namespace, name), obj in replay.api.server.store.objects.items()
+        if not obj.deleted
+    )
+    return Outcome(None, None, observed=stored)
+
+
+async def _created_like(
+    session: aiohttp.ClientSession, replay: Replay, step_ids: tuple[str, ...], renamed: dict[str, str]
+) -> None:
+    """The requests of these steps again, with names changed (a pod the recorder made as it made another)."""
+    for step_id in step_ids:
+        scenario = scenario_of(step_id)
+        step = scenario.steps[int(step_id.rsplit("/", 1)[1])]
+        text = json.dumps(step.raw)
+        for old, new in renamed.items():
+            text = text.replace(f'"{old}"', f'"{new}"').replace(f"/{old}/", f"/{new}/")
+        again = Step(step.file, step.scenario, step.index, json.loads(text))
+        outcome = await _send(session, replay, again)
+        assert outcome.code is not None and outcome.code < 300, outcome
+
+
+async def _pod_p3(session: aiohttp.ClientSession, replay: Replay) -> None:
+    steps = ("ownerrefs-gc-eviction/pod-eviction-pdb/02", "ownerrefs-gc-eviction/pod-eviction-pdb/07")
+    await _created_like(session, replay, steps, {"p1": "p3"})
+
+
+ACTIONS = {"ownerrefs-gc-eviction/pod-eviction-pdb/09": _pod_p3}
+"""What the recorder did at an observation step without recording it as a step."""
 
 
 async def _list_before_watching(session: aiohttp.ClientSession, replay: Replay, scenario: Scenario) -> None:

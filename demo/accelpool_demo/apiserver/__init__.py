@@ -28,6 +28,9 @@ real kube-apiserver v1.36.2 by tests/conformance (whose known_differences.py lis
   the metadata too; a write through the resource never changes the status of a resource that has
   one), and ComputePools' `scale` (`kubectl scale`);
 - events.k8s.io/v1 Events, the core/v1 Events seen through that API (`conversion`);
+- the garbage collector (`garbage`): ownerReferences followed, deletions with `propagationPolicy`
+  Background, Foreground or Orphan (`Store.garbage_collector`);
+- CustomResourceDefinitions established by the CRD controllers, and any CRD's `scale` subresource;
 - deletion: at once, or with `deletionTimestamp` while finalizers remain (no new finalizer can then
   be added), the object gone when the last one is removed; DeleteOptions' `preconditions` (409) and, for
   pods, graceful deletion (`pods`): `gracePeriodSeconds` (or the pod's terminationGracePeriodSeconds;
@@ -72,17 +75,16 @@ real kube-apiserver v1.36.2 by tests/conformance (whose known_differences.py lis
 It does NOT emulate: authentication, authorization and RBAC (every request is admitted); namespaces over HTTP
 (kmock's URL parser reads `/api/v1/namespaces/NAME` as a namespace prefix: they are stored with
 `RunningApiServer.put`) and their lifecycle (objects may be created in a namespace that does not exist);
-garbage collection (ownerReferences are stored, never followed); controllers other than the disruption
-controller and the node lifecycle controller's lifting of the not-ready taint (no pod is scheduled or run, no
-DaemonSet status written: `accelpool_demo.daemonsets` and the demo's kubelet play those; no ReplicaSet
-replaces an evicted pod); a kubelet's view of a terminating pod (its phase and Ready stay as they were until
-it is removed; a node that is down still lets it go); defaulting of pods (no terminationGracePeriodSeconds of
-30: without one a pod is deleted at once); admission other than the above (no quotas, LimitRanges, Pod
-Security, webhooks other than accelpool's, defaulting or validation of other built-in kinds; the CEL rules of
-installed CRDs without `Store.cel`, their version conversion, `format` checks and printer columns); strategic-
-merge merge keys other than those `typed` lists; `dryRun` (an eviction or DELETE asking for it is a 400);
-collection deletes; OpenAPI v2 and built-in kinds' OpenAPI; tables of other kinds beyond NAME and AGE;
-protobuf; TLS.
+controllers other than the disruption controller and the node lifecycle controller's lifting of the not-ready
+taint (no pod is scheduled or run, no DaemonSet status written: `accelpool_demo.daemonsets` and the demo's
+kubelet play those; no ReplicaSet replaces an evicted pod); a kubelet's view of a terminating pod (its phase
+and Ready stay as they were until it is removed; a node that is down still lets it go); defaulting of pods (no
+terminationGracePeriodSeconds of 30: without one a pod is deleted at once); admission other than the above (no
+quotas, LimitRanges, Pod Security, webhooks other than accelpool's, defaulting or validation of other built-in
+kinds; the CEL rules of installed CRDs without `Store.cel`, their version conversion, `format` checks and
+printer columns); strategic- merge merge keys other than those `typed` lists; `dryRun` (an eviction or DELETE
+asking for it is a 400); collection deletes; OpenAPI v2 and built-in kinds' OpenAPI; tables of other kinds
+beyond NAME and AGE; protobuf; TLS.
 """
 
 from __future__ import annotations

@@ -129,7 +129,19 @@ def admit_budget(budget: Mapping[str, Any]) -> None:
     spec = budget.get("spec") or {}
     problems: list[tuple[str, Any, str]] = []
     if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
-        problems.append(("spec", None, "minAvailable and maxUnavailable cannot be both set"))
+        shown = {  # the internal type, printed with its Go field names (%v of the struct as JSON)
+            "MinAvailable": spec.get("minAvailable"),
+            "Selector": spec.get("selector"),
+            "MaxUnavailable": spec.get("maxUnavailable"),
+            "UnhealthyPodEvictionPolicy": spec.get("unhealthyPodEvictionPolicy"),
+        }
+        problems.append(
+            (
+                "spec",
+                kube_validation.Raw(json.dumps(shown, separators=(",", ":"))),
+                "minAvailable and maxUnavailable cannot be both set",
+            )
+        )
     for field in ("minAvailable", "maxUnavailable"):
         if spec.get(field) is not None:
             problems += [(f"spec.{field}", spec[field], why) for why in _int_or_percent_problems(spec[field])]
@@ -142,7 +154,8 @@ def admit_budget(budget: Mapping[str, Any]) -> None:
     causes = [
         {
             "reason": "FieldValueNotSupported" if "supported values" in why else "FieldValueInvalid",
-            "message": f"{'Unsupported' if 'supported values' in why else 'Invalid'} value: {json.dumps(value)}: {why}",
+            "message": f"{'Unsupported' if 'supported values' in why else 'Invalid'} value: "
+            f"{kube_validation.go_value(value)}: {why}",
             "field": path,
         }
         for path, value, why in problems

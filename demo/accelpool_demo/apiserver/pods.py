@@ -35,6 +35,10 @@ class DeleteOptions:
     """`preconditions.uid`: refuse unless the stored object has it."""
     resource_version: str | None = None
     """`preconditions.resourceVersion`."""
+    propagation: str | None = None
+    """`propagationPolicy` (Background, Foreground, Orphan; `orphanDependents: true` is Orphan)."""
+    dry_run: bool = False
+    """`dryRun: [All]`: everything checked, nothing written."""
 
     @classmethod
     def parse(cls, body: Any, params: Mapping[str, str], *, where: str = "DeleteOptions") -> DeleteOptions:
@@ -43,8 +47,9 @@ class DeleteOptions:
             body = {}
         if not isinstance(body, Mapping):
             raise refused(400, "BadRequest", f"{where} must be a JSON object, not {type(body).__name__}")
-        if body.get("dryRun") or params.get("dryRun"):
-            raise refused(400, "BadRequest", f"{where}.dryRun: dry-run deletions are not modelled by this emulator")
+        dry_run = body.get("dryRun") or params.get("dryRun")
+        if dry_run not in (None, [], "All", ["All"]):
+            raise refused(400, "BadRequest", f"{where}.dryRun: only All is a dry run")
         grace = body.get("gracePeriodSeconds", params.get("gracePeriodSeconds"))
         if grace is not None:
             try:
@@ -54,7 +59,10 @@ class DeleteOptions:
         preconditions = body.get("preconditions") or {}
         if not isinstance(preconditions, Mapping):
             raise refused(400, "BadRequest", f"{where}.preconditions must be an object with uid and resourceVersion")
-        return cls(grace, preconditions.get("uid"), preconditions.get("resourceVersion"))
+        propagation = body.get("propagationPolicy", params.get("propagationPolicy"))
+        if propagation is None and (body.get("orphanDependents") is True or params.get("orphanDependents") == "true"):
+            propagation = "Orphan"
+        return cls(grace, preconditions.get("uid"), preconditions.get("resourceVersion"), propagation, bool(dry_run))
 
 
 def ready(pod: Mapping[str, Any]) -> bool:

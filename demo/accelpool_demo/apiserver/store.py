@@ -33,6 +33,7 @@ from accelpool_demo.apiserver import (
     disruption,
     eviction,
     fields,
+    garbage,
     pods,
     resources,
     typed,
@@ -92,7 +93,14 @@ class Store:
         """Whether a Ready node's not-ready taint is lifted (`_lift_not_ready_taints`; False: a cluster whose
         kube-controller-manager runs without its node lifecycle controller)."""
         self._untaint: set[Key] = set()
+        self._lifting = False
         self._establish: set[Key] = set()
+        self.garbage_collector = True
+        """Whether ownerReferences are followed (`_collect_garbage`; False: no kube-controller-manager)."""
+        self._garbage = False
+        """Whether a write may have given the garbage collector work."""
+        self._reported: set[str] = set()
+        """Objects the garbage collector reported an owner of the wrong scope of."""
         """CustomResourceDefinitions the CRD controllers have yet to establish."""
         """Nodes that are Ready and carry the not-ready taint."""
         self.disruption_controller = True
@@ -160,6 +168,13 @@ class Store:
 
     def _publish(self, key: Key, kind: str, obj: JsonObject, previous: JsonObject | None = None) -> None:
         self.events.publish(Event(self.version, key[0], kind, obj, previous))
+        metadata, before = obj.get("metadata") or {}, (previous or {}).get("metadata") or {}
+        if (
+            kind == "DELETED"
+            or metadata.get("ownerReferences") != before.get("ownerReferences")
+            or bool(metadata.get("deletionTimestamp")) != bool(before.get("deletionTimestamp"))
+        ):
+            self._garbage = True  # the garbage collector has something to look at
         resource_key = resources.key_of(key[0])
         if resource_key == crds.CRDS:
             self.custom.define(key[2], None if kind == "DELETED" else obj)
@@ -198,7 +213,14 @@ class Store:
             stored.history.append(obj)
             del stored.history[:-VERSIONS_KEPT]
         self._publish(key, "MODIFIED" if previous is not None else "ADDED", obj, previous)
-        return self.objects[key].raw
+        stored_now: JsonObject = self.objects[key].raw
+        if self._untaint and self.node_lifecycle_controller and not self._lifting:
+            self._lifting = True  # the controller reacts at once: the writer's answer still shows the taint
+            try:
+                self._lift_not_ready_taints()
+            finally:
+                self._lifting = False
+        return stored_now
 
     def _next_version(self) -> str:
         self.version += 1
@@ -303,8 +325,10 @@ class Store:
 
     def _schema(self, resource: kmock.resource) -> fields.Schema:
         key = resources.key_of(resource)
-        if key in self.custom.served:
-            return fields.Schema(self.custom.served[key].schema)
+        if key in self.custom.served:  # a custom object's metadata is an ObjectMeta all the same
+            schema = self.custom.served[key].schema
+            properties = {**(schema.get("properties") or {}), "metadata": typed.METADATA}
+            return fields.Schema({**schema, "properties": properties})
         return fields.Schema(typed.schema_of(key))
 
     def _managed(
@@ -356,6 +380,12 @@ class Store:
                 obj = {k: v for k, v in obj.items() if k != "status"}
             self.custom.validate(key, obj, current, cel=self.cel)
             return obj
+        references = kube_validation.owner_references((obj.get("metadata") or {}).get("ownerReferences"))
+        if references:
+            kind = str(obj.get("kind") or resources.kind_of(resource))
+            raise kube_validation.refusal(
+                kind, resource.group or "", (obj.get("metadata") or {}).get("name"), references
+            )
         if key == resources.NODES:
             return admission.admit_node(obj, current, taint=self.node_taints)
         if key == crds.CRDS:
@@ -431,6 +461,8 @@ class Store:
             pods.check_preconditions(
                 resource, str(current.get("kind") or resources.kind_of(resource)), current, options
             )
+            if options.dry_run:
+                return current
             if resources.key_of(resource) == resources.PODS:
                 return self._delete_pod((resource, namespace, name), current, options.grace_period_seconds)
             metadata = current.get("metadata") or {}
@@ -438,9 +470,14 @@ class Store:
                 return current
             marked = copy.deepcopy(current)
             marked["metadata"]["resourceVersion"] = self._next_version()
-            if metadata.get("finalizers"):
+            finalizer = garbage.FINALIZERS.get(options.propagation or "")
+            if finalizer is not None and self.garbage_collector:  # the garbage collector finishes the deletion
+                marked["metadata"]["finalizers"] = [*(metadata.get("finalizers") or []), finalizer]
+            if marked["metadata"].get("finalizers"):
                 marked["metadata"]["deletionTimestamp"] = writes.now()
                 marked["metadata"]["deletionGracePeriodSeconds"] = 0
+                if marked["metadata"].get("generation"):  # rest.BeforeDelete: a graceful deletion is a new generation
+                    marked["metadata"]["generation"] += 1
                 return self._store((resource, namespace, name), marked, current)
             self.objects[resource, namespace, name].delete()
             self._publish((resource, namespace, name), "DELETED", marked)
@@ -479,8 +516,12 @@ class Store:
                 if len(budgets) > 1:
                     raise eviction.more_than_one_budget()
                 if budgets and not eviction.unhealthy_may_go(pod, budgets[0]):
-                    self._write_status(BUDGETS, budgets[0], eviction.decremented(budgets[0], name, now))
+                    status = eviction.decremented(budgets[0], name, now)
+                    if not options.dry_run:
+                        self._write_status(BUDGETS, budgets[0], status)
             eviction.check_latest(pod, options)
+            if options.dry_run:
+                return dict(eviction.SUCCESS)
             pod = self._write_status(PODS, pod, pods.with_condition(pod, eviction.disruption_target(now))["status"])
             self._delete_pod((PODS, namespace, name), pod, options.grace_period_seconds)
             return dict(eviction.SUCCESS)
@@ -493,7 +534,8 @@ class Store:
         due = [key for key, deadline in self._terminating.items() if deadline <= now]
         recheck = self._recheck is not None and self._recheck <= now
         untaint = self.node_lifecycle_controller and bool(self._untaint)
-        waiting = not due and not untaint and not self._establish
+        collect = self.garbage_collector and self._garbage
+        waiting = not due and not untaint and not self._establish and not collect
         if waiting and not (self.disruption_controller and (self._unsynced or recheck)):
             return
         async with self.lock:
@@ -505,6 +547,8 @@ class Store:
                     self._write_status(key[0], crd, status)
             if untaint:
                 self._lift_not_ready_taints()
+            if collect:
+                self._collect_garbage()
             for key in due:
                 current = self.get(*key)
                 if current is not None and pods.due(current, now):
@@ -516,6 +560,54 @@ class Store:
                     self._recheck = None
                 while self._unsynced:
                     self._sync_budgets(self._unsynced.pop(), now)
+
+    def _collect_garbage(self) -> None:
+        """kube-controller-manager's garbage collector (`garbage`), one pass over every object: the dependents
+        of an orphaning owner let go, of a foreground deletion deleted (then its finalizer lifted), objects
+        whose owners are all gone deleted, the references to gone owners of the others removed."""
+        self._garbage = False
+        live = {key: obj.raw for key, obj in list(self.objects.items()) if not obj.deleted and key[2] is not None}
+        graph = garbage.Graph(live, self._namespaced)
+        for key, action in graph.actions():
+            current = self.get(*key)
+            if current is None:
+                continue
+            if action.delete:
+                self._delete_now(key, current)
+            elif action.object is not None:
+                changed = action.object
+                changed["metadata"]["managedFields"] = self._managed(
+                    key[0], current, changed, CONTROLLER_MANAGER, subresource=None, base=current
+                )
+                changed["metadata"]["resourceVersion"] = self._next_version()
+                self._store(key, changed, current)
+        for dependent, reference in graph.invalid_namespaces():
+            if dependent["metadata"]["uid"] not in self._reported:
+                self._reported.add(dependent["metadata"]["uid"])
+                self.put(resources.EVENTS, garbage.invalid_namespace_event(dependent, reference, writes.now()))
+
+    def _namespaced(self, api_version: str, kind: str) -> bool | None:
+        """Whether a kind is namespaced (None: not served)."""
+        served = [*resources.RESOURCES.items(), *((k, c.info) for k, c in self.custom.served.items())]
+        for key, info in served:
+            if info.kind == kind and key.rsplit("/", 1)[0] == api_version:
+                return bool(info.namespaced)
+        return None
+
+    def _delete_now(self, key: Key, current: JsonObject) -> None:
+        """A deletion by a controller: marked while finalizers hold it, else gone."""
+        metadata = current.get("metadata") or {}
+        if metadata.get("deletionTimestamp"):
+            return
+        marked = copy.deepcopy(current)
+        marked["metadata"]["resourceVersion"] = self._next_version()
+        if metadata.get("finalizers"):
+            marked["metadata"]["deletionTimestamp"] = writes.now()
+            marked["metadata"]["deletionGracePeriodSeconds"] = 0
+            self._store(key, marked, current)
+            return
+        self.objects[key].delete()
+        self._publish(key, "DELETED", marked)
 
     def _lift_not_ready_taints(self) -> None:
         """The node lifecycle controller's NoSchedule pass, as far as the emulator plays it: a Ready node's

@@ -66,7 +66,7 @@ METADATA: JsonObject = _closed(
     deletionGracePeriodSeconds=ANY,
     labels=STRINGS,
     annotations=STRINGS,
-    ownerReferences=_keyed("uid", items=OWNER_REFERENCE),
+    ownerReferences=_keyed("uid", items={**OWNER_REFERENCE, "x-kubernetes-map-type": "atomic"}),
     finalizers={**SET, "x-kubernetes-patch-strategy": "merge"},
     managedFields={"items": {}},
 )
@@ -211,6 +211,8 @@ def shaped(key: str, obj: JsonObject) -> JsonObject:
                 del metadata[name]
         if not tracks_generation(key):
             metadata.pop("generation", None)
+    if key == BUDGETS:
+        obj.setdefault("spec", {})
     if key == NODES:
         _shape_node(obj)
     elif key == CRDS:

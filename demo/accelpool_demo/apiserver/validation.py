@@ -216,6 +216,49 @@ def metadata(obj: Mapping[str, Any], *, name_check: bool = True) -> list[FieldEr
     return errors
 
 
+def owner_references(found: Any, field: str = "metadata.ownerReferences") -> list[FieldError]:
+    """apimachinery/pkg/api/validation/objectmeta.go `ValidateOwnerReferences`: each reference's apiVersion
+    (a version), kind, name and uid set, at most one of them the controller."""
+    errors: list[FieldError] = []
+    first = ""
+    references = found if isinstance(found, list) else []
+    for reference in references:
+        reference = reference if isinstance(reference, Mapping) else {}
+        api_version = str(reference.get("apiVersion") or "")
+        if not api_version.rsplit("/", 1)[-1]:
+            errors.append(
+                FieldError("FieldValueInvalid", f"{field}.apiVersion", api_version, "version must not be empty")
+            )
+        for name in ("kind", "name", "uid"):
+            if not reference.get(name):
+                errors.append(
+                    FieldError(
+                        "FieldValueInvalid", f"{field}.{name}", str(reference.get(name) or ""), "must not be empty"
+                    )
+                )
+        if reference.get("controller") is True:
+            current = f"{reference.get('kind')}/{reference.get('name')}"
+            if first:
+                why = (
+                    "Only one reference can have Controller set to true. "
+                    f'Found "true" in references for {first} and {current}'
+                )
+                errors.append(FieldError("FieldValueInvalid", field, Raw(_owner_references_json(references)), why))
+            else:
+                first = current
+    return errors
+
+
+def _owner_references_json(references: list[Any]) -> str:
+    """References as Go encodes metav1.OwnerReference (its field order, unset pointers left out)."""
+    ordered = []
+    for reference in references:
+        item = {k: reference[k] for k in ("apiVersion", "kind", "name", "uid") if k in reference}
+        item.update({k: reference[k] for k in ("controller", "blockOwnerDeletion") if reference.get(k) is not None})
+        ordered.append(item)
+    return json.dumps(ordered, separators=(",", ":"))
+
+
 def immutable_uid(obj: Mapping[str, Any], old: Mapping[str, Any]) -> list[FieldError]:
     """`ValidateObjectMetaUpdate`'s uid: a write may leave it out, never change it."""
     sent = (obj.get("metadata") or {}).get("uid")

@@ -192,10 +192,12 @@ async def test_the_eviction_body_is_checked(client: KubeClient, evict: Evict) ->
             **eviction("w0"),
             "apiVersion": "v1",
         },
-        "deleteOptions.dryRun: dry-run deletions are not modelled by this emulator": eviction("w0", dryRun=["All"]),
     }
     for message, body in refusals.items():
         assert (await evict("w0", body))[::2] == (400, failure(400, message, "BadRequest")), message
+    before = await client.get(f"{PODS}/w0")
+    assert (await evict("w0", eviction("w0", dryRun=["All"])))[0] == 201
+    assert await client.get(f"{PODS}/w0") == before, "a dry run writes nothing"
     assert (await evict("w0", {**eviction("w0"), "apiVersion": "policy/v1beta1"}))[0] == 201
 
 

@@ -190,3 +190,27 @@ async def test_pools_are_admitted_by_the_crd_and_unless_left_out_the_webhook(cli
         with pytest.raises(ApiError) as schema:
             await bare_client.create(POOLS, the_schema_refuses)
         assert schema.value.status == 422 and "greater than or equal to 2" in schema.value.message
+
+
+async def test_an_event_about_an_object_of_no_namespace_belongs_in_default(
+    api: RunningApiServer, client: KubeClient
+) -> None:
+    """kube-apiserver's Event validation (tests/conformance: list-watch-events/events), when the store enforces it."""
+    about_a_node = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "e"},
+        "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": "n"},
+        "reason": "Test",
+    }
+    assert (await client.create(f"/api/v1/namespaces/{NAMESPACE}/events", about_a_node))["reason"] == "Test"
+    api.server.store.strict_event_namespaces = True
+    with pytest.raises(ApiError) as refused:
+        await client.create(f"/api/v1/namespaces/{NAMESPACE}/events", {**about_a_node, "metadata": {"name": "f"}})
+    assert refused.value.status == 422
+    assert refused.value.message == (
+        'Event "f" is invalid: involvedObject.namespace: Invalid value: "": does not match event.namespace'
+    )
+    assert (await client.create("/api/v1/namespaces/default/events", about_a_node))["metadata"][
+        "namespace"
+    ] == "default"
