@@ -9,7 +9,8 @@ scenario is stored first, as it was there:
 - the namespaces the scenario uses, each with the two ConfigMaps kube-controller-manager publishes in
   every namespace of that cluster (`kube-root-ca.crt`, and `openshift-service-ca.crt` from its
   OpenShift build: the transcripts' README), which the recorded lists show;
-- the test CRDs of the file (`crds:`) when the scenario uses their kinds without creating them;
+- the test CRDs (`crds:` of crd-admission-and-apply.yaml) when the scenario uses their group without
+  creating them;
 - kube-controller-manager as it ran there: its TTL controller annotates each new Node (`_ttl_controller`),
   its node lifecycle controller does not run (`Store.node_lifecycle_controller` off);
 - the list the recorder made before opening its watches (`_list_before_watching`).
@@ -21,6 +22,10 @@ step about a stale one (its note says "stale"), the one it had when first seen; 
 value stored at the same place; in queries, the resourceVersion of the latest list and the latest
 `continue` token a list answered. The transcripts' README lists what else is kept verbatim; `CORRECTIONS`
 holds the one request the recording shows otherwise than it was sent.
+
+At an observation step the controllers get `OBSERVE_SECONDS` of loop time (the recorder polled for about
+as long), after what the recorder did there without a step of its own (`ACTIONS`), and the objects then
+stored are its outcome (which tests/conformance/test_transcripts.py's `OBSERVED` checks).
 """
 
 from __future__ import annotations
