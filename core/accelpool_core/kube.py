@@ -217,7 +217,10 @@ def _error(status: int, text: str, *, method: str, path: str) -> ApiError:
         reason = str(payload.get("reason", ""))
         message = str(payload.get("message", message))
         listed = (payload.get("details") or {}).get("causes") or []
-        causes = tuple((str(c.get("type", "")), str(c.get("message", ""))) for c in listed if isinstance(c, dict))
+        # metav1.StatusCause's type is encoded as "reason" (`Type CauseType json:"reason"`)
+        causes = tuple(
+            (str(c.get("reason", c.get("type", ""))), str(c.get("message", ""))) for c in listed if isinstance(c, dict)
+        )
     except (ValueError, AttributeError):
         pass
     kind = {404: NotFoundError, 409: ConflictError, 410: GoneError}.get(status, ApiError)

@@ -3,21 +3,34 @@ accelpool against (the operator, kopf, the agents, the demo's simulators and kub
 
 It emulates, for the resources in `resources.RESOURCES` (and any a test declares in `resources`),
 each behaviour pinned by a test in tests/integration/emulator/ (server-side apply, pod admission and
-the scale subresource in tests/integration/demo/test_apiserver.py):
+the scale subresource in tests/integration/demo/test_apiserver.py), and held against transcripts of a
+real kube-apiserver v1.36.2 by tests/conformance (whose known_differences.py lists where it differs):
 
-- creation: a name from `generateName`, the URL's namespace, uid, creationTimestamp, generation 1, a
-  resourceVersion; 409 AlreadyExists for a taken name; the status dropped where the create strategy
-  drops it (ComputePools, the apps kinds), a pod's set to `Pending`, a PodDisruptionBudget's counts to 0;
+- creation: a name from `generateName`, the URL's namespace, uid, creationTimestamp, a resourceVersion;
+  409 AlreadyExists for a taken name; the status dropped where the create strategy drops it (custom
+  resources with a status subresource, the apps kinds), a pod's set to `Pending`, a PodDisruptionBudget's
+  counts to 0; a Node's not-ready taint (admission), lifted once it is Ready (`Store.node_lifecycle_controller`);
+- built-in kinds in their Go types' shape (`typed`: a Node's `spec: {}` and zero `nodeInfo`, no empty
+  `labels`, `metadata.generation` only where the strategy keeps one), the fields their types lack dropped
+  with a `Warning` header (a 400 or 422 with `fieldValidation=Strict`), and validated as the API server
+  words it (`validation`: names, labels, a Node's taints and extended resources, Events);
+- managed fields (`fields`): every write by a request records its field manager (`fieldManager`, or the
+  User-Agent's first word) in `metadata.managedFields`, as the API server's field manager does;
 - resourceVersions: one counter for every write, so a list's resourceVersion orders it against every
   event; 409 Conflict for a stale `metadata.resourceVersion` on PUT, merge or strategic PATCH and apply;
   a write that changes nothing stores nothing and keeps the resourceVersion;
-- generation: +1 whenever a write changes `spec` (every kind alike);
+- generation: +1 whenever a write changes `spec` (of the kinds that have one);
 - PUT replaces (404 for a missing object, 400 for a name that is not the URL's); PATCH as a merge patch
-  (RFC 7386), a JSON patch (RFC 6902; a failed `test` or a missing path is a 422), a strategic merge
-  patch (a merge patch whose `status.conditions` merge by `type`; 415 for custom resources), and
-  server-side apply (field managers, conflicts, `force`, pruning: `apply`);
-- subresources: `status` (a write through it changes only the status; a write through the resource
-  never changes the status of a resource that has one), and ComputePools' `scale` (`kubectl scale`);
+  (RFC 7386), a JSON patch (RFC 6902 as json-patch v4 applies it), a strategic merge patch (merge keys,
+  `$patch` and `$setElementOrder` directives: `patches`; 415 for custom resources), and server-side
+  apply (field managers, conflicts, `force`, pruning: `apply`); errors in the patch handler's words;
+- subresources: `status` (a write through it changes only the status, and for Nodes, pods and budgets
+  the metadata too; a write through the resource never changes the status of a resource that has
+  one), and ComputePools' `scale` (`kubectl scale`);
+- events.k8s.io/v1 Events, the core/v1 Events seen through that API (`conversion`);
+- the garbage collector (`garbage`): ownerReferences followed, deletions with `propagationPolicy`
+  Background, Foreground or Orphan (`Store.garbage_collector`);
+- CustomResourceDefinitions established by the CRD controllers, and any CRD's `scale` subresource;
 - deletion: at once, or with `deletionTimestamp` while finalizers remain (no new finalizer can then
   be added), the object gone when the last one is removed; DeleteOptions' `preconditions` (409) and, for
   pods, graceful deletion (`pods`): `gracePeriodSeconds` (or the pod's terminationGracePeriodSeconds;
@@ -32,10 +45,12 @@ the scale subresource in tests/integration/demo/test_apiserver.py):
   and StatefulSets, which are stored, never run), synced before each request and every
   `SETTLE_SECONDS` on the server's `clock` (`Store.disruption_controller = False`: a controller that is
   behind);
-- lists and watches by namespace, `labelSelector` and `fieldSelector` (any dotted field path); watches
-  from a `resourceVersion` (410 Expired once it is older than the events kept), or from now with every
-  object as ADDED first; objects entering or leaving a watch's selectors as ADDED or DELETED;
-  `timeoutSeconds`; every stream ended when the server shuts down (`close_watches`), as a real one does;
+- lists and watches by namespace, `labelSelector` and `fieldSelector` (the fields each resource can be
+  selected by: `selectors`), lists paged by `limit` and `continue`, at an `Exact` resourceVersion (504 for
+  one not reached yet), their options checked (`lists`); watches from a `resourceVersion` (410 Expired
+  once it is older than the events kept), or from now with every object as ADDED first; objects entering
+  or leaving a watch's selectors as ADDED or DELETED; BOOKMARKs; `timeoutSeconds`; every stream ended
+  when the server shuts down (`close_watches`), as a real one does;
 - admission: ComputePools as the chart's CRD and webhook judge them (strict decoding on
   `fieldValidation=Strict`, else unknown fields dropped; schema, CEL, and the webhook unless
   `webhook=False`), pods refused without their ServiceAccount or RuntimeClass, PodDisruptionBudgets
@@ -57,22 +72,19 @@ the scale subresource in tests/integration/demo/test_apiserver.py):
   (`ApiServer.served`), listeners told of every request, direct access to the stored objects
   (`ApiServer.objects`, `serving()`), and a footprint bounded however long it runs (`remember`).
 
-It does NOT emulate: authentication, authorization and RBAC (every request is admitted); namespaces
-over HTTP (kmock's URL parser reads `/api/v1/namespaces/NAME` as a namespace prefix: they are stored
-with `RunningApiServer.put`) and their lifecycle (objects may be created in a namespace that does not
-exist);
-garbage collection (ownerReferences are stored, never followed); controllers other than the disruption
-controller (no pod is scheduled or run, no DaemonSet status written: `accelpool_demo.daemonsets` and the
-demo's kubelet play those; no ReplicaSet replaces an evicted pod); a kubelet's view of a terminating pod
-(its phase and Ready stay as they were until it is removed; a node that is down still lets it go);
-defaulting of pods (no terminationGracePeriodSeconds of 30: without one a pod is deleted at once);
-admission other than the above (no quotas, LimitRanges, Pod Security, webhooks other than accelpool's,
-defaulting or validation of other built-in kinds; the CEL rules of installed CRDs without `Store.cel`, their
-version conversion, `format` checks and printer columns); strategic-merge directives and merge keys other
-than conditions; field selectors restricted to the fields each kind supports; list pagination
-(`limit`, `continue`), `dryRun` (an eviction or DELETE asking for it is a 400), `resourceVersionMatch`,
-bookmarks; collection deletes; OpenAPI v2 and built-in kinds' OpenAPI; tables of other kinds beyond
-NAME and AGE; protobuf; TLS.
+It does NOT emulate: authentication, authorization and RBAC (every request is admitted); namespaces over HTTP
+(kmock's URL parser reads `/api/v1/namespaces/NAME` as a namespace prefix: they are stored with
+`RunningApiServer.put`) and their lifecycle (objects may be created in a namespace that does not exist);
+controllers other than the disruption controller and the node lifecycle controller's lifting of the not-ready
+taint (no pod is scheduled or run, no DaemonSet status written: `accelpool_demo.daemonsets` and the demo's
+kubelet play those; no ReplicaSet replaces an evicted pod); a kubelet's view of a terminating pod (its phase
+and Ready stay as they were until it is removed; a node that is down still lets it go); defaulting of pods (no
+terminationGracePeriodSeconds of 30: without one a pod is deleted at once); admission other than the above (no
+quotas, LimitRanges, Pod Security, webhooks other than accelpool's, defaulting or validation of other built-in
+kinds; the CEL rules of installed CRDs without `Store.cel`, their version conversion, `format` checks and
+printer columns); strategic- merge merge keys other than those `typed` lists; `dryRun` (an eviction or DELETE
+asking for it is a 400); collection deletes; OpenAPI v2 and built-in kinds' OpenAPI; tables of other kinds
+beyond NAME and AGE; protobuf; TLS.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from typing import Any
 import kmock
 
 from accelpool import admission, validation
+from accelpool_demo.apiserver import validation as kube_validation
 from accelpool_demo.apiserver.resources import RUNTIME_CLASSES, SERVICE_ACCOUNTS, bad_request, error, forbidden
 from accelpool_demo.apiserver.writes import JsonObject
 
@@ -39,6 +40,54 @@ DEFAULT_SERVICE_ACCOUNT = "default"
 """Every namespace has it (kube-controller-manager's serviceaccount controller creates it)."""
 Exists = Callable[[str, str | None, str], bool]
 """Whether a stored object exists: (resource key, namespace, name)."""
+
+
+NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+
+
+def admit_node(node: JsonObject, current: Mapping[str, Any] | None, *, taint: bool = True) -> JsonObject:
+    """A Node as admission leaves it: on creation the TaintNodesByCondition plugin adds the not-ready taint
+    the node lifecycle controller lifts once the node is Ready (plugin/pkg/admission/nodetaint/admission.go,
+    when `taint`); then validated (`kube_validation.node`), 422 when it is refused."""
+    if current is None and taint:
+        spec = node.setdefault("spec", {})
+        taints = spec.get("taints") or []
+        if not any(
+            t.get("key") == NOT_READY_TAINT["key"] and t.get("effect") == NOT_READY_TAINT["effect"] for t in taints
+        ):
+            spec["taints"] = [*taints, dict(NOT_READY_TAINT)]
+    errors = kube_validation.node(node, current)
+    if errors:
+        raise kube_validation.refusal("Node", "", (node.get("metadata") or {}).get("name"), errors)
+    return node
+
+
+def lifted_not_ready(node: Mapping[str, Any]) -> JsonObject | None:
+    """A Ready node without its not-ready taint, or None when it is not Ready or has no such taint."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    taints = (node.get("spec") or {}).get("taints") or []
+    kept = [t for t in taints if not (t.get("key") == NOT_READY_TAINT["key"] and t.get("effect") == "NoSchedule")]
+    if not ready or len(kept) == len(taints):
+        return None
+    lifted = copy.deepcopy(dict(node))
+    if kept:
+        lifted["spec"]["taints"] = kept
+    else:
+        del lifted["spec"]["taints"]
+    return lifted
+
+
+def admit_event(event: JsonObject, namespace: str | None, *, strict: bool, namespaces: bool) -> JsonObject:
+    """A new core/v1 Event as its validation judges it (`kube_validation.event`; `strict`: created through
+    events.k8s.io/v1), 422 when it is refused; without `namespaces`, the rule that puts an Event about an
+    object of no namespace in `default` is left out (see `Store.strict_event_namespaces`)."""
+    errors = kube_validation.event(event, namespace, strict=strict)
+    if not namespaces:
+        errors = [e for e in errors if e.field != "involvedObject.namespace" or e.value != ""]
+    if errors:
+        raise kube_validation.refusal("Event", "", (event.get("metadata") or {}).get("name"), errors)
+    return event
 
 
 def admit_pod(exists: Exists, namespace: str | None, pod: Mapping[str, Any]) -> None:
@@ -80,7 +129,19 @@ def admit_budget(budget: Mapping[str, Any]) -> None:
     spec = budget.get("spec") or {}
     problems: list[tuple[str, Any, str]] = []
     if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
-        problems.append(("spec", None, "minAvailable and maxUnavailable cannot be both set"))
+        shown = {  # the internal type, printed with its Go field names (%v of the struct as JSON)
+            "MinAvailable": spec.get("minAvailable"),
+            "Selector": spec.get("selector"),
+            "MaxUnavailable": spec.get("maxUnavailable"),
+            "UnhealthyPodEvictionPolicy": spec.get("unhealthyPodEvictionPolicy"),
+        }
+        problems.append(
+            (
+                "spec",
+                kube_validation.Raw(json.dumps(shown, separators=(",", ":"))),
+                "minAvailable and maxUnavailable cannot be both set",
+            )
+        )
     for field in ("minAvailable", "maxUnavailable"):
         if spec.get(field) is not None:
             problems += [(f"spec.{field}", spec[field], why) for why in _int_or_percent_problems(spec[field])]
@@ -93,7 +154,8 @@ def admit_budget(budget: Mapping[str, Any]) -> None:
     causes = [
         {
             "reason": "FieldValueNotSupported" if "supported values" in why else "FieldValueInvalid",
-            "message": f"{'Unsupported' if 'supported values' in why else 'Invalid'} value: {json.dumps(value)}: {why}",
+            "message": f"{'Unsupported' if 'supported values' in why else 'Invalid'} value: "
+            f"{kube_validation.go_value(value)}: {why}",
             "field": path,
         }
         for path, value, why in problems

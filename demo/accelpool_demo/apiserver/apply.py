@@ -1,179 +1,260 @@
 """Server-side apply (PATCH `application/apply-patch+yaml`), as k8s.io/apiserver's patch handler
-(pkg/endpoints/handlers/patch.go, `applyPatcher`) and sigs.k8s.io/structured-merge-diff do it:
+(pkg/endpoints/handlers/patch.go, `applyPatcher`) and sigs.k8s.io/structured-merge-diff/v4
+(merge/update.go `Updater.Apply`) do it. Pure, apart from the time given:
 
-- the `fieldManager` query parameter is required; the body is the whole intent (YAML or JSON);
-- a missing object is created (a 201, as `applyPatcher.createNewObject`);
-- fields this manager applied before and leaves out now are removed, unless another applier owns them;
-  fields nobody applied (another writer's, a controller's status) are kept; the rest is merged in;
-- `metadata.resourceVersion`, when sent, is a precondition (409 when stale); without it an apply never
-  conflicts on versions, so a controller writing `.status` in between cannot make it fail;
-- the status of a resource with a status subresource is not written through the main resource;
-- ownership is recorded in `metadata.managedFields` (operation Apply, FieldsV1); a field another applier
-  owns with a different value is a 409 conflict unless `force=true`, which takes it over.
+- the applied configuration (YAML or JSON) needs apiVersion and kind (400 `invalid object type`), and
+  declares no field the type lacks (500 `failed to create typed patch object`);
+- it is merged into the live object: maps field by field, keyed lists (`x-kubernetes-list-type: map`)
+  item by item in the order merge.go gives them, sets as unions, atomic lists and scalars replaced;
+- the fields this manager applied before and leaves out now are removed, unless another manager (an
+  applier or an updater) owns them (merge/update.go `prune`); a list or map left empty by that goes too;
+- a field another manager owns and the apply changes is a conflict: 409 with a cause per field, unless
+  `force`, which takes it from them (internal/conflict.go words them);
+- the applier owns exactly the fields of its configuration (`field_set`: typed/tofieldset.go); a
+  missing object is created (201: `applyPatcher.createNewObject`); an apply that changes nothing leaves
+  the object and its entry's time as they were, its ownership recorded all the same.
 
-Simplified: lists are atomic (real SSA merges list-maps such as containers by key; for a manager that
-owns a whole list, as accelpool does, the result is the same), writers other than appliers do not
-appear in managedFields, and apply to a subresource is refused. Pure, apart from the clock.
+A write through the resource owns no status, one through `status` no spec (the strategies' reset
+fields); `metadata.resourceVersion`, when sent, is a precondition (the caller's).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import yaml
 
-from accelpool_demo.apiserver.resources import bad_request, error
-from accelpool_demo.apiserver.writes import JsonObject, now
+from accelpool_demo.apiserver import fields
+from accelpool_demo.apiserver.fields import MISSING, Entry, Path, Schema
+from accelpool_demo.apiserver.resources import bad_request, error, internal
+from accelpool_demo.apiserver.writes import JsonObject
 
 CONTENT_TYPE = "application/apply-patch+yaml"
-UNOWNED_METADATA = frozenset(
-    {"name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp"}
-    | {"managedFields", "selfLink"}
-)
-Path = tuple[str, ...]
-_MISSING = object()
 
 
 def configuration(data: Any, text: str) -> JsonObject:
     """The applied configuration of a request (parsed JSON, or the YAML text); 400 without apiVersion and kind."""
     config = data if isinstance(data, dict) else yaml.safe_load(text or "")
-    if not isinstance(config, dict) or not config.get("apiVersion") or not config.get("kind"):
-        raise bad_request("an applied configuration needs apiVersion and kind")
+    if not isinstance(config, dict):
+        raise bad_request("invalid object type: /, Kind=")
+    if not config.get("apiVersion") or not config.get("kind"):
+        api_version = str(config.get("apiVersion") or "")
+        group_version = api_version if "/" in api_version else f"/{api_version}"
+        raise bad_request(f"invalid object type: {group_version}, Kind={config.get('kind') or ''}")
     return config
 
 
-def owned_paths(config: Mapping[str, Any], has_status: bool) -> set[Path]:
-    """The fields an applied configuration sets: every leaf (a scalar, a list, an empty map) by its path."""
-    paths: set[Path] = set()
-
-    def walk(value: Any, path: Path) -> None:
-        if isinstance(value, Mapping) and value:
-            for key, child in value.items():
-                walk(child, (*path, str(key)))
-        else:
-            paths.add(path)
-
-    for key, value in config.items():
-        if key in ("apiVersion", "kind") or (key == "status" and has_status):
-            continue
-        if key == "metadata":
-            for meta_key, meta_value in (value or {}).items():
-                if meta_key not in UNOWNED_METADATA:
-                    walk(meta_value, ("metadata", str(meta_key)))
-        else:
-            walk(value, (str(key),))
-    return paths
+def undeclared(config: Mapping[str, Any], schema: Mapping[str, Any], name: str, namespace: str) -> None:
+    """500 for a configuration with a field its type does not declare (the typed patch object: the
+    type converter refuses it before anything is merged)."""
+    missing = _undeclared(schema, {k: v for k, v in config.items() if k not in ("apiVersion", "kind", "metadata")}, "")
+    if missing:
+        kind, api_version = config.get("kind"), config.get("apiVersion")
+        raise internal(
+            f"failed to create typed patch object ({namespace}/{name}; {api_version}, Kind={kind}): "
+            f"{missing[0]}: field not declared in schema"
+        )
 
 
-def fields_v1(paths: set[Path]) -> JsonObject:
-    """Paths as `managedFields[].fieldsV1` (`{"f:spec": {"f:template": {...}}}`); lists are atomic here."""
-    root: JsonObject = {}
-    for path in sorted(paths):
-        node = root
-        for part in path:
-            node = node.setdefault(f"f:{part}", {})
-    return root
-
-
-def paths_of(fields: Mapping[str, Any], prefix: Path = ()) -> set[Path]:
-    found: set[Path] = set()
-    for key, child in fields.items():
-        if not key.startswith("f:"):
-            continue  # `k:`/`v:`/`i:` list items and the `.` self marker: not produced by this model
-        path = (*prefix, key[2:])
-        found |= paths_of(child, path) if child else {path}
+def _undeclared(schema: Mapping[str, Any], value: Any, path: str) -> list[str]:
+    found: list[str] = []
+    if isinstance(value, Mapping) and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        properties = schema.get("properties")
+        additional = schema.get("additionalProperties")
+        for key, child in value.items():
+            at = f"{path}.{key}"
+            if properties is not None and key in properties:
+                found += _undeclared(properties[key], child, at)
+            elif isinstance(additional, Mapping):
+                found += _undeclared(additional, child, at)
+            elif properties is not None or additional is False:
+                found.append(at)
+    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        for item in value:
+            found += _undeclared(schema["items"], item, path)
     return found
 
 
-def _value_at(obj: Any, path: Path) -> Any:
-    for part in path:
-        if not isinstance(obj, Mapping) or part not in obj:
-            return _MISSING
-        obj = obj[part]
-    return obj
+# ---------------------------------------------------------------- field sets and merging
 
 
-def _remove_path(obj: JsonObject, path: Path) -> None:
-    node: Any = obj
-    for part in path[:-1]:
-        node = node.get(part) if isinstance(node, dict) else None
-        if not isinstance(node, dict):
-            return
-    node.pop(path[-1], None)
+def field_set(config: Any, schema: Schema, path: Path = ()) -> set[Path]:
+    """The fields a configuration sets (typed/tofieldset.go): its leaves, atomic lists and maps whole, the
+    items of keyed lists (each a field itself and its fields), the items of sets; a map is no field."""
+    found: set[Path] = set()
+    if isinstance(config, Mapping) and not schema.atomic_map:
+        if not config and path:
+            found.add(path)
+        for key, child in config.items():
+            found |= field_set(child, schema.child(str(key)), (*path, f"f:{key}"))
+    elif isinstance(config, list) and schema.list_type in ("map", "set"):
+        if not config and path:
+            found.add(path)
+        item = schema.item()
+        for child in config:
+            at = (*path, fields.element_of(child, schema))
+            found.add(at)
+            if schema.list_type == "map":
+                found |= field_set(child, item, at)
+    elif path:
+        found.add(path)
+    return found
 
 
-def _merge_applied(target: JsonObject, config: Mapping[str, Any]) -> None:
-    for key, value in config.items():
-        if isinstance(value, Mapping) and value and isinstance(target.get(key), dict):
-            _merge_applied(target[key], value)
+def merged(live: Any, config: Any, schema: Schema) -> Any:
+    """The configuration merged into the live value (typed/merge.go)."""
+    if isinstance(config, Mapping) and isinstance(live, Mapping) and not schema.atomic_map:
+        result = dict(live)
+        for key, child in config.items():
+            result[key] = merged(live.get(key, MISSING), child, schema.child(str(key)))
+        return result
+    if isinstance(config, list) and isinstance(live, list) and schema.list_type in ("map", "set"):
+        return _merged_list(live, config, schema)
+    return copy.deepcopy(config)
+
+
+def _merged_list(live: list[Any], config: list[Any], schema: Schema) -> list[Any]:
+    """A keyed list or a set merged (merge.go `visitListItems`, as far as the emulator goes): the live items in
+    their order, each the configuration matches merged with it, then the configuration's new items in its order."""
+    element = fields.element_of
+    wanted = {element(item, schema): item for item in config}
+    item_schema = schema.item()
+    out = []
+    for item in live:
+        key = element(item, schema)
+        if key in wanted and schema.list_type == "map":
+            out.append(merged(item, wanted.pop(key), item_schema))
         else:
-            target[key] = copy.deepcopy(value)
+            wanted.pop(key, None)
+            out.append(copy.deepcopy(item))
+    return out + [copy.deepcopy(item) for item in wanted.values()]
 
 
-def _without_managed_fields(obj: Mapping[str, Any]) -> JsonObject:
-    return {**obj, "metadata": {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}}
+def _value_at(obj: Any, path: Path, schema: Schema) -> Any:
+    node, node_schema = obj, schema
+    for part in path:
+        kind, _, rest = part.partition(":")
+        if kind == "f" and isinstance(node, Mapping) and rest in node:
+            node, node_schema = node[rest], node_schema.child(rest)
+        elif kind in ("k", "v") and isinstance(node, list):
+            found = [i for i in node if fields.element_of(i, node_schema) == part]
+            if not found:
+                return MISSING
+            node, node_schema = found[0], node_schema.item()
+        else:
+            return MISSING
+    return node
+
+
+def _remove(obj: Any, path: Path, schema: Schema) -> None:
+    """Remove the field at `path` (a map key, a list item), if it is there."""
+    parent = _value_at(obj, path[:-1], schema) if len(path) > 1 else obj
+    parent_schema = schema
+    for part in path[:-1]:
+        kind, _, rest = part.partition(":")
+        parent_schema = parent_schema.child(rest) if kind == "f" else parent_schema.item()
+    kind, _, rest = path[-1].partition(":")
+    if kind == "f" and isinstance(parent, dict):
+        parent.pop(rest, None)
+    elif kind in ("k", "v") and isinstance(parent, list):
+        parent[:] = [i for i in parent if fields.element_of(i, parent_schema) != path[-1]]
+
+
+def pruned(obj: JsonObject, gone: Iterable[Path], owned: set[Path], schema: Schema) -> JsonObject:
+    """`obj` without the fields in `gone` nobody else owns (merge/update.go `prune`), nor the lists and maps
+    that leaves empty and nobody owns."""
+    result = copy.deepcopy(obj)
+    for path in sorted(gone, key=len, reverse=True):
+        if any(p[: len(path)] == path for p in owned):
+            continue
+        _remove(result, path, schema)
+        for depth in range(len(path) - 1, 1, -1):
+            parent = path[:depth]
+            value = _value_at(result, parent, schema)
+            if value in ({}, []) and parent not in owned:
+                _remove(result, parent, schema)
+            else:
+                break
+    return result
+
+
+# ---------------------------------------------------------------- applying
+
+
+def conflict(found: list[tuple[Entry, Path]]) -> Exception:
+    """409 as internal/conflict.go `NewConflictError` words it: a cause per field, the managers sorted."""
+    causes = [
+        {
+            "reason": "FieldManagerConflict",
+            "message": f"conflict with {entry.describe()}",
+            "field": fields.display(path),
+        }
+        for entry, path in found
+    ]
+    if len(found) == 1:
+        entry, path = found[0]
+        message = f"Apply failed with 1 conflict: conflict with {entry.describe()}: {fields.display(path)}"
+    else:
+        lines: list[str] = []
+        for who in sorted({entry.describe() for entry, _ in found}):
+            lines.append(f"conflict with {who}:")
+            lines += [f"- {fields.display(p)}" for e, p in found if e.describe() == who]
+        message = f"Apply failed with {len(found)} conflicts: " + "\n".join(lines)
+    return error(409, "Conflict", message, {"causes": causes})
 
 
 def applied(
-    current: Mapping[str, Any] | None, config: Mapping[str, Any], *, manager: str, force: bool, has_status: bool
-) -> JsonObject | None:
-    """The object an apply leaves: a new one to create when `current` is None (without the server's
-    metadata), the merged one otherwise, None when it changes nothing. Preconditions are the caller's."""
-    owned = owned_paths(config, has_status)
-    body = {k: copy.deepcopy(v) for k, v in config.items() if not (k == "status" and has_status)}
-    body["metadata"] = {k: v for k, v in (config.get("metadata") or {}).items() if k not in UNOWNED_METADATA}
-    entry = {
-        "manager": manager,
-        "operation": "Apply",
-        "apiVersion": config["apiVersion"],
-        "time": now(),
-        "fieldsType": "FieldsV1",
-        "fieldsV1": fields_v1(owned),
-    }
-    if current is None:
-        body["metadata"]["managedFields"] = [entry]
-        return body
-    metadata = current.get("metadata") or {}
-    entries = [dict(e) for e in metadata.get("managedFields") or []]
-    appliers = [e for e in entries if e.get("operation") == "Apply" and e.get("manager") != manager]
-    others = {str(e.get("manager")): paths_of(e.get("fieldsV1") or {}) for e in appliers}
-    previous = next(
-        (
-            paths_of(e.get("fieldsV1") or {})
-            for e in entries
-            if e.get("operation") == "Apply" and e.get("manager") == manager
-        ),
-        set(),
+    live: JsonObject,
+    config: Mapping[str, Any],
+    schema: Schema,
+    *,
+    applier: Entry,
+    force: bool,
+    now: str,
+    ignored: Iterable[Path],
+) -> tuple[JsonObject, list[JsonObject], bool]:
+    """The object `applier`'s configuration makes of `live` (the zero object of a create), its managedFields,
+    and whether the object changed (False: a no-op, the entries changed all the same)."""
+    ignored = list(ignored)
+    body = {k: v for k, v in config.items() if k not in ("apiVersion", "kind", "metadata")}
+    for prefix in ignored:
+        body.pop(prefix[0][2:], None)
+    metadata = {k: v for k, v in (config.get("metadata") or {}).items() if k not in _UNOWNED_METADATA}
+    if metadata:
+        body["metadata"] = metadata
+    owned = fields.without_prefixes(field_set(body, schema), ignored) - fields.STRIPPED
+    entries = fields.entries(live)
+    mine = next((e for e in entries if e.identity == applier.identity), None)
+    others = [e for e in entries if e.identity != applier.identity]
+    result = merged({k: v for k, v in live.items() if k != "metadata"}, body, schema)
+    result["metadata"] = (
+        merged(live.get("metadata") or {}, metadata, schema.child("metadata"))
+        if metadata
+        else dict(live.get("metadata") or {})
     )
-    contested = {
-        other: {p for p in paths & owned if _value_at(current, p) != _value_at(config, p)}
-        for other, paths in others.items()
-    }
-    contested = {other: paths for other, paths in contested.items() if paths}
-    if contested and not force:
-        fields = sorted("." + ".".join(p) for paths in contested.values() for p in paths)
-        owners = ", ".join(f'"{m}"' for m in sorted(contested))
-        raise error(
-            409, "Conflict", f"Apply failed with {len(fields)} conflicts: conflict with {owners}: {', '.join(fields)}"
-        )
-    result = copy.deepcopy(dict(current))
-    for path in previous - owned:
-        if not any(path in paths for paths in others.values()):
-            _remove_path(result, path)
-    _merge_applied(result, body)
-    for applier in appliers:
-        taken = contested.get(str(applier.get("manager")))
-        if taken:
-            applier["fieldsV1"] = fields_v1(others[str(applier["manager"])] - taken)
-    kept = [e for e in entries if not (e.get("operation") == "Apply" and e.get("manager") == manager)]
-    result["metadata"] = {**result.get("metadata", {}), **{k: metadata[k] for k in UNOWNED_METADATA if k in metadata}}
-    if has_status:
-        result["status"] = copy.deepcopy(current.get("status"))
-        result = {k: v for k, v in result.items() if v is not None}
-    unchanged = _without_managed_fields(result) == _without_managed_fields(current)
-    if unchanged and previous == owned and not contested:
-        return None
-    result["metadata"]["managedFields"] = [*kept, entry]
-    return result
+    if mine is not None:
+        kept = set().union(*(e.fields for e in others)) | owned
+        result = pruned(result, mine.fields - owned, kept, schema)
+    comparison = fields.compare(_unmanaged(live), _unmanaged(result), schema)
+    changed = fields.without_prefixes(comparison.added | comparison.modified, ignored)
+    found = [(e, p) for e in others for p in sorted(e.fields & changed)]
+    if found and not force:
+        raise conflict(found)
+    for entry in others:
+        entry.fields = (entry.fields - changed) - comparison.removed
+    is_change = bool(comparison.added or comparison.modified or comparison.removed)
+    time = now if is_change else (mine.time if mine is not None else None)
+    ours = Entry(applier.manager, applier.operation, applier.api_version, applier.subresource, owned, time)
+    return result, fields.encoded([*others, ours]), is_change
+
+
+_UNOWNED_METADATA = frozenset(
+    {"name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink"}
+)
+
+
+def _unmanaged(obj: Mapping[str, Any]) -> JsonObject:
+    metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in ("managedFields", "resourceVersion")}
+    return {**obj, "metadata": metadata}

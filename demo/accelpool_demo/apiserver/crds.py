@@ -16,17 +16,24 @@ version's objects are stored apart, and a CRD's conversion webhook and printer c
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import kmock
 
-from accelpool_demo.apiserver import resources, structural
+from accelpool_demo.apiserver import patches, resources, structural, typed
+from accelpool_demo.apiserver import validation as kube_validation
 from accelpool_demo.apiserver.resources import bad_request, error
 from accelpool_demo.apiserver.writes import JsonObject
 
 CRDS = "apiextensions.k8s.io/v1/customresourcedefinitions"
+Refusal = Callable[[list[str], Mapping[str, Any]], Exception]
+"""What a request with `fieldValidation=Strict` is answered for these problems of the object it sent
+(`unknown field "spec.x"`, `duplicate field "spec.y"`)."""
+ROOT_FIELDS = ("apiVersion", "kind", "metadata")
+"""An object's fields its CRD's schema does not declare and the server keeps: pkg/apiserver/schema/pruning
+skips them at the root (metadata is pruned to ObjectMeta's fields: objectmeta.go)."""
 CelRules = Callable[[Mapping[str, Any], Any, Any], list[str]]
 """(schema, object, stored object or None) → the messages of the CEL rules that reject it (`path: message`)."""
 
@@ -41,6 +48,8 @@ class CustomResource:
     group: str
     schema: Mapping[str, Any]
     info: kmock.ResourceInfo
+    scale: Mapping[str, Any] | None = None
+    """The version's scale subresource (specReplicasPath, statusReplicasPath, labelSelectorPath)."""
 
     @property
     def has_status(self) -> bool:
@@ -69,24 +78,289 @@ class CustomResources:
         self, key: str, candidate: JsonObject, current: Mapping[str, Any] | None, *, strict: bool, cel: CelRules | None
     ) -> JsonObject:
         """The object to store for a create (`current` None) or an update, or the API server's refusal."""
+        obj = self.decoded(key, candidate, strict=strict)
+        if current is None and self.served[key].has_status:
+            obj.pop("status", None)
+        self.validate(key, obj, current, cel=cel)
+        return obj
+
+    def check_version(self, key: str, body: Any, warnings: list[str] | None) -> None:
+        """400 for a body of another apiVersion than the URL's (the handler's decoding: each of its fields is
+        unknown to a version the CRD does not serve, hence the warnings)."""
+        custom = self.served[key]
+        sent = body.get("apiVersion") if isinstance(body, Mapping) else None
+        wanted = f"{custom.group}/{key.split('/')[1]}"
+        if not sent or sent == wanted:
+            return
+        if warnings is not None:
+            warnings += [f'unknown field "{name}"' for name in sorted(body) if name not in ROOT_FIELDS]
+        raise bad_request(f"the API version in the data ({sent}) does not match the expected API version ({wanted})")
+
+    def decoded(
+        self,
+        key: str,
+        candidate: JsonObject,
+        *,
+        strict: bool,
+        warnings: list[str] | None = None,
+        refusal: Refusal | None = None,
+        duplicates: Sequence[str] = (),
+    ) -> JsonObject:
+        """A copy of the object as the API server decodes it: the schema's defaults applied, unknown fields
+        pruned (each a warning, or, with `fieldValidation=Strict`, a 400 strict decoding error or the
+        `refusal` of the request's kind)."""
         custom = self.served[key]
         obj = copy.deepcopy(candidate)
-        if current is None and custom.has_status:
-            obj.pop("status", None)
+        root = {name: obj.pop(name) for name in ROOT_FIELDS if name in obj}  # never pruned, never defaulted
         structural.apply_defaults(custom.schema, obj)
-        pruned = structural.prune(custom.schema, obj)
-        if pruned and strict:
-            found = ", ".join(f'unknown field "{path}"' for path in pruned)
-            raise bad_request(
-                f'{custom.kind} in version "{key.split("/")[1]}" cannot be handled as a {custom.kind}: '
-                f"strict decoding error: {found}"
-            )
-        problems = [str(p) for p in structural.problems(custom.schema, obj)]
-        if not problems and cel is not None:
-            problems = cel(custom.schema, obj, current)
-        if problems:
-            raise _invalid(custom, obj, problems)
+        pruned = sorted(structural.prune(custom.schema, obj))
+        metadata = root.get("metadata")
+        if isinstance(metadata, dict):
+            unknown = [name for name in metadata if name not in typed.METADATA["properties"]]
+            pruned = [f"metadata.{name}" for name in unknown] + pruned
+            root["metadata"] = {k: v for k, v in metadata.items() if k not in unknown}
+        obj = {**root, **obj}
+        found = [f'duplicate field "{path}"' for path in duplicates] + [f'unknown field "{path}"' for path in pruned]
+        if found and strict:
+            raise (refusal or decoding_refusal(custom.kind, key.split("/")[1]))(found, candidate)
+        if warnings is not None:
+            warnings += found
         return obj
+
+    def validate(self, key: str, obj: JsonObject, current: Mapping[str, Any] | None, *, cel: CelRules | None) -> None:
+        """The refusal (422) of a custom object, as apiextensions-apiserver's customResourceStrategy words it
+        (pkg/registry/customresource/strategy.go `Validate`, validator.go): kind and apiVersion, metadata,
+        the schema (`structural.problems`), the scale subresource's paths; then, unless an error of a
+        blocking type stopped them (`hasBlockingErr`: "some validation rules were not checked"), the CEL
+        rules, when the server was given an evaluator."""
+        custom = self.served[key]
+        errors = type_meta_errors(custom, obj, key.split("/")[1])
+        if not errors:
+            errors += kube_validation.metadata(obj, name_check=current is None)
+            errors += [_field_error(p) for p in structural.problems(custom.schema, obj)]
+            errors += scale_errors(custom.scale, obj)
+        if has_rules(custom.schema):
+            if any(e.reason in BLOCKING for e in errors):
+                errors.append(kube_validation.FieldError("FieldValueInvalid", "<nil>", None, RULES_NOT_CHECKED))
+            elif cel is not None:
+                errors += [_cel_error(p) for p in cel(custom.schema, obj, current)]
+        if errors:
+            name = (obj.get("metadata") or {}).get("name")
+            raise kube_validation.refusal(str(obj.get("kind") or custom.kind), custom.group, name, errors)
+
+
+BLOCKING = frozenset(
+    {"FieldValueNotSupported", "FieldValueRequired", "FieldValueTooLong", "FieldValueTooMany", "FieldValueTypeInvalid"}
+)
+"""Errors after which the CEL rules are not run (strategy.go `hasBlockingErr`)."""
+RULES_NOT_CHECKED = (
+    "some validation rules were not checked because the object was invalid; correct the existing errors to "
+    "complete validation"
+)
+_REASONS = {
+    "Invalid": "FieldValueInvalid",
+    "TypeInvalid": "FieldValueTypeInvalid",
+    "Required": "FieldValueRequired",
+    "NotSupported": "FieldValueNotSupported",
+    "TooMany": "FieldValueTooMany",
+    "TooLong": "FieldValueTooLong",
+}
+
+
+def has_rules(schema: Any) -> bool:
+    """Whether a schema has an `x-kubernetes-validations` rule anywhere (then the server runs CEL)."""
+    if isinstance(schema, Mapping):
+        return bool(schema.get("x-kubernetes-validations")) or any(has_rules(v) for v in schema.values())
+    if isinstance(schema, list):
+        return any(has_rules(v) for v in schema)
+    return False
+
+
+def _field_error(problem: Any) -> kube_validation.FieldError:
+    """A schema problem (`structural`) as a field error; a repeated item of a set or map list is a Duplicate."""
+    if str(problem.message).startswith("duplicate entries in a list of type"):
+        return kube_validation.FieldError("FieldValueDuplicate", problem.path, problem.value)
+    shown = kube_validation.OMIT if problem.shown is None else kube_validation.Raw(problem.shown)
+    return kube_validation.FieldError(
+        _REASONS.get(problem.error_type, "FieldValueInvalid"), problem.path, shown, problem.message
+    )
+
+
+def _cel_error(found: str) -> kube_validation.FieldError:
+    """A CEL rule's refusal, `path: message` from the evaluator (`CelRules`)."""
+    path, _, message = found.partition(": ")
+    return kube_validation.FieldError("FieldValueInvalid", path.lstrip("."), detail=message)
+
+
+def type_meta_errors(custom: CustomResource, obj: Mapping[str, Any], version: str) -> list[kube_validation.FieldError]:
+    """validator.go `ValidateTypeMeta`: the object's kind and apiVersion are the resource's."""
+    errors = []
+    if obj.get("kind") != custom.kind:
+        errors.append(
+            kube_validation.FieldError("FieldValueInvalid", "kind", obj.get("kind"), f"must be {custom.kind}")
+        )
+    wanted = f"{custom.group}/{version}"
+    if obj.get("apiVersion") != wanted:
+        errors.append(
+            kube_validation.FieldError("FieldValueInvalid", "apiVersion", obj.get("apiVersion"), f"must be {wanted}")
+        )
+    return errors
+
+
+def replicas_at(obj: Mapping[str, Any], path: str) -> tuple[int | None, str | None]:
+    """The integer at a scale path (`.spec.replicas`), or why it is not one (unstructured.NestedInt64's words);
+    (None, None) when the path holds nothing."""
+    value: Any = obj
+    for part in path.strip(".").split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None, None
+        value = value[part]
+    if isinstance(value, bool) or not isinstance(value, int):
+        go_type = {
+            dict: "map[string]interface {}",
+            list: "[]interface {}",
+            str: "string",
+            float: "float64",
+            bool: "bool",
+        }
+        typed_as = go_type.get(type(value), "interface {}")
+        return None, f"{path} accessor error: {patches.go_printed(value)} is of the type {typed_as}, expected int64"
+    return value, None
+
+
+def scale_errors(scale: Mapping[str, Any] | None, obj: Mapping[str, Any]) -> list[kube_validation.FieldError]:
+    """validator.go `ValidateScaleSpec`: the spec replicas path holds a non-negative int32, when set."""
+    if not scale or not scale.get("specReplicasPath"):
+        return []
+    path = str(scale["specReplicasPath"])
+    replicas, why = replicas_at(obj, path)
+    if why is not None:
+        return [kube_validation.FieldError("FieldValueInvalid", path, 0, why)]
+    if replicas is not None and replicas < 0:
+        return [kube_validation.FieldError("FieldValueInvalid", path, replicas, "should be a non-negative integer")]
+    if replicas is not None and replicas > 2**31 - 1:
+        return [
+            kube_validation.FieldError(
+                "FieldValueInvalid", path, replicas, f"should be less than or equal to {2**31 - 1}"
+            )
+        ]
+    return []
+
+
+def scale_of(scale: Mapping[str, Any], obj: Mapping[str, Any], *, reading: bool = True) -> JsonObject:
+    """The autoscaling/v1 Scale of a custom object (pkg/registry/customresource/etcd.go `scaleFromCustomResource`):
+    its spec replicas path (a 500 when a read finds none there; 0 for a write), the status replicas path
+    (0 without), the label selector path."""
+    replicas, why = replicas_at(obj, str(scale.get("specReplicasPath", "")))
+    if replicas is None and why is None and reading:
+        raise error(
+            500,
+            "InternalError",
+            f'Internal error occurred: the spec replicas field "{scale.get("specReplicasPath")}" does not exist',
+            {"causes": [{"message": f'the spec replicas field "{scale.get("specReplicasPath")}" does not exist'}]},
+        )
+    status_replicas, _ = replicas_at(obj, str(scale.get("statusReplicasPath", "")))
+    metadata = obj.get("metadata") or {}
+    found: JsonObject = {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            k: metadata[k]
+            for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            if k in metadata
+        },
+        "spec": {"replicas": replicas or 0},
+        "status": {"replicas": status_replicas or 0},
+    }
+    selector_path = scale.get("labelSelectorPath")
+    if selector_path:
+        selector: Any = obj
+        for part in str(selector_path).strip(".").split("."):
+            selector = selector.get(part) if isinstance(selector, Mapping) else None
+        if isinstance(selector, str) and selector:
+            found["status"]["selector"] = selector
+    return found
+
+
+def scaled(scale: Mapping[str, Any], obj: Mapping[str, Any], wanted: Mapping[str, Any]) -> JsonObject:
+    """The custom object a written Scale asks for: its replicas at the spec replicas path, its
+    resourceVersion (when sent) the object's precondition (etcd.go `scaleUpdatedObjectInfo`)."""
+    result = copy.deepcopy(dict(obj))
+    node = result
+    parts = str(scale.get("specReplicasPath", "")).strip(".").split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {}) if isinstance(node.get(part), dict) or part not in node else {}
+    node[parts[-1]] = (wanted.get("spec") or {}).get("replicas", 0)
+    sent = (wanted.get("metadata") or {}).get("resourceVersion")
+    if sent:
+        result["metadata"]["resourceVersion"] = sent
+    return result
+
+
+def definition_errors(crd: Mapping[str, Any]) -> list[kube_validation.FieldError]:
+    """A CustomResourceDefinition's schema defaults that break their own schema (apiextensions validation.go
+    `validateStructuralDefaults`: the default judged at an empty path, hence `:  in body`)."""
+    errors: list[kube_validation.FieldError] = []
+
+    def walk(node: Any, path: str) -> None:
+        if not isinstance(node, Mapping):
+            return
+        if "default" in node:
+            bare = {k: v for k, v in node.items() if k != "default"}
+            for problem in structural.problems(bare, copy.deepcopy(node["default"])):
+                detail = str(problem.message).replace("<root> in body", " in body")
+                shown = kube_validation.OMIT if problem.shown is None else kube_validation.Raw(problem.shown)
+                reason = _REASONS.get(problem.error_type, "FieldValueInvalid")
+                errors.append(kube_validation.FieldError(reason, f"{path}.default", shown, detail))
+        for name, child in (node.get("properties") or {}).items():
+            walk(child, f"{path}.properties[{name}]")
+        if isinstance(node.get("items"), Mapping):
+            walk(node["items"], f"{path}.items")
+
+    for version in (crd.get("spec") or {}).get("versions") or []:
+        schema = ((version or {}).get("schema") or {}).get("openAPIV3Schema")
+        walk(schema, "spec.validation.openAPIV3Schema")
+    return errors
+
+
+def established(crd: Mapping[str, Any], now: str) -> JsonObject | None:
+    """The status the CRD controllers give a new CustomResourceDefinition (its names accepted, established:
+    apiextensions-apiserver pkg/controller/status and establish), or None when it has it."""
+    status = dict(crd.get("status") or {})
+    if any(c.get("type") == "Established" for c in status.get("conditions") or []):
+        return None
+    names = dict((crd.get("spec") or {}).get("names") or {})
+    status["acceptedNames"] = names
+    status["conditions"] = [
+        {
+            "type": "NamesAccepted",
+            "status": "True",
+            "lastTransitionTime": now,
+            "reason": "NoConflicts",
+            "message": "no conflicts found",
+        },
+        {
+            "type": "Established",
+            "status": "True",
+            "lastTransitionTime": now,
+            "reason": "InitialNamesAccepted",
+            "message": "the initial names have been accepted",
+        },
+    ]
+    return status
+
+
+def decoding_refusal(kind: str, version: str) -> Refusal:
+    """The 400 of a body that is decoded strictly (k8s.io/apimachinery/pkg/runtime/serializer: strict
+    decoding errors, wrapped by the handlers as `KIND in version "V" cannot be handled as a KIND`)."""
+
+    def refused(problems: list[str], obj: Mapping[str, Any]) -> Exception:
+        found = ", ".join(problems)
+        return bad_request(
+            f'{kind} in version "{version}" cannot be handled as a {kind}: strict decoding error: {found}'
+        )
+
+    return refused
 
 
 def served_versions(crd: Mapping[str, Any]) -> list[CustomResource]:
@@ -109,14 +383,8 @@ def served_versions(crd: Mapping[str, Any]) -> list[CustomResource]:
             verbs=set(resources.VERBS),
         )
         schema = (version.get("schema") or {}).get("openAPIV3Schema") or {}
-        found.append(CustomResource(f"{group}/{version['name']}/{plural}", str(names.get("kind")), group, schema, info))
+        scale = (version.get("subresources") or {}).get("scale")
+        found.append(
+            CustomResource(f"{group}/{version['name']}/{plural}", str(names.get("kind")), group, schema, info, scale)
+        )
     return found
-
-
-def _invalid(custom: CustomResource, obj: Mapping[str, Any], problems: list[str]) -> kmock.KubernetesError:
-    """422 as the API server words it: `Kind.group "name" is invalid: [a, b]` with a cause per problem."""
-    name = (obj.get("metadata") or {}).get("name")
-    listed = problems[0] if len(problems) == 1 else f"[{', '.join(problems)}]"
-    causes = [{"reason": "FieldValueInvalid", "message": p, "field": p.split(":", 1)[0]} for p in problems]
-    details = {"name": name, "group": custom.group, "kind": custom.kind, "causes": causes}
-    return error(422, "Invalid", f'{custom.kind}.{custom.group} "{name}" is invalid: {listed}', details)

@@ -2,9 +2,10 @@
 
 Every write is one event numbered by the resourceVersion it gave the object. A watch from a
 resourceVersion gets every later event of its resource and namespace that its selectors let through;
-an object that starts or stops matching the selectors is sent as ADDED or DELETED, as the API
-server's filtered watch does (k8s.io/apiserver/pkg/storage/cacher). A watch from a version older
-than the oldest kept is told `410 Expired` ("too old resource version"), so the client lists again.
+an object that starts or stops matching the selectors is sent as ADDED or DELETED (with the object as it
+last matched), as the API server's filtered watch does (k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go).
+A watch from a version older than the oldest kept is told `410 Expired` ("too old resource version"), so the
+client lists again.
 """
 
 from __future__ import annotations
@@ -41,7 +42,15 @@ class Event:
         before = self.previous is not None and matches(self.previous)
         if self.type != "MODIFIED" or now == before:
             return {"type": self.type, "object": self.object} if now else None
-        return {"type": "ADDED" if now else "DELETED", "object": self.object}
+        if now:
+            return {"type": "ADDED", "object": self.object}
+        # the object as the watch last saw it, at this event's resourceVersion (cacher's `convertToWatchEvent`)
+        assert self.previous is not None
+        gone = {
+            **self.previous,
+            "metadata": {**(self.previous.get("metadata") or {}), "resourceVersion": str(self.version)},
+        }
+        return {"type": "DELETED", "object": gone}
 
 
 def expired(version: int, oldest: int) -> dict[str, Any]:
@@ -76,6 +85,13 @@ class EventLog:
             if event.resource == resource:
                 newer.append(event)
         return newer[::-1], max(version, self.latest())
+
+    def until(self, version: int, resource: kmock.resource) -> list[Event] | None:
+        """The kept events of `resource` up to `version`, oldest first; None when older ones were forgotten
+        (what stood at `version` can no longer be told)."""
+        if self.forgotten:
+            return None
+        return [e for e in self._events if e.version <= version and e.resource == resource]
 
     def latest(self) -> int:
         return self._events[-1].version if self._events else 0

@@ -100,7 +100,7 @@ def unhealthy_may_go(pod: Mapping[str, Any], budget: Mapping[str, Any]) -> bool:
 
 def _too_many_requests(cause: str, retry_after: int) -> StatusError:
     """`errors.NewTooManyRequests` with a DisruptionBudget cause (and Retry-After when it asks for one)."""
-    details: dict[str, Any] = {"causes": [{"type": "DisruptionBudget", "message": cause}]}
+    details: dict[str, Any] = {"causes": [{"reason": "DisruptionBudget", "message": cause}]}  # StatusCause.Type
     if retry_after:
         details["retryAfterSeconds"] = retry_after
     headers = {"Retry-After": str(retry_after)} if retry_after else {}

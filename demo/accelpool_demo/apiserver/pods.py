@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import kmock
+
 from accelpool_demo.apiserver.resources import refused
 from accelpool_demo.apiserver.writes import JsonObject, seconds_of, timestamp
 
@@ -33,6 +35,10 @@ class DeleteOptions:
     """`preconditions.uid`: refuse unless the stored object has it."""
     resource_version: str | None = None
     """`preconditions.resourceVersion`."""
+    propagation: str | None = None
+    """`propagationPolicy` (Background, Foreground, Orphan; `orphanDependents: true` is Orphan)."""
+    dry_run: bool = False
+    """`dryRun: [All]`: everything checked, nothing written."""
 
     @classmethod
     def parse(cls, body: Any, params: Mapping[str, str], *, where: str = "DeleteOptions") -> DeleteOptions:
@@ -41,8 +47,9 @@ class DeleteOptions:
             body = {}
         if not isinstance(body, Mapping):
             raise refused(400, "BadRequest", f"{where} must be a JSON object, not {type(body).__name__}")
-        if body.get("dryRun") or params.get("dryRun"):
-            raise refused(400, "BadRequest", f"{where}.dryRun: dry-run deletions are not modelled by this emulator")
+        dry_run = body.get("dryRun") or params.get("dryRun")
+        if dry_run not in (None, [], "All", ["All"]):
+            raise refused(400, "BadRequest", f"{where}.dryRun: only All is a dry run")
         grace = body.get("gracePeriodSeconds", params.get("gracePeriodSeconds"))
         if grace is not None:
             try:
@@ -52,7 +59,10 @@ class DeleteOptions:
         preconditions = body.get("preconditions") or {}
         if not isinstance(preconditions, Mapping):
             raise refused(400, "BadRequest", f"{where}.preconditions must be an object with uid and resourceVersion")
-        return cls(grace, preconditions.get("uid"), preconditions.get("resourceVersion"))
+        propagation = body.get("propagationPolicy", params.get("propagationPolicy"))
+        if propagation is None and (body.get("orphanDependents") is True or params.get("orphanDependents") == "true"):
+            propagation = "Orphan"
+        return cls(grace, preconditions.get("uid"), preconditions.get("resourceVersion"), propagation, bool(dry_run))
 
 
 def ready(pod: Mapping[str, Any]) -> bool:
@@ -77,28 +87,29 @@ def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
-def check_preconditions(resource: str, current: Mapping[str, Any], options: DeleteOptions) -> None:
-    """409 as the store answers a DELETE whose preconditions fail (k8s.io/apiserver/pkg/storage
-    `Preconditions.Check`, turned into a Conflict by `storeerr.InterpretDeleteError`)."""
+def check_preconditions(
+    resource: kmock.resource, kind: str, current: Mapping[str, Any], options: DeleteOptions
+) -> None:
+    """409 for a DELETE whose preconditions fail, as `rest.BeforeDelete` checks them before anything
+    (k8s.io/apiserver/pkg/registry/rest/delete.go: the uid first, then the resourceVersion; a Conflict on the
+    group and *kind*)."""
     metadata = current.get("metadata") or {}
-    failed = None
     if options.uid is not None and options.uid != metadata.get("uid"):
-        failed = f"UID in precondition: {options.uid}, UID in object meta: {metadata.get('uid')}"
+        why = (
+            f"the UID in the precondition ({options.uid}) does not match the UID in record ({metadata.get('uid')}). "
+            "The object might have been deleted and then recreated"
+        )
     elif options.resource_version is not None and options.resource_version != metadata.get("resourceVersion"):
-        failed = (
-            f"ResourceVersion in precondition: {options.resource_version}, "
-            f"ResourceVersion in object meta: {metadata.get('resourceVersion')}"
+        why = (
+            f"the ResourceVersion in the precondition ({options.resource_version}) does not match the ResourceVersion "
+            f"in record ({metadata.get('resourceVersion')}). The object might have been modified"
         )
-    if failed is not None:
-        key = f"/registry/{resource}/{metadata.get('namespace')}/{metadata.get('name')}"
-        raise refused(
-            409,
-            "Conflict",
-            f'Operation cannot be fulfilled on {resource} "{metadata.get("name")}": StorageError: invalid object, '
-            f"Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: {failed}",
-            name=metadata.get("name"),
-            kind=resource,
-        )
+    else:
+        return
+    name = metadata.get("name")
+    qualified = f"{kind}.{resource.group}" if resource.group else kind
+    details = {"name": name, **({"group": resource.group} if resource.group else {}), "kind": kind}
+    raise refused(409, "Conflict", f'Operation cannot be fulfilled on {qualified} "{name}": {why}', **details)
 
 
 def grace_period(pod: Mapping[str, Any], requested: int | None) -> int:

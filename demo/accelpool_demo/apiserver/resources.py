@@ -47,6 +47,7 @@ RESOURCES: dict[str, kmock.ResourceInfo] = {
     "v1/namespaces": _info("Namespace", False, "ns"),
     NODES: _info("Node", False, "no", subresources=("status",)),
     "v1/events": _info("Event", True, "ev"),
+    "events.k8s.io/v1/events": _info("Event", True, "ev"),  # the core Events, converted (`conversion`)
     "v1/configmaps": _info("ConfigMap", True, "cm"),
     PODS: _info("Pod", True, "po", subresources=("status", "eviction")),
     SERVICE_ACCOUNTS: _info("ServiceAccount", True, "sa"),
@@ -57,7 +58,9 @@ RESOURCES: dict[str, kmock.ResourceInfo] = {
     STATEFUL_SETS: _info("StatefulSet", True, "sts", subresources=("status",)),
     BUDGETS: _info("PodDisruptionBudget", True, "pdb", subresources=("status",)),
     RUNTIME_CLASSES: _info("RuntimeClass", False),
-    "apiextensions.k8s.io/v1/customresourcedefinitions": _info("CustomResourceDefinition", False, "crd", "crds"),
+    "apiextensions.k8s.io/v1/customresourcedefinitions": _info(
+        "CustomResourceDefinition", False, "crd", "crds", subresources=("status",)
+    ),
     POOLS: kmock.ResourceInfo(
         kind=api.KIND,
         singular=api.SINGULAR,
@@ -76,7 +79,16 @@ RESOURCES: dict[str, kmock.ResourceInfo] = {
 
 CUSTOM = frozenset({POOLS, CLUSTER_PEERINGS, NAMESPACED_PEERINGS})
 """Custom resources: no strategic merge patch (415), as the API server answers for CRDs."""
-STATUS_RESET_ON_CREATE = frozenset({POOLS, "apps/v1/daemonsets", REPLICA_SETS, DEPLOYMENTS, STATEFUL_SETS})
+STATUS_RESET_ON_CREATE = frozenset(
+    {
+        POOLS,
+        "apps/v1/daemonsets",
+        REPLICA_SETS,
+        DEPLOYMENTS,
+        STATEFUL_SETS,
+        "apiextensions.k8s.io/v1/customresourcedefinitions",
+    }
+)
 """Resources whose create strategy drops the status sent (a CRD with a status subresource, the apps kinds;
 PodDisruptionBudgets get a zero status instead: `writes.created`)."""
 
@@ -159,23 +171,52 @@ def refused(code: int, reason: str, message: str, **details: Any) -> StatusError
 
 
 def error(status: int, reason: str, message: str, details: Mapping[str, Any] | None = None) -> kmock.KubernetesError:
+    """An error answered as a `Status` with this reason and message, and its details when given (`{}` too)."""
     return kmock.KubernetesError(status, reason, message, dict(details) if details is not None else None)
 
 
+def rendered(exc: kmock.KubernetesError) -> dict[str, Any]:
+    """The `Status` of an error as metav1.Status encodes it: no reason or details when it has none."""
+    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
+    if exc.message:
+        body["message"] = exc.message
+    if exc.reason:
+        body["reason"] = exc.reason
+    if exc.details is not None:
+        body["details"] = exc.details
+    body["code"] = exc.status
+    return body
+
+
+def _object_details(resource: kmock.resource, name: str) -> dict[str, Any]:
+    """An object's `Status` details (k8s.io/apimachinery/pkg/api/errors: `kind` is the resource)."""
+    details: dict[str, Any] = {"name": name}
+    if resource.group:
+        details["group"] = resource.group
+    details["kind"] = str(resource.plural)
+    return details
+
+
 def not_found(resource: kmock.resource, name: str) -> kmock.KubernetesError:
-    return error(404, "NotFound", f'{qualified(resource)} "{name}" not found')
+    """errors.NewNotFound."""
+    return error(404, "NotFound", f'{qualified(resource)} "{name}" not found', _object_details(resource, name))
 
 
 def already_exists(resource: kmock.resource, name: str) -> kmock.KubernetesError:
-    return error(409, "AlreadyExists", f'{qualified(resource)} "{name}" already exists')
+    """errors.NewAlreadyExists."""
+    return error(
+        409, "AlreadyExists", f'{qualified(resource)} "{name}" already exists', _object_details(resource, name)
+    )
 
 
 def conflict(resource: kmock.resource, name: str) -> kmock.KubernetesError:
+    """errors.NewConflict for a stale resourceVersion (k8s.io/apiserver/pkg/registry/generic/registry/store.go)."""
     return error(
         409,
         "Conflict",
         f'Operation cannot be fulfilled on {qualified(resource)} "{name}": the object has been modified; '
         "please apply your changes to the latest version and try again",
+        _object_details(resource, name),
     )
 
 
@@ -185,8 +226,14 @@ def forbidden(resource: str, name: str, why: str) -> kmock.KubernetesError:
 
 
 def bad_request(message: str) -> kmock.KubernetesError:
+    """errors.NewBadRequest: no details."""
     return error(400, "BadRequest", message)
 
 
-def invalid(message: str) -> kmock.KubernetesError:
-    return error(422, "Invalid", message)
+def internal(message: str) -> kmock.KubernetesError:
+    """What the API server answers for an error that is not a Status (a Go error): 500, no reason."""
+    return error(500, "", message)
+
+
+def invalid(message: str, details: Mapping[str, Any] | None = None) -> kmock.KubernetesError:
+    return error(422, "Invalid", message, details)

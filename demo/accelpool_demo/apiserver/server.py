@@ -18,18 +18,34 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 import aiohttp.web
 import attrs
 import kmock
+from kmock import Response as KmockResponse  # type: ignore[attr-defined]  # exported, though not in __all__
 
-from accelpool_demo.apiserver import admission, apply, eviction, openapi, resources, tables, writes
+from accelpool_demo.apiserver import (
+    admission,
+    apply,
+    conversion,
+    crds,
+    eviction,
+    lists,
+    openapi,
+    patches,
+    resources,
+    tables,
+    typed,
+    writes,
+)
+from accelpool_demo.apiserver import validation as kube_validation
 from accelpool_demo.apiserver.events import expired, wait
 from accelpool_demo.apiserver.pods import DeleteOptions
-from accelpool_demo.apiserver.selectors import matcher
+from accelpool_demo.apiserver.selectors import Matcher, matcher
 from accelpool_demo.apiserver.served import Fault, RequestLog, Served
 from accelpool_demo.apiserver.store import Store
 from accelpool_demo.apiserver.writes import JsonObject
@@ -38,6 +54,10 @@ ERRORS_KEPT = 100
 """The most recent failed requests kept in `errors` (kmock's record of them)."""
 _WRITES = frozenset({kmock.method.POST, kmock.method.PUT, kmock.method.PATCH, kmock.method.DELETE})
 """Writes, by method: kmock's actions leave PUT out."""
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+"""The annotation of the BOOKMARK that ends a watch's initial events (metav1.InitialEventsAnnotationKey)."""
+_RETURN_DELETED = frozenset({resources.PODS, "apiextensions.k8s.io/v1/customresourcedefinitions"})
+"""Resources whose DELETE answers the deleted object, not a Status (their stores' `ReturnDeletedObject`)."""
 _PATCHES = {
     "application/merge-patch+json": "merge",
     "application/strategic-merge-patch+json": "strategic",
@@ -67,6 +87,8 @@ class ApiServer(kmock.KubernetesScaffold):
     """One-shot hooks run before a PUT or PATCH is checked and stored (a concurrent writer, say)."""
     _results: dict[asyncio.Task[Any], tuple[int, JsonObject]] = attrs.field(factory=dict, init=False)
     _answered: set[asyncio.Task[Any]] = attrs.field(factory=set, init=False)
+    _warnings: dict[asyncio.Task[Any], list[str]] = attrs.field(factory=dict, init=False)
+    """The warnings of the requests being served (`Warning` headers, on errors too)."""
     _routing: dict[asyncio.Task[Any], kmock.Request] = attrs.field(factory=dict, init=False)
     _closing: bool = attrs.field(default=False, init=False)
     _own_reactions: int = attrs.field(default=0, init=False)
@@ -144,26 +166,39 @@ class ApiServer(kmock.KubernetesScaffold):
 
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         try:
-            return await super().__call__(raw_request)
+            response = await super().__call__(raw_request)
         finally:  # kmock keeps every failed request's error (its private `_errors`), recorded after handling
             if self._errors:
                 del self._errors[-1][:-ERRORS_KEPT]
+        if not response.prepared and response.content_type == "application/json":
+            response.charset = None  # `Content-Type: application/json`, as the API server's JSON serializer says
+        return response
 
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         task = asyncio.current_task()
         assert task is not None
         self._routing[task] = request
+        warnings: list[str] = []
+        self._warnings[task] = warnings
         status = 500
         try:
             response = await self._respond(request, task)
             status = response.status
             return response
+        except patches.Panic:  # as the API server's handler panics: no answer, the connection closed
+            raw = request._raw_request
+            if raw is not None and raw.transport is not None:
+                raw.transport.abort()
+            return aiohttp.web.Response(status=status)
         except kmock.KubernetesError as error:
             status = error.status
+            if warnings:  # answered here, with its warnings (kmock's rendering has no headers)
+                return _warned(await self._render_error(error), warnings)
             raise
         finally:
             self._results.pop(task, None)
             self._answered.discard(task)
+            self._warnings.pop(task, None)
             del self._routing[task]
             self._log(request, status)
 
@@ -193,11 +228,12 @@ class ApiServer(kmock.KubernetesScaffold):
                 raise resources.error(404, "NotFound", "the server could not find the requested resource")
             return aiohttp.web.json_response(found)
         if request.resource is not None and request.method in _WRITES:
-            self._results[task] = await self._write(request)
+            warnings = self._warnings[task]
+            self._results[task] = await self._write(request, warnings)
             self._serve_custom_resources()
             if len(self._payloads) == self._own_reactions:
                 status, written = self._results[task]
-                return aiohttp.web.json_response(written, status=status)
+                return _warned(aiohttp.web.json_response(written, status=status), warnings)
         response = await super()._handle(request)
         if task in self._answered:  # not a reaction a test added: the write's own status (201 Created)
             response.set_status(self._results[task][0])
@@ -228,25 +264,44 @@ class ApiServer(kmock.KubernetesScaffold):
 
     # ------------------------------------------------------------ writes
 
-    async def _write(self, request: kmock.Request) -> tuple[int, JsonObject]:
+    async def _write(self, request: kmock.Request, warnings: list[str]) -> tuple[int, JsonObject]:
         resource = self._declared(request)
         namespace, name, subresource = request.namespace, request.name, request.subresource
-        strict = request.params.get("fieldValidation") == "Strict"
+        validation = _field_validation(request)
+        strict = validation == "Strict"
+        warned = None if validation == "Ignore" else warnings
+        manager = _manager(request)
         if name is None:
             if request.method != kmock.method.POST:
                 raise resources.error(
                     405, "MethodNotAllowed", f"{request.method.value} of a collection is not modelled"
                 )
-            return 201, await self.store.create(resource, namespace, request.data, strict=strict)
+            return 201, await self.store.create(
+                resource,
+                namespace,
+                request.data,
+                strict=strict,
+                manager=manager,
+                warnings=warned,
+                duplicates=_duplicates(request.text),
+                dry_run=request.params.get("dryRun") == "All",
+            )
         if request.method == kmock.method.POST and subresource == "eviction" and namespace is not None:
             options = eviction.options_of(request.data, name, namespace, request.params)
             return 201, await self.store.evict(namespace, name, options)
         if request.method == kmock.method.POST:
             raise resources.error(405, "MethodNotAllowed", "POST to an object is not allowed")
         if request.method == kmock.method.DELETE:
-            return 200, await self.store.delete(
-                resource, namespace, name, DeleteOptions.parse(request.data, request.params)
+            deleted = await self.store.delete(
+                _storage(resource), namespace, name, DeleteOptions.parse(request.data, request.params)
             )
+            deleted = conversion.from_storage(resources.key_of(resource), deleted)
+            if (
+                self.store.get(_storage(resource), namespace, name) is None
+                and resources.key_of(resource) not in _RETURN_DELETED
+            ):
+                return 200, _deleted(resource, deleted)
+            return 200, deleted
         hooks, self.before_update = self.before_update, []
         for hook in hooks:
             hook(request)
@@ -259,44 +314,80 @@ class ApiServer(kmock.KubernetesScaffold):
                 subresource=None,
             )
             return 200, admission.scale_of(pool)
+        served = self.store.custom.served.get(resources.key_of(resource))
+        if subresource == "scale" and served is not None and served.scale:
+            return 200, await self._write_scale(request, resource, served, manager)
         if subresource is not None and not (subresource == "status" and self._has_status(resource)):
             raise resources.error(404, "NotFound", f"the server could not find the requested resource ({subresource})")
-        patch = _PATCHES.get(request.headers.get("Content-Type", "").split(";")[0].strip())
-        if request.method == kmock.method.PUT:
-            patch = None
-            _check_replacement(request)
-        if request.method == kmock.method.PATCH and patch == "apply":
-            return await self._apply(request, resource, name, strict=strict)
-        if request.method == kmock.method.PATCH and patch is None:
-            raise resources.error(415, "UnsupportedMediaType", "the body of the request was in an unknown format")
         custom = (
             resources.key_of(resource) in resources.CUSTOM or resources.key_of(resource) in self.store.custom.served
         )
-        if patch == "strategic" and custom:
-            raise resources.error(
-                415, "UnsupportedMediaType", "strategic merge patch is not supported for custom resources"
-            )
+        patch: str | None = None
+        body: Any = request.data
+        refusal = None
+        if request.method == kmock.method.PATCH:
+            patch = _patch_type(request, custom=custom)
+            if patch == "apply":
+                return await self._apply(request, resource, name, strict=strict)
+            body = writes.decoded_patch(request.text, patch)
+            refusal = _strict_patch_refusal(body if patch == "strategic" else None)
+        else:
+            _check_replacement(request)
         return 200, await self.store.update(
             resource,
             namespace,
             name,
-            lambda current: _changed(request, patch, current),
+            lambda current: _changed(body, patch, current, name, resources.key_of(resource)),
             subresource=subresource,
             strict=strict,
+            manager=manager,
+            warnings=warned,
+            refusal=refusal,
         )
+
+    async def _write_scale(
+        self, request: kmock.Request, resource: kmock.resource, served: crds.CustomResource, manager: str
+    ) -> JsonObject:
+        """A PUT or PATCH of a custom resource's Scale: the patch applied to the Scale, its replicas written to
+        the object (validated as any write of it), the new Scale answered."""
+        assert served.scale is not None and request.name is not None
+        scale = served.scale
+        if request.method == kmock.method.PATCH:
+            patch = _patch_type(request, custom=True)
+            body = writes.decoded_patch(request.text, patch)
+
+            def change(current: JsonObject) -> JsonObject:
+                before = crds.scale_of(scale, current, reading=False)
+                wanted = _changed(body, patch, before, str(request.name), "autoscaling/v1/scales")
+                return crds.scaled(scale, current, wanted)
+        else:
+            sent = request.data if isinstance(request.data, dict) else {}
+
+            def change(current: JsonObject) -> JsonObject:
+                return crds.scaled(scale, current, sent)
+
+        updated = await self.store.update(
+            resource, request.namespace, request.name, change, subresource="scale", manager=manager
+        )
+        return crds.scale_of(scale, updated)
 
     async def _apply(
         self, request: kmock.Request, resource: kmock.resource, name: str, *, strict: bool
     ) -> tuple[int, JsonObject]:
-        manager = request.params.get("fieldManager")
-        if not manager:
-            raise resources.bad_request("PATCH with an apply patch type requires a fieldManager")
-        if request.subresource:
-            raise resources.bad_request("apply to a subresource is not modelled by this emulator")
+        manager = str(request.params.get("fieldManager"))
+        if request.subresource not in (None, "status"):
+            raise resources.error(404, "NotFound", "the server could not find the requested resource")
         config = apply.configuration(request.data, request.text)
         force = request.params.get("force") == "true"
         return await self.store.apply(
-            resource, request.namespace, name, config, manager=manager, force=force, strict=strict
+            resource,
+            request.namespace,
+            name,
+            config,
+            manager=manager,
+            force=force,
+            strict=strict,
+            subresource=request.subresource,
         )
 
     async def _serve_written(self, request: kmock.Request) -> JsonObject:
@@ -311,43 +402,98 @@ class ApiServer(kmock.KubernetesScaffold):
     async def _serve_fetch(self, request: kmock.Request) -> JsonObject:
         resource = self._declared(request)
         assert request.name is not None
-        found = self.store.current(resource, request.namespace, request.name)
+        key = resources.key_of(resource)
+        try:
+            stored = self.store.current(_storage(resource), request.namespace, request.name)
+        except kmock.KubernetesError:
+            raise resources.not_found(resource, request.name) from None
+        found = conversion.from_storage(key, stored)
         if request.subresource == "scale" and resources.key_of(resource) == resources.POOLS:
             return admission.scale_of(found)
+        served = self.store.custom.served.get(key)
+        if request.subresource == "scale" and served is not None and served.scale:
+            return crds.scale_of(served.scale, found)
         if tables.wants_table(request.headers.get("Accept", "")):
             return tables.table(resources.key_of(resource), [found], str(self.store.version))
         return found
 
     async def _serve_list(self, request: kmock.Request) -> JsonObject:
+        """A list as the API server serves it (`lists`): its options checked, the objects at the
+        resourceVersion asked for (`Exact`: as they were then; `continue`: at the first page's), through the
+        selectors, a page of `limit` of them with a continue token."""
         resource = self._declared(request)
+        params = request.params
+        lists.check_options(params, watch=False)
         try:
-            matches = matcher(request.params)
+            matches = matcher(params, resources.key_of(resource))
         except ValueError as error:
             raise resources.bad_request(str(error)) from None
-        items = [obj for obj in self.store.list(resource, request.namespace) if matches(obj)]
-        version = str(self.store.version)
+        current = self.store.version
+        version, start = current, ""
+        if params.get("continue"):
+            version, start = lists.decode_continue(params["continue"])
+        elif params.get("resourceVersion", "0") not in ("", "0"):
+            asked = params["resourceVersion"]
+            if not asked.isdigit():
+                raise resources.bad_request(f'invalid resource version "{asked}"')  # not recorded: a guess
+            if int(asked) > current:
+                raise lists.too_large(int(asked), current)
+            if params.get("resourceVersionMatch") == "Exact":
+                version = int(asked)
+        found = self.store.at(_storage(resource), request.namespace, version)
+        if found is None:
+            raise lists.too_old()
+        metadata: JsonObject = {"resourceVersion": str(version)}
+        limit = params.get("limit", "")
+        if limit.isdigit() and int(limit) > 0:
+            selected = bool(params.get("labelSelector") or params.get("fieldSelector"))
+            items, after, remaining = lists.page(found, matches, limit=int(limit), start=start, selected=selected)
+            if after is not None:
+                metadata["continue"] = lists.encode_continue(version, after)
+            if remaining is not None:
+                metadata["remainingItemCount"] = remaining
+        else:
+            items = [obj for obj in found if matches(obj)]
+        items = [conversion.from_storage(resources.key_of(resource), obj) for obj in items]
         if tables.wants_table(request.headers.get("Accept", "")):
-            return tables.table(resources.key_of(resource), items, version)
+            return tables.table(resources.key_of(resource), items, str(version))
         info = self._info(resource)
         kind = info.kind if info is not None and info.kind else resources.kind_of(resource)
         return {
             "apiVersion": resources.api_version_of(resource),
             "kind": f"{kind}List",
-            "metadata": {"resourceVersion": version},
+            "metadata": metadata,
             "items": items,
         }
 
-    async def _serve_watch(self, request: kmock.Request) -> AsyncIterator[Any]:
-        """Events after the `resourceVersion` asked for (without one: every object as ADDED first),
-        through the selectors, until the client leaves or `timeoutSeconds` pass."""
+    async def _serve_watch(self, request: kmock.Request) -> kmock.Payload:
+        """A watch stream (`_watching`) as `Content-Type: application/json`, once its options and selectors
+        are checked (a 422 or 400 before any event)."""
         resource = self._declared(request)
-        matches = matcher(request.params)
-        timeout = request.params.get("timeoutSeconds")
-        deadline = time.monotonic() + float(timeout) if timeout else None
+        lists.check_options(request.params, watch=True)
+        try:
+            matches = matcher(request.params, resources.key_of(resource))
+        except ValueError as error:
+            raise resources.bad_request(str(error)) from None
+        stream = self._watching(request, resource, matches)
+        return KmockResponse(headers={"Content-Type": "application/json"}, payload=stream)
+
+    async def _watching(self, request: kmock.Request, resource: kmock.resource, matches: Matcher) -> AsyncIterator[Any]:
+        """Events after the `resourceVersion` asked for (without one, or with `sendInitialEvents=true`: every
+        object as ADDED first, then with `allowWatchBookmarks` a BOOKMARK marking their end), through the
+        selectors, until the client leaves or `timeoutSeconds` pass; with `allowWatchBookmarks`, BOOKMARKs when
+        the watch cache sends them (`_next_bookmark`)."""
+        params = request.params
+        key, storage = resources.key_of(resource), _storage(resource)
+        bookmarks = params.get("allowWatchBookmarks") == "true"
+        timeout = params.get("timeoutSeconds")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + float(timeout) if timeout else None
         yield b""  # the headers go out now, so the client knows the watch started
         events = self.store.events
-        asked = request.params.get("resourceVersion", "")
-        if asked.isdigit() and int(asked) > 0:
+        asked = params.get("resourceVersion", "")
+        initial = params.get("sendInitialEvents") == "true"
+        if asked.isdigit() and int(asked) > 0 and not initial:
             cursor = int(asked)
             if cursor < events.forgotten:
                 yield expired(cursor, events.forgotten)
@@ -355,17 +501,38 @@ class ApiServer(kmock.KubernetesScaffold):
         else:
             async with self.store.lock:
                 cursor = self.store.version
-                current = [obj for obj in self.store.list(resource, request.namespace) if matches(obj)]
+                current = [obj for obj in self.store.list(storage, request.namespace) if matches(obj)]
             for obj in current:
-                yield {"type": "ADDED", "object": obj}
-        while not self._closing and (deadline is None or time.monotonic() < deadline):
+                yield {"type": "ADDED", "object": conversion.from_storage(key, obj)}
+            if initial and bookmarks:
+                yield self._bookmark(resource, cursor, {INITIAL_EVENTS_END: "true"})
+        bookmark_at = _next_bookmark(loop.time(), deadline) if bookmarks else None
+        while not self._closing and (deadline is None or loop.time() < deadline):
             published = events.upcoming()
-            newer, cursor = events.after(cursor, resource)
+            newer, cursor = events.after(cursor, storage)
             for event in newer:
                 seen = event.seen_through(request.namespace, matches)
                 if seen is not None:
-                    yield seen
-            await wait(published, None if deadline is None else max(0.0, deadline - time.monotonic()))
+                    yield {**seen, "object": conversion.from_storage(key, seen["object"])}
+            if bookmark_at is not None and loop.time() >= bookmark_at:
+                yield self._bookmark(resource, max(cursor, self.store.version))
+                bookmark_at = _next_bookmark(loop.time(), deadline)
+            until = min(t for t in (deadline, bookmark_at) if t is not None) if (deadline or bookmark_at) else None
+            await wait(published, None if until is None else max(0.0, until - loop.time()))
+
+    def _bookmark(
+        self, resource: kmock.resource, version: int, annotations: Mapping[str, str] | None = None
+    ) -> JsonObject:
+        """A BOOKMARK event: an object of the resource's kind with only the resourceVersion (and annotations)."""
+        info = self._info(resource)
+        metadata: JsonObject = {"resourceVersion": str(version)}
+        if annotations:
+            metadata["annotations"] = dict(annotations)
+        kind = info.kind if info is not None and info.kind else resources.kind_of(resource)
+        return {
+            "type": "BOOKMARK",
+            "object": {"kind": kind, "apiVersion": resources.api_version_of(resource), "metadata": metadata},
+        }
 
     async def _serve_server_version(self, request: kmock.Request) -> kmock.Payload:
         """`/version`: the Kubernetes release whose behaviour this emulates (kmock says 1.26)."""
@@ -389,7 +556,60 @@ class ApiServer(kmock.KubernetesScaffold):
         """A `StatusError` as exactly its Status and headers; the rest as kmock renders them."""
         if isinstance(exc, resources.StatusError):
             return aiohttp.web.json_response(exc.body, status=exc.status, headers=exc.headers)
+        if isinstance(exc, kmock.KubernetesError):
+            return aiohttp.web.json_response(resources.rendered(exc), status=exc.status)
         return await super()._render_error(exc)
+
+
+BOOKMARK_EVERY = 60.0
+"""Seconds between a watch's BOOKMARKs (the watch cache's bookmarkFrequency)."""
+BOOKMARK_BEFORE_END = 2.0
+
+
+def _next_bookmark(now: float, deadline: float | None) -> float | None:
+    """When a watch's next BOOKMARK is due (k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go
+    `nextBookmarkTime`): a minute on, or 2 s before the watch ends if that comes first; none when that
+    time has passed (a watch of under 2 s gets none)."""
+    due = now + BOOKMARK_EVERY
+    if deadline is not None:
+        due = min(due, deadline - BOOKMARK_BEFORE_END)
+    return due if due > now else None
+
+
+def _storage(resource: kmock.resource) -> kmock.resource:
+    """The resource whose storage holds a resource's objects (`conversion`): itself, mostly."""
+    key = resources.key_of(resource)
+    stored = conversion.storage_of(key)
+    return resource if stored == key else kmock.resource(stored)
+
+
+def _deleted(resource: kmock.resource, obj: JsonObject) -> JsonObject:
+    """What a DELETE that removed the object answers: a Success Status naming it (the registry store's
+    Delete, k8s.io/apiserver/pkg/registry/generic/registry/store.go, unless `ReturnDeletedObject`)."""
+    metadata = obj.get("metadata") or {}
+    details: JsonObject = {"name": metadata.get("name")}
+    if resource.group:
+        details["group"] = resource.group
+    details["kind"] = str(resource.plural)
+    details["uid"] = metadata.get("uid")
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+
+
+def _manager(request: kmock.Request) -> str:
+    """Who a write's fields are recorded as set by: the `fieldManager` parameter, else the first word of
+    the User-Agent (k8s.io/apiserver/pkg/endpoints/handlers/rest.go `managerOrUserAgent`)."""
+    given = request.params.get("fieldManager")
+    if given:
+        return given
+    agent = next((v for k, v in request.headers.items() if k.lower() == "user-agent"), "")
+    return agent.split("/")[0][:128]
+
+
+def _warned(response: aiohttp.web.StreamResponse, warnings: list[str]) -> aiohttp.web.StreamResponse:
+    """The response with a `Warning: 299 - "..."` header per warning (k8s.io/apiserver/pkg/warning)."""
+    for text in warnings:
+        response.headers.add("Warning", f"299 - {json.dumps(text)}")
+    return response
 
 
 def _check_replacement(request: kmock.Request) -> None:
@@ -404,13 +624,125 @@ def _check_replacement(request: kmock.Request) -> None:
         )
 
 
-def _changed(request: kmock.Request, patch: str | None, current: JsonObject) -> JsonObject:
-    """The candidate object of a PUT (its body) or a PATCH (the patch applied to the stored object)."""
-    body = request.data
-    if patch is None:  # a PUT, checked by `_replacement`; a copy: the store keeps what it is given
+FIELD_VALIDATIONS = ("", "Ignore", "Strict", "Warn")
+_OPTIONS = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
+
+
+def _field_validation(request: kmock.Request) -> str:
+    """The `fieldValidation` of a write (unset: Warn), 422 for a value the options do not take
+    (k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go `ValidateFieldValidation`)."""
+    given = request.params.get("fieldValidation", "")
+    if given not in FIELD_VALIDATIONS:
+        supported = ", ".join(json.dumps(v) for v in FIELD_VALIDATIONS)
+        error = kube_validation.FieldError(
+            "FieldValueNotSupported", "fieldValidation", given, f"supported values: {supported}"
+        )
+        raise kube_validation.refusal(_OPTIONS.get(request.method.value, "CreateOptions"), "meta.k8s.io", "", [error])
+    return given or "Warn"
+
+
+def _duplicates(text: str) -> list[str]:
+    """The fields a JSON body names twice (`spec.size`), which the strict decoder reports."""
+    found: list[str] = []
+
+    def walk(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        return _Pairs(pairs)
+
+    try:
+        root = json.loads(text, object_pairs_hook=walk) if text else None
+    except ValueError:
+        return []
+
+    def visit(value: Any, path: str) -> None:
+        if isinstance(value, _Pairs):
+            seen: set[str] = set()
+            for key, child in value.pairs:
+                at = f"{path}.{key}" if path else key
+                if key in seen and at not in found:
+                    found.append(at)
+                seen.add(key)
+                visit(child, at)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                visit(item, f"{path}[{index}]")
+
+    visit(root, "")
+    return found
+
+
+class _Pairs(dict[str, Any]):
+    """A JSON object with its key-value pairs as sent, repeats included."""
+
+    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
+        super().__init__(pairs)
+        self.pairs = pairs
+
+
+def _strict_patch_refusal(strategic: Any) -> Callable[[list[str], Any], Exception]:
+    """A patch's answer under `fieldValidation=Strict` when its result has unknown fields (patch.go: a
+    422 about `patch`, whose value is the strategic merge patch as Go prints it, or the patched JSON)."""
+
+    def refused(problems: list[str], patched: Any) -> Exception:
+        if strategic is not None:
+            shown = patches.go_printed(strategic)
+        else:
+            shown = json.dumps(patched, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+        why = "strict decoding error: " + ", ".join(problems)
+        return kube_validation.refusal(
+            "", "", "", [kube_validation.FieldError("FieldValueInvalid", "patch", shown, why)]
+        )
+
+    return refused
+
+
+def _patch_type(request: kmock.Request, *, custom: bool) -> str:
+    """The patch type of a PATCH's Content-Type, 415 for one not served, and its options checked
+    (k8s.io/apiserver/pkg/endpoints/handlers/patch.go `PatchResource`; a built-in resource's route only
+    consumes the patch types, which go-restful refuses as `415: Unsupported Media Type` before the
+    handler; a custom resource's handler takes no strategic merge patch)."""
+    content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+    patch = _PATCHES.get(content_type)
+    if patch is None and not custom:
+        raise resources.error(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
+    if patch is None or (patch == "strategic" and custom):
+        accepted = [t for t, p in _PATCHES.items() if not (custom and p == "strategic")]
+        if (
+            custom
+        ):  # the custom resource handler's order (apiextensions-apiserver pkg/apiserver/customresource_handler.go)
+            accepted = ["application/json-patch+json", "application/merge-patch+json", apply.CONTENT_TYPE]
+        raise resources.error(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: " + ", ".join(accepted),
+        )
+    errors = []
+    if patch != "apply" and "force" in request.params:
+        errors.append(
+            kube_validation.FieldError(
+                "FieldValueForbidden", "force", detail="may not be specified for non-apply patch"
+            )
+        )
+    if patch == "apply" and not request.params.get("fieldManager"):
+        errors.append(
+            kube_validation.FieldError("FieldValueRequired", "fieldManager", detail="is required for apply patch")
+        )
+    if errors:
+        raise kube_validation.refusal("PatchOptions", "meta.k8s.io", "", errors)
+    return patch
+
+
+def _changed(body: Any, patch: str | None, current: JsonObject, name: str, key: str) -> JsonObject:
+    """The candidate object of a PUT (its body) or a PATCH (the patch applied to the stored object); 400
+    when a patch renames the object (handlers/rest.go `checkName`)."""
+    if patch is None:  # a PUT, checked by `_check_replacement`; a copy: the store keeps what it is given
         return copy.deepcopy(dict(body))
     if patch == "json":
-        return writes.json_patch(current, body)
-    if not isinstance(body, dict):
-        raise resources.bad_request("a merge patch is a JSON object")
-    return writes.strategic_merge_patch(current, body) if patch == "strategic" else writes.merge_patch(current, body)
+        result = patches.json_patch(current, body)
+    elif patch == "strategic":
+        result = patches.strategic_merge_patch(current, body, typed.schema_of(key))
+    else:
+        result = writes.merge_patch(current, body)
+    sent = (result.get("metadata") or {}).get("name")
+    if sent != name:
+        raise resources.bad_request(f"the name of the object ({sent}) does not match the name on the URL ({name})")
+    return result

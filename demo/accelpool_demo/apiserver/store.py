@@ -20,23 +20,53 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import kmock
 
-from accelpool_demo.apiserver import admission, apply, crds, disruption, eviction, pods, resources, writes
+from accelpool_demo.apiserver import (
+    admission,
+    apply,
+    conversion,
+    crds,
+    disruption,
+    eviction,
+    fields,
+    garbage,
+    pods,
+    resources,
+    typed,
+    writes,
+)
+from accelpool_demo.apiserver import validation as kube_validation
 from accelpool_demo.apiserver.events import Event, EventLog
 from accelpool_demo.apiserver.pods import DeleteOptions
 from accelpool_demo.apiserver.writes import JsonObject
 
+CONTROLLER_MANAGER = "kube-controller-manager"
+"""The field manager of the controllers' writes the emulator plays."""
 VERSIONS_KEPT = 2
 """Versions kept per object in `objects[...].history`: the current one, and the one before."""
 Key = tuple[kmock.resource, str | None, str]
+Warnings = list[str]
+JsonList = list[JsonObject]
+Paths = list[fields.Path]
 PODS = kmock.resource(resources.PODS)
 BUDGETS = kmock.resource(resources.BUDGETS)
 BUDGET_INPUTS = frozenset({resources.PODS, resources.BUDGETS, *disruption.SCALABLE})
 """What the disruption controller watches: a change to one syncs the budgets of its namespace."""
+
+
+def _unmanaged(obj: Mapping[str, Any]) -> JsonObject:
+    """An object without its managedFields (what the field manager compares)."""
+    metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    return {**obj, "metadata": metadata}
+
+
+def _unversioned(obj: Mapping[str, Any]) -> JsonObject:
+    metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}
+    return {**obj, "metadata": metadata}
 
 
 class Store:
@@ -54,6 +84,25 @@ class Store:
         """The newest resourceVersion given (a list's resourceVersion)."""
         self.clock = clock
         """Seconds since the epoch: when graceful deletions end, the times the disruption controller writes."""
+        self.node_taints = True
+        """Whether a new Node gets the not-ready taint (the TaintNodesByCondition admission plugin)."""
+        self.strict_event_namespaces = False
+        """Whether an Event about an object of no namespace must be in `default` (as kube-apiserver's event
+        validation has it; off: accelpool's operator and demo post such Events in their own namespace)."""
+        self.node_lifecycle_controller = True
+        """Whether a Ready node's not-ready taint is lifted (`_lift_not_ready_taints`; False: a cluster whose
+        kube-controller-manager runs without its node lifecycle controller)."""
+        self._untaint: set[Key] = set()
+        self._lifting = False
+        self._establish: set[Key] = set()
+        self.garbage_collector = True
+        """Whether ownerReferences are followed (`_collect_garbage`; False: no kube-controller-manager)."""
+        self._garbage = False
+        """Whether a write may have given the garbage collector work."""
+        self._reported: set[str] = set()
+        """Objects the garbage collector reported an owner of the wrong scope of."""
+        """CustomResourceDefinitions the CRD controllers have yet to establish."""
+        """Nodes that are Ready and carry the not-ready taint."""
         self.disruption_controller = True
         """Whether PodDisruptionBudgets' statuses are kept up to date (False: a controller that is down)."""
         self._has_status = has_status
@@ -91,6 +140,24 @@ class Store:
         ]
         return [raw for _, _, raw in sorted(found, key=lambda entry: entry[:2])]
 
+    def at(self, resource: kmock.resource, namespace: str | None, version: int) -> JsonList | None:
+        """The live objects of a resource as they were at `version` (ordered as `list`), from the events
+        kept; None when it is older than they tell."""
+        if version >= self.version:
+            return self.list(resource, namespace)
+        events = self.events.until(version, resource)
+        if events is None:
+            return None
+        state: dict[tuple[str, str], JsonObject] = {}
+        for event in events:
+            metadata = event.object.get("metadata") or {}
+            key = (str(metadata.get("namespace") or ""), str(metadata.get("name")))
+            if event.type == "DELETED":
+                state.pop(key, None)
+            else:
+                state[key] = event.object
+        return [obj for key, obj in sorted(state.items()) if namespace is None or key[0] == namespace]
+
     def current(self, resource: kmock.resource, namespace: str | None, name: str) -> JsonObject:
         found = self.get(resource, namespace, name)
         if found is None:
@@ -101,11 +168,22 @@ class Store:
 
     def _publish(self, key: Key, kind: str, obj: JsonObject, previous: JsonObject | None = None) -> None:
         self.events.publish(Event(self.version, key[0], kind, obj, previous))
+        metadata, before = obj.get("metadata") or {}, (previous or {}).get("metadata") or {}
+        if (
+            kind == "DELETED"
+            or metadata.get("ownerReferences") != before.get("ownerReferences")
+            or bool(metadata.get("deletionTimestamp")) != bool(before.get("deletionTimestamp"))
+        ):
+            self._garbage = True  # the garbage collector has something to look at
         resource_key = resources.key_of(key[0])
         if resource_key == crds.CRDS:
             self.custom.define(key[2], None if kind == "DELETED" else obj)
+            if kind != "DELETED" and crds.established(obj, "") is not None:
+                self._establish.add(key)
         if resource_key in BUDGET_INPUTS:
             self._unsynced.add(key[1])
+        if resource_key == resources.NODES and kind != "DELETED" and admission.lifted_not_ready(obj) is not None:
+            self._untaint.add(key)
         if resource_key == resources.PODS:
             metadata = obj.get("metadata") or {}
             if kind != "DELETED" and metadata.get("deletionTimestamp") and metadata.get("deletionGracePeriodSeconds"):
@@ -135,7 +213,14 @@ class Store:
             stored.history.append(obj)
             del stored.history[:-VERSIONS_KEPT]
         self._publish(key, "MODIFIED" if previous is not None else "ADDED", obj, previous)
-        return self.objects[key].raw
+        stored_now: JsonObject = self.objects[key].raw
+        if self._untaint and self.node_lifecycle_controller and not self._lifting:
+            self._lifting = True  # the controller reacts at once: the writer's answer still shows the taint
+            try:
+                self._lift_not_ready_taints()
+            finally:
+                self._lifting = False
+        return stored_now
 
     def _next_version(self) -> str:
         self.version += 1
@@ -159,15 +244,119 @@ class Store:
 
     # ------------------------------------------------------------ writes
 
-    async def create(self, resource: kmock.resource, namespace: str | None, body: Any, *, strict: bool) -> JsonObject:
-        """POST: a new object, admitted and stamped; 409 AlreadyExists when the name is taken."""
+    async def create(
+        self,
+        resource: kmock.resource,
+        namespace: str | None,
+        body: Any,
+        *,
+        strict: bool,
+        manager: str | None = None,
+        warnings: Warnings | None = None,
+        duplicates: Sequence[str] = (),
+        dry_run: bool = False,
+    ) -> JsonObject:
+        """POST: a new object, decoded, its fields owned by `manager` (when given: a request's field manager),
+        admitted and stamped; 409 AlreadyExists when the name is taken. With `dry_run`, all of it but the
+        storing: the object is answered without a resourceVersion."""
+        key = resources.key_of(resource)
+        if key in self.custom.served:
+            self.custom.check_version(key, body, warnings)
         obj = writes.named(resource, body, namespace)
         name = obj["metadata"]["name"]
         async with self.lock:
             if self.get(resource, namespace, name) is not None:
                 raise resources.already_exists(resource, name)
-            obj = self._admit(resource, namespace, obj, None, strict=strict)
-            return self._store((resource, namespace, name), writes.created(resource, obj, self._next_version()), None)
+            obj = self._decoded(resource, obj, strict=strict, warnings=warnings, duplicates=duplicates)
+            if manager is not None:
+                zero = typed.zero(key, resources.api_version_of(resource), str(obj.get("kind") or ""))
+                obj["metadata"]["managedFields"] = self._managed(resource, zero, obj, manager, subresource=None)
+            storage = kmock.resource(conversion.storage_of(key))
+            if storage != resource:
+                if self.get(storage, namespace, name) is not None:
+                    raise resources.already_exists(resource, name)
+                obj = conversion.to_storage(key, obj)
+            obj = self._admit(storage, namespace, obj, None, strict=strict, through=key)
+            stored = writes.created(storage, obj, str(self.version + 1))
+            if typed.is_built_in(key):
+                typed.shaped(conversion.storage_of(key), stored)
+            if dry_run:
+                del stored["metadata"]["resourceVersion"]
+                return conversion.from_storage(key, stored)
+            self.version += 1
+            return conversion.from_storage(key, self._store((storage, namespace, name), stored, None))
+
+    def _decoded(
+        self,
+        resource: kmock.resource,
+        obj: JsonObject,
+        *,
+        strict: bool,
+        warnings: Warnings | None,
+        refusal: crds.Refusal | None = None,
+        duplicates: Sequence[str] = (),
+    ) -> JsonObject:
+        """The object as the API server decodes a request's: a custom resource's defaults applied and unknown
+        fields pruned (`crds`), a built-in kind in its Go type's shape without the fields its type lacks
+        (`typed`); each unknown field a warning, or with `strict` (fieldValidation=Strict) refused."""
+        key = resources.key_of(resource)
+        if key in self.custom.served:
+            return self.custom.decoded(
+                key, obj, strict=strict, warnings=warnings, refusal=refusal, duplicates=duplicates
+            )
+        if not typed.is_built_in(key):
+            return obj
+        if conversion.storage_of(key) == conversion.CORE_EVENTS:
+            why = kube_validation.micro_time(obj.get("eventTime"))
+            if why is not None:
+                kind = str(obj.get("kind") or "Event")
+                raise resources.bad_request(
+                    f'{kind} in version "{resource.version}" cannot be handled as a {kind}: {why}'
+                )
+        sent, obj = obj, copy.deepcopy(obj)
+        pruned = typed.unknown_fields(typed.SCHEMAS[key], obj) if key in typed.SCHEMAS else []
+        found = [f'duplicate field "{path}"' for path in duplicates] + [f'unknown field "{path}"' for path in pruned]
+        if found and strict:
+            kind = str(obj.get("kind") or resources.kind_of(resource))
+            raise (refusal or crds.decoding_refusal(kind, resource.version or ""))(found, sent)
+        if warnings is not None:
+            warnings += found
+        return typed.shaped(key, obj)
+
+    def _schema(self, resource: kmock.resource) -> fields.Schema:
+        key = resources.key_of(resource)
+        if key in self.custom.served:  # a custom object's metadata is an ObjectMeta all the same
+            schema = self.custom.served[key].schema
+            properties = {**(schema.get("properties") or {}), "metadata": typed.METADATA}
+            return fields.Schema({**schema, "properties": properties})
+        return fields.Schema(typed.schema_of(key))
+
+    def _managed(
+        self,
+        resource: kmock.resource,
+        before: Mapping[str, Any],
+        after: Mapping[str, Any],
+        manager: str,
+        *,
+        subresource: str | None,
+        base: Mapping[str, Any] | None = None,
+    ) -> JsonList:
+        """`after`'s managedFields once `manager`, an Update manager, wrote it over `before` (the entries of
+        `base`, else of `after`): internal/managedfieldsupdater.go. A write through the resource owns no
+        status (the strategies' reset fields), one through `status` nothing else than status and metadata."""
+        api_version = resources.api_version_of(resource)
+        writer = fields.Entry(manager, "Update", api_version, subresource or "", set(), None)
+        if subresource is None and self._has_status(resource):
+            ignored: Paths = [("f:status",)]
+        elif subresource == "status":
+            ignored = [("f:spec",)]
+        else:
+            ignored = []
+        comparison = fields.compare(_unmanaged(before), _unmanaged(after), self._schema(resource))
+        found = fields.entries(base if base is not None else after)
+        # a write through `scale` records no time (its entry goes through the Scale's conversion, which drops it)
+        now = None if subresource == "scale" else writes.timestamp(self.clock())
+        return fields.encoded(fields.updated(found, comparison, writer, now=now, ignored=ignored))
 
     def _admit(
         self,
@@ -177,10 +366,34 @@ class Store:
         current: JsonObject | None,
         *,
         strict: bool,
+        through: str | None = None,
     ) -> JsonObject:
+        """A decoded object (`_decoded`) as admission leaves it (the status a create drops, defaults and
+        mutations), or admission's refusal (`through`: the resource it was sent to, when stored as another)."""
         key = resources.key_of(resource)
+        if key == conversion.CORE_EVENTS and current is None:
+            return admission.admit_event(
+                obj, namespace, strict=through == conversion.NEW_EVENTS, namespaces=self.strict_event_namespaces
+            )
         if key in self.custom.served:
-            return self.custom.admit(key, obj, current, strict=strict, cel=self.cel)
+            if current is None and self.custom.served[key].has_status:
+                obj = {k: v for k, v in obj.items() if k != "status"}
+            self.custom.validate(key, obj, current, cel=self.cel)
+            return obj
+        references = kube_validation.owner_references((obj.get("metadata") or {}).get("ownerReferences"))
+        if references:
+            kind = str(obj.get("kind") or resources.kind_of(resource))
+            raise kube_validation.refusal(
+                kind, resource.group or "", (obj.get("metadata") or {}).get("name"), references
+            )
+        if key == resources.NODES:
+            return admission.admit_node(obj, current, taint=self.node_taints)
+        if key == crds.CRDS:
+            errors = crds.definition_errors(obj)
+            if errors:
+                name = (obj.get("metadata") or {}).get("name")
+                raise kube_validation.refusal("CustomResourceDefinition", "apiextensions.k8s.io", name, errors)
+            return obj
         if key == resources.POOLS:
             return admission.admit_pool(obj, current, strict=strict, webhook=self._webhook)
         if key == resources.PODS and current is None:
@@ -198,14 +411,21 @@ class Store:
         *,
         subresource: str | None,
         strict: bool = False,
+        manager: str | None = None,
+        warnings: Warnings | None = None,
+        refusal: crds.Refusal | None = None,
     ) -> JsonObject:
         """PUT or PATCH: `change` makes the candidate from the stored object (404 when there is none), a new
         object: every change (`writes.merge_patch`, `json_patch`, `admission.scaled`, a PUT's body) copies
-        what it keeps of the stored one, so it is not copied here once more (a write's main cost at 10,000 nodes)."""
+        what it keeps of the stored one, so it is not copied here once more (a write's main cost at 10,000 nodes).
+        With a `manager` (a request's field manager), the write's fields become its own (`fields`)."""
+        key = resources.key_of(resource)
         async with self.lock:
             current = self.current(resource, namespace, name)
             candidate = change(current)
-            if subresource is None or resources.key_of(resource) in self.custom.served:
+            if manager is not None or key in self.custom.served:  # a request's, not a simulator's own write
+                candidate = self._decoded(resource, candidate, strict=strict, warnings=warnings, refusal=refusal)
+            if subresource is None or key in self.custom.served:
                 candidate = self._admit(resource, namespace, candidate, current, strict=strict)
             version = str(self.version + 1)
             result = writes.updated(
@@ -216,7 +436,16 @@ class Store:
                 version=version,
                 has_status=self._has_status(resource),
             )
-            if result is None:
+            if result is not None and typed.is_built_in(key):
+                typed.shaped(key, result)
+            if result is not None and subresource == "status" and key == resources.NODES:
+                admission.admit_node(result, current, taint=False)  # the status strategy validates as an update
+            if result is not None and manager is not None:
+                base = current if subresource is not None else result
+                result["metadata"]["managedFields"] = self._managed(
+                    resource, current, result, manager, subresource=subresource, base=base
+                )
+            if result is None or _unversioned(result) == _unversioned(current):
                 return current
             self.version += 1
             return self._store((resource, namespace, name), result, current)
@@ -229,7 +458,11 @@ class Store:
         options = options or DeleteOptions()
         async with self.lock:
             current = self.current(resource, namespace, name)
-            pods.check_preconditions(str(resource.plural), current, options)
+            pods.check_preconditions(
+                resource, str(current.get("kind") or resources.kind_of(resource)), current, options
+            )
+            if options.dry_run:
+                return current
             if resources.key_of(resource) == resources.PODS:
                 return self._delete_pod((resource, namespace, name), current, options.grace_period_seconds)
             metadata = current.get("metadata") or {}
@@ -237,9 +470,14 @@ class Store:
                 return current
             marked = copy.deepcopy(current)
             marked["metadata"]["resourceVersion"] = self._next_version()
-            if metadata.get("finalizers"):
+            finalizer = garbage.FINALIZERS.get(options.propagation or "")
+            if finalizer is not None and self.garbage_collector:  # the garbage collector finishes the deletion
+                marked["metadata"]["finalizers"] = [*(metadata.get("finalizers") or []), finalizer]
+            if marked["metadata"].get("finalizers"):
                 marked["metadata"]["deletionTimestamp"] = writes.now()
                 marked["metadata"]["deletionGracePeriodSeconds"] = 0
+                if marked["metadata"].get("generation"):  # rest.BeforeDelete: a graceful deletion is a new generation
+                    marked["metadata"]["generation"] += 1
                 return self._store((resource, namespace, name), marked, current)
             self.objects[resource, namespace, name].delete()
             self._publish((resource, namespace, name), "DELETED", marked)
@@ -278,8 +516,12 @@ class Store:
                 if len(budgets) > 1:
                     raise eviction.more_than_one_budget()
                 if budgets and not eviction.unhealthy_may_go(pod, budgets[0]):
-                    self._write_status(BUDGETS, budgets[0], eviction.decremented(budgets[0], name, now))
+                    status = eviction.decremented(budgets[0], name, now)
+                    if not options.dry_run:
+                        self._write_status(BUDGETS, budgets[0], status)
             eviction.check_latest(pod, options)
+            if options.dry_run:
+                return dict(eviction.SUCCESS)
             pod = self._write_status(PODS, pod, pods.with_condition(pod, eviction.disruption_target(now))["status"])
             self._delete_pod((PODS, namespace, name), pod, options.grace_period_seconds)
             return dict(eviction.SUCCESS)
@@ -291,9 +533,22 @@ class Store:
         now = self.clock()
         due = [key for key, deadline in self._terminating.items() if deadline <= now]
         recheck = self._recheck is not None and self._recheck <= now
-        if not due and not (self.disruption_controller and (self._unsynced or recheck)):
+        untaint = self.node_lifecycle_controller and bool(self._untaint)
+        collect = self.garbage_collector and self._garbage
+        waiting = not due and not untaint and not self._establish and not collect
+        if waiting and not (self.disruption_controller and (self._unsynced or recheck)):
             return
         async with self.lock:
+            while self._establish:
+                key = self._establish.pop()
+                crd = self.get(*key)
+                status = crds.established(crd, writes.timestamp(now)) if crd is not None else None
+                if crd is not None and status is not None:
+                    self._write_status(key[0], crd, status)
+            if untaint:
+                self._lift_not_ready_taints()
+            if collect:
+                self._collect_garbage()
             for key in due:
                 current = self.get(*key)
                 if current is not None and pods.due(current, now):
@@ -305,6 +560,70 @@ class Store:
                     self._recheck = None
                 while self._unsynced:
                     self._sync_budgets(self._unsynced.pop(), now)
+
+    def _collect_garbage(self) -> None:
+        """kube-controller-manager's garbage collector (`garbage`), one pass over every object: the dependents
+        of an orphaning owner let go, of a foreground deletion deleted (then its finalizer lifted), objects
+        whose owners are all gone deleted, the references to gone owners of the others removed."""
+        self._garbage = False
+        live = {key: obj.raw for key, obj in list(self.objects.items()) if not obj.deleted and key[2] is not None}
+        graph = garbage.Graph(live, self._namespaced)
+        for key, action in graph.actions():
+            current = self.get(*key)
+            if current is None:
+                continue
+            if action.delete:
+                self._delete_now(key, current)
+            elif action.object is not None:
+                changed = action.object
+                changed["metadata"]["managedFields"] = self._managed(
+                    key[0], current, changed, CONTROLLER_MANAGER, subresource=None, base=current
+                )
+                changed["metadata"]["resourceVersion"] = self._next_version()
+                self._store(key, changed, current)
+        for dependent, reference in graph.invalid_namespaces():
+            if dependent["metadata"]["uid"] not in self._reported:
+                self._reported.add(dependent["metadata"]["uid"])
+                self.put(resources.EVENTS, garbage.invalid_namespace_event(dependent, reference, writes.now()))
+
+    def _namespaced(self, api_version: str, kind: str) -> bool | None:
+        """Whether a kind is namespaced (None: not served)."""
+        served = [*resources.RESOURCES.items(), *((k, c.info) for k, c in self.custom.served.items())]
+        for key, info in served:
+            if info.kind == kind and key.rsplit("/", 1)[0] == api_version:
+                return bool(info.namespaced)
+        return None
+
+    def _delete_now(self, key: Key, current: JsonObject) -> None:
+        """A deletion by a controller: marked while finalizers hold it, else gone."""
+        metadata = current.get("metadata") or {}
+        if metadata.get("deletionTimestamp"):
+            return
+        marked = copy.deepcopy(current)
+        marked["metadata"]["resourceVersion"] = self._next_version()
+        if metadata.get("finalizers"):
+            marked["metadata"]["deletionTimestamp"] = writes.now()
+            marked["metadata"]["deletionGracePeriodSeconds"] = 0
+            self._store(key, marked, current)
+            return
+        self.objects[key].delete()
+        self._publish(key, "DELETED", marked)
+
+    def _lift_not_ready_taints(self) -> None:
+        """The node lifecycle controller's NoSchedule pass, as far as the emulator plays it: a Ready node's
+        not-ready taint (the one admission adds to a new node) lifted, as kube-controller-manager patches it
+        (pkg/controller/nodelifecycle/node_lifecycle_controller.go `doNoScheduleTaintingPass`)."""
+        while self._untaint:
+            key = self._untaint.pop()
+            current = self.get(*key)
+            lifted = admission.lifted_not_ready(current) if current is not None else None
+            if current is None or lifted is None:
+                continue
+            lifted["metadata"]["managedFields"] = self._managed(
+                key[0], current, lifted, CONTROLLER_MANAGER, subresource=None, base=current
+            )
+            lifted["metadata"]["resourceVersion"] = self._next_version()
+            self._store(key, lifted, current)
 
     def _sync_budgets(self, namespace: str | None, now: float) -> None:
         """The disruption controller's sync of every budget of a namespace (`disruption.synced_status`)."""
@@ -330,35 +649,65 @@ class Store:
         manager: str,
         force: bool,
         strict: bool,
+        subresource: str | None = None,
     ) -> tuple[int, JsonObject]:
-        """Server-side apply: (201, created) for a missing object, (200, the result) otherwise."""
+        """Server-side apply (`apply`): (201, created) for a missing object, (200, the result) otherwise."""
         sent = dict(config.get("metadata") or {})
         if sent.get("name") not in (None, name):
             raise resources.bad_request(
                 f"the name of the object ({sent['name']}) does not match the name on the URL ({name})"
             )
+        key = resources.key_of(resource)
+        declared = self.custom.served[key].schema if key in self.custom.served else typed.SCHEMAS.get(key)
+        if declared is not None and declared.get("additionalProperties") is not False and key not in self.custom.served:
+            declared = None  # only the types whose every field is known refuse an undeclared one
+        if declared is not None:
+            apply.undeclared(config, declared, name, str(sent.get("namespace") or ""))
         has_status = self._has_status(resource)
+        if subresource is None and has_status:
+            ignored: Paths = [("f:status",)]
+        elif subresource == "status":
+            ignored = [("f:spec",)]
+        else:
+            ignored = []
+        api_version = resources.api_version_of(resource)
+        applier = fields.Entry(manager, "Apply", api_version, subresource or "", set(), None)
+        now = writes.timestamp(self.clock())
         async with self.lock:
             current = self.get(resource, namespace, name)
             if current is None:
-                if sent.get("resourceVersion"):
+                if sent.get("resourceVersion") or subresource is not None:
                     raise resources.not_found(resource, name)
-                body = apply.applied(None, config, manager=manager, force=force, has_status=has_status)
-                assert body is not None
-                body["metadata"]["name"] = name
-                obj = self._admit(resource, namespace, writes.named(resource, body, namespace), None, strict=strict)
-                return 201, self._store(
-                    (resource, namespace, name), writes.created(resource, obj, self._next_version()), None
+                live = typed.zero(key, api_version, str(config.get("kind")))
+                live["metadata"] = {"name": name, **({"namespace": namespace} if namespace else {})}
+                result, entries, _ = apply.applied(
+                    live, config, self._schema(resource), applier=applier, force=force, now=now, ignored=ignored
                 )
+                result["metadata"]["managedFields"] = entries
+                obj = self._decoded(resource, writes.named(resource, result, namespace), strict=strict, warnings=None)
+                obj = self._admit(resource, namespace, obj, None, strict=strict)
+                stored = writes.created(resource, obj, self._next_version())
+                if typed.is_built_in(key):
+                    typed.shaped(key, stored)
+                return 201, self._store((resource, namespace, name), stored, None)
             writes.check_precondition(resource, current, config)
-            result = apply.applied(current, config, manager=manager, force=force, has_status=has_status)
-            if result is None:
-                return 200, current
-            result = self._admit(resource, namespace, result, current, strict=strict)
+            result, entries, changed = apply.applied(
+                current, config, self._schema(resource), applier=applier, force=force, now=now, ignored=ignored
+            )
+            if changed:
+                result = self._decoded(resource, result, strict=strict, warnings=None)
+                if subresource is None or key in self.custom.served:
+                    result = self._admit(resource, namespace, result, current, strict=strict)
+            version = str(self.version + 1)
             updated = writes.updated(
-                resource, current, result, subresource=None, version=str(self.version + 1), has_status=has_status
+                resource, current, result, subresource=subresource, version=version, has_status=has_status
             )
             if updated is None:
-                return 200, current
+                if entries == (current.get("metadata") or {}).get("managedFields"):
+                    return 200, current
+                updated = {**current, "metadata": {**current["metadata"], "resourceVersion": version}}
+            updated["metadata"]["managedFields"] = entries
+            if typed.is_built_in(key):
+                typed.shaped(key, updated)
             self.version += 1
             return 200, self._store((resource, namespace, name), updated, current)

@@ -68,6 +68,8 @@ def problems(schema: Mapping[str, Any], value: Any, path: str = "") -> list[api.
     if value is None:
         return [] if schema.get("nullable") else [_type_problem(schema, where, value)]
     if not _typed(schema, value):
+        if schema.get("x-kubernetes-int-or-string"):
+            return _int_or_string_problems(where, value)
         return [_type_problem(schema, where, value)]
     found = _scalar_problems(schema, value, where)
     if isinstance(value, dict):
@@ -97,6 +99,26 @@ def _type_problem(schema: Mapping[str, Any], where: str, value: Any) -> api.Prob
     )
 
 
+def _int_or_string_problems(where: str, value: Any) -> list[api.Problem]:
+    """What kube-openapi's validator says of an int-or-string (`anyOf: [integer, string]`) given another type:
+    the type error of the field, of the anyOf, of its first branch, and for a number the integer format's."""
+    given = _json_type(value)
+    found = [
+        api.Problem(
+            where, value, f'{where} in body must be of type integer,string: "{given}"', "TypeInvalid", f'"{given}"'
+        ),
+        api.Problem("<nil>", "", f'"{where}" must validate at least one schema (anyOf)', "Invalid", '""'),
+        api.Problem(where, value, f'{where} in body must be of type integer: "{given}"', "TypeInvalid", f'"{given}"'),
+    ]
+    if given == "number":
+        found.append(
+            api.Problem(
+                "<nil>", "", f"Checked value must be of type integer (default format) in {where}", "Invalid", '""'
+            )
+        )
+    return found
+
+
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"
@@ -110,7 +132,8 @@ def _scalar_problems(schema: Mapping[str, Any], value: Any, where: str) -> list[
     if "enum" in schema and value not in schema["enum"]:
         supported = ", ".join(json.dumps(v) for v in schema["enum"])
         found.append(api.Problem(where, value, f"supported values: {supported}", "NotSupported"))
-    if isinstance(value, str):
+    if isinstance(value, str):  # kube-openapi's string and number validators stop at their first finding
+        before = len(found)
         if "maxLength" in schema and len(value) > schema["maxLength"]:
             found.append(
                 api.Problem(where, value, f"may not be more than {schema['maxLength']} bytes", "TooLong", None)
@@ -121,15 +144,18 @@ def _scalar_problems(schema: Mapping[str, Any], value: Any, where: str) -> list[
             )
         if "pattern" in schema and not re.search(schema["pattern"], value):
             found.append(api.Problem(where, value, f"{where} in body should match '{schema['pattern']}'"))
+        del found[before + 1 :]
     if isinstance(value, int | float) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            found.append(
-                api.Problem(where, value, f"{where} in body should be greater than or equal to {schema['minimum']}")
-            )
+        before = len(found)
         if "maximum" in schema and value > schema["maximum"]:
             found.append(
                 api.Problem(where, value, f"{where} in body should be less than or equal to {schema['maximum']}")
             )
+        if "minimum" in schema and value < schema["minimum"]:
+            found.append(
+                api.Problem(where, value, f"{where} in body should be greater than or equal to {schema['minimum']}")
+            )
+        del found[before + 1 :]
     return found
 
 

@@ -5,9 +5,8 @@ Pure functions on JSON objects (apart from the clock and generated names), used 
 - `created`: a name from `generateName`, the URL's namespace, uid, creationTimestamp, generation 1 and
   the new resourceVersion; the status dropped where the create strategy drops it, a pod `Pending`, a
   PodDisruptionBudget's counts zero;
-- `merge_patch` (RFC 7386), `strategic_merge_patch` (a merge patch whose `status.conditions` merge
-  by `type`, as the Node and Pod strategies' patchMergeKey makes them), `json_patch` (RFC 6902, with
-  `test` operations; 422 when it cannot be applied);
+- `merge_patch` (RFC 7386; JSON and strategic merge patches: `patches`), and `decoded_patch`, a patch's
+  body decoded as the patch handler decodes it (400 in encoding/json's words);
 - `updated`: a candidate written through the resource or its `status` subresource — the other part
   kept (status writes change only the status, others never the status of a resource with a status
   subresource), the identity fields kept, 409 for a stale `metadata.resourceVersion`, no new finalizer
@@ -19,16 +18,16 @@ from __future__ import annotations
 
 import copy
 import datetime
+import json
 import random
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
-import jsonpatch
 import kmock
 
 from accelpool_demo.apiserver import resources
-from accelpool_demo.apiserver.resources import bad_request, conflict, invalid
+from accelpool_demo.apiserver.resources import bad_request, conflict, internal, invalid
 
 JsonObject = dict[str, Any]
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -40,6 +39,11 @@ IDENTITY = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp"
 """Metadata no write can change (`rest.BeforeUpdate` keeps them from the stored object)."""
 
 
+STATUS_KEEPS_METADATA = {resources.NODES: (), resources.PODS: ("ownerReferences",), resources.BUDGETS: ()}
+"""Kinds whose status strategy keeps the request's metadata (less these fields), resetting only the spec
+(pkg/registry/core/node/strategy.go `nodeStatusStrategy.PrepareForUpdate`, the pod and disruption budget
+ones alike); the others' keep only the status (a custom resource's: apiextensions-apiserver
+pkg/registry/customresource/status_strategy.go)."""
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 ZERO_BUDGET_STATUS = {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}
 """A PodDisruptionBudget's status on creation (pkg/registry/policy/poddisruptionbudget/strategy.go
@@ -124,38 +128,85 @@ def _merge_into(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
             target[key] = copy.deepcopy(value)
 
 
-def strategic_merge_patch(current: Mapping[str, Any], patch: Mapping[str, Any]) -> JsonObject:
-    """A strategic merge patch as far as accelpool's writers use it: a merge patch, except that the
-    conditions in `status.conditions` merge with the stored ones by `type` (patchMergeKey), so the
-    agent's condition joins the kubelet's Ready instead of replacing it. Directives (`$patch`,
-    `$retainKeys`, `$setElementOrder`) and the merge keys of other lists are not modelled."""
-    conditions = (patch.get("status") or {}).get("conditions") if isinstance(patch.get("status"), Mapping) else None
-    if not isinstance(conditions, list):
-        return merge_patch(current, patch)
-    merged = {c.get("type"): dict(c) for c in (current.get("status") or {}).get("conditions") or []}
-    for condition in conditions:
-        merged[condition.get("type")] = {**merged.get(condition.get("type"), {}), **condition}
-    patch = {**patch, "status": {**patch["status"], "conditions": list(merged.values())}}
-    return merge_patch(current, patch)
+_GO_TYPES = {dict: "object", list: "array", str: "string", bool: "bool", int: "number", float: "number"}
 
 
-def json_patch(current: Mapping[str, Any], operations: Any) -> JsonObject:
-    """A JSON patch (RFC 6902) applied to a copy of `current`; one that cannot be applied (a failed
-    `test`, a missing path) is a 422, as the API server's jsonPatcher answers it
-    (k8s.io/apiserver/pkg/endpoints/handlers/patch.go)."""
-    if not isinstance(operations, list):
-        raise bad_request("a JSON patch is a list of operations")
+def decoded_patch(text: str, patch: str) -> Any:
+    """A patch's body as the patch handler decodes it (k8s.io/apiserver/pkg/endpoints/handlers/patch.go),
+    400 `error decoding patch: ...` in encoding/json's words when it is no JSON of the patch's shape."""
     try:
-        result: JsonObject = jsonpatch.apply_patch(copy.deepcopy(dict(current)), operations)
-    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as error:
-        raise invalid(f"the server rejected our request due to an error in our request: {error}") from None
-    return result
+        body = json.loads(text)
+    except json.JSONDecodeError as failure:
+        raise bad_request(f"error decoding patch: {go_syntax_error(text, failure)}") from None
+    want, go_type = (list, "[]handlers.jsonPatchOp") if patch == "json" else (dict, "map[string]interface {}")
+    if body is not None and not isinstance(body, want):
+        found = _GO_TYPES.get(type(body), "value")
+        raise bad_request(f"error decoding patch: json: cannot unmarshal {found} into Go value of type {go_type}")
+    return body if body is not None else want()
+
+
+def go_syntax_error(text: str, failure: json.JSONDecodeError) -> str:
+    """encoding/json's SyntaxError for what Python's decoder found wrong (scanner.go's wording)."""
+    position = failure.pos
+    if position >= len(text) or failure.msg.startswith("Unterminated"):
+        return "unexpected end of JSON input"
+    quoted = _go_char(text[position])
+    if failure.msg.startswith("Expecting property name"):
+        context = "looking for beginning of object key string"
+    elif failure.msg.startswith("Expecting ':'"):
+        context = "after object key"
+    elif failure.msg.startswith("Expecting ','"):
+        context = "after object key:value pair" if _innermost(text[:position]) == "{" else "after array element"
+    elif failure.msg == "Extra data":
+        context = "after top-level value"
+    else:
+        context = "looking for beginning of value"
+    return f"invalid character {quoted} {context}"
+
+
+def _go_char(char: str) -> str:
+    """A character as encoding/json's `quoteChar` shows it: `'x'`, `'\\''`, `'\\u0081'`."""
+    if char == "'":
+        return "'\\''"
+    if char == '"':
+        return "'\"'"
+    if " " <= char <= "~":
+        return f"'{char}'"
+    escapes = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+    if char in escapes:
+        return f"'{escapes[char]}'"
+    return f"'\\x{ord(char):02x}'" if ord(char) < 0x80 else f"'\\u{ord(char):04x}'"
+
+
+def _innermost(text: str) -> str:
+    """The innermost bracket still open at the end of `text` (outside strings)."""
+    stack: list[str] = []
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+            continue
+        if char == '"':
+            in_string = True
+        elif char in "{[":
+            stack.append(char)
+        elif char in "}]" and stack:
+            stack.pop()
+    return stack[-1] if stack else ""
 
 
 def check_precondition(resource: kmock.resource, current: Mapping[str, Any], candidate: Mapping[str, Any]) -> None:
-    """409 when the candidate names a resourceVersion that is not the stored one."""
+    """409 when the candidate names a resourceVersion that is not the stored one; 500 when it is no number
+    (the storage's versioner parses it: k8s.io/apiserver/pkg/storage/api_object_versioner.go)."""
     sent = (candidate.get("metadata") or {}).get("resourceVersion")
     name = str((current.get("metadata") or {}).get("name"))
+    if sent and not str(sent).isdigit():
+        raise internal(f"strconv.ParseUint: parsing {json.dumps(str(sent))}: invalid syntax")
     if sent and sent != (current.get("metadata") or {}).get("resourceVersion"):
         raise conflict(resource, name)
 
@@ -174,7 +225,16 @@ def updated(
     it and of `current`'s parts that the write keeps, neither copied again (stored objects are never
     changed in place: every write copies what it changes; a second copy was a third of a write's cost)."""
     check_precondition(resource, current, candidate)
-    if subresource == "status":
+    key = resources.key_of(resource)
+    if subresource == "status" and key in STATUS_KEEPS_METADATA:
+        result = {**candidate, "spec": current.get("spec")}
+        metadata = dict(candidate.get("metadata") or {})
+        for field in (*IDENTITY, "generation", "managedFields", *STATUS_KEEPS_METADATA[key]):
+            metadata.pop(field, None)
+            if field in (current.get("metadata") or {}):
+                metadata[field] = copy.deepcopy(current["metadata"][field])
+        result["metadata"] = metadata
+    elif subresource == "status":
         result = {**current, "metadata": dict(current.get("metadata") or {}), "status": candidate.get("status")}
     else:
         result = dict(candidate)

@@ -47,7 +47,13 @@ def daemonset(config: str) -> dict[str, Any]:
 
 def node(name: str) -> dict[str, Any]:
     labels = {"accelpool.io/pool": "training", "nvidia.com/gpu.product": "NVIDIA-L4", "nvidia.com/gpu.count": "1"}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "status": {}}
+    ready = {"type": "Ready", "status": "True"}  # its kubelet reports it Ready: the not-ready taint is lifted
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "status": {"conditions": [ready]},
+    }
 
 
 @pytest.fixture
@@ -176,7 +182,7 @@ async def test_apply_creates_merges_and_prunes_like_the_api_server(api: tuple[Ap
         await client.apply(path, stale, field_manager="accelpool")
     with pytest.raises(ApiError) as missing:
         await client.request("PATCH", path, body=intent, content_type="application/apply-patch+yaml")
-    assert missing.value.status == 400, "an apply names its field manager"
+    assert missing.value.status == 422, "an apply names its field manager (PatchOptions are invalid without it)"
 
 
 async def test_apply_conflicts_with_another_applier_unless_forced(api: tuple[ApiServer, KubeClient]) -> None:
@@ -235,14 +241,15 @@ async def test_footprint_stays_bounded_however_many_requests(api: tuple[ApiServe
     await client.create("/api/v1/nodes", node("l4-1"))
 
     async def heartbeat(beat: int) -> None:
-        await client.patch("/api/v1/nodes/l4-1/status", {"status": {"beat": beat}}, patch_type="strategic")
+        beating = {"status": {"capacity": {"example.com/beat": str(beat)}}}
+        await client.patch("/api/v1/nodes/l4-1/status", beating, patch_type="strategic")
         await client.get_or_none("/api/v1/nodes/missing")  # a 404: kmock records it as an error
         await client.list("/api/v1/nodes")
 
     for batch in range(10):
         await asyncio.gather(*(heartbeat(batch * 50 + beat) for beat in range(50)))
 
-    assert (await client.get("/api/v1/nodes/l4-1"))["status"]["beat"] == 499
+    assert (await client.get("/api/v1/nodes/l4-1"))["status"]["capacity"]["example.com/beat"] == "499"
     assert len(list(emulator)) <= 1, "kmock's records of requests are dropped"
     assert len(emulator.served) == 100 and emulator.served.total == 2 + 10 * 50 * 3
     assert len(emulator.errors) <= 100  # of the 500 404s served: the most recent ones

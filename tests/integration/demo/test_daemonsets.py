@@ -44,6 +44,7 @@ def node(name: str, pool: str | None = "training", taints: list[dict[str, str]] 
         "kind": "Node",
         "metadata": {"name": name, "labels": labels},
         "spec": {"taints": taints or []},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},  # its kubelet reports it Ready
     }
 
 

@@ -75,7 +75,7 @@ async def test_an_eviction_the_budget_forbids_is_429_and_leaves_the_pod(client: 
 
     status, headers, body = await evict("w0")
     cause = {
-        "type": "DisruptionBudget",
+        "reason": "DisruptionBudget",
         "message": "The disruption budget work needs 2 healthy pods and has 2 currently",
     }
     assert (status, body) == (429, failure(429, VIOLATION, "TooManyRequests", causes=[cause]))
@@ -92,7 +92,7 @@ async def test_a_budget_not_yet_observed_is_429_still_being_processed(
 
     status, headers, body = await evict("w0")
     cause = {
-        "type": "DisruptionBudget",
+        "reason": "DisruptionBudget",
         "message": "The disruption budget work is still being processed by the server.",
     }
     assert (status, body) == (429, failure(429, VIOLATION, "TooManyRequests", causes=[cause], retryAfterSeconds=10))
@@ -192,10 +192,12 @@ async def test_the_eviction_body_is_checked(client: KubeClient, evict: Evict) ->
             **eviction("w0"),
             "apiVersion": "v1",
         },
-        "deleteOptions.dryRun: dry-run deletions are not modelled by this emulator": eviction("w0", dryRun=["All"]),
     }
     for message, body in refusals.items():
         assert (await evict("w0", body))[::2] == (400, failure(400, message, "BadRequest")), message
+    before = await client.get(f"{PODS}/w0")
+    assert (await evict("w0", eviction("w0", dryRun=["All"])))[0] == 201
+    assert await client.get(f"{PODS}/w0") == before, "a dry run writes nothing"
     assert (await evict("w0", {**eviction("w0"), "apiVersion": "policy/v1beta1"}))[0] == 201
 
 

@@ -53,7 +53,8 @@ async def test_a_real_conflict_is_re_read_and_retried(cluster: Cluster, operator
         # Someone else writes the node between the operator's read and its write.
         if request.resource == NODES and request.headers.get("User-Agent") == "accelpool":
             stored = cluster.emulator.objects[NODES, None, request.name]
-            stored.patch({"metadata": {"labels": {"example.com/other-writer": "yes"}, "resourceVersion": "race"}})
+            other = str(10**9)  # the resourceVersion someone else's write gave it
+            stored.patch({"metadata": {"labels": {"example.com/other-writer": "yes"}, "resourceVersion": other}})
             raced.append(request.name)
         else:
             cluster.emulator.before_update.append(other_writer)

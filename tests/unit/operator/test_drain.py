@@ -113,7 +113,10 @@ async def test_an_xid_drains_the_node_past_a_budget_once_it_allows_then_hands_it
     await workload(cluster, "trainer-0", "m1")
     await workload(cluster, "trainer-1", "m1")
     await workload(cluster, "elsewhere", "m2")
-    daemon = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "dcgm", "uid": "u-dcgm", "controller": True}
+    dcgm = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "dcgm"}, "spec": {}}
+    stored = await cluster.client.create(f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets", dcgm)
+    uid = stored["metadata"]["uid"]  # a pod whose owner is not stored, the garbage collector deletes
+    daemon = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "dcgm", "uid": uid, "controller": True}
     await workload(cluster, "dcgm-exporter", "m1", "dcgm", ownerReferences=[daemon])
     budget = {"selector": {"matchLabels": {"app": "trainer"}}, "minAvailable": 3}
     await cluster.client.create(
