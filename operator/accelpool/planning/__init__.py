@@ -128,15 +128,13 @@ def _plan_once(
         _burn_in(work, ledger, options)
         _size(work, ledger, roster, options)
     _claim(works, roster, options)
-    member_labels = {work.name: member_changes(ledger, work, options.now) for work in works.values()}
+    for work in works.values():
+        member_changes(ledger, work, options.now)
     changes = ledger.changes()
     selected_keys, selected_entries = _selected_configs(nodes, changes)
     device_plugin = configs.device_plugin_config(ordered, works, config, selected_keys)
     mig_document, mig_managed = configs.mig_config(ordered, works, config, selected_entries)
-    pool_plans = [
-        _pool_plan(pool, works.get(pool.name), roster, ledger, changes, member_labels.get(pool.name, {}), options)
-        for pool in ordered
-    ]
+    pool_plans = [_pool_plan(pool, works.get(pool.name), roster, ledger, changes, options) for pool in ordered]
     for pool_name, names in sorted(ledger.released_by.items()):
         owner = by_name.get(pool_name)
         if owner is not None:
@@ -248,7 +246,6 @@ def _pool_plan(
     roster: Roster,
     ledger: Ledger,
     changes: Mapping[str, NodeChange],
-    member_labels: dict[str, str],
     options: PlannerOptions,
 ) -> PoolPlan:
     """One pool's outcome: its members and status (`accelpool.poolstatus`)."""
@@ -309,7 +306,6 @@ def _pool_plan(
         breaker_open=work.remediation.breaker.open,
         expected_tflops=expected,
         tolerations=tolerations,
-        member_labels=member_labels,
         burn_in=work.burn_in.active,
         driver_versions=len(driver_versions(members, pool.name)),
         ladder_steps=work.remediation.steps,

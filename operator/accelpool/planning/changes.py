@@ -5,9 +5,11 @@ device-plugin config label (the pool's key, named by its content: `accelpool.nvi
 and, where MIG matters, `nvidia.com/mig.config` (the pool's layout entry, also named by its content,
 or `all-disabled` on MIG-capable GPUs of a whole-GPU pool, or else the device plugin advertises MIG
 devices as GPUs). An edited pool's configs get new names, so the label values change and NVIDIA's
-config-manager and MIG manager act on them. Values of another controller that accelpool
-overwrites on a new member are kept in `accelpool.io/prior-labels` and restored on release
-(`Ledger.release`). Also: `accelpool.io/joined-at` (static pools; sizing releases the newest
+config-manager and MIG manager act on them. Nodes Karpenter launches for a pool are members like
+any other: its NodePool's template gives them only the pool label and the config labels come from
+here, so an edit reconfigures them in place (`accelpool.render.nodepool`). Values of another
+controller that accelpool overwrites on a new member are kept in `accelpool.io/prior-labels` and
+restored on release (`Ledger.release`). Also: `accelpool.io/joined-at` (static pools; sizing releases the newest
 first), the pool taint of dedicated pools, the MIG retry record (`accelpool.planning.mig_retry`),
 the quarantine (`accelpool.planning.remediation.apply_quarantine`) and the burn-in taint, put on
 in the same write that makes a node a member (`accelpool.planning.burnin.apply_burn_in`).
@@ -51,7 +53,8 @@ class MemberConfig:
 
     @property
     def labels(self) -> dict[str, str]:
-        """The labels every member gets (a Karpenter NodePool's template labels too)."""
+        """The labels every member gets, static and Karpenter pools alike (a Karpenter NodePool's template carries
+        only the pool label: `accelpool.render.nodepool`)."""
         found = {conventions.POOL_LABEL: self.pool}
         if self.device_plugin is not None:
             found[conventions.DEVICE_PLUGIN_CONFIG_LABEL] = self.device_plugin
@@ -60,8 +63,8 @@ class MemberConfig:
         return found
 
 
-def member_changes(ledger: Ledger, work: PoolWork, now: datetime) -> dict[str, str]:
-    """Put the pool's labels, annotations and taints on each member; returns the labels every member gets."""
+def member_changes(ledger: Ledger, work: PoolWork, now: datetime) -> None:
+    """Put the pool's labels, annotations and taints on each member, those Karpenter launched included."""
     config = MemberConfig.of(work)
     labels = config.labels
     pool, karpenter, dedicated = work.name, work.karpenter, work.spec.dedicated
@@ -97,7 +100,6 @@ def member_changes(ledger: Ledger, work: PoolWork, now: datetime) -> dict[str, s
         apply_quarantine(work.remediation, view, edit)
         apply_burn_in(work.burn_in, view, edit, joining=new)
         copy_pool_request(edit, work.input.check_request)
-    return labels
 
 
 def _prior_labels_of_new(edit: NodeEdit, wanted: dict[str, str], ledger: Ledger) -> dict[str, str | None]:

@@ -127,8 +127,6 @@ class PoolPlan:
     expected_tflops: float | None = None
     tolerations: tuple[api.Toleration, ...] = ()
     """Other controllers' taints found on members (the agent DaemonSet tolerates them too)."""
-    member_labels: Mapping[str, str] = field(default_factory=dict)
-    """The labels accelpool puts on every member (a Karpenter NodePool's template labels)."""
     ladder_steps: Mapping[str, int] = field(default_factory=dict)
     """Quarantined members by remediation ladder step (quarantined, draining, drained, handed-off) after the pass."""
     burn_in: bool = False
