@@ -13,7 +13,8 @@
    (released most recently joined first; members in burn-in count, failed ones do not).
 4. **Claims** (`claims`): pools, oldest first, take free nodes in name order.
 5. **Node changes** (`changes`, `mig_retry`, recorded in a `ledger.Ledger`): the pool and NVIDIA
-   config labels, prior labels, joined-at, the pool taint, quarantines, burn-in, MIG retries.
+   config labels (a member moves to an edited config once its pods can read it: `ConfigSync`),
+   prior labels, joined-at, the pool taint, quarantines, burn-in, MIG retries.
 6. **Configs** (`configs`): the device-plugin ConfigMap data and the mig-parted document.
 7. **Statuses** (`accelpool.poolstatus`), Events, remediation records, and when to plan again.
 
@@ -40,6 +41,7 @@ from accelpool.planning.membership import Roster
 from accelpool.planning.mig_retry import format_mig_retry, mig_retry_delay, parse_mig_retry
 from accelpool.planning.model import (
     ConfigState,
+    ConfigSync,
     EventIntent,
     Plan,
     PlannerOptions,
@@ -52,6 +54,7 @@ from accelpool.poolstatus import Member, PoolFacts, Selection, compute_status, d
 
 __all__ = [
     "ConfigState",
+    "ConfigSync",
     "EventIntent",
     "Plan",
     "PlannerOptions",
@@ -129,7 +132,7 @@ def _plan_once(
         _size(work, ledger, roster, options)
     _claim(works, roster, options)
     for work in works.values():
-        member_changes(ledger, work, options.now)
+        member_changes(ledger, work, options.now, options.config_sync)
     changes = ledger.changes()
     selected_keys, selected_entries = _selected_configs(nodes, changes)
     device_plugin = configs.device_plugin_config(ordered, works, config, selected_keys)
