@@ -13,6 +13,10 @@ a member's GPUs, while that member serves anything but the new layout: other res
 GFD's product for another layout, a MIG manager not done. At the end each node serves exactly the
 new layout, and `status.capacity` and the GPUS column equal what the members serve.
 
+The members move to the new configs once NVIDIA's pods can read them (the demo's operator runs with
+`--config-sync` equal to the simulated kubelet's ConfigMap sync delay): no MIG manager fails and no
+config-manager exits on the way, so each edit takes about that delay and the MIG manager's apply time.
+
 A node in no pool that its owner labelled with one of NVIDIA's default MIG configs
 (`nvidia.com/mig.config=all-1g.10gb`) gets that layout from accelpool's ConfigMap and serves it
 through all of this.
@@ -48,6 +52,7 @@ groups:
      extraLabels: {nvidia.com/mig.config: all-1g.10gb}}
 """
 OWNED = "owned-1"
+MIG_STATE = conventions.MIG_CONFIG_STATE_LABEL
 H100, A100, L4 = "NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-40GB", "NVIDIA-L4"
 
 
@@ -176,7 +181,11 @@ async def test_each_kind_of_pool_edit_reaches_its_node_exactly_and_ready_waits_f
             body = {"apiVersion": "accelpool.io/v1alpha1", "kind": "ComputePool", "metadata": {"name": edit.pool}}
             await demo.client.create(POOLS_PATH, {**body, "spec": spec})
 
-        async with recorded(demo.client, POOLS_PATH) as pools, recorded(demo.client, "/api/v1/nodes") as nodes:
+        async with (
+            recorded(demo.client, POOLS_PATH) as pools,
+            recorded(demo.client, "/api/v1/nodes") as nodes,
+            recorded(demo.client, "/api/v1/namespaces/default/events") as events,
+        ):
 
             def all_ready_as_created(history: History) -> bool:
                 return all(ready_for(history.latest(e.pool), 1) for e in EDITS)
@@ -187,6 +196,7 @@ async def test_each_kind_of_pool_edit_reaches_its_node_exactly_and_ready_waits_f
                 assert serves(nodes.latest(member), edit.serves_before), (edit.pool, nodes.latest(member))
 
             started = time.monotonic()
+            edited_at = int((await demo.client.request("GET", POOLS_PATH))["metadata"]["resourceVersion"])
             generations: dict[str, int] = {}
             for edit in EDITS:
                 patched = await demo.client.patch(f"{POOLS_PATH}/{edit.pool}", {"spec": edit.patch})
@@ -207,6 +217,18 @@ async def test_each_kind_of_pool_edit_reaches_its_node_exactly_and_ready_waits_f
             assert not pools.gaps and not nodes.gaps, "the watches saw every version"
             found = [m for e in EDITS for m in misreports(e, generations[e.pool], pools, nodes, through)]
             assert not found, "\n".join(found)
+            # The members moved once NVIDIA's pods could read the new configs (`--config-sync`): no MIG manager
+            # failed and no config-manager exited on the way.
+            failed = [
+                (name, version)
+                for name in nodes.versions
+                for version, node in nodes.all(name)
+                if version > edited_at and node and node["metadata"]["labels"].get(MIG_STATE) == "failed"
+            ]
+            assert not failed, failed
+            told = [e["message"] for n in events.versions for v, e in events.all(n) if v > edited_at and e]
+            assert not [m for m in told if "failed" in m or "exited" in m], told
+            assert [m for m in told if m.startswith("mig-manager: applied accelpool-")], "what they did is told"
 
             stored = {p["metadata"]["name"]: p for p in await demo.client.list(POOLS_PATH)}
             for edit in EDITS:
