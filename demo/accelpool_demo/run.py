@@ -170,7 +170,9 @@ async def _seed(client: KubeClient, fleet: list[dict[str, Any]], workloads: Sequ
             await client.create(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets", obj)
 
 
-async def _start_operator(server: str, metrics_port: int, log_dir: Path) -> asyncio.subprocess.Process:
+async def _start_operator(
+    server: str, metrics_port: int, log_dir: Path, config_sync_seconds: float
+) -> asyncio.subprocess.Process:
     command = [
         str(Path(sys.executable).parent / "accelpool"),
         "run",
@@ -186,6 +188,10 @@ async def _start_operator(server: str, metrics_port: int, log_dir: Path) -> asyn
         "--webhook-port=0",  # the emulator does not call admission webhooks
         "--agent-check-interval",
         str(AGENT_CHECK_SECONDS),
+        # The simulated kubelet projects ConfigMap updates into NVIDIA's pods this late: an edited pool's
+        # members move to their new configs once NVIDIA's components can read them.
+        "--config-sync",
+        str(config_sync_seconds),
     ]
     log_file = (log_dir / "operator.log").open("ab")
     process = await asyncio.create_subprocess_exec(*command, stdout=log_file, stderr=log_file, env=dict(os.environ))
@@ -285,7 +291,9 @@ async def _cluster_logging_to(
         tasks: list[asyncio.Task[None]] = []
         try:
             await _seed(client, fleet, workloads)
-            operator = await _start_operator(server, operator_metrics_port or free_port(), log_dir)
+            operator = await _start_operator(
+                server, operator_metrics_port or free_port(), log_dir, installation.propagation_seconds
+            )
             tasks = [
                 asyncio.create_task(components.run()),
                 asyncio.create_task(controller.run()),

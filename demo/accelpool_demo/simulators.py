@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from accelpool import conventions
 from accelpool_core import catalog
 from accelpool_core.kube import ApiError, KubeClient
 from accelpool_demo import nvidia
@@ -43,10 +44,16 @@ GPU_OPERATOR_CONFIG_MAP = "accelpool-demo-gpu-operator"
 on the device plugin and GFD); `accelpool demo inject NODE strategy-override=single` writes it."""
 MIG_STRATEGY_KEY = "MIG_STRATEGY"
 DEMO_INSTALLATION = nvidia.Installation(
-    strategy_override=None, fallback="empty", propagation_seconds=3.0, apply_seconds=1.0, restart_seconds=5.0
+    strategy_override=None,
+    default_config=conventions.DEFAULT_DEVICE_PLUGIN_KEY,
+    fallback="empty",
+    propagation_seconds=3.0,
+    apply_seconds=1.0,
+    restart_seconds=5.0,
 )
-"""The GPU Operator's wiring as accelpool's install guide sets it up (no cluster-wide MIG strategy), with a
-ConfigMap sync delay of seconds where real kubelets take up to a minute."""
+"""The GPU Operator's wiring as accelpool's install guide sets it up (no cluster-wide MIG strategy;
+`devicePlugin.config.default: default`, so a node without `nvidia.com/device-plugin.config` runs accelpool's
+`default` key), with a ConfigMap sync delay of seconds where real kubelets take up to a minute."""
 POLL_SECONDS = 0.5
 
 

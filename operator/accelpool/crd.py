@@ -64,7 +64,7 @@ PRINTER_COLUMNS: list[JsonSchema] = [
         "name": "GPUs",
         "type": "integer",
         "jsonPath": ".status.capacity.gpus",
-        "description": "Devices on members",
+        "description": "Devices on serving members: what pods can use now",
     },
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

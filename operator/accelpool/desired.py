@@ -86,7 +86,7 @@ def render_owned(
             daemonset = render.daemonset(pool.name, pool.uid, pool.spec, agent, pool.tolerations)
             nodepool = None
             if pool.spec.provisioner.type == "karpenter" and karpenter:
-                nodepool = render.nodepool(pool.name, pool.uid, pool.spec, pool.member_labels, burn_in=pool.burn_in)
+                nodepool = render.nodepool(pool.name, pool.uid, pool.spec, burn_in=pool.burn_in)
         except Exception as error:  # one pool's bug must not stop the others
             failures[pool.name] = f"accelpool could not render this pool's objects: {type(error).__name__}: {error}"
             continue

@@ -20,7 +20,16 @@
   its nodes start with the burn-in taint (`startupTaints`: "expected to be removed automatically
   ... typically by a DaemonSet that tolerates the taint", Karpenter's `pkg/apis/v1/nodeclaim.go`,
   and pods need not tolerate them for Karpenter to provision nodes for them). Karpenter hashes
-  `startupTaints` into the NodePool (no `hash:"ignore"` tag there), so changing them is drift.
+  the whole `spec.template` (`NodePool.Hash`, `pkg/apis/v1/nodepool.go`; only `requirements` carry
+  `hash:"ignore"`, and are judged by their own drift check instead) and marks every NodeClaim whose
+  hash differs `Drifted/NodePoolDrifted` (`pkg/controllers/nodeclaim/disruption/drift.go`
+  `areStaticFieldsDrifted`), which its disruption controller then replaces. So the template holds
+  only what never changes with an edit of the pool's layout: the pool label, which makes a launched
+  node a member, but not the NVIDIA config labels, whose values are named by the config's content
+  (a replicas or MIG edit would replace every node of the pool). accelpool labels the members
+  Karpenter launched as it labels static ones (`accelpool.planning.changes`), and relabels them in
+  place after an edit; Karpenter sets a node's labels from its NodeClaim only when it registers
+  (`pkg/controllers/nodeclaim/lifecycle/registration.go` `syncNode`), so it never takes them back.
 
 Every object carries `accelpool.io/spec-hash` (`with_spec_hash`) so the reconciler rewrites it
 only when what it renders changes. Pure: called by the reconciler, the `plan` command and tests.
@@ -355,11 +364,10 @@ def devices_per_node(spec: api.ComputePoolSpec) -> int:
     return max(counts) if counts else resolved.entry.default_count
 
 
-def nodepool(
-    pool: str, uid: str, spec: api.ComputePoolSpec, template_labels: Mapping[str, str], *, burn_in: bool = False
-) -> dict[str, Any]:
-    """The pool's `karpenter.sh/v1` NodePool: instances of its accelerator, labelled and tainted as members
-    (`burn_in`: they start with the burn-in taint, which accelpool lifts once the node passed it)."""
+def nodepool(pool: str, uid: str, spec: api.ComputePoolSpec, *, burn_in: bool = False) -> dict[str, Any]:
+    """The pool's `karpenter.sh/v1` NodePool: instances of its accelerator, labelled as members of the pool and
+    tainted as them (`burn_in`: they start with the burn-in taint, which accelpool lifts once the node passed
+    it). The same for every MIG layout and sharing config of the pool (see the module docstring)."""
     entry = spec.resolve().entry
     template_spec: dict[str, Any] = {
         "requirements": _karpenter_requirements(spec),
@@ -386,7 +394,7 @@ def nodepool(
             "ownerReferences": [owner_reference(pool, uid)],
         },
         "spec": {
-            "template": {"metadata": {"labels": dict(template_labels)}, "spec": template_spec},
+            "template": {"metadata": {"labels": {conventions.POOL_LABEL: pool}}, "spec": template_spec},
             "limits": {entry.resource: str(spec.most_nodes * devices_per_node(spec))},
             # GPU nodes run long jobs: consolidate only nodes that are empty.
             "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "5m"},

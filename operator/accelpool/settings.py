@@ -237,6 +237,14 @@ OPTIONS: tuple[_Option, ...] = (
         "often, and plan again this often, so AgentReady says why agents cannot run",
         parse=seconds,
     ),
+    _Option(
+        "--config-sync",
+        "config_sync_seconds",
+        60.0,
+        "move a member of an edited pool to its new NVIDIA config only once that config has been stored this "
+        "long: the kubelet projects ConfigMap updates into NVIDIA's pods up to about a minute later",
+        parse=seconds,
+    ),
     _Option("--debounce", "debounce_seconds", 0.1, "gather changes this long before a reconcile pass", parse=seconds),
     _Option(
         "--not-ready-grace",
@@ -304,6 +312,7 @@ class OperatorConfig:
     status_resync_seconds: float = 60.0
     status_settle_seconds: float = 1.0
     agent_check_seconds: float = 30.0
+    config_sync_seconds: float = 60.0
     debounce_seconds: float = 0.1
     not_ready_grace_seconds: float = 300.0
     tolerated_taints: tuple[str, ...] = conventions.ACCELERATOR_TAINTS

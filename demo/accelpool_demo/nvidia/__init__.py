@@ -25,8 +25,9 @@ Modelled, each after NVIDIA's own code (paths inside the public repositories):
   ClusterPolicy `spec.mig.strategy`) beats the file's `flags.migStrategy`
   (`api/config/v1/flags.go` `updateFromCLIFlag`).
 - The config-manager sidecar, `ConfigManager` (`cmd/config-manager/main.go`): follows the
-  `nvidia.com/device-plugin.config` label; an unset label takes the fallback (`empty` in the GPU
-  Operator, `named` = the `default` key in the standalone chart); a key missing from the mounted
+  `nvidia.com/device-plugin.config` label; an unset label takes `DEFAULT_CONFIG` (the GPU Operator's
+  `devicePlugin.config.default`), else the fallback (`empty` in the GPU Operator, `named` = the
+  `default` key in the standalone chart: `updateConfigName`); a key missing from the mounted
   ConfigMap makes it exit (crash loop: the plugin keeps the config it runs with; retried at each
   restart); it signals the plugin only when the selected key changes, so an edit of that key's
   content is not loaded until the plugin restarts.
@@ -35,13 +36,14 @@ Modelled, each after NVIDIA's own code (paths inside the public repositories):
 - The MIG manager, `MigManager` (NVIDIA/mig-parted `cmd/nvidia-mig-manager/main.go`,
   `pkg/mig/reconfigure/reconfigure.go`): reacts to changes of `nvidia.com/mig.config`
   (`SyncableMigConfig`: values coalesce, a removed label wakes nothing); an entry missing from
-  the mounted file → `failed`, not retried until the label changes; an entry already applied
-  → `success`; otherwise `pending` → (`rebooting`, when a MIG mode change needs a reboot) →
-  apply → `success`, restarting the plugin and GFD. A profile the GPU does not offer creates
-  nothing and still ends in `success`; a label changed mid-run lets the run finish (and
-  write `success` for the old value) before the new value is applied.
+  the mounted file → `failed`, not retried until the label changes; each device spec of an entry
+  applies to the GPUs its `device-filter` (PCI device IDs, `devices.PCI_DEVICE_IDS`) and `devices`
+  select; an entry already applied → `success`; otherwise `pending` → (`rebooting`, when a MIG
+  mode change needs a reboot) → apply → `success`, restarting the plugin and GFD. A profile the
+  GPU does not offer creates nothing and still ends in `success`; a label changed mid-run lets
+  the run finish (and write `success` for the old value) before the new value is applied.
 
-Not modelled: the `nvidia.com/gpu.deploy.*` pause labels, `device-filter` in mig-parted entries,
+Not modelled: the `nvidia.com/gpu.deploy.*` pause labels, subsystem IDs in a `device-filter`,
 per-GPU validation of MIG budgets (accelpool validates layouts before writing them), GFD's
 architecture and attribute labels other than memory.
 
@@ -54,6 +56,8 @@ from accelpool_demo.nvidia.config_manager import ConfigManager, Projection, mig_
 from accelpool_demo.nvidia.devices import (
     NAMED_FALLBACK,
     NVIDIA_GPU,
+    NVIDIA_VENDOR_ID,
+    PCI_DEVICE_IDS,
     STRATEGIES,
     Advertised,
     Fallback,
@@ -74,6 +78,8 @@ from accelpool_demo.nvidia.node import Mounted, NodeChanges, NodeState, Simulati
 __all__ = [
     "NAMED_FALLBACK",
     "NVIDIA_GPU",
+    "NVIDIA_VENDOR_ID",
+    "PCI_DEVICE_IDS",
     "STRATEGIES",
     "Advertised",
     "ConfigManager",

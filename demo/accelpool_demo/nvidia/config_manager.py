@@ -85,7 +85,9 @@ class ConfigManager:
         self, value: str, mounted: Mapping[str, str], now: float, installation: Installation
     ) -> tuple[ConfigManager, tuple[str, ...]]:
         key: str | None = value
-        if not value:
+        if not value and installation.default_config:  # `updateConfigName`: DEFAULT_CONFIG before any fallback
+            key = installation.default_config
+        elif not value:
             named = NAMED_FALLBACK if NAMED_FALLBACK in mounted else None
             key = "" if installation.fallback == "empty" else named
         if key is None or (key and key not in mounted):

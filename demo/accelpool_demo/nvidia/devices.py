@@ -38,8 +38,13 @@ class Installation:
     strategy_override: Strategy | None = None
     """Env `MIG_STRATEGY` on the plugin and GFD: the GPU Operator sets it from ClusterPolicy
     `spec.mig.strategy` (Helm default `single`); None as in accelpool's install guide."""
+    default_config: str | None = None
+    """Config-manager `DEFAULT_CONFIG`: the key an unset label selects, before any fallback. The GPU Operator sets
+    it from ClusterPolicy `devicePlugin.config.default` (NVIDIA/gpu-operator `controllers/object_controls.go`
+    `transformConfigManagerSidecarContainer`); accelpool's install guide sets `default`."""
     fallback: Fallback = "empty"
-    """Config-manager `FALLBACK_STRATEGIES` for an unset label: `empty` (GPU Operator) or `named` (standalone chart)."""
+    """Config-manager `FALLBACK_STRATEGIES` for an unset label and no `default_config`: `empty` (GPU Operator) or
+    `named` (standalone chart)."""
     propagation_seconds: float = 0.0
     """The kubelet's delay before a ConfigMap update reaches the pods that mount it."""
     apply_seconds: float = 0.0
@@ -54,6 +59,27 @@ class Installation:
 # ---------------------------------------------------------------- GPUs and the plugin's config
 
 
+PCI_DEVICE_IDS: dict[str, int] = {
+    "A30": 0x20B7,
+    "A100-40GB": 0x20B0,
+    "A100-80GB": 0x20B2,
+    "A100-80GB-PCIE": 0x20B5,
+    "H100-80GB": 0x2330,
+    "H100-80GB-PCIE": 0x2331,
+    "H100-94GB-NVL": 0x2321,
+    "H200-141GB": 0x2335,
+    "GH200-96GB": 0x2342,
+    "GH200-144GB": 0x2348,
+    "B200-180GB": 0x2901,
+}
+"""The PCI device ID of the board each MIG-capable catalog model stands for (vendor 0x10DE): what mig-parted's
+`device-filter` is matched against. From the comments of NVIDIA's default mig-parted config (NVIDIA/gpu-operator
+`assets/state-mig-manager/0400_configmap.yaml`: `0x233010DE` H100-80GB, `0x20B010DE` A100-40GB, ...) and the
+go-nvml mocks of the recorded answers (../shared/fidelity/nvidia/mig-parted.yaml: h100 0x233010DE, a100-40gb
+0x20B010DE, a100-80gb 0x20B210DE, a30 0x20B710DE). One board per model: the SXM one where there are several."""
+NVIDIA_VENDOR_ID = 0x10DE
+
+
 @dataclass(frozen=True)
 class Gpu:
     """One physical GPU: its catalog model, memory, and MIG layout (profiles as mig-parted spells them)."""
@@ -62,6 +88,11 @@ class Gpu:
     memory_mib: int
     mig_enabled: bool = False
     mig_devices: tuple[str, ...] = ()
+
+    @property
+    def device_id(self) -> int | None:
+        """Its PCI device ID (`PCI_DEVICE_IDS`), None for a model without one there."""
+        return PCI_DEVICE_IDS.get(self.model)
 
 
 @dataclass(frozen=True)

@@ -8,44 +8,64 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from accelpool_core import catalog
-from accelpool_demo.nvidia.devices import Gpu, Installation
+from accelpool_demo.nvidia.devices import NVIDIA_VENDOR_ID, Gpu, Installation
 
 
 def apply_entry(entry: Any, gpus: tuple[Gpu, ...], *, broken: bool = False) -> tuple[Gpu, ...]:
-    """mig-parted `apply`: each GPU takes the first device spec that selects it (`devices: all` or its index).
+    """mig-parted `apply`: each device spec of the entry, in order, applied to every GPU it selects.
 
-    A profile the GPU does not offer makes the whole GPU's layout empty (mig-parted's `Flatten` returns
-    nothing); `broken` (a demo fault) creates nothing at all.
-    GPUs that are not MIG-capable are left alone.
+    A spec selects a GPU when its `device-filter` (absent, one ID or a list) names the GPU's PCI device ID
+    and its `devices` are `all` or hold the GPU's index (NVIDIA/mig-parted `cmd/nvidia-mig-parted/assert/
+    assert.go` `WalkSelectedMigConfigForEachGPU`, `api/spec/v1/helpers.go` `MatchesDeviceFilter` and
+    `MatchesDevices`): NVIDIA's default entries hold one spec per group of boards, and a GPU takes only
+    its own. A profile the GPU does not offer makes the whole GPU's layout empty (mig-parted's `Flatten`
+    returns nothing); `broken` (a demo fault) creates nothing at all. GPUs that are not MIG-capable are
+    left alone.
     """
-    specs = entry if isinstance(entry, list) else []
-    result = []
-    for index, gpu in enumerate(gpus):
-        spec = next(
-            (
-                s
-                for s in specs
-                if isinstance(s, dict)
-                and (s.get("devices") == "all" or (isinstance(s.get("devices"), list) and index in s["devices"]))
-            ),
-            None,
-        )
-        model = catalog.BY_NAME[gpu.model]
-        if spec is None or not model.mig_capable:
-            result.append(gpu)
-            continue
-        if not spec.get("mig-enabled"):
-            result.append(replace(gpu, mig_enabled=False, mig_devices=()))
-            continue
-        wanted = spec.get("mig-devices") if isinstance(spec.get("mig-devices"), dict) else {}
-        # A profile the GPU does not offer: mig-parted's layout flattens to nothing and the GPU gets no MIG
-        # device at all, while the apply still succeeds (recorded: ../shared/fidelity/nvidia/mig-parted.yaml).
-        offered = all(model.mig_profile(str(profile)) is not None for profile in (wanted or {}))
-        devices = tuple(
-            str(profile) for profile, count in (wanted or {}).items() if offered for _ in range(int(count or 0))
-        )
-        result.append(replace(gpu, mig_enabled=True, mig_devices=() if broken else devices))
+    specs = [s for s in entry if isinstance(s, dict)] if isinstance(entry, list) else []
+    result = list(gpus)
+    for spec in specs:
+        for index, gpu in enumerate(result):
+            if not (_selects_board(spec.get("device-filter"), gpu) and _selects_index(spec.get("devices"), index)):
+                continue
+            model = catalog.BY_NAME[gpu.model]
+            if not model.mig_capable:
+                continue
+            if not spec.get("mig-enabled"):
+                result[index] = replace(gpu, mig_enabled=False, mig_devices=())
+                continue
+            wanted = spec.get("mig-devices") if isinstance(spec.get("mig-devices"), dict) else {}
+            # A profile the GPU does not offer: mig-parted's layout flattens to nothing and the GPU gets no MIG
+            # device at all, while the apply still succeeds (recorded: ../shared/fidelity/nvidia/mig-parted.yaml).
+            offered = all(model.mig_profile(str(profile)) is not None for profile in (wanted or {}))
+            devices = tuple(
+                str(profile) for profile, count in (wanted or {}).items() if offered for _ in range(int(count or 0))
+            )
+            result[index] = replace(gpu, mig_enabled=True, mig_devices=() if broken else devices)
     return tuple(result)
+
+
+def _selects_board(device_filter: Any, gpu: Gpu) -> bool:
+    """`MatchesDeviceFilter`: no filter selects every GPU; else one of its IDs (`0x20B010DE`: device, then vendor,
+    parsed as Go's `strconv.ParseUint(s, 0, 32)`) must be the GPU's. An ID that does not parse matches nothing;
+    one with a subsystem (`...:0x...`) matches nothing here (simulated GPUs carry no subsystem ID)."""
+    filters = [device_filter] if isinstance(device_filter, str) and device_filter else device_filter
+    if not filters or not isinstance(filters, list):
+        return True
+    board = gpu.device_id
+    for text in filters:
+        try:
+            raw = int(str(text), 0)
+        except ValueError:
+            continue
+        if ":" not in str(text) and board is not None and raw == (board << 16 | NVIDIA_VENDOR_ID):
+            return True
+    return False
+
+
+def _selects_index(devices: Any, index: int) -> bool:
+    """`MatchesDevices`: `all`, or a list of indexes holding this GPU's."""
+    return devices == "all" or (isinstance(devices, list) and index in devices)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,11 @@ record, and calls the pure `accelpool.desired.decide`. Between passes it remembe
   change tries again, as does every reload of the cached objects): they are planned as
   `Valid=False/PlanningFailed` and nothing is written for them, and the error is logged once;
 - when the operator first saw each node's AcceleratorHealthy True, for conditions that carry no
-  transition time (the hold-down of a quarantine counts from then).
+  transition time (the hold-down of a quarantine counts from then);
+- when it first saw each device-plugin key and mig-parted entry stored in the NVIDIA ConfigMaps: a
+  member moves to an edited pool's new config only `--config-sync` after that (`ConfigSync`: the
+  kubelet projects a ConfigMap's update into the pods that mount it up to a minute later). After a
+  restart every config counts as first seen then, which delays only the moves still to come.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from accelpool.controller.state import Snapshot
 from accelpool.desired import Desired, decide
 from accelpool.inputs import Checked, PoolRecord
 from accelpool.nodes import NodeView
-from accelpool.planning import PlannerOptions
+from accelpool.planning import ConfigState, ConfigSync, PlannerOptions
 from accelpool.settings import OperatorConfig
 
 log = logging.getLogger("accelpool.controller")
@@ -38,6 +42,7 @@ class Planner:
         self._set_aside: dict[tuple[str, str], str] = {}
         self._set_aside_since: float | None = None
         self._first_healthy: dict[str, datetime] = {}
+        self._configs_seen: tuple[dict[str, datetime], dict[str, datetime]] = ({}, {})
 
     def decide(self, snapshot: Snapshot, previous: Callable[[str], api.ComputePoolStatus | None]) -> Desired:
         """The pass's desired state; `previous(pool)` is the status the last pass planned for it, if any."""
@@ -64,6 +69,7 @@ class Planner:
             healthy_since=self._healthy_since(snapshot.nodes),
             agents=snapshot.agents,
             drains=snapshot.drains,
+            config_sync=self._config_sync(snapshot.config),
         )
         desired = decide(
             pools,
@@ -87,6 +93,18 @@ class Planner:
         if checked is None:
             checked = self._validated[record.validation_key] = inputs.validate(record.spec)
         return checked
+
+    def _config_sync(self, config: ConfigState) -> ConfigSync:
+        """When each config now stored was first seen (`ConfigSync`); configs no longer stored are forgotten."""
+        mig_configs = (config.mig or {}).get("mig-configs") if isinstance(config.mig, dict) else None
+        stored = (config.device_plugin or {}, mig_configs if isinstance(mig_configs, dict) else {})
+        now = self._now()
+        self._configs_seen = (
+            {key: self._configs_seen[0].get(key) or now for key in stored[0]},
+            {name: self._configs_seen[1].get(name) or now for name in stored[1]},
+        )
+        device_plugin, mig = self._configs_seen
+        return ConfigSync(self._config.config_sync_seconds, device_plugin, mig)
 
     def _healthy_since(self, views: Iterable[NodeView]) -> dict[str, datetime]:
         seen: dict[str, datetime] = {}

@@ -13,7 +13,8 @@
    (released most recently joined first; members in burn-in count, failed ones do not).
 4. **Claims** (`claims`): pools, oldest first, take free nodes in name order.
 5. **Node changes** (`changes`, `mig_retry`, recorded in a `ledger.Ledger`): the pool and NVIDIA
-   config labels, prior labels, joined-at, the pool taint, quarantines, burn-in, MIG retries.
+   config labels (a member moves to an edited config once its pods can read it: `ConfigSync`),
+   prior labels, joined-at, the pool taint, quarantines, burn-in, MIG retries.
 6. **Configs** (`configs`): the device-plugin ConfigMap data and the mig-parted document.
 7. **Statuses** (`accelpool.poolstatus`), Events, remediation records, and when to plan again.
 
@@ -40,6 +41,7 @@ from accelpool.planning.membership import Roster
 from accelpool.planning.mig_retry import format_mig_retry, mig_retry_delay, parse_mig_retry
 from accelpool.planning.model import (
     ConfigState,
+    ConfigSync,
     EventIntent,
     Plan,
     PlannerOptions,
@@ -52,6 +54,7 @@ from accelpool.poolstatus import Member, PoolFacts, Selection, compute_status, d
 
 __all__ = [
     "ConfigState",
+    "ConfigSync",
     "EventIntent",
     "Plan",
     "PlannerOptions",
@@ -128,15 +131,13 @@ def _plan_once(
         _burn_in(work, ledger, options)
         _size(work, ledger, roster, options)
     _claim(works, roster, options)
-    member_labels = {work.name: member_changes(ledger, work, options.now) for work in works.values()}
+    for work in works.values():
+        member_changes(ledger, work, options.now, options.config_sync)
     changes = ledger.changes()
     selected_keys, selected_entries = _selected_configs(nodes, changes)
     device_plugin = configs.device_plugin_config(ordered, works, config, selected_keys)
     mig_document, mig_managed = configs.mig_config(ordered, works, config, selected_entries)
-    pool_plans = [
-        _pool_plan(pool, works.get(pool.name), roster, ledger, changes, member_labels.get(pool.name, {}), options)
-        for pool in ordered
-    ]
+    pool_plans = [_pool_plan(pool, works.get(pool.name), roster, ledger, changes, options) for pool in ordered]
     for pool_name, names in sorted(ledger.released_by.items()):
         owner = by_name.get(pool_name)
         if owner is not None:
@@ -248,7 +249,6 @@ def _pool_plan(
     roster: Roster,
     ledger: Ledger,
     changes: Mapping[str, NodeChange],
-    member_labels: dict[str, str],
     options: PlannerOptions,
 ) -> PoolPlan:
     """One pool's outcome: its members and status (`accelpool.poolstatus`)."""
@@ -309,7 +309,6 @@ def _pool_plan(
         breaker_open=work.remediation.breaker.open,
         expected_tflops=expected,
         tolerations=tolerations,
-        member_labels=member_labels,
         burn_in=work.burn_in.active,
         driver_versions=len(driver_versions(members, pool.name)),
         ladder_steps=work.remediation.steps,

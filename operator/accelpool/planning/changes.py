@@ -5,9 +5,11 @@ device-plugin config label (the pool's key, named by its content: `accelpool.nvi
 and, where MIG matters, `nvidia.com/mig.config` (the pool's layout entry, also named by its content,
 or `all-disabled` on MIG-capable GPUs of a whole-GPU pool, or else the device plugin advertises MIG
 devices as GPUs). An edited pool's configs get new names, so the label values change and NVIDIA's
-config-manager and MIG manager act on them. Values of another controller that accelpool
-overwrites on a new member are kept in `accelpool.io/prior-labels` and restored on release
-(`Ledger.release`). Also: `accelpool.io/joined-at` (static pools; sizing releases the newest
+config-manager and MIG manager act on them. Nodes Karpenter launches for a pool are members like
+any other: its NodePool's template gives them only the pool label and the config labels come from
+here, so an edit reconfigures them in place (`accelpool.render.nodepool`). Values of another
+controller that accelpool overwrites on a new member are kept in `accelpool.io/prior-labels` and
+restored on release (`Ledger.release`). Also: `accelpool.io/joined-at` (static pools; sizing releases the newest
 first), the pool taint of dedicated pools, the MIG retry record (`accelpool.planning.mig_retry`),
 the quarantine (`accelpool.planning.remediation.apply_quarantine`) and the burn-in taint, put on
 in the same write that makes a node a member (`accelpool.planning.burnin.apply_burn_in`).
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -26,6 +29,7 @@ from accelpool.planning import mig_retry
 from accelpool.planning.burnin import apply_burn_in
 from accelpool.planning.check_requests import copy_pool_request
 from accelpool.planning.ledger import Ledger, NodeEdit
+from accelpool.planning.model import ConfigSync
 from accelpool.planning.pools import PoolWork
 from accelpool.planning.remediation import apply_quarantine
 
@@ -51,7 +55,8 @@ class MemberConfig:
 
     @property
     def labels(self) -> dict[str, str]:
-        """The labels every member gets (a Karpenter NodePool's template labels too)."""
+        """The labels every member gets, static and Karpenter pools alike (a Karpenter NodePool's template carries
+        only the pool label: `accelpool.render.nodepool`)."""
         found = {conventions.POOL_LABEL: self.pool}
         if self.device_plugin is not None:
             found[conventions.DEVICE_PLUGIN_CONFIG_LABEL] = self.device_plugin
@@ -60,8 +65,11 @@ class MemberConfig:
         return found
 
 
-def member_changes(ledger: Ledger, work: PoolWork, now: datetime) -> dict[str, str]:
-    """Put the pool's labels, annotations and taints on each member; returns the labels every member gets."""
+def member_changes(ledger: Ledger, work: PoolWork, now: datetime, sync: ConfigSync | None = None) -> None:
+    """Put the pool's labels, annotations and taints on each member, those Karpenter launched included.
+
+    A member already in another config of the pool's (an edited pool) moves to the new one only once its
+    pods can read it (`sync`, `_held`); a joining node is labelled at once."""
     config = MemberConfig.of(work)
     labels = config.labels
     pool, karpenter, dedicated = work.name, work.karpenter, work.spec.dedicated
@@ -75,12 +83,14 @@ def member_changes(ledger: Ledger, work: PoolWork, now: datetime) -> dict[str, s
         prior = _prior_labels_of_new(edit, labels, ledger) if new else dict(original.prior_labels)
         edit.labels[conventions.POOL_LABEL] = pool
         if config.device_plugin is not None:
-            edit.labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] = config.device_plugin
+            key_now = edit.label(conventions.DEVICE_PLUGIN_CONFIG_LABEL)
+            held = sync is not None and _held(sync, sync.device_plugin, key_now, config.device_plugin, new, ledger, now)
+            edit.labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] = key_now if held else config.device_plugin
         elif ledger.ours(edit.label(conventions.DEVICE_PLUGIN_CONFIG_LABEL)):  # the pool left NVIDIA behind
             edit.labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] = prior.pop(
                 conventions.DEVICE_PLUGIN_CONFIG_LABEL, None
             )
-        _set_mig_label(edit, original, config, prior, ledger, now)
+        _set_mig_label(edit, original, config, prior, ledger, now, None if new else sync)
         if not karpenter:
             edit.annotations[conventions.JOINED_ANNOTATION] = (
                 joined if new else (original.annotations.get(conventions.JOINED_ANNOTATION) or joined)
@@ -97,7 +107,6 @@ def member_changes(ledger: Ledger, work: PoolWork, now: datetime) -> dict[str, s
         apply_quarantine(work.remediation, view, edit)
         apply_burn_in(work.burn_in, view, edit, joining=new)
         copy_pool_request(edit, work.input.check_request)
-    return labels
 
 
 def _prior_labels_of_new(edit: NodeEdit, wanted: dict[str, str], ledger: Ledger) -> dict[str, str | None]:
@@ -120,19 +129,15 @@ def _set_mig_label(
     prior: dict[str, str | None],
     ledger: Ledger,
     now: datetime,
+    sync: ConfigSync | None,
 ) -> None:
-    """The MIG config label (retried when failed), and its state `pending` whenever the config changes."""
+    """The MIG config label (retried when failed; `sync`: held until the MIG manager can read a new one), and its
+    state `pending` whenever the config changes."""
     mig_now = edit.label(conventions.MIG_CONFIG_LABEL)
     mig_want = mig_now
     if config.mig is not None:
-        step = mig_retry.next_step(original, config.mig, now, unserved=_unserved(original, config))
-        if step.rewrite_record:
-            edit.annotations[conventions.MIG_RETRY_ANNOTATION] = step.record
-        if step.event is not None:
-            ledger.events.append(step.event)
-        if step.requeue_after is not None:
-            ledger.requeue(step.requeue_after)
-        mig_want = step.label
+        if sync is None or not _held(sync, sync.mig, mig_now, config.mig, False, ledger, now):
+            mig_want = _mig_step(edit, original, config.mig, config, ledger, now)
     elif ledger.ours(mig_now):  # the pool no longer sets MIG: back to what the node had
         mig_want = prior.pop(conventions.MIG_CONFIG_LABEL, None) or conventions.MIG_DISABLED_CONFIG
     if mig_want != mig_now or config.mig is not None:
@@ -141,6 +146,41 @@ def _set_mig_label(
         edit.labels[conventions.MIG_CONFIG_STATE_LABEL] = "pending"
     elif conventions.MIG_CONFIG_STATE_LABEL in edit.labels and mig_want == mig_now:
         del edit.labels[conventions.MIG_CONFIG_STATE_LABEL]
+
+
+def _mig_step(
+    edit: NodeEdit, original: NodeView, wanted: str, config: MemberConfig, ledger: Ledger, now: datetime
+) -> str | None:
+    """The MIG config label for a member that should be in `wanted`, retrying a failed or empty run."""
+    step = mig_retry.next_step(original, wanted, now, unserved=_unserved(original, config))
+    if step.rewrite_record:
+        edit.annotations[conventions.MIG_RETRY_ANNOTATION] = step.record
+    if step.event is not None:
+        ledger.events.append(step.event)
+    if step.requeue_after is not None:
+        ledger.requeue(step.requeue_after)
+    return step.label
+
+
+def _held(
+    sync: ConfigSync,
+    seen: Mapping[str, datetime],
+    current: str | None,
+    wanted: str,
+    new: bool,
+    ledger: Ledger,
+    now: datetime,
+) -> bool:
+    """Whether a member stays in its `current` config this pass: it is in one (a joining or unlabelled node is
+    not), `wanted` is another, and the kubelet may not have projected `wanted` into its pods yet (`ConfigSync`).
+    The pass is requeued for when it may move."""
+    if new or current is None or current == wanted:
+        return False
+    wait = sync.wait(seen, wanted, now)
+    if wait <= 0:
+        return False
+    ledger.requeue(wait)
+    return True
 
 
 def _unserved(view: NodeView, config: MemberConfig) -> bool:

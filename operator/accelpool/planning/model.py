@@ -62,6 +62,31 @@ class ConfigState:
 
 
 @dataclass(frozen=True)
+class ConfigSync:
+    """When the operator first saw each NVIDIA config stored, and how long pods may take to see it.
+
+    The kubelet projects a ConfigMap's update into the pods that mount it (NVIDIA's config-manager, the
+    MIG manager) only at its next sync of the pod: up to about a minute later. A member moved to a config
+    its pods cannot read yet fails: the config-manager exits (and crash-loops, backing off), the MIG
+    manager reports `failed` and waits for the label to change again. So a member already in a config
+    moves to another one only once that one has been stored for `seconds` (`wait`).
+    """
+
+    seconds: float
+    device_plugin: Mapping[str, datetime] = field(default_factory=dict)
+    """Device-plugin key → when it was first seen in the ConfigMap."""
+    mig: Mapping[str, datetime] = field(default_factory=dict)
+    """mig-parted entry → when it was first seen in the ConfigMap."""
+
+    def wait(self, seen: Mapping[str, datetime], name: str, now: datetime) -> float:
+        """Seconds until pods surely read the config `name` (0: they do); `seen` is `device_plugin` or `mig`."""
+        since = seen.get(name)
+        if since is None:
+            return self.seconds
+        return max(0.0, self.seconds - (now - since).total_seconds())
+
+
+@dataclass(frozen=True)
 class PlannerOptions:
     now: datetime
     release_orphans: bool = True
@@ -81,6 +106,8 @@ class PlannerOptions:
     they were not observed (an offline plan), so AgentReady rests on the agents' reports alone."""
     drains: Mapping[str, DrainObservation] = field(default_factory=dict)
     """Node → the drain executor's last visit (`accelpool.controller.drain`): what a draining node has left."""
+    config_sync: ConfigSync | None = None
+    """When members may move to another NVIDIA config (`ConfigSync`); None: at once (offline plans)."""
 
 
 # ---------------------------------------------------------------- outputs
@@ -127,8 +154,6 @@ class PoolPlan:
     expected_tflops: float | None = None
     tolerations: tuple[api.Toleration, ...] = ()
     """Other controllers' taints found on members (the agent DaemonSet tolerates them too)."""
-    member_labels: Mapping[str, str] = field(default_factory=dict)
-    """The labels accelpool puts on every member (a Karpenter NodePool's template labels)."""
     ladder_steps: Mapping[str, int] = field(default_factory=dict)
     """Quarantined members by remediation ladder step (quarantined, draining, drained, handed-off) after the pass."""
     burn_in: bool = False

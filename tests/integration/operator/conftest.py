@@ -400,6 +400,7 @@ class Operator:
             "ACCELPOOL_STATUS_INTERVAL": "30",
             "ACCELPOOL_STATUS_SETTLE": "0.2",
             "ACCELPOOL_AGENT_CHECK_INTERVAL": "0.3",
+            "ACCELPOOL_CONFIG_SYNC": "0",  # the simulated NVIDIA components read a ConfigMap as soon as it is written
             "ACCELPOOL_NOT_READY_GRACE": "1",
             "ACCELPOOL_AGENT_IMAGE": "registry.example/accelpool-agent:test",
             "ACCELPOOL_WEBHOOK_PORT": "0",  # the emulator does not call admission webhooks

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from accelpool import conventions
+from accelpool import nvidia as accelpool_nvidia
 from accelpool_core import catalog
 from accelpool_demo import nvidia
 from accelpool_demo.nvidia import Gpu, Installation, PluginConfig, Replicated
@@ -310,6 +311,22 @@ def test_an_unset_label_takes_the_fallback(fallback: str, strategy: str | None, 
     assert error in " ".join(node.events)
 
 
+def test_an_unset_label_takes_the_default_config_before_any_fallback() -> None:
+    """The GPU Operator's `devicePlugin.config.default` (DEFAULT_CONFIG): an unset label selects that key, the
+    fallback is not consulted (NVIDIA/k8s-device-plugin `cmd/config-manager/main.go` `updateConfigName`)."""
+    sim = nvidia.Simulation(Installation(default_config="default", fallback="empty"))
+    sim.observe({"default": dp_config("single"), "other": dp_config("mixed")}, None, 0.0)
+    node = Node(sim)
+    node.step(0.0)
+    assert node.labels.get("nvidia.com/mig.strategy") == "single"
+    assert node.events == ["device plugin and GFD reloaded with config default"]
+    missing = nvidia.Simulation(Installation(default_config="default", fallback="empty", restart_seconds=5))
+    missing.observe({"other": dp_config("mixed")}, None, 0.0)
+    lacking = Node(missing)
+    lacking.step(0.0)
+    assert "specified config default does not exist" in lacking.events[0], "no fallback to the empty config"
+
+
 def test_the_cluster_wide_override_restarts_the_plugin_with_its_strategy() -> None:
     sim = simulation(mixed_layout=entry({"3g.40gb": 1, "4g.40gb": 1}))
     node = Node(sim)
@@ -438,3 +455,59 @@ def test_mig_manager_reboots_for_a_mig_mode_change() -> None:
     step = run(step.manager, "a", 70.0, installation=rebooting, gpus=step.gpus)
     assert step.states == ("success",)
     assert all(g.mig_devices == ("3g.40gb", "3g.40gb") for g in step.gpus)
+
+
+# ---------------------------------------------------------------- mig-parted's device filters
+
+
+@pytest.mark.parametrize(
+    ("model", "name", "expected"),
+    [
+        ("H100-80GB", "all-1g.10gb", {"1g.10gb": 7}),
+        ("A100-40GB", "all-1g.10gb", {"1g.10gb": 4}),
+        ("A100-80GB", "all-1g.10gb", {"1g.10gb": 7}),
+        ("H100-80GB", "all-balanced", {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}),
+        ("A100-40GB", "all-balanced", {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}),
+        ("A30", "all-balanced", {"1g.6gb": 2, "2g.12gb": 1}),
+    ],
+)
+def test_nvidia_default_entries_give_each_board_its_own_spec(model: str, name: str, expected: dict[str, int]) -> None:
+    """NVIDIA's default entries hold one device spec per group of boards (`device-filter`): a GPU takes only the
+    spec that names its PCI device ID, whatever the order (the GPU Operator's own config.yaml lists H100's
+    `all-1g.10gb` first, accelpool's copy lists A100-40GB's first)."""
+    gpu_operator = {
+        "all-1g.10gb": [
+            {"device-filter": ["0x233010DE", "0x20B210DE"], "devices": "all", "mig-enabled": True,
+             "mig-devices": {"1g.10gb": 7}},
+            {"device-filter": ["0x20B010DE"], "devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 4}},
+        ],
+    }  # fmt: skip
+    for entries in (gpu_operator, accelpool_nvidia.default_mig_configs()):
+        if name not in entries:
+            continue
+        applied = nvidia.apply_entry(entries[name], gpus(model, 2))
+        for gpu in applied:
+            assert gpu.mig_enabled
+            assert {p: gpu.mig_devices.count(p) for p in set(gpu.mig_devices)} == expected
+
+
+def test_a_device_filter_that_names_another_board_leaves_the_gpu_alone() -> None:
+    h100 = gpus("H100-80GB", 2)
+    other = [{"device-filter": "0x20B010DE", "devices": "all", "mig-enabled": True, "mig-devices": {"3g.20gb": 2}}]
+    assert nvidia.apply_entry(other, h100) == h100
+    mine = [{"device-filter": "0x233010de", "devices": [1], "mig-enabled": True, "mig-devices": {"7g.80gb": 1}}]
+    applied = nvidia.apply_entry(mine, h100)
+    assert applied[0] == h100[0] and applied[1].mig_devices == ("7g.80gb",), "hex in any case; devices by index"
+    for unreadable in ("H100", "0x233010DE:0x16C110DE"):  # not a number; a subsystem the simulated GPU lacks
+        spec = [{"device-filter": unreadable, "devices": "all", "mig-enabled": False}]
+        assert nvidia.apply_entry(spec, gpus("H100-80GB", 1, ("7g.80gb",))) == gpus("H100-80GB", 1, ("7g.80gb",))
+
+
+def test_every_mig_capable_model_is_a_board_nvidia_default_config_names() -> None:
+    """Each MIG-capable catalog model has a simulated PCI device ID, and accelpool's default entries select it."""
+    capable = {e.name for e in catalog.ACCELERATORS if e.mig_capable and e.vendor == catalog.Vendor.NVIDIA}
+    assert capable <= set(nvidia.PCI_DEVICE_IDS)
+    balanced = accelpool_nvidia.default_mig_configs()["all-balanced"]
+    for model in sorted(capable):
+        applied = nvidia.apply_entry(balanced, gpus(model, 1))
+        assert applied[0].mig_enabled and applied[0].mig_devices, model

@@ -3,7 +3,10 @@ closed loop on a fake clock, with the kubelet's ConfigMap sync delay and the MIG
 
 NVIDIA's config-manager and MIG manager act only when a node's label value changes, so an edited pool's
 configs come under new names (`accelpool.nvidia.member_configs`); the pool is Ready only once the node
-serves exactly the new layout (per resource, per GPU), never while it still serves the old one.
+serves exactly the new layout (per resource, per GPU), never while it still serves the old one. The
+planner moves the member to the new configs once they have been stored for the sync delay
+(`ConfigSync`, as the controller does), so neither the config-manager nor the MIG manager ever meets a
+config it cannot read: no exit, no `failed`, no retry.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ import pytest
 
 from accelpool import conventions, nvidia, patches
 from accelpool.nodes import NodeView
-from accelpool.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
+from accelpool.planning import ConfigState, ConfigSync, Plan, PlannerOptions, PoolInput, plan
 from accelpool.validation import validate_spec
 from accelpool_demo.apiserver.writes import merge_patch
 from accelpool_demo.nvidia import Installation, NodeChanges, Simulation
 
 START = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)
 STEP = 5
+PROPAGATION = 10.0
 HEALTHY = {
     "type": conventions.HEALTH_CONDITION,
     "status": "True",
@@ -64,11 +68,18 @@ class Loop:
 
     def __init__(self, model: str, count: int) -> None:
         self.body = _node(model, count)
-        self.simulation = Simulation(Installation(propagation_seconds=10.0, apply_seconds=15.0, restart_seconds=5.0))
+        self.simulation = Simulation(
+            Installation(propagation_seconds=PROPAGATION, apply_seconds=15.0, restart_seconds=5.0)
+        )
         self.config = ConfigState()
         self.second = 0
         self.result: Plan | None = None
         self.spec: Any = None
+        self.seen: tuple[dict[str, datetime], dict[str, datetime]] = ({}, {})
+        """When each device-plugin key and mig-parted entry was first stored (the controller's `ConfigSync`)."""
+        self.sync = True
+        self.events: list[str] = []
+        self.states: list[str] = []
 
     def pool(self, spec: dict[str, Any]) -> None:
         checked, problems = validate_spec({**spec, "health": {"burnIn": False}})
@@ -78,7 +89,13 @@ class Loop:
     def step(self) -> Plan:
         pools = [PoolInput(name="p", spec=self.spec, uid="uid-p", generation=1)]
         now = START + timedelta(seconds=self.second)
-        result = plan(pools, [NodeView.from_body(self.body)], self.config, PlannerOptions(now=now))
+        entries = (self.config.mig or {}).get("mig-configs") or {}
+        self.seen = (
+            {key: self.seen[0].get(key, now) for key in self.config.device_plugin or {}},
+            {name: self.seen[1].get(name, now) for name in entries},
+        )
+        sync = ConfigSync(PROPAGATION, *self.seen) if self.sync else None
+        result = plan(pools, [NodeView.from_body(self.body)], self.config, PlannerOptions(now=now, config_sync=sync))
         self.config = ConfigState(
             device_plugin=result.device_plugin,
             device_plugin_managed=result.device_plugin_managed,
@@ -92,6 +109,9 @@ class Loop:
         mig_data = {conventions.MIG_CONFIG_DATA_KEY: nvidia.dump(result.mig_document)}
         self.simulation.observe(result.device_plugin, mig_data, float(self.second))
         written = self.simulation.node(self.body, float(self.second))
+        self.events += written.events
+        if (state := written.labels.get(conventions.MIG_CONFIG_STATE_LABEL)) is not None:
+            self.states.append(state)
         labels = self.body["metadata"]["labels"]
         for key, value in written.labels.items():
             if value is None:
@@ -196,9 +216,12 @@ def test_an_edited_pool_reaches_its_node_and_is_ready_only_when_it_serves_exactl
     loop.until_ready(serves_before)
     old_key = loop.body["metadata"]["labels"][conventions.DEVICE_PLUGIN_CONFIG_LABEL]
     old_entry = loop.body["metadata"]["labels"].get(conventions.MIG_CONFIG_LABEL)
+    loop.events, loop.states = [], []
 
     loop.pool(after)
     loop.until_ready(serves_after)
+    assert "failed" not in loop.states, loop.events
+    assert not [e for e in loop.events if "exited" in e], "the member moved once its pods could read the new configs"
     labels = loop.body["metadata"]["labels"]
     moved = (labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL], labels.get(conventions.MIG_CONFIG_LABEL))
     assert moved != (old_key, old_entry), "a label value changed: NVIDIA's components act only on a change"

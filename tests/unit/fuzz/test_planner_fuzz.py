@@ -207,7 +207,7 @@ def test_validation_never_raises_and_every_admitted_spec_renders(spec: dict[str,
     daemonset = render.daemonset("p0", "uid-p0", checked, render.AgentSettings())
     json.dumps(daemonset)
     if checked.provisioner.type == "karpenter":
-        json.dumps(render.nodepool("p0", "uid-p0", checked, {}))
+        json.dumps(render.nodepool("p0", "uid-p0", checked))
 
 
 @FUZZ

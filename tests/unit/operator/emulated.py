@@ -119,7 +119,9 @@ class Cluster:
 class Harness:
     """The controller bound to indexes of the cluster's stored objects, writing to it over HTTP.
 
-    Statuses are written as soon as they are planned (`--status-settle=0`) unless a test says otherwise.
+    Statuses are written as soon as they are planned (`--status-settle=0`), and an edited pool's members move to
+    its new NVIDIA configs at once (`--config-sync=0`: nothing here plays the kubelet's ConfigMap sync), unless a
+    test says otherwise.
     """
 
     def __init__(self, cluster: Cluster, **config: Any) -> None:
@@ -127,7 +129,12 @@ class Harness:
         self.client = cluster.api.client(CONTROLLER)
         self.index: list[NodeView] = cluster.node_views()
         self.pools: list[PoolRecord] = cluster.pool_records()
-        defaults: dict[str, Any] = {"debounce_seconds": 0.0, "resync_seconds": 3600.0, "status_settle_seconds": 0.0}
+        defaults: dict[str, Any] = {
+            "debounce_seconds": 0.0,
+            "resync_seconds": 3600.0,
+            "status_settle_seconds": 0.0,
+            "config_sync_seconds": 0.0,
+        }
         self.controller = Controller(
             OperatorConfig(**{**defaults, **config}),
             self.client,

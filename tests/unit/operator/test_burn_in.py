@@ -226,9 +226,9 @@ def test_a_karpenter_pools_nodes_start_with_the_burn_in_taint_when_it_asks_for_b
     result = run([pool("k", spec)], [])
     plan = result.pool("k")
     assert plan is not None and plan.burn_in and plan.spec is not None
-    nodepool = render.nodepool("k", "uid-k", plan.spec, plan.member_labels, burn_in=plan.burn_in)
+    nodepool = render.nodepool("k", "uid-k", plan.spec, burn_in=plan.burn_in)
     assert nodepool["spec"]["template"]["spec"]["startupTaints"] == [
         {"key": BURN_IN, "value": "pending", "effect": "NoSchedule"}
     ]
-    off = render.nodepool("k", "uid-k", plan.spec, plan.member_labels, burn_in=False)
+    off = render.nodepool("k", "uid-k", plan.spec, burn_in=False)
     assert "startupTaints" not in off["spec"]["template"]["spec"]

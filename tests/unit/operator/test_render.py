@@ -140,12 +140,7 @@ def test_nodepool_golden() -> None:
         "maxNodes": 4,
         "provisioner": {"type": "karpenter", "nodeClass": "gpu"},
     }
-    nodepool = render.nodepool(
-        "h200-burst",
-        "uid-h200-burst",
-        pool("h200-burst", body).spec,  # type: ignore[arg-type]
-        {conventions.POOL_LABEL: "h200-burst", conventions.DEVICE_PLUGIN_CONFIG_LABEL: "accelpool-h200-burst"},
-    )
+    nodepool = render.nodepool("h200-burst", "uid-h200-burst", pool("h200-burst", body).spec)  # type: ignore[arg-type]
     check_golden("nodepool-h200-burst.yaml", nodepool)
 
 
@@ -158,7 +153,7 @@ def test_nodepool_requirements_narrow_the_memory_variant_and_count() -> None:
     }
     found = pool("a", body).spec
     assert found is not None
-    requirements = render.nodepool("a", "u", found, {})["spec"]["template"]["spec"]["requirements"]
+    requirements = render.nodepool("a", "u", found)["spec"]["template"]["spec"]["requirements"]
     assert {"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In", "values": ["a100"]} in requirements
     assert {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Gt", "values": ["7"]} in requirements
     assert {"key": "karpenter.k8s.aws/instance-gpu-memory", "operator": "Gt", "values": ["78999"]} in requirements
@@ -167,7 +162,7 @@ def test_nodepool_requirements_narrow_the_memory_variant_and_count() -> None:
         "n", {"accelerator": "Trainium2:16", "nodes": 1, "maxNodes": 3, "provisioner": {"type": "karpenter"}}
     ).spec
     assert neuron is not None
-    rendered = render.nodepool("n", "u", neuron, {})
+    rendered = render.nodepool("n", "u", neuron)
     assert {
         "key": "karpenter.k8s.aws/instance-accelerator-name",
         "operator": "In",
@@ -196,11 +191,11 @@ def test_nodepool_requirements_refuse_selector_keys_karpenter_refuses(key: str, 
     found = pool("sel", {**body, "nodeSelector": {key: "v"}}).spec
     assert found is not None
     if allowed:
-        requirements = render.nodepool("sel", "u", found, {})["spec"]["template"]["spec"]["requirements"]
+        requirements = render.nodepool("sel", "u", found)["spec"]["template"]["spec"]["requirements"]
         assert requirements[-1] == {"key": key, "operator": "In", "values": ["v"]}
     else:
         with pytest.raises(ValueError, match="cannot be a Karpenter NodePool requirement"):
-            render.nodepool("sel", "u", found, {})
+            render.nodepool("sel", "u", found)
 
 
 def test_spec_hash_changes_with_the_rendered_object() -> None:
