@@ -13,8 +13,12 @@ reports the same stage, with the same words):
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from accelpool import crd
+from accelpool_demo.apiserver.structural import apply_defaults
 
 Layer = Literal["valid", "decode", "schema", "webhook"]
 
@@ -562,3 +566,11 @@ CASES: list[Case] = [
 
 def pool(spec: dict[str, Any], name: str = "case") -> dict[str, Any]:
     return {"apiVersion": "accelpool.io/v1alpha1", "kind": "ComputePool", "metadata": {"name": name}, "spec": spec}
+
+
+def defaulted(spec: dict[str, Any]) -> dict[str, Any]:
+    """A pool's spec as the API server stores it: with the CRD's defaults filled in."""
+    schema = crd.custom_resource_definition()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    filled = copy.deepcopy(spec)
+    apply_defaults(schema["properties"]["spec"], filled)
+    return filled

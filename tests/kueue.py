@@ -76,11 +76,6 @@ def schema(kind: str) -> dict[str, Any]:
     return found
 
 
-def cel_rules(node: Any, obj: Any, old: Any) -> list[str]:
-    """The emulator's CEL evaluator (`accelpool_demo.apiserver.crds.CelRules`)."""
-    return evaluate_rules(node, obj, old=ABSENT if old is None else old).errors
-
-
 def admit(kind: str, obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[str]:
     """Every reason a Kueue cluster refuses the object (empty: admitted)."""
     node = schema(kind)
@@ -152,15 +147,13 @@ CPU_AND_MEMORY: dict[str, Any] = {
 
 
 def install(server: ApiServer) -> None:
-    """Kueue's published CRDs stored in the emulated API server (served from now on), with the CEL evaluator."""
-    server.store.cel = cel_rules
+    """Kueue's published CRDs stored in the emulated API server (served from now on, their rules evaluated)."""
     for kind in FILES:
         server.store.put(CRDS_PATH.removeprefix("/apis/"), crd(kind))
 
 
 def install_as_the_demo(server: ApiServer) -> None:
     """The CRDs the demo serves Kueue's kinds with (the published ones where found, else the demo's own
-    minimal ones), with the CEL evaluator: for tests that need the kinds served, not Kueue's every rule."""
-    server.store.cel = cel_rules
+    minimal ones): for tests that need the kinds served, not Kueue's every rule."""
     for found in demo_kueue.custom_resource_definitions():
         server.store.put(CRDS_PATH.removeprefix("/apis/"), found)

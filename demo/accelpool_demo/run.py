@@ -34,7 +34,7 @@ from accelpool import api, conventions, crd
 from accelpool.textio import format_table
 from accelpool_core.credentials import Credentials
 from accelpool_core.kube import ApiError, KubeClient
-from accelpool_demo import cluster, daemonsets, kueue, nvidia
+from accelpool_demo import cluster, daemonsets, kueue, nvidia, webhook
 from accelpool_demo.apiserver import serving
 from accelpool_demo.injection import Injection, InjectionError, InjectionKind, check_gpus, parse_injection
 from accelpool_demo.simulators import (
@@ -58,6 +58,8 @@ AGENT_SERVICE_ACCOUNT = "accelpool-agent"
 NVIDIA_RUNTIME_CLASS = "nvidia"
 RUNTIME_CLASSES_PATH = "/apis/node.k8s.io/v1/runtimeclasses"
 AGENT_CHECK_SECONDS = 3.0
+WEBHOOK_CERT_DIR = "webhook-tls"
+"""Where, in the demo's temporary directory, the operator reads its webhook certificate."""
 """The demo's operator looks at its agents' DaemonSets, pods and Events this often (30 s by default)."""
 LOCALHOST = "127.0.0.1"
 _PACKAGE = Path(__file__).resolve().parent
@@ -171,7 +173,7 @@ async def _seed(client: KubeClient, fleet: list[dict[str, Any]], workloads: Sequ
 
 
 async def _start_operator(
-    server: str, metrics_port: int, log_dir: Path, config_sync_seconds: float
+    server: str, metrics_port: int, log_dir: Path, config_sync_seconds: float, webhook_port: int
 ) -> asyncio.subprocess.Process:
     command = [
         str(Path(sys.executable).parent / "accelpool"),
@@ -185,7 +187,14 @@ async def _start_operator(
         "--metrics-port",
         str(metrics_port),
         f"--liveness=http://{LOCALHOST}:{free_port()}/healthz",
-        "--webhook-port=0",  # the emulator does not call admission webhooks
+        # The admission webhook, with the certificate the chart would generate (`webhook`): the emulated API
+        # server calls it for every ComputePool created or edited, as a cluster with the chart does.
+        "--webhook-address",
+        LOCALHOST,
+        "--webhook-port",
+        str(webhook_port),
+        "--webhook-cert-dir",
+        str(log_dir / WEBHOOK_CERT_DIR),
         "--agent-check-interval",
         str(AGENT_CHECK_SECONDS),
         # The simulated kubelet projects ConfigMap updates into NVIDIA's pods this late: an edited pool's
@@ -291,9 +300,14 @@ async def _cluster_logging_to(
         tasks: list[asyncio.Task[None]] = []
         try:
             await _seed(client, fleet, workloads)
+            certificates = webhook.Certificates.generate()
+            certificates.write(log_dir / WEBHOOK_CERT_DIR)
+            webhook_port = free_port()
             operator = await _start_operator(
-                server, operator_metrics_port or free_port(), log_dir, installation.propagation_seconds
+                server, operator_metrics_port or free_port(), log_dir, installation.propagation_seconds, webhook_port
             )
+            await _listening(LOCALHOST, webhook_port, operator)
+            webhook.install(api.server, (LOCALHOST, webhook_port), certificates.ca)
             tasks = [
                 asyncio.create_task(components.run()),
                 asyncio.create_task(controller.run()),
@@ -342,6 +356,28 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> bool:
             pools = await asyncio.wait_for(demo.client.list(POOLS_PATH), timeout=5)
     print(format_table(pool_rows(pools)), file=out, flush=True)
     return all_ready(pools)
+
+
+async def _listening(host: str, port: int, process: asyncio.subprocess.Process, within: float = 120.0) -> None:
+    """Until the process listens on host:port (the operator's webhook: pools are created only once the API
+    server can call it, as `helm install --wait` waits for the operator); an error if it exits first."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            _, writer = await asyncio.open_connection(host, port)
+        except OSError:
+            if process.returncode is not None:
+                raise RuntimeError(f"the operator exited ({process.returncode}) before serving its webhook") from None
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"the operator did not serve its webhook on {host}:{port} within {within:.0f} s"
+                ) from None
+            await asyncio.sleep(0.1)
+            continue
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        return
 
 
 def _tail(log: Path, lines: int = 20) -> str:

@@ -13,7 +13,9 @@ what `helm template` renders.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from cryptography.x509.oid import NameOID
 
 from accelpool import api, conventions
 from accelpool import webhook as operator_webhook
+from accelpool_demo.apiserver import ApiServer, resources
 
 NAME = "accelpool"
 """The configuration's name (the chart's fullname for release `accelpool`)."""
@@ -138,3 +141,23 @@ def configuration(ca: bytes, service: str = SERVICE, namespace: str = NAMESPACE)
             }
         ],
     }
+
+
+def install(server: ApiServer, address: tuple[str, int], ca: bytes) -> None:
+    """The chart's configuration stored in the emulated API server, its Service served at `address` (where the
+    operator serves the webhook with the certificate `ca` signed): from now on the server calls it."""
+    server.store.services[(NAMESPACE, SERVICE, SERVICE_PORT)] = address
+    server.store.put(resources.WEBHOOK_CONFIGURATIONS, configuration(ca))
+
+
+@contextlib.asynccontextmanager
+async def serving(server: ApiServer, directory: Path) -> AsyncIterator[operator_webhook.WebhookServer]:
+    """The operator's webhook served in this process on 127.0.0.1 with a fresh certificate (in `directory`),
+    installed in the emulated API server as the chart installs it, until the block ends."""
+    certificates = Certificates.generate()
+    running = await operator_webhook.serve(certificates.write(directory), 0, host="127.0.0.1")
+    try:
+        install(server, ("127.0.0.1", running.port), certificates.ca)
+        yield running
+    finally:
+        await running.close()

@@ -163,7 +163,7 @@ async def serve_webhook(config: OperatorConfig) -> webhook.WebhookServer | None:
     if not config.webhook_port:
         return None
     try:
-        return await webhook.serve(config.webhook_cert_dir, config.webhook_port)
+        return await webhook.serve(config.webhook_cert_dir, config.webhook_port, host=config.webhook_address)
     except webhook.CertificateError as error:
         raise kopf.PermanentError(str(error)) from error
 

@@ -125,6 +125,7 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("--metrics-address", "metrics_address", "0.0.0.0", "address of the /metrics server"),
     _Option("--metrics-port", "metrics_port", 8080, "port of /metrics (0: off)", parse=int),
     _Option("--liveness-port", "liveness_port", 8081, "port of kopf's liveness endpoint /healthz (0: off)", parse=int),
+    _Option("--webhook-address", "webhook_address", "0.0.0.0", "address of the admission webhook's HTTPS server"),
     _Option(
         "--webhook-port",
         "webhook_port",
@@ -304,6 +305,7 @@ class OperatorConfig:
     metrics_port: int = 8080
     liveness_port: int = 8081
     liveness: str | None = None
+    webhook_address: str = "0.0.0.0"
     webhook_port: int = DEFAULT_WEBHOOK_PORT
     webhook_cert_dir: str = DEFAULT_WEBHOOK_CERT_DIR
     agent: AgentSettings = field(default_factory=AgentSettings)

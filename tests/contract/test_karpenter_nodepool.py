@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,6 @@ from accelpool.planning import ConfigState, PlannerOptions, PoolInput, plan
 from accelpool_core import catalog
 from accelpool_demo.apiserver.cel import (
     ABSENT,
-    Evaluation,
     evaluate_rules,
     rules_of,
     unsupported_functions,
@@ -57,18 +57,27 @@ def schema() -> dict[str, Any]:
     return found
 
 
-def admit(schema: dict[str, Any], obj: dict[str, Any], old: dict[str, Any] | None = None) -> Evaluation:
+@dataclass(frozen=True)
+class Admitted:
+    """Why the API server refuses the object (empty: it stores it), and the rules it evaluated."""
+
+    errors: list[str]
+    evaluated: list[tuple[str, str]]
+
+
+def admit(schema: dict[str, Any], obj: dict[str, Any], old: dict[str, Any] | None = None) -> Admitted:
     """What the API server does with a create (or, with `old`, an update): defaults, schema, then CEL rules."""
     obj = copy.deepcopy(obj)
     apply_defaults(schema, obj)
     errors = schema_errors(schema, obj)
     if errors:
-        return Evaluation(errors=errors)
+        return Admitted(errors, [])
     stored: Any = ABSENT
     if old is not None:
         stored = copy.deepcopy(old)
         apply_defaults(schema, stored)
-    return evaluate_rules(schema, obj, old=stored)
+    evaluation = evaluate_rules(schema, obj, old=stored)
+    return Admitted(evaluation.errors, evaluation.evaluated)
 
 
 def rendered(name: str, spec: dict[str, Any]) -> dict[str, Any]:

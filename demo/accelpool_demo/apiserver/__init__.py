@@ -51,9 +51,12 @@ real kube-apiserver v1.36.2 by tests/conformance (whose known_differences.py lis
   once it is older than the events kept), or from now with every object as ADDED first; objects entering
   or leaving a watch's selectors as ADDED or DELETED; BOOKMARKs; `timeoutSeconds`; every stream ended
   when the server shuts down (`close_watches`), as a real one does;
-- admission: ComputePools as the chart's CRD and webhook judge them (strict decoding on
-  `fieldValidation=Strict`, else unknown fields dropped; schema, CEL, and the webhook unless
-  `webhook=False`), pods refused without their ServiceAccount or RuntimeClass, PodDisruptionBudgets
+- admission: ComputePools by accelpool's CRD (strict decoding on `fieldValidation=Strict`, else
+  unknown fields dropped; schema, defaults, CEL through Google's implementation: `crds`, `cel`), then
+  by the stored ValidatingAdmissionPolicies (`policies`) and the stored ValidatingWebhookConfigurations'
+  webhooks, called over HTTPS where `Store.services` says a Service is served (`webhooks`: the demo
+  registers the chart's configuration and runs the operator's webhook), pods refused without their
+  ServiceAccount or RuntimeClass, PodDisruptionBudgets
   validated as the policy group's validation does (`admission`);
 - discovery (`/api`, `/apis`, group versions with kinds, short names, categories, subresources;
   `pods/eviction` as policy/v1 Eviction, which `kubectl drain` looks for), OpenAPI v3 for ComputePools
@@ -170,10 +173,10 @@ async def _settling(server: ApiServer) -> None:
 
 @contextlib.asynccontextmanager
 async def serving(
-    *, port: int = 0, remember: int | None = None, webhook: bool = True, clock: Callable[[], float] = time.time
+    *, port: int = 0, remember: int | None = None, clock: Callable[[], float] = time.time
 ) -> AsyncIterator[RunningApiServer]:
     """An `ApiServer` on 127.0.0.1 (`port`, or a free one) until the block ends (`clock`: see `ApiServer`)."""
-    server = ApiServer(remember=remember, webhook=webhook, clock=clock)
+    server = ApiServer(remember=remember, clock=clock)
     async with server, kmock.Server(server, port=port or None) as http:
         settling = asyncio.create_task(_settling(server))
         try:

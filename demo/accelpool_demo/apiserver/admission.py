@@ -11,11 +11,6 @@
   100% (apps validation's `ValidatePositiveIntOrPercent`, `IsNotMoreThan100Percent`), and
   unhealthyPodEvictionPolicy IfHealthyBudget or AlwaysAllow; 422 with one cause per field (the bad
   value is shown as JSON, where the real message prints the Go value). Selectors are not validated.
-- ComputePools: a create, or a write that changes the spec, judged as a real API server with the
-  chart installed judges it: strict decoding (unknown fields are dropped unless the client asks for
-  `fieldValidation=Strict`, then 400), the CRD's schema and CEL, then (unless the chart's webhook is
-  left out) the admission webhook (422), all by `accelpool.validation`, which the contract tests
-  hold to the API server's own answers.
 - `computepools/NAME/scale`: the autoscaling/v1 Scale of the CRD's scale subresource
   (specReplicasPath .spec.nodes, statusReplicasPath .status.nodes.members, labelSelectorPath
   .status.selector), what `kubectl scale` reads and writes.
@@ -31,7 +26,6 @@ from typing import Any
 
 import kmock
 
-from accelpool import admission, validation
 from accelpool_demo.apiserver import validation as kube_validation
 from accelpool_demo.apiserver.resources import RUNTIME_CLASSES, SERVICE_ACCOUNTS, bad_request, error, forbidden
 from accelpool_demo.apiserver.writes import JsonObject
@@ -168,38 +162,6 @@ def admit_budget(budget: Mapping[str, Any]) -> None:
     raise error(
         422, "Invalid", message, {"name": name, "group": "policy", "kind": "PodDisruptionBudget", "causes": causes}
     )
-
-
-def _drop(obj: JsonObject, path: list[str]) -> None:
-    """Remove the field at a dotted path (an unknown field), if it is there."""
-    parent: Any = obj
-    for part in path[:-1]:
-        parent = parent.get(part) if isinstance(parent, dict) else None
-    if isinstance(parent, dict):
-        parent.pop(path[-1], None)
-
-
-def admit_pool(
-    candidate: JsonObject, current: Mapping[str, Any] | None, *, strict: bool, webhook: bool = True
-) -> JsonObject:
-    """The ComputePool to store for a create (`current` None) or a write through the main resource:
-    `candidate` itself, without its unknown fields unless `strict`; 400 or 422 when it is refused
-    (by the webhook only when `webhook`: a cluster without it stores what only the webhook refuses).
-    A write that leaves the spec as it was is not judged (the webhook's matchConditions skip it)."""
-    if current is not None and candidate.get("spec") == current.get("spec"):
-        return candidate
-    verdict = validation.validate_object(candidate)
-    if verdict.stage == "decode" and not strict:  # the API server drops unknown fields (and warns)
-        candidate = copy.deepcopy(candidate)
-        for problem in verdict.problems:
-            _drop(candidate, problem.path.split("."))
-        verdict = validation.validate_object(candidate)
-    if verdict.valid or (verdict.stage == "webhook" and not webhook):
-        return candidate
-    if verdict.stage == "decode":
-        raise bad_request(verdict.rejection)
-    status = admission.denial_status(verdict)
-    raise error(422, "Invalid", status["message"], status["details"])
 
 
 def scale_of(pool: Mapping[str, Any]) -> JsonObject:

@@ -302,12 +302,14 @@ class RuleProblem:
 
     field: str
     """Where, in the API server's words: `openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule`."""
+    rule: Mapping[str, Any]
     expression: str
-    error: str
-    """The compiler's errors, as the server prints them after "compilation failed: "."""
+    detail: str
+    """The server's words (pkg/apiserver/schema/cel/compilation.go): `compilation failed: <the compiler's
+    errors>`, `cel expression must evaluate to a bool`, `messageExpression must evaluate to a string`."""
 
     def __str__(self) -> str:
-        return f"{self.field}: {self.expression!r}: {self.error}"
+        return f"{self.field}: {self.expression!r}: {self.detail}"
 
 
 def _nodes(node: Mapping[str, Any], path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -330,30 +332,32 @@ def rules_of(
             yield f"{path}.x-kubernetes-validations[{index}]", node, rule
 
 
-def check_rules(schema: Mapping[str, Any]) -> list[RuleProblem]:
+def check_rules(schema: Mapping[str, Any], root: str = "openAPIV3Schema") -> list[RuleProblem]:
     """Every rule and messageExpression of a structural schema compiled and type-checked with `self` and
     `oldSelf` of the type the schema gives their node, as the API server checks them when the CRD is
     stored (pkg/apiserver/schema/cel/compilation.go: a rule must check as bool, a messageExpression
     as string)."""
     types = _Types()
-    declared = [(where, types.cel_type(node), rule) for where, node, rule in rules_of(schema)]
+    declared = [(where, types.cel_type(node), rule) for where, node, rule in rules_of(schema, root)]
     pool = types.seal()
     problems = []
+    wanted = (
+        ("rule", cel.Type.BOOL, "cel expression must evaluate to a bool"),
+        ("messageExpression", cel.Type.STRING, "messageExpression must evaluate to a string"),
+    )
     for where, self_type, rule in declared:
         env = environment({"self": self_type, "oldSelf": self_type}, pool)
-        for key, expected in (("rule", cel.Type.BOOL), ("messageExpression", cel.Type.STRING)):
-            if key not in rule:
+        for key, expected, otherwise in wanted:
+            if not rule.get(key):
                 continue
             field = f"{where}.{key}"
             try:
                 result = _compile(env, rule[key]).return_type()
             except CompileError as error:
-                problems.append(RuleProblem(field, rule[key], str(error)))
+                problems.append(RuleProblem(field, rule, rule[key], f"compilation failed: {error}"))
                 continue
             if result != expected and result != cel.Type.DYN:
-                problems.append(
-                    RuleProblem(field, rule[key], f"must evaluate to {expected.name()}, not {result.name()}")
-                )
+                problems.append(RuleProblem(field, rule, rule[key], otherwise))
     return problems
 
 
@@ -384,12 +388,29 @@ def _program(names: frozenset[str], expression: str) -> Any:
     return _compile(_UNTYPED[names], expression)
 
 
+_CEL_GO_WORDS = (
+    (re.compile(r'^NOT_FOUND: Key not found in map : "(.*)"$'), r"no such key: \1"),
+    (re.compile(r"^[A-Z_]+: divide by zero$"), "division by zero"),
+    (re.compile(r"^[A-Z_]+: modulus by zero$"), "modulus by zero"),
+    (re.compile(r"^[A-Z_]+: (.*)$"), r"\1"),
+)
+"""cel-cpp's evaluation errors in cel-go's words, where they differ (cel-go common/types/err.go: "no such
+key: %v", "division by zero", "modulus by zero"); otherwise without cel-cpp's status code."""
+
+
+def _go_worded(error: str) -> str:
+    for pattern, replacement in _CEL_GO_WORDS:
+        if pattern.match(error):
+            return pattern.sub(replacement, error)
+    return error
+
+
 def evaluate(expression: str, variables: Mapping[str, Any]) -> Outcome:
     """`expression` evaluated with these variables (plain JSON values, declared `dyn`). A compile error
-    raises `CompileError`; an evaluation error is the outcome's `error`, in cel-cpp's words."""
+    raises `CompileError`; an evaluation error is the outcome's `error`, in cel-go's words."""
     result = _program(frozenset(variables), expression).eval(data=dict(variables))
     if result.type() == cel.Type.ERROR:
-        return Outcome(error=str(result.value()))
+        return Outcome(error=_go_worded(str(result.value())))
     return Outcome(value=result.plain_value())
 
 
@@ -430,12 +451,36 @@ def evaluate_rule(rule: Mapping[str, Any], value: Any, old: Any = ABSENT) -> Out
     return evaluate(rule["rule"], _variables(value, old))
 
 
+@dataclass(frozen=True)
+class Failure:
+    """A rule that rejected the object: where, on what value, and why."""
+
+    path: str
+    """The value's path in the object (`.spec.limits`, `.spec.tags[0]`, `.spec.labels[key]`)."""
+    rule: Mapping[str, Any]
+    node: Mapping[str, Any]
+    """The rule's schema node (its `type` is what the API server shows for an error)."""
+    value: Any
+    message: str
+    """The messageExpression's result, else the message, else `failed rule: RULE`."""
+    error: str | None = None
+    """Why the rule could not be evaluated (it rejects all the same)."""
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
 @dataclass
 class Evaluation:
     """The rules that rejected the object, and every rule that ran (schema path, rule)."""
 
-    errors: list[str] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
     evaluated: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[str]:
+        """Each failure as `path: message`."""
+        return [str(failure) for failure in self.failures]
 
 
 def _correlate(old: Any, key: Any) -> Any:
@@ -466,8 +511,10 @@ def evaluate_rules(
         if old is ABSENT and uses_old_self(rule["rule"]):
             continue  # a transition rule runs only on update
         result.evaluated.append((path or ".", rule["rule"]))
-        if not evaluate_rule(rule, value, old).true:  # as on a real API server, an error rejects too
-            result.errors.append(f"{path}: {rule_message(rule, value, old)}")
+        outcome = evaluate_rule(rule, value, old)
+        if not outcome.true:  # as on a real API server, an error rejects too
+            failure = Failure(path, rule, node, value, rule_message(rule, value, old), outcome.error)
+            result.failures.append(failure)
     if isinstance(value, dict):
         # an atomic map or object is replaced whole: its old members do not correlate (MapIsCorrelatable)
         correlated = ABSENT if node.get("x-kubernetes-map-type") == "atomic" else old

@@ -7,22 +7,22 @@ custom resource are admitted as kube-apiserver admits them (k8s.io/apiextensions
 pkg/registry/customresource/strategy.go): on create, the status is dropped when the version has a
 status subresource; the schema's defaults applied (`structural.apply_defaults`); unknown fields pruned,
 or a 400 strict decoding error with `fieldValidation=Strict`; the structural schema
-(`structural.problems`) and the `x-kubernetes-validations` CEL rules (when the server was given an
-evaluator: `CelRules`, since cel-python is a test dependency, not the demo's), a 422 naming every
-field error; a write through `status` is judged the same way. Versions are not converted: each
+(`structural.problems`) and the `x-kubernetes-validations` rules (Google's CEL: `cel`), a 422 naming
+every field error; a write through `status` is judged the same way. Versions are not converted: each
 version's objects are stored apart, and a CRD's conversion webhook and printer columns are not modelled.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import kmock
 
-from accelpool_demo.apiserver import patches, resources, structural, typed
+from accelpool_demo.apiserver import cel, patches, resources, structural, typed
 from accelpool_demo.apiserver import validation as kube_validation
 from accelpool_demo.apiserver.resources import bad_request, error
 from accelpool_demo.apiserver.writes import JsonObject
@@ -34,7 +34,6 @@ Refusal = Callable[[list[str], Mapping[str, Any]], Exception]
 ROOT_FIELDS = ("apiVersion", "kind", "metadata")
 """An object's fields its CRD's schema does not declare and the server keeps: pkg/apiserver/schema/pruning
 skips them at the root (metadata is pruned to ObjectMeta's fields: objectmeta.go)."""
-CelRules = Callable[[Mapping[str, Any], Any, Any], list[str]]
 """(schema, object, stored object or None) → the messages of the CEL rules that reject it (`path: message`)."""
 
 
@@ -59,8 +58,14 @@ class CustomResource:
 class CustomResources:
     """The custom resources the stored CRDs serve; `generation` counts their changes (the server syncs discovery)."""
 
-    def __init__(self) -> None:
+    def __init__(self, native: Sequence[Mapping[str, Any]] = ()) -> None:
         self.served: dict[str, CustomResource] = {}
+        """The resources the stored CRDs serve (the natively served kinds are not among them)."""
+        self.native = {r.key: r for crd in native for r in served_versions(crd)}
+        """The natively served kinds admitted by a CRD all the same (ComputePools, by accelpool's CRD, installed or
+        not: the emulator serves them in any case)."""
+        self.admitted: dict[str, CustomResource] = dict(self.native)
+        """The resources whose objects are decoded and validated by a CRD's schema and rules."""
         self._of_definition: dict[str, list[str]] = {}
         self.generation = 0
 
@@ -68,26 +73,25 @@ class CustomResources:
         """The CRD `name` as now stored (None: deleted)."""
         for key in self._of_definition.pop(name, []):
             self.served.pop(key, None)
-        if crd is not None:  # the kinds served natively (ComputePools, kopf's peerings) keep their own admission
+        if crd is not None:  # the kinds served natively (ComputePools, kopf's peerings) keep their own routes
             found = [r for r in served_versions(crd) if r.key not in resources.CUSTOM]
             self.served.update({r.key: r for r in found})
             self._of_definition[name] = [r.key for r in found]
+        self.admitted = {**self.native, **self.served}
         self.generation += 1
 
-    def admit(
-        self, key: str, candidate: JsonObject, current: Mapping[str, Any] | None, *, strict: bool, cel: CelRules | None
-    ) -> JsonObject:
+    def admit(self, key: str, candidate: JsonObject, current: Mapping[str, Any] | None, *, strict: bool) -> JsonObject:
         """The object to store for a create (`current` None) or an update, or the API server's refusal."""
         obj = self.decoded(key, candidate, strict=strict)
-        if current is None and self.served[key].has_status:
+        if current is None and self.admitted[key].has_status:
             obj.pop("status", None)
-        self.validate(key, obj, current, cel=cel)
+        self.validate(key, obj, current)
         return obj
 
     def check_version(self, key: str, body: Any, warnings: list[str] | None) -> None:
         """400 for a body of another apiVersion than the URL's (the handler's decoding: each of its fields is
         unknown to a version the CRD does not serve, hence the warnings)."""
-        custom = self.served[key]
+        custom = self.admitted[key]
         sent = body.get("apiVersion") if isinstance(body, Mapping) else None
         wanted = f"{custom.group}/{key.split('/')[1]}"
         if not sent or sent == wanted:
@@ -109,7 +113,7 @@ class CustomResources:
         """A copy of the object as the API server decodes it: the schema's defaults applied, unknown fields
         pruned (each a warning, or, with `fieldValidation=Strict`, a 400 strict decoding error or the
         `refusal` of the request's kind)."""
-        custom = self.served[key]
+        custom = self.admitted[key]
         obj = copy.deepcopy(candidate)
         root = {name: obj.pop(name) for name in ROOT_FIELDS if name in obj}  # never pruned, never defaulted
         structural.apply_defaults(custom.schema, obj)
@@ -127,13 +131,13 @@ class CustomResources:
             warnings += found
         return obj
 
-    def validate(self, key: str, obj: JsonObject, current: Mapping[str, Any] | None, *, cel: CelRules | None) -> None:
+    def validate(self, key: str, obj: JsonObject, current: Mapping[str, Any] | None) -> None:
         """The refusal (422) of a custom object, as apiextensions-apiserver's customResourceStrategy words it
         (pkg/registry/customresource/strategy.go `Validate`, validator.go): kind and apiVersion, metadata,
         the schema (`structural.problems`), the scale subresource's paths; then, unless an error of a
         blocking type stopped them (`hasBlockingErr`: "some validation rules were not checked"), the CEL
-        rules, when the server was given an evaluator."""
-        custom = self.served[key]
+        rules (Google's CEL: `cel`), transition rules against the stored object."""
+        custom = self.admitted[key]
         errors = type_meta_errors(custom, obj, key.split("/")[1])
         if not errors:
             errors += kube_validation.metadata(obj, name_check=current is None)
@@ -142,8 +146,9 @@ class CustomResources:
         if has_rules(custom.schema):
             if any(e.reason in BLOCKING for e in errors):
                 errors.append(kube_validation.FieldError("FieldValueInvalid", "<nil>", None, RULES_NOT_CHECKED))
-            elif cel is not None:
-                errors += [_cel_error(p) for p in cel(custom.schema, obj, current)]
+            else:
+                old = cel.ABSENT if current is None else current
+                errors += [_cel_error(f) for f in cel.evaluate_rules(custom.schema, obj, old=old).failures]
         if errors:
             name = (obj.get("metadata") or {}).get("name")
             raise kube_validation.refusal(str(obj.get("kind") or custom.kind), custom.group, name, errors)
@@ -186,10 +191,24 @@ def _field_error(problem: Any) -> kube_validation.FieldError:
     )
 
 
-def _cel_error(found: str) -> kube_validation.FieldError:
-    """A CEL rule's refusal, `path: message` from the evaluator (`CelRules`)."""
-    path, _, message = found.partition(": ")
-    return kube_validation.FieldError("FieldValueInvalid", path.lstrip("."), detail=message)
+def _cel_error(failure: cel.Failure) -> kube_validation.FieldError:
+    """A rule's refusal as pkg/apiserver/schema/cel/validation.go words it: at the value's path (plus the
+    rule's fieldPath), by the rule's reason (fieldErrorForReason: Forbidden and Required without the value,
+    Duplicate with it, Invalid with it where it is a scalar); a rule that could not be evaluated is
+    Invalid with the node's type, `<error> evaluating rule: <message>`."""
+    field = failure.path.lstrip(".") + str(failure.rule.get("fieldPath") or "")
+    field = field or "<nil>"
+    node_type = failure.node.get("type")
+    if failure.error is not None:
+        detail = f"{failure.error} evaluating rule: {failure.message}"
+        return kube_validation.FieldError("FieldValueInvalid", field, node_type or "", detail)
+    reason = failure.rule.get("reason")
+    if reason in ("FieldValueForbidden", "FieldValueRequired"):
+        return kube_validation.FieldError(reason, field, kube_validation.OMIT, failure.message)
+    if reason == "FieldValueDuplicate":
+        return kube_validation.FieldError(reason, field, failure.value)
+    shown = kube_validation.OMIT if node_type in ("object", "array") else failure.value
+    return kube_validation.FieldError("FieldValueInvalid", field, shown, failure.message)
 
 
 def type_meta_errors(custom: CustomResource, obj: Mapping[str, Any], version: str) -> list[kube_validation.FieldError]:
@@ -317,10 +336,41 @@ def definition_errors(crd: Mapping[str, Any]) -> list[kube_validation.FieldError
         if isinstance(node.get("items"), Mapping):
             walk(node["items"], f"{path}.items")
 
-    for version in (crd.get("spec") or {}).get("versions") or []:
+    versions = (crd.get("spec") or {}).get("versions") or []
+    for index, version in enumerate(versions):
         schema = ((version or {}).get("schema") or {}).get("openAPIV3Schema")
-        walk(schema, "spec.validation.openAPIV3Schema")
+        # one schema for every version is validated as the internal type's spec.validation
+        root = (
+            "spec.validation.openAPIV3Schema"
+            if len(versions) == 1
+            else f"spec.versions[{index}].schema.openAPIV3Schema"
+        )
+        walk(schema, root)
+        if isinstance(schema, Mapping):
+            errors += [_rule_error(problem) for problem in cel.check_rules(schema, root)]
     return errors
+
+
+def _rule_error(problem: cel.RuleProblem) -> kube_validation.FieldError:
+    """A rule that does not compile, as apiextensions validation.go refuses it: the whole ValidationRule
+    (its Go struct in JSON) as the bad value."""
+    rule = problem.rule
+    printed = {
+        "Rule": rule.get("rule", ""),
+        "Message": rule.get("message", ""),
+        "MessageExpression": rule.get("messageExpression", ""),
+        "Reason": rule.get("reason"),
+        "FieldPath": rule.get("fieldPath", ""),
+        "OptionalOldSelf": rule.get("optionalOldSelf"),
+    }
+    shown = kube_validation.Raw(go_json(printed))
+    return kube_validation.FieldError("FieldValueInvalid", problem.field, shown, problem.detail)
+
+
+def go_json(value: Any) -> str:
+    """encoding/json's Marshal: compact, with <, > and & escaped for HTML."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def established(crd: Mapping[str, Any], now: str) -> JsonObject | None:

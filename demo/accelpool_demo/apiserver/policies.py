@@ -40,11 +40,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelpool_demo.apiserver.cel import CompileError, evaluate
-from accelpool_demo.apiserver.resources import refused
+from accelpool_demo.apiserver.resources import ADMISSION_POLICIES, ADMISSION_POLICY_BINDINGS, refused
 from accelpool_demo.apiserver.webhooks import Attributes, admission_request, rule_matches
-
-POLICIES = "admissionregistration.k8s.io/v1/validatingadmissionpolicies"
-BINDINGS = "admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
 
 _CODES = {"Unauthorized": 401, "Forbidden": 403, "Invalid": 422, "RequestEntityTooLarge": 413}
 _REASONS = {code: reason for reason, code in _CODES.items()}
@@ -63,7 +60,7 @@ class _Failed(Exception):
     """An expression that could not be evaluated: its error message."""
 
 
-_MISSING_KEY = re.compile(r'Key not found in map : "([^"]*)"')
+_MISSING_KEY = re.compile(r"^no such key: ([A-Za-z_][A-Za-z0-9_]*)$")
 
 
 def _evaluate(expression: str, activation: Mapping[str, Any], failed: Mapping[str, str] | None = None) -> Any:
@@ -207,10 +204,10 @@ class Policies:
 
     def validate(self, request: Attributes) -> None:
         """Raise the API server's refusal when a policy bound with the Deny action denies the write."""
-        policies = {str(p["metadata"]["name"]): p for p in self._stored(POLICIES)}
+        policies = {str(p["metadata"]["name"]): p for p in self._stored(ADMISSION_POLICIES)}
         if not policies:
             return
-        for binding in sorted(self._stored(BINDINGS), key=lambda b: str(b["metadata"]["name"])):
+        for binding in sorted(self._stored(ADMISSION_POLICY_BINDINGS), key=lambda b: str(b["metadata"]["name"])):
             policy = policies.get(str((binding.get("spec") or {}).get("policyName")))
             if policy is None:
                 continue

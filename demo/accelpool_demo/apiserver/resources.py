@@ -43,6 +43,10 @@ def _info(kind: str, namespaced: bool, *shortnames: str, subresources: tuple[str
     )
 
 
+WEBHOOK_CONFIGURATIONS = "admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+ADMISSION_POLICIES = "admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+ADMISSION_POLICY_BINDINGS = "admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+
 RESOURCES: dict[str, kmock.ResourceInfo] = {
     "v1/namespaces": _info("Namespace", False, "ns"),
     NODES: _info("Node", False, "no", subresources=("status",)),
@@ -58,6 +62,10 @@ RESOURCES: dict[str, kmock.ResourceInfo] = {
     STATEFUL_SETS: _info("StatefulSet", True, "sts", subresources=("status",)),
     BUDGETS: _info("PodDisruptionBudget", True, "pdb", subresources=("status",)),
     RUNTIME_CLASSES: _info("RuntimeClass", False),
+    # What admission is configured with: the webhooks to call (`webhooks`), the policies to evaluate (`policies`).
+    WEBHOOK_CONFIGURATIONS: _info("ValidatingWebhookConfiguration", False),
+    ADMISSION_POLICIES: _info("ValidatingAdmissionPolicy", False, subresources=("status",)),
+    ADMISSION_POLICY_BINDINGS: _info("ValidatingAdmissionPolicyBinding", False),
     "apiextensions.k8s.io/v1/customresourcedefinitions": _info(
         "CustomResourceDefinition", False, "crd", "crds", subresources=("status",)
     ),

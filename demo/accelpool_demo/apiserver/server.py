@@ -73,9 +73,6 @@ class ApiServer(kmock.KubernetesScaffold):
     remember: int | None = None
     """Requests kept in `served` (None: all of them, and kmock's own records of them too, which
     `list(server)` and the reactions' slices such as `[:3]` count; an int: kmock's are dropped)."""
-    webhook: bool = True
-    """Whether accelpool's admission webhook judges ComputePools (False: a cluster without it, where
-    only the CRD's schema and CEL do)."""
     clock: Callable[[], float] = time.time
     """Seconds since the epoch, as the store's controllers see them (a test's clock moves on its word)."""
     store: Store = attrs.field(init=False)
@@ -100,7 +97,7 @@ class ApiServer(kmock.KubernetesScaffold):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
-        self.store = Store(self._has_status, webhook=self.webhook, clock=self.clock)
+        self.store = Store(self._has_status, clock=self.clock)
         self.served = RequestLog(self.remember)
         for key, info in resources.RESOURCES.items():
             self.resources[key] = info

@@ -25,6 +25,7 @@ from typing import Any
 
 import kmock
 
+from accelpool import crd
 from accelpool_demo.apiserver import (
     admission,
     apply,
@@ -35,8 +36,10 @@ from accelpool_demo.apiserver import (
     fields,
     garbage,
     pods,
+    policies,
     resources,
     typed,
+    webhooks,
     writes,
 )
 from accelpool_demo.apiserver import validation as kube_validation
@@ -44,6 +47,11 @@ from accelpool_demo.apiserver.events import Event, EventLog
 from accelpool_demo.apiserver.pods import DeleteOptions
 from accelpool_demo.apiserver.writes import JsonObject
 
+ADMISSION_KINDS = (
+    resources.WEBHOOK_CONFIGURATIONS,
+    resources.ADMISSION_POLICIES,
+    resources.ADMISSION_POLICY_BINDINGS,
+)
 CONTROLLER_MANAGER = "kube-controller-manager"
 """The field manager of the controllers' writes the emulator plays."""
 VERSIONS_KEPT = 2
@@ -74,7 +82,6 @@ class Store:
         self,
         has_status: Callable[[kmock.resource], bool],
         *,
-        webhook: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.objects = kmock.ObjectsArray()
@@ -106,17 +113,25 @@ class Store:
         self.disruption_controller = True
         """Whether PodDisruptionBudgets' statuses are kept up to date (False: a controller that is down)."""
         self._has_status = has_status
-        self._webhook = webhook
         self._unsynced: set[str | None] = set()
         """Namespaces whose budgets the disruption controller has yet to sync."""
         self._recheck: float | None = None
         """When an evicted pod's entry in a budget's disruptedPods expires."""
         self._terminating: dict[Key, float] = {}
         """Pods in a graceful deletion, and when it ends."""
-        self.custom = crds.CustomResources()
-        """The resources the stored CustomResourceDefinitions serve (`crds`)."""
-        self.cel: crds.CelRules | None = None
-        """Evaluates installed CRDs' CEL rules (None: they are not evaluated; a test gives one)."""
+        self.custom = crds.CustomResources(native=[crd.custom_resource_definition()])
+        """The resources the stored CustomResourceDefinitions serve (`crds`), and ComputePools' CRD."""
+        self.services: dict[tuple[str, str, int], tuple[str, int]] = {}
+        """Where a Service (namespace, name, port) is served (host, port): the emulator has no Services or
+        Endpoints of its own, so whoever runs a webhook says where (the demo: the operator's webhook)."""
+        self._admission: dict[str, dict[str, JsonObject]] = {key: {} for key in ADMISSION_KINDS}
+        """The stored admission configuration (webhook configurations, policies, bindings), by name."""
+        self.webhooks = webhooks.Webhooks(
+            lambda: list(self._admission[resources.WEBHOOK_CONFIGURATIONS].values()),
+            resolve=lambda namespace, name, port: self.services.get((namespace, name, port)),
+            namespace_labels=self._namespace_labels,
+        )
+        self.policies = policies.Policies(lambda key: list(self._admission[key].values()))
 
     # ------------------------------------------------------------ reading
 
@@ -176,6 +191,11 @@ class Store:
         ):
             self._garbage = True  # the garbage collector has something to look at
         resource_key = resources.key_of(key[0])
+        if resource_key in ADMISSION_KINDS:
+            if kind == "DELETED":
+                self._admission[resource_key].pop(key[2], None)
+            else:
+                self._admission[resource_key][key[2]] = obj
         if resource_key == crds.CRDS:
             self.custom.define(key[2], None if kind == "DELETED" else obj)
             if kind != "DELETED" and crds.established(obj, "") is not None:
@@ -260,7 +280,7 @@ class Store:
         admitted and stamped; 409 AlreadyExists when the name is taken. With `dry_run`, all of it but the
         storing: the object is answered without a resourceVersion."""
         key = resources.key_of(resource)
-        if key in self.custom.served:
+        if key in self.custom.admitted:
             self.custom.check_version(key, body, warnings)
         obj = writes.named(resource, body, namespace)
         name = obj["metadata"]["name"]
@@ -280,6 +300,9 @@ class Store:
             stored = writes.created(storage, obj, str(self.version + 1))
             if typed.is_built_in(key):
                 typed.shaped(conversion.storage_of(key), stored)
+            said = await self._validate(storage, namespace, name, stored, None, dry_run=dry_run)
+            if warnings is not None:
+                warnings += said
             if dry_run:
                 del stored["metadata"]["resourceVersion"]
                 return conversion.from_storage(key, stored)
@@ -300,7 +323,7 @@ class Store:
         fields pruned (`crds`), a built-in kind in its Go type's shape without the fields its type lacks
         (`typed`); each unknown field a warning, or with `strict` (fieldValidation=Strict) refused."""
         key = resources.key_of(resource)
-        if key in self.custom.served:
+        if key in self.custom.admitted:
             return self.custom.decoded(
                 key, obj, strict=strict, warnings=warnings, refusal=refusal, duplicates=duplicates
             )
@@ -325,8 +348,8 @@ class Store:
 
     def _schema(self, resource: kmock.resource) -> fields.Schema:
         key = resources.key_of(resource)
-        if key in self.custom.served:  # a custom object's metadata is an ObjectMeta all the same
-            schema = self.custom.served[key].schema
+        if key in self.custom.admitted:  # a custom object's metadata is an ObjectMeta all the same
+            schema = self.custom.admitted[key].schema
             properties = {**(schema.get("properties") or {}), "metadata": typed.METADATA}
             return fields.Schema({**schema, "properties": properties})
         return fields.Schema(typed.schema_of(key))
@@ -358,6 +381,44 @@ class Store:
         now = None if subresource == "scale" else writes.timestamp(self.clock())
         return fields.encoded(fields.updated(found, comparison, writer, now=now, ignored=ignored))
 
+    def _namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        found = self.get(kmock.resource("v1/namespaces"), None, namespace)
+        return None if found is None else dict((found.get("metadata") or {}).get("labels") or {})
+
+    async def _validate(
+        self,
+        resource: kmock.resource,
+        namespace: str | None,
+        name: str,
+        obj: JsonObject | None,
+        current: JsonObject | None,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> Sequence[str]:
+        """Validating admission after the write's own validation, as registry/generic/registry/store.go runs
+        it: the stored ValidatingAdmissionPolicies (`policies`), then the ValidatingWebhookConfigurations'
+        webhooks (`webhooks`), in the admission plugins' order (pkg/kubeapiserver/options/plugins.go);
+        the webhooks' warnings, or the refusal."""
+        if not any(self._admission.values()):
+            return []
+        key = resources.key_of(resource)
+        attributes = webhooks.Attributes(
+            operation="CREATE" if current is None else ("DELETE" if obj is None else "UPDATE"),
+            group=resource.group or "",
+            version=resource.version or "",
+            resource=resource.plural or "",
+            kind=str((obj or current or {}).get("kind") or resources.kind_of(resource)),
+            name=name,
+            namespace=namespace,
+            subresource=subresource or "",
+            object=conversion.from_storage(key, obj) if obj is not None else None,
+            old_object=conversion.from_storage(key, current) if current is not None else None,
+            dry_run=dry_run,
+        )
+        self.policies.validate(attributes)
+        return await self.webhooks.validate(attributes)
+
     def _admit(
         self,
         resource: kmock.resource,
@@ -375,10 +436,10 @@ class Store:
             return admission.admit_event(
                 obj, namespace, strict=through == conversion.NEW_EVENTS, namespaces=self.strict_event_namespaces
             )
-        if key in self.custom.served:
-            if current is None and self.custom.served[key].has_status:
+        if key in self.custom.admitted:
+            if current is None and self.custom.admitted[key].has_status:
                 obj = {k: v for k, v in obj.items() if k != "status"}
-            self.custom.validate(key, obj, current, cel=self.cel)
+            self.custom.validate(key, obj, current)
             return obj
         references = kube_validation.owner_references((obj.get("metadata") or {}).get("ownerReferences"))
         if references:
@@ -394,8 +455,6 @@ class Store:
                 name = (obj.get("metadata") or {}).get("name")
                 raise kube_validation.refusal("CustomResourceDefinition", "apiextensions.k8s.io", name, errors)
             return obj
-        if key == resources.POOLS:
-            return admission.admit_pool(obj, current, strict=strict, webhook=self._webhook)
         if key == resources.PODS and current is None:
             admission.admit_pod(self.exists, namespace, obj)
         if key == resources.BUDGETS and (current is None or current.get("spec") != obj.get("spec")):
@@ -423,9 +482,12 @@ class Store:
         async with self.lock:
             current = self.current(resource, namespace, name)
             candidate = change(current)
-            if manager is not None or key in self.custom.served:  # a request's, not a simulator's own write
+            if manager is not None or key in self.custom.admitted:  # a request's, not a simulator's own write
                 candidate = self._decoded(resource, candidate, strict=strict, warnings=warnings, refusal=refusal)
-            if subresource is None or key in self.custom.served:
+            if subresource is None or key in self.custom.admitted:
+                if subresource == "status":  # the status strategy keeps all but the status (and metadata) as stored
+                    kept = {k: v for k, v in current.items() if k not in ("status", "metadata")}
+                    candidate = {**candidate, **kept}
                 candidate = self._admit(resource, namespace, candidate, current, strict=strict)
             version = str(self.version + 1)
             result = writes.updated(
@@ -447,6 +509,9 @@ class Store:
                 )
             if result is None or _unversioned(result) == _unversioned(current):
                 return current
+            said = await self._validate(resource, namespace, name, result, current, subresource=subresource)
+            if warnings is not None:
+                warnings += said
             self.version += 1
             return self._store((resource, namespace, name), result, current)
 
@@ -658,8 +723,12 @@ class Store:
                 f"the name of the object ({sent['name']}) does not match the name on the URL ({name})"
             )
         key = resources.key_of(resource)
-        declared = self.custom.served[key].schema if key in self.custom.served else typed.SCHEMAS.get(key)
-        if declared is not None and declared.get("additionalProperties") is not False and key not in self.custom.served:
+        declared = self.custom.admitted[key].schema if key in self.custom.admitted else typed.SCHEMAS.get(key)
+        if (
+            declared is not None
+            and declared.get("additionalProperties") is not False
+            and key not in self.custom.admitted
+        ):
             declared = None  # only the types whose every field is known refuse an undeclared one
         if declared is not None:
             apply.undeclared(config, declared, name, str(sent.get("namespace") or ""))
@@ -686,9 +755,11 @@ class Store:
                 result["metadata"]["managedFields"] = entries
                 obj = self._decoded(resource, writes.named(resource, result, namespace), strict=strict, warnings=None)
                 obj = self._admit(resource, namespace, obj, None, strict=strict)
-                stored = writes.created(resource, obj, self._next_version())
+                stored = writes.created(resource, obj, str(self.version + 1))
                 if typed.is_built_in(key):
                     typed.shaped(key, stored)
+                await self._validate(resource, namespace, name, stored, None)
+                self.version += 1
                 return 201, self._store((resource, namespace, name), stored, None)
             writes.check_precondition(resource, current, config)
             result, entries, changed = apply.applied(
@@ -696,7 +767,7 @@ class Store:
             )
             if changed:
                 result = self._decoded(resource, result, strict=strict, warnings=None)
-                if subresource is None or key in self.custom.served:
+                if subresource is None or key in self.custom.admitted:
                     result = self._admit(resource, namespace, result, current, strict=strict)
             version = str(self.version + 1)
             updated = writes.updated(
@@ -709,5 +780,7 @@ class Store:
             updated["metadata"]["managedFields"] = entries
             if typed.is_built_in(key):
                 typed.shaped(key, updated)
+            if changed:
+                await self._validate(resource, namespace, name, updated, current, subresource=subresource)
             self.version += 1
             return 200, self._store((resource, namespace, name), updated, current)

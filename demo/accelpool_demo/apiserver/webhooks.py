@@ -42,7 +42,6 @@ from accelpool_demo.apiserver.cel import CompileError, evaluate
 from accelpool_demo.apiserver.resources import StatusError, refused, status_body
 from accelpool_demo.apiserver.selectors import selects
 
-CONFIGURATIONS = "admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 DEFAULT_TIMEOUT_SECONDS = 10
 Resolve = Callable[[str, str, int], tuple[str, int] | None]
 """A Service (namespace, name, port) → the address that serves it, or None where nothing does."""

@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 
 from accelpool_core.kube import ApiError, ConflictError, KubeClient, NotFoundError
+from accelpool_demo import webhook as demo_webhook
 from accelpool_demo.apiserver import NAME_ALPHABET, ApiServer, serving
 from accelpool_demo.daemonsets import DaemonSetController
 from accelpool_demo.simulators import Kubelet
+from tests.cases import defaulted
 from tests.conftest import ROOT, require_tool
 from tests.unit.api.test_examples import expected_rejection
 
@@ -266,16 +268,22 @@ def _kubectl(server: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-async def served() -> AsyncIterator[tuple[KubeClient, str]]:
-    """The demo's API server and its URL, for the real kubectl."""
-    async with serving() as running, running.client() as client:
+async def served(tmp_path: Path) -> AsyncIterator[tuple[KubeClient, str]]:
+    """The demo's API server, with the chart's webhook configuration and the operator's webhook served as the
+    demo serves them, and its URL, for the real kubectl."""
+    async with (
+        serving() as running,
+        demo_webhook.serving(running.server, tmp_path),
+        running.client() as client,
+    ):
         yield client, running.url
 
 
 async def test_kubectl_apply_is_answered_as_the_api_server_with_the_chart_answers_it(
     served: tuple[KubeClient, str],
 ) -> None:
-    """Every file in examples/invalid/ is refused with the words its `# expect:` comment quotes (kubectl
+    """Every file in examples/invalid/ is refused with the words its `# expect:` comment quotes, by the CRD or
+    by the operator's webhook the server calls (kubectl
     asks for strict field validation, as the server publishes OpenAPI v3); a valid pool is stored; an
     unknown field is dropped for a client that does not ask for strictness."""
     client, url = served
@@ -291,7 +299,7 @@ async def test_kubectl_apply_is_answered_as_the_api_server_with_the_chart_answer
     assert strict.value.status == 400
     assert strict.value.message == expected_rejection(ROOT / "examples" / "invalid" / "unknown-field.yaml")
     loose = await client.create(POOLS, misspelled)
-    assert loose["spec"] == {"accelerator": "H100"}
+    assert loose["spec"] == defaulted({"accelerator": "H100"}), "the unknown field dropped, the defaults filled in"
 
 
 async def test_kubectl_scale_sets_nodes_through_the_scale_subresource(served: tuple[KubeClient, str]) -> None:

@@ -5,6 +5,8 @@ the rest with the CRDs the demo serves (the published ones, else the demo's own 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from accelpool import crd
@@ -67,14 +69,23 @@ async def test_a_stale_resource_version_is_a_conflict_and_status_is_apart(
     assert refused.value.status == 409
 
 
-async def test_computepools_keep_accelpools_admission_once_their_crd_is_stored(
+async def test_computepools_are_judged_by_accelpools_crd_stored_or_not(
     api: RunningApiServer, client: KubeClient
 ) -> None:
-    """The demo stores accelpool's own CRD beside Kueue's: ComputePools stay judged by accelpool's admission
-    (CEL and webhook, `admission.admit_pool`), not by the generic schema-only path of other CRDs."""
+    """The emulator serves ComputePools natively and judges them by accelpool's CRD in any case; storing the
+    CRD beside Kueue's (as the demo does) changes nothing: one time-slicing replica is the schema's refusal, an
+    interval over 168h the CEL rule's."""
+
+    async def refusal(spec: dict[str, Any]) -> str:
+        with pytest.raises(ApiError) as refused:
+            await client.create(POOLS_PATH, cases.pool(spec))
+        assert refused.value.status == 422
+        return refused.value.message
+
+    too_few = {"accelerator": "H100", "sharing": {"timeSlicing": {"replicas": 1}}}
+    too_long = {"accelerator": "H100", "health": {"interval": "200h"}}
+    before = [await refusal(too_few), await refusal(too_long)]
     await client.create(kueue.CRDS_PATH, crd.custom_resource_definition())
     kueue.install_as_the_demo(api.server)
-    with pytest.raises(ApiError) as refused:
-        await client.create(POOLS_PATH, cases.pool({"accelerator": {"name": "H100", "count": "8"}}))
-    assert refused.value.status == 422
-    assert "spec.accelerator.count" in str(refused.value), "the webhook's rule, which no schema check makes"
+    assert [await refusal(too_few), await refusal(too_long)] == before
+    assert "spec.sharing.timeSlicing.replicas" in before[0] and "spec.health.interval" in before[1]

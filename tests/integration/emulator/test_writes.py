@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from accelpool_core.kube import ApiError, ConflictError, KubeClient, NotFoundError
-from accelpool_demo.apiserver import NAME_ALPHABET, RunningApiServer, serving
+from accelpool_demo import webhook as demo_webhook
+from accelpool_demo.apiserver import NAME_ALPHABET, RunningApiServer
 
 from .conftest import NAMESPACE
 
@@ -179,17 +181,29 @@ async def test_a_reaction_answers_for_a_write_already_stored(api: RunningApiServ
     assert (api.get("/api/v1/nodes/n") or {})["metadata"]["labels"] == {"a": "b"}, "the answer was lost, not the write"
 
 
-async def test_pools_are_admitted_by_the_crd_and_unless_left_out_the_webhook(client: KubeClient) -> None:
+async def test_pools_are_admitted_by_the_crd_then_by_the_webhook_the_chart_installs(
+    api: RunningApiServer, client: KubeClient, tmp_path: Path
+) -> None:
+    """ComputePools are judged by accelpool's CRD (schema and CEL) on every cluster, and by the operator's
+    webhook where the chart's ValidatingWebhookConfiguration is stored: called over HTTPS, its refusal
+    worded as kube-apiserver words a webhook's."""
     only_the_webhook_refuses = pool("bad", accelerator="L4", mig={"profile": "1g.5gb"})
     the_schema_refuses = pool("worse", accelerator="H100", sharing={"timeSlicing": {"replicas": 1}})
-    with pytest.raises(ApiError) as webhook:
-        await client.create(POOLS, only_the_webhook_refuses)
+    the_rules_refuse = pool("worst", accelerator="H100", health={"interval": "200h"})
+    with pytest.raises(ApiError) as schema:
+        await client.create(POOLS, the_schema_refuses)
+    assert schema.value.status == 422 and "greater than or equal to 2" in schema.value.message
+    with pytest.raises(ApiError) as rules:
+        await client.create(POOLS, the_rules_refuse)
+    assert rules.value.status == 422 and "spec.health.interval: Invalid value: interval must be" in rules.value.message
+    assert (await client.create(POOLS, only_the_webhook_refuses))["spec"]["mig"] == {"profile": "1g.5gb"}
+    async with demo_webhook.serving(api.server, tmp_path):
+        with pytest.raises(ApiError) as webhook:
+            await client.create(POOLS, {**only_the_webhook_refuses, "metadata": {"name": "bad-again"}})
+        relabelled = {"metadata": {"labels": {"team": "a"}}}
+        assert (await client.patch(f"{POOLS}/bad", relabelled))["metadata"]["labels"] == {"team": "a"}
     assert webhook.value.status == 422 and "does not support MIG" in webhook.value.message
-    async with serving(webhook=False) as bare, bare.client() as bare_client:
-        assert (await bare_client.create(POOLS, only_the_webhook_refuses))["spec"]["mig"] == {"profile": "1g.5gb"}
-        with pytest.raises(ApiError) as schema:
-            await bare_client.create(POOLS, the_schema_refuses)
-        assert schema.value.status == 422 and "greater than or equal to 2" in schema.value.message
+    assert webhook.value.message.startswith('admission webhook "computepools.accelpool.io" denied the request: ')
 
 
 async def test_an_event_about_an_object_of_no_namespace_belongs_in_default(

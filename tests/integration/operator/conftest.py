@@ -361,7 +361,7 @@ def _wakes(cluster: Cluster, controller_wake: asyncio.Event) -> Callable[[Served
 
 @pytest.fixture
 async def cluster() -> AsyncIterator[Cluster]:
-    async with serving(webhook=False) as emulator:  # the operator runs with no webhook either
+    async with serving() as emulator:  # no webhook configured: the operator runs with none either
         install_prerequisites(emulator)
         client = TestClient(emulator.url)
         controller_client = emulator.client(user_agent=daemonsets.USER_AGENT)

@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from accelpool import conventions
+from tests.cases import defaulted
 
 from .conftest import Cluster, Operator, gpu_node, seed
 
@@ -40,12 +41,13 @@ async def test_the_example_creates_a_pool_waits_for_it_and_prints_its_pod_spec_f
 
     await cluster.wait_for(lambda: len(cluster.members("llm-finetune")) == 2 or communicating.done())
     assert not communicating.done(), (await communicating)[0].decode()
-    assert (cluster.pool("llm-finetune") or {})["spec"] == {
+    sent = {
         "accelerator": {"name": "H100", "count": 8},
         "nodes": 2,
         "mig": {"profile": "3g.40gb"},
         "health": {"remediation": "taint"},
     }
+    assert (cluster.pool("llm-finetune") or {})["spec"] == defaulted(sent), "stored as sent, with the CRD's defaults"
     await cluster.settle_members("llm-finetune")
     output, _ = await asyncio.wait_for(communicating, 90)
     text = output.decode()

@@ -18,6 +18,7 @@ from accelpool import api
 from accelpool.validation import validate_object
 from accelpool_demo.apiserver import RunningApiServer, serving
 from accelpool_sdk.cluster import FIELD_MANAGER, POOLS
+from tests.cases import defaulted
 
 
 def test_the_spec_is_the_apis_model_and_the_manifest_is_what_it_admits() -> None:
@@ -137,7 +138,7 @@ async def test_apply_creates_then_updates_and_status_reads_what_the_operator_wro
     await asyncio.to_thread(pool.apply)
     stored = emulator.get(f"{POOLS}/train")
     assert stored is not None
-    assert stored["spec"] == pool.manifest()["spec"]
+    assert stored["spec"] == defaulted(pool.manifest()["spec"]), "stored as sent, with the CRD's defaults"
     assert stored["metadata"]["generation"] == 1
     assert [m["manager"] for m in stored["metadata"]["managedFields"]] == [FIELD_MANAGER]
     assert await asyncio.to_thread(pool.status) is None
