@@ -1,16 +1,20 @@
 """The agents' NodeRestriction (charts/accelpool/templates/agent-node-restriction.yaml), rendered by the
 real helm and evaluated the way kube-apiserver evaluates a ValidatingAdmissionPolicy
-(tests/contract/admission_policy.py): an agent may change its own Node only, and there only the
-`accelpool.io/health` annotation and the `AcceleratorHealthy` condition; it may not create or delete
-Nodes; nobody else is affected. The writes of the real NodeReporter are admitted.
+(accelpool_demo.apiserver.policies, on what tests/contract/admission_policy.py models of a Node PATCH,
+and stored in the emulated API server, which applies it to requests with the agent's token): an agent
+may change its own Node only, and there only the `accelpool.io/health` annotation and the
+`AcceleratorHealthy` condition; it may not create or delete Nodes; nobody else is affected. The writes
+of the real NodeReporter are admitted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from typing import Any
 
+import aiohttp
 import pytest
 
 from accelpool_agent.clock import ManualClock
@@ -18,7 +22,8 @@ from accelpool_agent.model import NodeReport
 from accelpool_agent.reporter import NodeReporter
 from accelpool_core.kube import KubeClient, PatchType
 from accelpool_core.protocol import CONDITION_TYPE, HEALTH_ANNOTATION, HealthStatus
-from accelpool_demo.apiserver.webhooks import Attributes
+from accelpool_demo.apiserver import serving
+from accelpool_demo.apiserver.webhooks import Attributes, UserInfo
 from tests.contract.admission_policy import admit, as_user, node_write, patched_node
 from tests.contract.chart import FULL_VALUES, NAMESPACE, HelmFailed, Objects, find, one, render
 from tests.contract.node_restriction import (
@@ -441,3 +446,43 @@ def test_every_validation_is_load_bearing(policy: dict[str, Any], binding: dict[
         del loosened["spec"]["validations"][index]
         through = [key for key, r in requests.items() if admit(loosened, binding, r).allowed]
         assert through, f"nothing here needs validation {index} ({validation['expression']})"
+
+
+# ---- In the emulated API server, as a cluster holds the policy.
+
+
+async def test_the_emulated_api_server_applies_the_policy_to_the_agents_writes(
+    policy: dict[str, Any], binding: dict[str, Any]
+) -> None:
+    """The chart's policy and binding stored in the emulated API server: a request with the agent's pod-bound
+    token may write its own node's health annotation and nothing else; another user's writes pass."""
+    async with serving() as api, api.client() as admin:
+        api.put("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", policy)
+        api.put("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", binding)
+        for name in (OWN, OTHER):
+            obj = node_object(name)
+            del obj["metadata"]["resourceVersion"], obj["metadata"]["managedFields"]
+            await admin.create("/api/v1/nodes", obj)
+        api.server.store.users["agent-token"] = UserInfo(AGENT, ("system:serviceaccounts",), pod_token(OWN))
+        merge = {"Authorization": "Bearer agent-token", "Content-Type": "application/merge-patch+json"}
+        async with aiohttp.ClientSession(headers=merge) as agent:
+
+            async def patch(node: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+                async with agent.patch(f"{api.url}/api/v1/nodes/{node}", data=json.dumps(body)) as answer:
+                    found: dict[str, Any] = await answer.json()
+                    return answer.status, found
+
+            assert (await patch(OWN, health_annotation()))[0] == 200
+            status, refused = await patch(OTHER, health_annotation())
+            relabelled = await patch(OWN, {"metadata": {"labels": {"accelpool.io/pool": "other"}}})
+        assert (status, refused["reason"]) == (403, "Forbidden")
+        prefix = (
+            f"ValidatingAdmissionPolicy '{policy['metadata']['name']}' with binding "
+            f"'{binding['metadata']['name']}' denied request: "
+        )
+        assert refused["message"] == prefix + f"the accelpool agent on node {OWN} may not change node {OTHER}: " + (
+            "an agent may change only its own node"
+        )
+        assert relabelled[0] == 403 and "may not change the labels of node" in relabelled[1]["message"]
+        changed = await admin.patch(f"/api/v1/nodes/{OTHER}", {"metadata": {"labels": {"accelpool.io/pool": "x"}}})
+        assert changed["metadata"]["labels"]["accelpool.io/pool"] == "x"

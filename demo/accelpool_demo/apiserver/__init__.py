@@ -75,7 +75,8 @@ real kube-apiserver v1.36.2 by tests/conformance (whose known_differences.py lis
   (`ApiServer.served`), listeners told of every request, direct access to the stored objects
   (`ApiServer.objects`, `serving()`), and a footprint bounded however long it runs (`remember`).
 
-It does NOT emulate: authentication, authorization and RBAC (every request is admitted); namespaces over HTTP
+It does NOT emulate: authentication beyond a table of bearer tokens (`Store.users`, which only admission
+reads: a request with no known token is the admin's), authorization and RBAC (every request is admitted); namespaces over HTTP
 (kmock's URL parser reads `/api/v1/namespaces/NAME` as a namespace prefix: they are stored with
 `RunningApiServer.put`) and their lifecycle (objects may be created in a namespace that does not exist);
 controllers other than the disruption controller and the node lifecycle controller's lifting of the not-ready

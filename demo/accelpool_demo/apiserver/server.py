@@ -48,6 +48,7 @@ from accelpool_demo.apiserver.pods import DeleteOptions
 from accelpool_demo.apiserver.selectors import Matcher, matcher
 from accelpool_demo.apiserver.served import Fault, RequestLog, Served
 from accelpool_demo.apiserver.store import Store
+from accelpool_demo.apiserver.webhooks import REQUESTING_USER
 from accelpool_demo.apiserver.writes import JsonObject
 
 ERRORS_KEPT = 100
@@ -175,6 +176,7 @@ class ApiServer(kmock.KubernetesScaffold):
         task = asyncio.current_task()
         assert task is not None
         self._routing[task] = request
+        REQUESTING_USER.set(self.store.user_of(request.headers.get("Authorization", "")))
         warnings: list[str] = []
         self._warnings[task] = warnings
         status = 500

@@ -132,6 +132,10 @@ class Store:
             namespace_labels=self._namespace_labels,
         )
         self.policies = policies.Policies(lambda key: list(self._admission[key].values()))
+        self.users: dict[str, webhooks.UserInfo] = {}
+        """Bearer tokens and the users they authenticate (a static token file's, as kube-apiserver's
+        --token-auth-file): admission sees them; a request with no known token is the admin's. Nothing is
+        authorized or refused by who sends it: only admission reads the user."""
 
     # ------------------------------------------------------------ reading
 
@@ -381,6 +385,11 @@ class Store:
         now = None if subresource == "scale" else writes.timestamp(self.clock())
         return fields.encoded(fields.updated(found, comparison, writer, now=now, ignored=ignored))
 
+    def user_of(self, authorization: str) -> webhooks.UserInfo:
+        """The user a request's `Authorization` header authenticates (`users`), else the admin."""
+        scheme, _, token = authorization.partition(" ")
+        return self.users.get(token.strip(), webhooks.ADMIN) if scheme.lower() == "bearer" else webhooks.ADMIN
+
     def _namespace_labels(self, namespace: str) -> dict[str, str] | None:
         found = self.get(kmock.resource("v1/namespaces"), None, namespace)
         return None if found is None else dict((found.get("metadata") or {}).get("labels") or {})
@@ -414,6 +423,7 @@ class Store:
             subresource=subresource or "",
             object=conversion.from_storage(key, obj) if obj is not None else None,
             old_object=conversion.from_storage(key, current) if current is not None else None,
+            user=webhooks.REQUESTING_USER.get(),
             dry_run=dry_run,
         )
         self.policies.validate(attributes)

@@ -29,6 +29,7 @@ The emulator has no Services or Endpoints of its own: a `service` reference is r
 from __future__ import annotations
 
 import base64
+import contextvars
 import json
 import ssl
 import uuid
@@ -55,6 +56,11 @@ class UserInfo:
     extra: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 
+ADMIN = UserInfo()
+REQUESTING_USER: contextvars.ContextVar[UserInfo] = contextvars.ContextVar("requesting_user", default=ADMIN)
+"""Who sent the request being served (the server sets it as it starts to serve one)."""
+
+
 @dataclass(frozen=True)
 class Attributes:
     """One write as admission sees it (k8s.io/apiserver pkg/admission attributes.go)."""
@@ -70,7 +76,7 @@ class Attributes:
     subresource: str = ""
     object: Mapping[str, Any] | None = None
     old_object: Mapping[str, Any] | None = None
-    user: UserInfo = field(default_factory=UserInfo)
+    user: UserInfo = ADMIN
     dry_run: bool = False
 
 
