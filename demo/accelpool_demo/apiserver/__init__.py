@@ -84,7 +84,7 @@ taint (no pod is scheduled or run, no DaemonSet status written: `accelpool_demo.
 kubelet play those; no ReplicaSet replaces an evicted pod); a kubelet's view of a terminating pod (its phase
 and Ready stay as they were until it is removed; a node that is down still lets it go); defaulting of pods (no
 terminationGracePeriodSeconds of 30: without one a pod is deleted at once); admission other than the above (no
-quotas, LimitRanges, Pod Security, webhooks other than accelpool's, defaulting or validation of other built-in
+quotas, LimitRanges, Pod Security, mutating webhooks, defaulting or validation of other built-in
 kinds; the CEL rules of installed CRDs without `Store.cel`, their version conversion, `format` checks and
 printer columns); strategic- merge merge keys other than those `typed` lists; `dryRun` (an eviction or DELETE
 asking for it is a 400); collection deletes; OpenAPI v2 and built-in kinds' OpenAPI; tables of other kinds
