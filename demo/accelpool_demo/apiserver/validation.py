@@ -126,22 +126,18 @@ DNS1123_LABEL_MESSAGE = (
 TOTAL_ANNOTATION_SIZE = 256 * 1024
 
 
+def _bounded(value: str, limit: int, unit: str, pattern: re.Pattern[str], message: str) -> list[str]:
+    """apimachinery's validation.go checks: at most `limit` characters or bytes, and the pattern, each its error."""
+    found = [f"must be no more than {limit} {unit}"] if len(value) > limit else []
+    return found if pattern.match(value) else [*found, message]
+
+
 def dns1123_subdomain(value: str) -> list[str]:
-    found = []
-    if len(value) > 253:
-        found.append("must be no more than 253 characters")
-    if not DNS1123_SUBDOMAIN.match(value):
-        found.append(DNS1123_SUBDOMAIN_MESSAGE)
-    return found
+    return _bounded(value, 253, "characters", DNS1123_SUBDOMAIN, DNS1123_SUBDOMAIN_MESSAGE)
 
 
 def dns1123_label(value: str) -> list[str]:
-    found = []
-    if len(value) > 63:
-        found.append("must be no more than 63 characters")
-    if not DNS1123_LABEL.match(value):
-        found.append(DNS1123_LABEL_MESSAGE)
-    return found
+    return _bounded(value, 63, "characters", DNS1123_LABEL, DNS1123_LABEL_MESSAGE)
 
 
 def qualified_name(value: str) -> list[str]:
@@ -173,12 +169,7 @@ def qualified_name(value: str) -> list[str]:
 
 
 def label_value(value: str) -> list[str]:
-    found = []
-    if len(value) > 63:
-        found.append("must be no more than 63 bytes")
-    if not LABEL_VALUE.match(value):
-        found.append(LABEL_VALUE_MESSAGE)
-    return found
+    return _bounded(value, 63, "bytes", LABEL_VALUE, LABEL_VALUE_MESSAGE)
 
 
 def label_errors(found: Mapping[str, Any] | None, field: str = "metadata.labels") -> list[FieldError]:
