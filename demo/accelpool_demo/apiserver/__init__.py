@@ -76,8 +76,8 @@ real kube-apiserver v1.36.2 by tests/conformance (whose known_differences.py lis
   (`ApiServer.objects`, `serving()`), and a footprint bounded however long it runs (`remember`).
 
 It does NOT emulate: authentication beyond a table of bearer tokens (`Store.users`, which only admission
-reads: a request with no known token is the admin's), authorization and RBAC (every request is admitted); namespaces over HTTP
-(kmock's URL parser reads `/api/v1/namespaces/NAME` as a namespace prefix: they are stored with
+reads: a request with no known token is the admin's), authorization and RBAC (every request is admitted);
+namespaces over HTTP (kmock's URL parser reads `/api/v1/namespaces/NAME` as a namespace prefix: they are stored with
 `RunningApiServer.put`) and their lifecycle (objects may be created in a namespace that does not exist);
 controllers other than the disruption controller and the node lifecycle controller's lifting of the not-ready
 taint (no pod is scheduled or run, no DaemonSet status written: `accelpool_demo.daemonsets` and the demo's
