@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TOOLS_BIN = ROOT / ".tools" / "bin"
 SHARED = ROOT.parent / "shared"
 """The project's shared folder beside the checkout: published CRDs, recorded truth (fidelity/)."""
-pytest_plugins = ["tests.admission_webhook"]
+pytest_plugins = ["tests.admission_webhook", "tests.admission"]
 
 
 def require_tool(name: str) -> str:

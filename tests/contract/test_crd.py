@@ -18,9 +18,9 @@ from accelpool import api, crd
 from accelpool.admission import PROBLEM_CHARS
 from accelpool.textio import one_line
 from accelpool.validation import validate_object
-from tests import admission
-from tests.admission import version_schema
-from tests.admission_webhook import WebhookErrors
+from accelpool_core.kube import ApiError
+from accelpool_demo.apiserver import serving
+from tests.admission import Answer, Create
 from tests.cases import CASES, Case, pool
 from tests.unit.api.test_examples import expected_rejection
 from tests.unit.api.test_properties import JSONISH, SPECS
@@ -29,6 +29,11 @@ pytestmark = pytest.mark.contract
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "crds" / "accelpool.io_computepools.yaml"
 EXAMPLES = sorted(p for p in (ROOT / "examples").glob("**/*.yaml") if "kind: ComputePool" in p.read_text())
+
+
+def version_schema(crd: dict[str, Any]) -> dict[str, Any]:
+    schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
 
 
 @pytest.fixture(scope="module")
@@ -120,9 +125,9 @@ def test_printer_columns_and_scale_paths_point_at_fields(definition: dict[str, A
     assert "default" in replicas and "x-kubernetes-preserve-unknown-fields" not in replicas
 
 
-def _agree(definition: dict[str, Any], obj: dict[str, Any], webhook: WebhookErrors) -> tuple[admission.Answer, Any]:
+def _agree(create: Create, obj: dict[str, Any]) -> tuple[Answer, Any]:
     """The emulated API server (calling the operator's webhook over HTTPS) and `accelpool validate` agree."""
-    answer = admission.create(definition, obj, webhooks=(webhook,))
+    answer = create(obj)
     verdict = validate_object(obj)
     assert answer.stage == verdict.stage, (answer, [str(p) for p in verdict.problems])
     said = [str(p) for p in verdict.problems]
@@ -134,23 +139,21 @@ def _agree(definition: dict[str, Any], obj: dict[str, Any], webhook: WebhookErro
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_api_server_says_what_validate_says(
-    definition: dict[str, Any], case: Case, webhook_errors: WebhookErrors
-) -> None:
+def test_api_server_says_what_validate_says(case: Case, api_server_create: Create) -> None:
     """Every shared case through the emulated API server (strict decoding, schema, scale, CEL, webhook):
     the same stage rejects it with the same field errors, word for word, as `accelpool validate`."""
-    answer, _ = _agree(definition, pool(case.spec, name=case.id), webhook_errors)
+    answer, _ = _agree(api_server_create, pool(case.spec, name=case.id))
     assert answer.stage == (None if case.layer == "valid" else case.layer)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_examples_through_admission(definition: dict[str, Any], path: Path, webhook_errors: WebhookErrors) -> None:
+def test_examples_through_admission(path: Path, api_server_create: Create) -> None:
     """Every ComputePool under examples/ as `kubectl apply -f` sends it: valid ones stored, invalid ones
     rejected at the stage and with the words their `# expect:` comment quotes."""
     pools = [o for o in yaml.safe_load_all(path.read_text()) if isinstance(o, dict) and o.get("kind") == "ComputePool"]
     assert pools
     for obj in pools:
-        answer, verdict = _agree(definition, obj, webhook_errors)
+        answer, verdict = _agree(api_server_create, obj)
         if path.parent.name == "invalid":
             assert "\n".join(line.rstrip() for line in verdict.rejection.splitlines()) == expected_rejection(path)
         else:
@@ -160,14 +163,14 @@ def test_examples_through_admission(definition: dict[str, Any], path: Path, webh
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=SPECS)
 def test_any_spec_gets_the_same_answer_from_the_api_server_and_validate(
-    spec: dict[str, Any], webhook_errors: WebhookErrors
+    spec: dict[str, Any], api_server_create: Create
 ) -> None:
     """Arbitrary specs, right and wrong in every way at once: the same stage, the same field errors."""
     try:
         json.dumps(spec, allow_nan=False)
     except ValueError:
         assume(False)  # NaN and infinities are not JSON: no API request can carry them
-    _agree(yaml.safe_load(CRD_FILE.read_text()), pool(spec), webhook_errors)
+    _agree(api_server_create, pool(spec))
 
 
 DOCUMENTS = st.builds(
@@ -186,7 +189,7 @@ DOCUMENTS = st.builds(
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(document=DOCUMENTS)
 def test_any_document_gets_the_same_answer_from_the_api_server_and_validate(
-    document: dict[str, Any], webhook_errors: WebhookErrors
+    document: dict[str, Any], api_server_create: Create
 ) -> None:
     """Names (ObjectMeta's rules, then the schema's maxLength), misspelled metadata, a status with
     unknown fields (strict decoding reads it; a create drops it), an unknown top-level field."""
@@ -194,44 +197,50 @@ def test_any_document_gets_the_same_answer_from_the_api_server_and_validate(
         json.dumps(document, allow_nan=False)
     except ValueError:
         assume(False)
-    _agree(yaml.safe_load(CRD_FILE.read_text()), document, webhook_errors)
+    _agree(api_server_create, document)
 
 
 def test_unknown_fields_are_dropped_for_clients_that_do_not_ask_for_strict_validation(
-    definition: dict[str, Any],
+    api_server_create: Create,
 ) -> None:
     """The API's default (fieldValidation=Warn: client-go, Helm) stores the object without the field."""
     obj = pool({"accelerator": "H100", "gpus": 8})
-    assert admission.create(definition, obj).stage == "decode"
-    warned = admission.create(definition, obj, field_validation="Warn")
+    assert api_server_create(obj).stage == "decode"
+    warned = api_server_create(obj, field_validation="Warn")
     assert warned.accepted and warned.warnings == ['unknown field "spec.gpus"']
     assert warned.stored is not None and "gpus" not in warned.stored["spec"]
-    ignored = admission.create(definition, obj, field_validation="Ignore")
+    ignored = api_server_create(obj, field_validation="Ignore")
     assert ignored.accepted and ignored.warnings == []
 
 
-def test_pool_names_fit_a_label_value(definition: dict[str, Any], webhook_errors: WebhookErrors) -> None:
+def test_pool_names_fit_a_label_value(api_server_create: Create) -> None:
     """Names become `accelpool.io/pool` label values: the API server and `accelpool validate` stop at 63."""
     long_name = pool({"accelerator": "H100"}, name="x" * 64)
-    answer, _ = _agree(definition, long_name, webhook_errors)
+    answer, _ = _agree(api_server_create, long_name)
     assert answer.errors[0] == "metadata.name: Too long: may not be more than 63 bytes"
-    _agree(definition, pool({"accelerator": "H100"}, name="x" * 63), webhook_errors)
+    _agree(api_server_create, pool({"accelerator": "H100"}, name="x" * 63))
 
 
-def test_a_rule_that_errors_rejects(definition: dict[str, Any]) -> None:
-    """As on a real server, a CEL rule that cannot be evaluated rejects the object; it does not pass."""
+async def test_a_rule_that_errors_rejects(definition: dict[str, Any]) -> None:
+    """As on a real server, a CEL rule that cannot be evaluated rejects the object; it does not pass (the
+    pool CRD's schema with a broken rule, served as a CRD of another group)."""
     broken = copy.deepcopy(definition)
-    spec = admission.version_schema(broken)["properties"]["spec"]
-    spec["x-kubernetes-validations"] = [{"rule": "self.noSuchField == 1", "message": "never"}]
-    answer = admission.create(broken, pool({"accelerator": "H100"}))
-    assert answer.stage == "schema" and "evaluating rule: never" in answer.errors[0]
+    broken["metadata"]["name"] = "computepools.broken.example.com"
+    broken["spec"]["group"] = "broken.example.com"
+    spec = broken["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec["x-kubernetes-validations"] = [{"rule": "self.nodes / 0 == 1", "message": "never"}]
+    obj = {**pool({"accelerator": "H100"}), "apiVersion": f"broken.example.com/{api.VERSION}"}
+    async with serving() as running, running.client() as client:
+        await client.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", broken)
+        with pytest.raises(ApiError) as refused:
+            await client.create(f"/apis/broken.example.com/{api.VERSION}/{api.PLURAL}", obj)
+    assert refused.value.status == 422
+    assert 'spec: Invalid value: "object": division by zero evaluating rule: never' in refused.value.message
 
 
-def test_a_misspelled_metadata_field_fails_strict_decoding(
-    definition: dict[str, Any], webhook_errors: WebhookErrors
-) -> None:
+def test_a_misspelled_metadata_field_fails_strict_decoding(api_server_create: Create) -> None:
     """metadata is decoded as metav1.ObjectMeta: `lables` is as unknown there as `gpus` is in spec."""
     obj = pool({"accelerator": "H100"})
     obj["metadata"]["lables"] = {"team": "ml"}
-    answer, verdict = _agree(definition, obj, webhook_errors)
+    answer, verdict = _agree(api_server_create, obj)
     assert answer.errors == ['unknown field "metadata.lables"'] and verdict.stage == "decode"

@@ -116,6 +116,7 @@ class CustomResources:
         custom = self.admitted[key]
         obj = copy.deepcopy(candidate)
         root = {name: obj.pop(name) for name in ROOT_FIELDS if name in obj}  # never pruned, never defaulted
+        obj = structural.prune_nulls(custom.schema, obj)
         structural.apply_defaults(custom.schema, obj)
         pruned = sorted(structural.prune(custom.schema, obj))
         metadata = root.get("metadata")

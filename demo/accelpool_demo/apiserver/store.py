@@ -286,8 +286,8 @@ class Store:
         key = resources.key_of(resource)
         if key in self.custom.admitted:
             self.custom.check_version(key, body, warnings)
-        obj = writes.named(resource, body, namespace)
-        name = obj["metadata"]["name"]
+        obj = writes.named(resource, body, namespace, required=key not in self.custom.admitted)
+        name = str(obj["metadata"].get("name") or "")
         async with self.lock:
             if self.get(resource, namespace, name) is not None:
                 raise resources.already_exists(resource, name)

@@ -25,6 +25,28 @@ from accelpool import api
 _TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
 
 
+def prune_nulls(schema: Mapping[str, Any], value: Any) -> Any:
+    """A null property is dropped unless its schema allows null, so that its default (if any) fills it in;
+    nulls in maps and lists are kept, to fail their type (apiextensions-apiserver
+    pkg/apiserver/schema/defaulting/prunenulls.go PruneNonNullableNullsWithoutDefaults, and algorithm.go
+    `Default`, which treats a non-nullable null as absent)."""
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        additional = schema.get("additionalProperties")
+        pruned = {}
+        for key, item in value.items():
+            if key in properties:
+                if item is None and not properties[key].get("nullable"):
+                    continue
+                pruned[key] = prune_nulls(properties[key], item)
+            else:
+                pruned[key] = prune_nulls(additional, item) if isinstance(additional, Mapping) else item
+        return pruned
+    if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        return [prune_nulls(schema["items"], item) for item in value]
+    return value
+
+
 def apply_defaults(schema: Mapping[str, Any], value: Any) -> None:
     """The schema's defaults filled in, in place."""
     if isinstance(value, dict):
@@ -182,7 +204,8 @@ def _array_problems(schema: Mapping[str, Any], value: list[Any], path: str, wher
     if "maxItems" in schema and len(value) > schema["maxItems"]:
         found.append(api.Problem(where, len(value), f"must have at most {schema['maxItems']} items", "TooMany"))
     if "minItems" in schema and len(value) < schema["minItems"]:
-        found.append(api.Problem(where, None, f"{where} in body should have at least {schema['minItems']} items"))
+        # field.Invalid with the list itself as the value (apiextensions validation.go kubeOpenAPIResultToFieldErrors)
+        found.append(api.Problem(where, value, f"{where} in body should have at least {schema['minItems']} items"))
     list_type = schema.get("x-kubernetes-list-type")
     keys = schema.get("x-kubernetes-list-map-keys") or []
     seen: set[str] = set()

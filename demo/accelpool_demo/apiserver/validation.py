@@ -200,6 +200,8 @@ def metadata(obj: Mapping[str, Any], *, name_check: bool = True) -> list[FieldEr
     meta = obj.get("metadata") or {}
     errors = []
     name = meta.get("name")
+    if name_check and not name and not meta.get("generateName"):  # objectmeta.go ValidateObjectMetaAccessor
+        errors.append(FieldError("FieldValueRequired", "metadata.name", detail="name or generateName is required"))
     if name_check and isinstance(name, str) and name:
         errors += [FieldError("FieldValueInvalid", "metadata.name", name, why) for why in dns1123_subdomain(name)]
     errors += label_errors(meta.get("labels"))

@@ -72,14 +72,15 @@ def generate_name(metadata: JsonObject) -> None:
         metadata["name"] = base + "".join(random.choices(NAME_ALPHABET, k=NAME_SUFFIX_LENGTH))
 
 
-def named(resource: kmock.resource, body: Any, namespace: str | None) -> JsonObject:
-    """A create's body with its name (generated if asked) and the URL's namespace; 400/422 when unusable."""
+def named(resource: kmock.resource, body: Any, namespace: str | None, *, required: bool = True) -> JsonObject:
+    """A create's body with its name (generated if asked) and the URL's namespace; 400/422 when unusable
+    (a missing name too, unless not `required` here: a custom object's is refused with its other errors)."""
     if not isinstance(body, dict):
         raise bad_request("the body of a create must be a JSON object")
     obj = copy.deepcopy(body)
     metadata = obj.setdefault("metadata", {})
     generate_name(metadata)
-    if not metadata.get("name"):
+    if required and not metadata.get("name"):
         raise invalid(
             f"{resources.kind_of(resource)} is invalid: metadata.name: Required value: name or generateName is required"
         )

@@ -60,6 +60,7 @@ from accelpool.api.names import (
     SHORT_NAMES,
     SINGULAR,
     VERSION,
+    metadata_problems,
     name_problems,
 )
 from accelpool.api.pool import ComputePool, ObjectMeta
@@ -145,6 +146,7 @@ __all__ = [
     "go_float",
     "go_value",
     "max_instances_that_fit",
+    "metadata_problems",
     "name_problems",
     "parse_duration",
     "resolve_accelerator",

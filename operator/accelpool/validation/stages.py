@@ -100,8 +100,10 @@ def validate_object(document: Any) -> Verdict:
     ]
     unknown_metadata += unknown_in_status(document.get("status"))
     naming = api.name_problems(metadata.get("name", "")) if isinstance(metadata, Mapping) else []
+    naming += api.metadata_problems(metadata)
     try:
-        pool = api.ComputePool.model_validate(body, context={"structural_only": True})
+        # by wire names only: `hold_down` is no field of the API (the models also take Python's names)
+        pool = api.ComputePool.model_validate(body, by_name=False, context={"structural_only": True})
     except ValidationError as error:
         problems = unknown_metadata + naming + merge(field_problem(e) for e in error.errors())
         problems += checked_anyway(problems)
@@ -134,7 +136,7 @@ def unknown_in_status(status: Any) -> list[api.Problem]:
     if not isinstance(status, Mapping):
         return []
     try:
-        api.ComputePoolStatus.model_validate(api.as_sent(status))
+        api.ComputePoolStatus.model_validate(api.as_sent(status), by_name=False)
     except ValidationError as error:
         return [
             unknown_field(("status", *e["loc"]), e.get("input"))
