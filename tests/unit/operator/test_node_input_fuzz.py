@@ -238,3 +238,45 @@ def test_any_shape_of_the_node_itself(where: str, value: Any) -> None:
         body[where] = value
     result = run(*the_world(body))
     assert_b_unaffected(result)
+
+
+def test_agent_numbers_that_cannot_be_true_are_not_believed() -> None:
+    """NaN would make the status invalid JSON; 1e308 would pass as capacity."""
+    pools = [pool("p", {"accelerator": "H100", "nodes": 3})]
+    healthy = ("True", "AllChecksPassed", "ok", "2026-11-02T11:00:00Z")
+
+    def reporting(name: str, tflops: str) -> NodeView:
+        text = '{"status":"Healthy","reason":"AllChecksPassed","gpus":8,"tflops":%s,"pool":"p","complete":true}'
+        return member(name, "p", health=healthy, annotations={conventions.HEALTH_ANNOTATION: text % tflops})
+
+    result = run(pools, [reporting("n1", "NaN"), reporting("n2", "1e308"), reporting("n3", "5000.5")])
+    found = result.pool("p")
+    assert found is not None and found.status is not None
+    assert found.status.capacity.measured_tflops == 5000.5
+    assert "NaN" not in found.status.model_dump_json()
+    assert "tflops nan" in " ".join(warnings_for(result, "n1"))
+    assert "implausible" in " ".join(warnings_for(result, "n2"))
+
+
+def test_an_agents_huge_message_is_cut_everywhere_accelpool_writes_it() -> None:
+    huge = "x" * 240_000
+    report = json.dumps({**REPORT, "pool": "b", "message": huge})
+    pools = [pool("b", {"accelerator": "H100", "nodes": 2})]
+    nodes = [
+        member(
+            "b1",
+            "b",
+            health=("False", "XidError79", huge, "2026-11-02T11:00:00Z"),
+            annotations={conventions.HEALTH_ANNOTATION: report},
+        ),
+        member("b2", "b"),
+    ]
+    result = run(pools, nodes)
+    record = result.changes["b1"].annotations[conventions.REMEDIATION_ANNOTATION]
+    assert record is not None and len(record) < 4096
+    assert json.loads(record)["message"].endswith(conventions.CUT_MARK)
+    found = result.pool("b")
+    assert found is not None and found.status is not None
+    assert len(found.status.model_dump_json()) < 16_384
+    assert any(c.message.endswith(conventions.CUT_MARK) for c in found.status.conditions)
+    assert all(len(e.message) <= conventions.MAX_MESSAGE for e in result.events)
