@@ -201,3 +201,20 @@ def label_value(text: str, fallback: str = "Unknown") -> str:
     cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", text.strip())[:LABEL_VALUE_MAX]
     cleaned = re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", cleaned)
     return cleaned or fallback
+
+
+# ---------------------------------------------------------------- bounds on what accelpool reads and writes
+
+MAX_MESSAGE = 1024
+"""The longest message accelpool keeps from an agent or writes (conditions, Events, ladder records)."""
+MAX_LISTED = 20
+"""The most items a message or record lists (nodes, pods, problems)."""
+CUT_MARK = " … (cut)"
+"""Ends a message or list that was cut to its bound."""
+PLAUSIBLE_PEAK_FACTOR = 4.0
+"""A measured TFLOPS figure above this many times the catalog's peak for all the node's devices is implausible."""
+
+
+def cut(text: str, limit: int = MAX_MESSAGE) -> str:
+    """`text`, or its first characters and `CUT_MARK` when it is longer than `limit`."""
+    return text if len(text) <= limit else text[: max(0, limit - len(CUT_MARK))] + CUT_MARK

@@ -65,14 +65,14 @@ class LadderRecord:
     def to_annotation(self) -> str:
         data: dict[str, Any] = {
             "step": self.step,
-            "cause": self.cause,
+            "cause": conventions.cut(self.cause, 128),
             "action": self.action.value,
             "since": format_time(self.since),
-            "message": self.message,
+            "message": conventions.cut(self.message),
             "stepSince": format_time(self.step_since),
         }
         if self.blocked:
-            data["blocked"] = self.blocked
+            data["blocked"] = conventions.cut(self.blocked, 253)
         if self.timed_out:
             data["timedOut"] = True
         return json.dumps(data, separators=(",", ":"))
@@ -80,26 +80,44 @@ class LadderRecord:
     @classmethod
     def from_annotation(cls, text: str) -> LadderRecord | None:
         """The record, or None for text that is not one (hand-edited, or from a future version)."""
-        try:
-            data = json.loads(text)
-        except ValueError:
-            return None
-        if not isinstance(data, dict):
-            return None
-        step, action = data.get("step"), data.get("action", Action.NONE.value)
-        since = parse_time(data.get("since"))
-        if step not in STEPS or action not in {a.value for a in Action} or since is None:
-            return None
-        return cls(
-            step=step,
-            cause=str(data.get("cause") or "Unhealthy"),
-            message=str(data.get("message") or ""),
-            action=Action(action),
-            since=since,
-            step_since=parse_time(data.get("stepSince")) or since,
-            blocked=str(data.get("blocked") or ""),
-            timed_out=data.get("timedOut") is True,
-        )
+        return parse(text)[0]
+
+
+_TEXT_FIELDS = ("step", "cause", "message", "action", "since", "stepSince", "blocked")
+
+
+def parse(text: str) -> tuple[LadderRecord | None, str | None]:
+    """The record in an annotation's text, or None and why it is not one. Fields of the wrong shape never
+    raise: a record that names no step, action or time it can be read by is not a record."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None, "not JSON"
+    if not isinstance(data, dict):
+        return None, f"a JSON {type(data).__name__}, not an object"
+    wrong = [key for key in _TEXT_FIELDS if key in data and data[key] is not None and not isinstance(data[key], str)]
+    if wrong:
+        shapes = ", ".join(f"{key} is a {type(data[key]).__name__}" for key in wrong)
+        return None, f"{shapes}, not a string"
+    step, action = data.get("step"), data.get("action") or Action.NONE.value
+    since = parse_time(data.get("since"))
+    if step not in STEPS:
+        return None, f"step {conventions.cut(str(step), 40)!r} is none of {', '.join(STEPS)}"
+    if action not in {a.value for a in Action}:
+        return None, f"action {conventions.cut(action, 40)!r} is none of {', '.join(a.value for a in Action)}"
+    if since is None:
+        return None, "since is not an RFC 3339 time"
+    record = LadderRecord(
+        step=step,
+        cause=conventions.cut(data.get("cause") or "Unhealthy", 128),
+        message=conventions.cut(data.get("message") or ""),
+        action=Action(action),
+        since=since,
+        step_since=parse_time(data.get("stepSince")) or since,
+        blocked=conventions.cut(data.get("blocked") or "", 253),
+        timed_out=data.get("timedOut") is True,
+    )
+    return record, None
 
 
 def record_of(view: NodeView) -> LadderRecord | None:

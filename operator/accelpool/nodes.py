@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,16 +27,64 @@ from accelpool_core.protocol import HealthReport
 _KEPT_ANNOTATIONS = (conventions.HEALTH_ANNOTATION,)
 
 
-def _report(annotation: str | None, previous: NodeView | None) -> HealthReport | None:
-    """The agent's health report from its annotation (None: none, or not a report); `previous`'s if the same text."""
+def _report(
+    annotation: str | None, previous: NodeView | None, detected: Detected | None
+) -> tuple[HealthReport | None, str | None]:
+    """The agent's health report from its annotation (None: none, or not a report; `previous`'s parse if the same
+    text) with its numbers checked, and what was wrong with it (None: nothing)."""
     if annotation is None:
-        return None
+        return None, None
     if previous is not None and previous.annotations.get(conventions.HEALTH_ANNOTATION) == annotation:
-        return previous.report
-    try:
-        return HealthReport.from_annotation(annotation)
-    except (ValidationError, ValueError):
+        report = previous.report
+        if report is None:
+            return None, "not a health report"
+    else:
+        try:
+            report = HealthReport.from_annotation(annotation)
+        except (ValidationError, ValueError, TypeError, RecursionError) as error:
+            return None, "not a health report: " + _first_line(error)
+    problem = _tflops_problem(report.tflops, detected)
+    if problem is not None:
+        report = report.model_copy(update={"tflops": None})
+    if len(report.message) > conventions.MAX_MESSAGE:
+        report = report.model_copy(update={"message": conventions.cut(report.message)})
+    return report, problem
+
+
+def _first_line(error: BaseException) -> str:
+    return conventions.cut(str(error).partition("\n")[0], 200)
+
+
+def _tflops_problem(tflops: float | None, detected: Detected | None) -> str | None:
+    """Why a measured TFLOPS figure cannot be believed (None: it can): not finite, negative, or more than
+    `PLAUSIBLE_PEAK_FACTOR` times the catalog's best peak for the node's devices."""
+    if tflops is None:
         return None
+    if not math.isfinite(tflops) or tflops < 0:
+        return f"tflops {tflops!r} is not a finite, non-negative number; ignored"
+    if detected is None:
+        return None
+    peaks = [p for p in vars(detected.accelerator.peaks).values() if isinstance(p, int | float)]
+    limit = conventions.PLAUSIBLE_PEAK_FACTOR * max(peaks, default=0.0) * max(detected.count, 1)
+    if peaks and tflops > limit:
+        return (
+            f"tflops {tflops:.6g} is implausible for {max(detected.count, 1)} {detected.accelerator.name} "
+            f"(over {conventions.PLAUSIBLE_PEAK_FACTOR:g} times their peak, {limit:.6g}); ignored"
+        )
+    return None
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """`value` if it is a mapping, else an empty one: a field of the wrong shape reads as absent."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def parse_time(text: Any) -> datetime | None:
@@ -70,7 +119,7 @@ class Taint:
             key=str(raw.get("key", "")),
             effect=str(raw.get("effect", "")),
             value=str(value) if value not in (None, "") else None,
-            time_added=raw.get("timeAdded"),
+            time_added=_text(raw.get("timeAdded")),
         )
 
     def to_dict(self) -> dict[str, str]:
@@ -123,6 +172,28 @@ class HealthCondition:
         return self.status == "False"
 
 
+def _health_condition(raw: Mapping[str, Any]) -> tuple[HealthCondition, str | None]:
+    """The agent's condition, each field of the wrong shape read as absent, and what was wrong (None: nothing)."""
+    wrong = [
+        key
+        for key in ("status", "reason", "message", "lastTransitionTime", "lastHeartbeatTime")
+        if raw.get(key) is not None and not isinstance(raw.get(key), str)
+    ]
+    status, message = _text(raw.get("status")) or "Unknown", _text(raw.get("message")) or ""
+    problems = [f"{', '.join(wrong)} not a string; ignored"] if wrong else []
+    if status not in ("True", "False", "Unknown"):
+        problems.append(f"status {conventions.cut(status, 40)!r} is not True, False or Unknown; read as Unknown")
+        status = "Unknown"
+    condition = HealthCondition(
+        status=status,
+        reason=conventions.cut(_text(raw.get("reason")) or "", 128),
+        message=conventions.cut(message),
+        since=parse_time(raw.get("lastTransitionTime")),
+        heartbeat=parse_time(raw.get("lastHeartbeatTime")),
+    )
+    return condition, "; ".join(problems) or None
+
+
 @dataclass(frozen=True)
 class NodeView:
     """A Node as planning needs it. Build with `from_body`; never mutate."""
@@ -147,6 +218,8 @@ class NodeView:
     uid: str = ""
     resource_version: str | None = None
     created: str | None = None
+    input_problems: tuple[str, ...] = ()
+    """`key: problem` for each value read from the node that had the wrong shape and was ignored (or cut)."""
     capacity: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     """`status.allocatable` and `status.capacity` merged: what detection read (`detected` says what it made of it)."""
 
@@ -155,59 +228,62 @@ class NodeView:
         """The view of a Node object. `previous`, the same node's last view, lends what is parsed from
         inputs that did not change (the detected accelerator, the health report): a node's updates
         mostly touch its status, and the watch sees several per node."""
-        metadata = body.get("metadata") or {}
-        spec = body.get("spec") or {}
-        status = body.get("status") or {}
-        labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
+        metadata = _mapping(body.get("metadata"))
+        spec = _mapping(body.get("spec"))
+        status = _mapping(body.get("status"))
+        problems: list[str] = []
+        labels = {str(k): str(v) for k, v in _mapping(metadata.get("labels")).items()}
         annotations = {
             str(k): str(v)
-            for k, v in (metadata.get("annotations") or {}).items()
+            for k, v in _mapping(metadata.get("annotations")).items()
             if str(k).startswith(f"{conventions.DOMAIN}/") or k in _KEPT_ANNOTATIONS
         }
-        conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, Mapping)}
+        raw_conditions = [c for c in _list(status.get("conditions")) if isinstance(c, Mapping)]
+        conditions = {c.get("type"): c for c in raw_conditions if isinstance(c.get("type"), str)}
         ready = conditions.get("Ready") or {}
         health_raw = conditions.get(conventions.HEALTH_CONDITION)
         health = None
         if health_raw:
-            health = HealthCondition(
-                status=str(health_raw.get("status", "Unknown")),
-                reason=str(health_raw.get("reason") or ""),
-                message=str(health_raw.get("message") or ""),
-                since=parse_time(health_raw.get("lastTransitionTime")),
-                heartbeat=parse_time(health_raw.get("lastHeartbeatTime")),
-            )
+            health, problem = _health_condition(health_raw)
+            if problem is not None:
+                problems.append(f"{conventions.HEALTH_CONDITION} condition: {problem}")
         capacity = {
-            str(k): str(v) for k, v in {**(status.get("allocatable") or {}), **(status.get("capacity") or {})}.items()
+            str(k): str(v)
+            for k, v in {**_mapping(status.get("allocatable")), **_mapping(status.get("capacity"))}.items()
         }
         if previous is None or previous.labels != labels or previous.capacity != capacity:
-            detected, problems = detect(labels, capacity), label_problems(labels, capacity)
+            detected, label_issues = detect(labels, capacity), label_problems(labels, capacity)
         else:
-            detected, problems = previous.detected, previous.label_problems
+            detected, label_issues = previous.detected, previous.label_problems
+        report, problem = _report(annotations.get(conventions.HEALTH_ANNOTATION), previous, detected)
+        if problem is not None:
+            problems.append(f"{conventions.HEALTH_ANNOTATION}: {problem}")
         return cls(
             name=str(metadata.get("name", "")),
             labels=labels,
             annotations=annotations,
-            taints=tuple(Taint.from_dict(t) for t in spec.get("taints") or [] if isinstance(t, Mapping)),
-            unschedulable=bool(spec.get("unschedulable", False)),
+            taints=tuple(Taint.from_dict(t) for t in _list(spec.get("taints")) if isinstance(t, Mapping)),
+            unschedulable=spec.get("unschedulable") is True,
             ready=ready.get("status") == "True",
             ready_since=parse_time(ready.get("lastTransitionTime")),
             health=health,
-            report=_report(annotations.get(conventions.HEALTH_ANNOTATION), previous),
+            report=report,
             detected=detected,
-            label_problems=problems,
+            label_problems=label_issues,
             health_index=next(
                 (
                     i
-                    for i, c in enumerate(status.get("conditions") or [])
+                    for i, c in enumerate(_list(status.get("conditions")))
                     if isinstance(c, Mapping) and c.get("type") == conventions.HEALTH_CONDITION
                 ),
                 None,
             ),
-            allocatable={str(k): str(v) for k, v in (status.get("allocatable") or {}).items()},
+            allocatable={str(k): str(v) for k, v in _mapping(status.get("allocatable")).items()},
             uid=str(metadata.get("uid") or ""),
-            resource_version=metadata.get("resourceVersion"),
-            created=metadata.get("creationTimestamp"),
+            resource_version=_text(metadata.get("resourceVersion")),
+            created=_text(metadata.get("creationTimestamp")),
             capacity=capacity,
+            input_problems=tuple(problems),
         )
 
     # ------------------------------------------------------------ derived facts

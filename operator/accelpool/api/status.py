@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from accelpool.api.rules import Model
+
+MAX_CONDITION_MESSAGE = 4096
+"""The longest condition message accelpool writes; a longer one is cut and ends with `… (cut)`."""
 
 
 class Condition(Model):
@@ -26,6 +29,12 @@ class Condition(Model):
     message: str = ""
     last_transition_time: str | None = Field(None, description="RFC 3339 time the status last changed.")
     observed_generation: int | None = Field(None, description="The spec generation the condition describes.")
+
+    @field_validator("message")
+    @classmethod
+    def _bounded(cls, message: str) -> str:
+        mark = " … (cut)"
+        return message if len(message) <= MAX_CONDITION_MESSAGE else message[: MAX_CONDITION_MESSAGE - len(mark)] + mark
 
 
 class NodeCounts(Model):

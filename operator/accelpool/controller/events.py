@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from accelpool import api
+from accelpool import api, conventions
 from accelpool.controller.apiserver import TRANSIENT, Permit
 from accelpool.metrics import OperatorMetrics
 from accelpool.planning import EventIntent
@@ -81,7 +81,7 @@ class EventRecorder:
             "involvedObject": {"apiVersion": api_version, "kind": intent.kind, "name": intent.name}
             | ({"uid": intent.uid} if intent.uid else {}),
             "reason": intent.reason,
-            "message": intent.message[:1024],
+            "message": conventions.cut(intent.message),
             "type": intent.type,
             "source": {"component": "accelpool"},
             "reportingComponent": "accelpool",

@@ -13,14 +13,16 @@ another pool's agent wrote, as Unknown/AgentSilent. Called by the planning pass.
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from accelpool import conventions
-from accelpool.nodes import HealthCondition, NodeView, format_time
+from accelpool import conventions, ladder
+from accelpool.nodes import HealthCondition, NodeView, format_time, parse_time
 from accelpool.planning.ledger import Ledger
+from accelpool.planning.mig_retry import parse_mig_retry
 from accelpool.planning.model import PoolInput
 from accelpool.planning.pools import PoolWork
 
@@ -66,6 +68,32 @@ def judge_health(view: NodeView, now: datetime, stale_seconds: float) -> NodeVie
     return replace(view, health=silent)
 
 
+def input_problems(view: NodeView) -> list[str]:
+    """`key: problem` for every value accelpool reads from the node that it ignores for its shape."""
+    problems = list(view.input_problems)
+    annotations = view.annotations
+    text = annotations.get(conventions.REMEDIATION_ANNOTATION)
+    if text:
+        problem = ladder.parse(text)[1]
+        if problem is not None:
+            problems.append(f"{conventions.REMEDIATION_ANNOTATION}: {problem}")
+    text = annotations.get(conventions.JOINED_ANNOTATION)
+    if text and parse_time(text) is None:
+        problems.append(f"{conventions.JOINED_ANNOTATION}: {conventions.cut(text, 40)!r} is not an RFC 3339 time")
+    text = annotations.get(conventions.MIG_RETRY_ANNOTATION)
+    if text and parse_mig_retry(text)[1] is None:
+        problems.append(f"{conventions.MIG_RETRY_ANNOTATION}: {conventions.cut(text, 40)!r} is not <retries>@<time>")
+    text = annotations.get(conventions.PRIOR_LABELS_ANNOTATION)
+    if text:
+        try:
+            loaded = json.loads(text)
+        except (ValueError, RecursionError):
+            loaded = None
+        if not isinstance(loaded, dict):
+            problems.append(f"{conventions.PRIOR_LABELS_ANNOTATION}: not a JSON object")
+    return problems[: conventions.MAX_LISTED]
+
+
 def sort_nodes(
     nodes: Sequence[NodeView],
     pools: Mapping[str, PoolInput],
@@ -88,6 +116,16 @@ def sort_nodes(
                 "Warning",
                 "AcceleratorLabelsInvalid",
                 "not recognised as an accelerator node: " + "; ".join(view.label_problems),
+            )
+        problems = input_problems(view)
+        if problems:
+            ledger.event(
+                "Node",
+                view.name,
+                view.uid,
+                "Warning",
+                "NodeInputInvalid",
+                conventions.cut(f"{view.name}: ignored what accelpool cannot read: " + "; ".join(problems)),
             )
         owner = view.pool
         if owner is None:

@@ -30,7 +30,8 @@ def parse_mig_retry(text: str | None) -> tuple[int, datetime | None]:
     """`3@2026-11-02T12:00:00Z` → (3, that time); anything else → (0, None)."""
     count, _, at = (text or "").partition("@")
     moment = parse_time(at)
-    return (int(count), moment) if count.isdigit() and moment is not None else (0, None)
+    plain = count.isascii() and count.isdigit() and len(count) <= 6
+    return (int(count), moment) if plain and moment is not None else (0, None)
 
 
 def format_mig_retry(retries: int, moment: datetime) -> str:

@@ -136,6 +136,11 @@ class EventIntent:
     """Normal or Warning."""
     reason: str
     message: str
+    """At most `conventions.MAX_MESSAGE` characters (a longer one is cut, saying so)."""
+
+    def __post_init__(self) -> None:
+        if len(self.message) > conventions.MAX_MESSAGE:
+            object.__setattr__(self, "message", conventions.cut(self.message))
 
 
 @dataclass(frozen=True)
