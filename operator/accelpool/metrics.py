@@ -5,9 +5,10 @@ no global registry) and stores each pass's `Plan` there; `OperatorCollector` tur
 metric families when Prometheus scrapes `/metrics` (served by `serve`, an aiohttp app on the
 operator's event loop). A scrape never renders on the loop: it copies the counters there
 (`OperatorMetrics.snapshot`) and renders the copy in a thread of its own; scrapes that arrive
-during a render, or within `CACHE_SECONDS` of it, get that render
-(`accelpool_core.shared_render`). So 50 scrapers of 300 pools cost one render at a time, and
-reconciliation and the liveness probe keep the loop. Families (all prefixed `accelpool_`):
+during a render get that render (`accelpool_core.shared_render`). So 50 scrapers of 300 pools
+cost one render at a time, and reconciliation and the liveness probe keep the loop.
+
+Families (all prefixed `accelpool_`):
 
 | name | type | labels |
 | --- | --- | --- |
@@ -56,8 +57,10 @@ UNAVAILABLE_REASONS = ("quarantined", "burn_in", "unschedulable", "unconfigured"
 LADDER_STATES = {"draining": "draining", "drained": "drained", "handed-off": "handed_off"}
 """Ladder step → its `accelpool_pool_nodes` state (quarantined members past the quarantine)."""
 EVICTION_RESULTS = ("evicted", "blocked", "failed")
-CACHE_SECONDS = 1.0
-"""A render is served to every scrape within this long of it (by the event loop's clock)."""
+CACHE_SECONDS = 0.0
+"""How long a finished render is served again. 0: concurrent scrapes share a render, and a
+scrape that arrives after one finished gets a new one (never older than its request, so a value
+read after a change shows it)."""
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
