@@ -19,14 +19,15 @@ Slow clients are bounded: an idle or half-sent connection is closed after
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder, generate_latest
 
 from accelpool_agent.exposition import render_text
+from accelpool_core.shared_render import SharedRender
 
 Liveness = Callable[[], tuple[bool, str]]
 
@@ -47,40 +48,26 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 class MetricsRenderer:
     """Renders the registry in one dedicated thread; one render is shared by concurrent scrapers
-    and reused for `cache_seconds` (by the event loop's clock)."""
+    and reused for `cache_seconds` (by the event loop's clock): `accelpool_core.shared_render`."""
 
     def __init__(self, registry: CollectorRegistry, *, cache_seconds: float = 1.0) -> None:
         self.registry = registry
-        self.cache_seconds = cache_seconds
-        self.renders = 0
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accelpool-metrics")
-        self._cached: dict[str, tuple[float, bytes]] = {}
-        self._pending: dict[str, asyncio.Future[bytes]] = {}
+        self._shared = SharedRender[bytes](cache_seconds=cache_seconds, thread_name="accelpool-metrics")
+
+    @property
+    def renders(self) -> int:
+        return self._shared.renders
 
     async def render(self, accept: str) -> tuple[bytes, str]:
         encoder, content_type = choose_encoder(accept)
         if encoder is generate_latest:
             encoder = render_text  # the same bytes, faster (accelpool_agent.exposition)
-        loop = asyncio.get_running_loop()
-        cached = self._cached.get(content_type)
-        if cached is not None and loop.time() - cached[0] < self.cache_seconds:
-            return cached[1], content_type
-        pending = self._pending.get(content_type)
-        if pending is None:
-            pending = loop.run_in_executor(self._executor, encoder, self.registry)
-            self._pending[content_type] = pending
-            pending.add_done_callback(lambda done: self._finished(content_type, done, loop.time()))
-        body = await asyncio.shield(pending)  # a scraper that gives up does not cancel the others' render
+        # The registry reads the agent's immutable snapshot: nothing to copy on the loop first.
+        body = await self._shared.get(content_type, lambda: functools.partial(encoder, self.registry))
         return body, content_type
 
-    def _finished(self, content_type: str, done: asyncio.Future[bytes], at: float) -> None:
-        self._pending.pop(content_type, None)
-        self.renders += 1
-        if not done.cancelled() and done.exception() is None:
-            self._cached[content_type] = (at, done.result())
-
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._shared.close()
 
 
 def make_app(

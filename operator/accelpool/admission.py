@@ -20,7 +20,8 @@ value: "1g.5gb": ...`), the same lines `accelpool validate` prints.
 - Any other operation, or a subresource: allowed (not registered; nothing to check here).
 - dryRun: answered like any other request; the webhook has no side effects to skip.
 
-A denial is a 422 `Invalid` status with one cause per problem (`field` is the problem's path).
+A denial is a 422 `Invalid` status with one cause per problem (`field` is the problem's path),
+at most `MAX_PROBLEMS` of them and then one saying how many more were left out.
 A document that is not an AdmissionReview v1 with a request uid and the objects its operation
 needs raises `MalformedReview`, which the server answers with HTTP 400 (the API server then
 applies the webhook's failure policy). Pure: called by `accelpool.webhook`.
@@ -40,6 +41,9 @@ KIND = "AdmissionReview"
 CHECKED_OPERATIONS = ("CREATE", "UPDATE")
 PROBLEM_CHARS = 2000
 """A problem longer than this (one quoting a huge value) is cut, as `accelpool validate` cuts it."""
+MAX_PROBLEMS = 100
+"""A denial lists at most this many problems (as causes and in the message), then says how many
+were cut: an object with 100k unknown fields gets an answer of a few hundred kB at most, not 13 MB."""
 
 
 class MalformedReview(ValueError):
@@ -78,8 +82,27 @@ CAUSE_REASONS = {
 
 
 def denial_message(verdict: validation.Verdict) -> str:
-    """The status message: the problems as field errors, as `accelpool validate` prints them."""
-    return validation.listed([one_line(str(problem), PROBLEM_CHARS) for problem in verdict.problems])
+    """The status message: the problems as field errors, as `accelpool validate` prints them.
+
+    Past `MAX_PROBLEMS`, the first ones are listed and a last line says how many were cut.
+    """
+    lines = [one_line(str(problem), PROBLEM_CHARS) for problem in verdict.problems[:MAX_PROBLEMS]]
+    cut = cut_note(verdict)
+    if cut is None:
+        return validation.listed(lines)
+    heading = f"{len(verdict.problems)} problems, the first {MAX_PROBLEMS} listed:\n"
+    return heading + "\n".join(f"* {line}" for line in [*lines, cut])
+
+
+def cut_note(verdict: validation.Verdict) -> str | None:
+    """The line saying how many problems a denial leaves out; None when it lists them all."""
+    left_out = len(verdict.problems) - MAX_PROBLEMS
+    if left_out <= 0:
+        return None
+    return (
+        f"{left_out} more problems not listed ({len(verdict.problems)} in all; "
+        f"the webhook reports the first {MAX_PROBLEMS})"
+    )
 
 
 def denial_status(verdict: validation.Verdict) -> dict[str, Any]:
@@ -99,10 +122,17 @@ def denial_status(verdict: validation.Verdict) -> dict[str, Any]:
                     "field": problem.path,
                     "message": one_line(problem.body, PROBLEM_CHARS),
                 }
-                for problem in verdict.problems
-            ],
+                for problem in verdict.problems[:MAX_PROBLEMS]
+            ]
+            + _cut_cause(verdict),
         },
     }
+
+
+def _cut_cause(verdict: validation.Verdict) -> list[dict[str, str]]:
+    """One last cause saying how many were cut (kubectl prints the causes, not the message)."""
+    cut = cut_note(verdict)
+    return [] if cut is None else [{"reason": CAUSE_REASONS["TooMany"], "field": "(problems)", "message": cut}]
 
 
 def _same(new: Any, old: Any) -> bool:

@@ -3,7 +3,12 @@
 The controller keeps its counters in an `OperatorMetrics` object (passed through kopf's memo,
 no global registry) and stores each pass's `Plan` there; `OperatorCollector` turns both into
 metric families when Prometheus scrapes `/metrics` (served by `serve`, an aiohttp app on the
-operator's event loop). Families (all prefixed `accelpool_`):
+operator's event loop). A scrape never renders on the loop: it copies the counters there
+(`OperatorMetrics.snapshot`) and renders the copy in a thread of its own; scrapes that arrive
+during a render get that render (`accelpool_core.shared_render`). So 50 scrapers of 300 pools
+cost one render at a time, and reconciliation and the liveness probe keep the loop.
+
+Families (all prefixed `accelpool_`):
 
 | name | type | labels |
 | --- | --- | --- |
@@ -31,10 +36,11 @@ operator's event loop). Families (all prefixed `accelpool_`):
 from __future__ import annotations
 
 import bisect
+import functools
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -43,6 +49,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
 from accelpool.planning import Plan
+from accelpool_core.shared_render import SharedRender
 
 PHASES = ("Pending", "Provisioning", "Configuring", "Ready", "Degraded", "Failed")
 NODE_STATES = ("desired", "members", "ready", "quarantined", "burn_in")
@@ -50,6 +57,10 @@ UNAVAILABLE_REASONS = ("quarantined", "burn_in", "unschedulable", "unconfigured"
 LADDER_STATES = {"draining": "draining", "drained": "drained", "handed-off": "handed_off"}
 """Ladder step → its `accelpool_pool_nodes` state (quarantined members past the quarantine)."""
 EVICTION_RESULTS = ("evicted", "blocked", "failed")
+CACHE_SECONDS = 0.0
+"""How long a finished render is served again. 0: concurrent scrapes share a render, and a
+scrape that arrives after one finished gets a new one (never older than its request, so a value
+read after a change shows it)."""
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -84,6 +95,19 @@ class OperatorMetrics:
 
     def write(self, verb: str, resource: str) -> None:
         self.writes[(verb, resource)] += 1
+
+    def snapshot(self) -> OperatorMetrics:
+        """A copy the loop no longer mutates, to render in another thread (the plan is immutable)."""
+        return replace(
+            self,
+            reconciles=self.reconciles.copy(),
+            duration_buckets=list(self.duration_buckets),
+            remediations=self.remediations.copy(),
+            writes=self.writes.copy(),
+            drain_evictions=self.drain_evictions.copy(),
+            drain_list_errors=self.drain_list_errors.copy(),
+            node_events=self.node_events.copy(),
+        )
 
 
 class OperatorCollector(Collector):
@@ -262,16 +286,26 @@ def exposition(metrics: OperatorMetrics) -> bytes:
     return generate_latest(registry_for(metrics))
 
 
-async def serve(metrics: OperatorMetrics, host: str, port: int) -> web.AppRunner:
-    """Serve /metrics on host:port; the caller cleans the runner up."""
-    registry = registry_for(metrics)
+def application(metrics: OperatorMetrics, *, cache_seconds: float = CACHE_SECONDS) -> web.Application:
+    """GET /metrics: a snapshot taken on the loop, rendered in a thread of its own, shared by concurrent scrapers."""
+    shared = SharedRender[bytes](cache_seconds=cache_seconds, thread_name="accelpool-metrics")
 
     async def handle(_: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        body = await shared.get(CONTENT_TYPE_LATEST, lambda: functools.partial(exposition, metrics.snapshot()))
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def close(_: web.Application) -> None:
+        shared.close()
 
     app = web.Application()
     app.router.add_get("/metrics", handle)
-    runner = web.AppRunner(app, access_log=None)
+    app.on_cleanup.append(close)
+    return app
+
+
+async def serve(metrics: OperatorMetrics, host: str, port: int) -> web.AppRunner:
+    """Serve /metrics on host:port; the caller cleans the runner up."""
+    runner = web.AppRunner(application(metrics), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner

@@ -1,8 +1,24 @@
-"""The HTTPS server of the ComputePool validating admission webhook, on the operator's event loop.
+"""The HTTPS server of the ComputePool validating admission webhook, served from the operator's event loop.
 
 `serve(cert_dir, port)` listens on `port` (all interfaces) with the serving certificate from
 `cert_dir` (`tls.crt`, `tls.key`: the Secret the chart mounts) and answers POSTs to `PATH` with
-`admission.review`: exactly the check `accelpool validate` runs. The operator's startup handler
+`admission.review`: exactly the check `accelpool validate` runs.
+
+The port is open to any pod, so whatever arrives costs the operator bounded work, and none of
+it on the event loop that reconciles pools and answers the liveness probe:
+
+- a body over `MAX_REVIEW_BYTES` is refused with 413 naming the limit (unread when its
+  Content-Length says so);
+- decoding, validating and encoding the answer run in a worker thread (`Reviewer`), at most
+  `MAX_CONCURRENT_REVIEWS` at once; a request that finds them all busy is answered at once with
+  429 and `Retry-After`, not queued. kube-apiserver treats any answer other than 200 as a failed
+  call, may retry it, and otherwise applies the webhook's failurePolicy: with the chart's
+  default (Fail) the write is refused with the 429 in its message and the client can retry;
+  with Ignore it is admitted unchecked and the operator reports `Valid=False` if it breaks a rule;
+- a denial lists at most `admission.MAX_PROBLEMS` problems and says how many more were cut, so
+  the answer stays small whatever the object holds.
+
+The operator's startup handler
 starts it when `--webhook-port` is not 0, and `tls_context` refuses to start without readable
 certificate files, naming the path and the chart values. Every minute (`reload_seconds`) the
 files are read again and a changed pair is loaded for new connections, so a certificate that
@@ -34,19 +50,27 @@ import contextlib
 import json
 import logging
 import ssl
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiohttp import web
 
 from accelpool import admission
+from accelpool.textio import one_line
 
 PATH = "/validate-computepools"
 """The URL path the chart's ValidatingWebhookConfiguration calls."""
 CERT_FILE = "tls.crt"
 KEY_FILE = "tls.key"
-MAX_REVIEW_BYTES = 8 * 1024 * 1024
-"""An AdmissionReview carries the object and the old one; a ComputePool is far smaller."""
+MAX_REVIEW_BYTES = 4 * 1024 * 1024
+"""A larger request is refused (413) unread. An AdmissionReview carries the object and the old
+one, each at most etcd's 1.5 MiB request limit; a real ComputePool is a few kB."""
+MAX_CONCURRENT_REVIEWS = 2
+"""Reviews validated at once, each in its own worker thread; more get a 429 at once."""
+RETRY_AFTER_SECONDS = 1
+LOG_CHARS = 2000
+"""A denial's log line is cut to this many characters."""
 RELOAD_SECONDS = 60.0
 
 log = logging.getLogger("accelpool.webhook")
@@ -130,16 +154,26 @@ class WebhookServer:
         await self.runner.cleanup()
 
 
-async def _handle(request: web.Request) -> web.Response:
+@dataclass(frozen=True)
+class Answer:
+    """What the server sends back: an HTTP status, a body, its content type."""
+
+    status: int
+    body: bytes
+    content_type: str = "text/plain"
+
+
+def answer(body: bytes) -> Answer:
+    """The answer to one request body: decode, review, encode (runs in a worker thread)."""
     try:
-        document = json.loads(await request.read())
+        document = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        return web.Response(status=400, text=f"the request body is not JSON: {error}")
+        return Answer(400, f"the request body is not JSON: {error}".encode())
     try:
-        answer = admission.review(document)
+        reviewed = admission.review(document)
     except admission.MalformedReview as error:
-        return web.Response(status=400, text=f"not an AdmissionReview this webhook answers: {error}")
-    response = answer["response"]
+        return Answer(400, f"not an AdmissionReview this webhook answers: {error}".encode())
+    response = reviewed["response"]
     if not response["allowed"]:
         request_ = document["request"]
         log.info(
@@ -147,14 +181,72 @@ async def _handle(request: web.Request) -> web.Response:
             request_["operation"],
             request_.get("name") or response["status"]["details"]["name"],
             " (dry run)" if request_.get("dryRun") else "",
-            response["status"]["message"],
+            one_line(response["status"]["message"], LOG_CHARS),
         )
-    return web.json_response(answer)
+    return Answer(200, json.dumps(reviewed).encode(), "application/json")
 
 
-def application() -> web.Application:
+class Reviewer:
+    """Answers requests in `workers` threads of its own, never more at once; past that, `None` at once.
+
+    A request that finds every worker busy is not queued (a queue would hold its body in memory
+    and answer it late): the server answers it 429 straight away. A worker keeps its slot until
+    its review is done, even when the client has gone, so a client that disconnects cannot
+    start more work than `workers`.
+    """
+
+    def __init__(self, workers: int = MAX_CONCURRENT_REVIEWS) -> None:
+        self.workers = workers
+        self.busy = 0
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="accelpool-webhook")
+
+    async def __call__(self, body: bytes) -> Answer | None:
+        if self.busy >= self.workers:
+            return None
+        self.busy += 1
+        future = asyncio.get_running_loop().run_in_executor(self._executor, answer, body)
+        future.add_done_callback(self._done)
+        return await asyncio.shield(future)
+
+    def _done(self, _: asyncio.Future[Answer]) -> None:
+        self.busy -= 1
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _too_large() -> web.Response:
+    return web.Response(
+        status=413,
+        text=f"the AdmissionReview is larger than the {MAX_REVIEW_BYTES} bytes (MAX_REVIEW_BYTES) this webhook reads",
+    )
+
+
+def application(reviewer: Reviewer | None = None) -> web.Application:
+    reviewer = reviewer or Reviewer()
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.content_length is not None and request.content_length > MAX_REVIEW_BYTES:
+            return _too_large()  # refused before reading a byte of it
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:  # a chunked body that grew past the limit
+            return _too_large()
+        done = await reviewer(body)
+        if done is None:
+            return web.Response(
+                status=429,
+                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+                text=f"busy: {reviewer.workers} AdmissionReviews are being validated; try again",
+            )
+        return web.Response(status=done.status, body=done.body, content_type=done.content_type)
+
+    async def close(_: web.Application) -> None:
+        reviewer.close()
+
     app = web.Application(client_max_size=MAX_REVIEW_BYTES)
-    app.router.add_post(PATH, _handle)
+    app.router.add_post(PATH, handle)
+    app.on_cleanup.append(close)
     return app
 
 
@@ -164,6 +256,7 @@ async def serve(
     *,
     host: str | None = None,
     reload_seconds: float = RELOAD_SECONDS,
+    workers: int = MAX_CONCURRENT_REVIEWS,
 ) -> WebhookServer:
     """Listen on host:port (all interfaces when host is None; port 0: any free port) over TLS.
 
@@ -172,7 +265,7 @@ async def serve(
     """
     context = _server_context()
     loaded = _load(context, Path(cert_dir))
-    runner = web.AppRunner(application(), access_log=None)
+    runner = web.AppRunner(application(Reviewer(workers)), access_log=None)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port, ssl_context=context)
