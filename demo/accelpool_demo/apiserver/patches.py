@@ -18,6 +18,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from accelpool.api import go_float
 from accelpool_demo.apiserver.resources import error, internal
 
 JsonObject = dict[str, Any]
@@ -179,6 +180,8 @@ def go_printed(value: Any) -> str:
         return "<nil>"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float):
+        return go_float(value)  # strconv's shortest 'g': 1.0000005e+06, not 1000000.5
     return str(value)
 
 
