@@ -168,7 +168,7 @@ class HealthSpec(RuledModel):
             lambda h: (
                 re.fullmatch(PERCENT_PATTERN, h["maxUnavailable"]) is not None
                 if isinstance(h["maxUnavailable"], str)
-                else h["maxUnavailable"] >= 0
+                else isinstance(h["maxUnavailable"], int) and h["maxUnavailable"] >= 0
             ),
             "maxUnavailable must be a number >= 0 or a percentage like '50%'",
             field="maxUnavailable",

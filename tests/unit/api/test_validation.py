@@ -84,6 +84,18 @@ def test_circuit_breaker_limit(value: int | str, desired: int, limit: int) -> No
     assert spec is not None and spec.health.max_unavailable_nodes(desired) == limit
 
 
+@pytest.mark.parametrize("value", [[1], {"n": 1}, 1.5, True, None])
+def test_a_max_unavailable_of_another_type_is_a_schema_error_not_a_crash(value: object) -> None:
+    """int-or-string given a list, a map, a float or a bool: refused by the schema (the API server's type error
+    on the field), never a traceback from the rule that reads it."""
+    verdict = validate_object(pool({"accelerator": "H100", "health": {"maxUnavailable": value}}))
+    if value is None:  # a null is pruned, and the default (50%) applies
+        assert verdict.valid, [str(p) for p in verdict.problems]
+    else:
+        assert verdict.stage == "schema"
+        assert any(p.path == "spec.health.maxUnavailable" for p in verdict.problems)
+
+
 def test_a_form_factor_without_memory_picks_the_variant_that_comes_in_it() -> None:
     spec, problems = validate_spec({"accelerator": {"name": "H100", "formFactor": "NVL"}})
     assert spec is not None, problems
