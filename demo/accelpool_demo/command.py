@@ -66,7 +66,7 @@ def register(subparsers: Any) -> None:
     inject.add_argument("node", help="a node of the demo cluster (- for a cluster-wide fault)")
     inject.add_argument("fault", type=_injection, help="what to break (the list below)")
     inject.add_argument(
-        "--server", default=f"http://127.0.0.1:{DEFAULT_PORT}", help="the demo's API server (default %(default)s)"
+        "--server", help="the demo's API server (default: http://127.0.0.1:PORT, the demo's --port, 18080 unless given)"
     )
     inject.set_defaults(func=run_inject)
 
@@ -121,16 +121,22 @@ async def _until_signalled(main: Coroutine[Any, Any, bool]) -> bool:
             loop.remove_signal_handler(sig)
 
 
+def demo_server(args: argparse.Namespace) -> str:
+    """The running demo's API server: --server, else the demo's own --port on 127.0.0.1."""
+    return str(args.server or f"http://127.0.0.1:{args.port}")
+
+
 def run_inject(args: argparse.Namespace) -> int:
     from accelpool_core.kube import ApiError
     from accelpool_demo.run import inject
 
+    server = demo_server(args)
     try:
-        print(asyncio.run(inject(args.server, args.node, args.fault.text)))
+        print(asyncio.run(inject(server, args.node, args.fault.text)))
     except InjectionError as error:
         print(f"accelpool demo inject: {error}", file=sys.stderr)
         return USAGE_ERROR
     except (OSError, ApiError) as error:
-        print(f"accelpool demo inject: {args.server}: {error} (is `accelpool demo` running?)", file=sys.stderr)
+        print(f"accelpool demo inject: {server}: {error} (is `accelpool demo` running?)", file=sys.stderr)
         return 1
     return 0

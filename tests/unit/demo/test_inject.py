@@ -4,6 +4,7 @@ written; a valid fault reaches the node. The command runs as a process against t
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 from collections.abc import AsyncIterator
@@ -15,6 +16,7 @@ import pytest
 
 from accelpool_agent.faults import FaultKind, parse_fault_spec
 from accelpool_core.kube import KubeClient
+from accelpool_demo import command
 from accelpool_demo.apiserver import serving
 from accelpool_demo.injection import InjectionError, InjectionKind, agent_fault_argument, parse_injection
 from accelpool_demo.run import load_fleet
@@ -119,3 +121,18 @@ async def test_a_valid_fault_reaches_the_node(demo_api: DemoApi) -> None:
     assert node["metadata"]["annotations"][FAULT_ANNOTATION] == "7:slow-matmul=3"
     code, out, _ = await demo_api.inject("-", "strategy-override=single")  # cluster-wide: no node
     assert code == 0 and "strategy single" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "server"),
+    [
+        (["demo", "inject", "h100-1", "xid=79"], "http://127.0.0.1:18080"),
+        (["demo", "--port", "18099", "inject", "h100-1", "xid=79"], "http://127.0.0.1:18099"),
+        (["demo", "--port", "18099", "inject", "h100-1", "xid=79", "--server", "http://a:1"], "http://a:1"),
+    ],
+)
+def test_inject_reaches_the_demo_on_its_own_port(argv: list[str], server: str) -> None:
+    """`accelpool demo --port P inject ...` sends the fault to the demo serving on P, not to 18080."""
+    parser = argparse.ArgumentParser()
+    command.register(parser.add_subparsers())
+    assert command.demo_server(parser.parse_args(argv)) == server
