@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -19,22 +20,26 @@ SHARED = ROOT.parent / "shared"
 pytest_plugins = ["tests.admission_webhook", "tests.admission"]
 
 
+def missing(why: str) -> NoReturn:
+    """Something a test needs is not here: skip it with the reason, or fail when REQUIRE_TOOLS=1 (CI has
+    every tool and ../shared, so a miss there is a broken setup, not a reason to skip)."""
+    if os.environ.get("REQUIRE_TOOLS") == "1":
+        pytest.fail(f"{why} (required under REQUIRE_TOOLS=1)")
+    pytest.skip(why)
+
+
 def require_tool(name: str) -> str:
     """The path of an external tool; skip when missing, fail when REQUIRE_TOOLS=1."""
     found = shutil.which(name) or (str(TOOLS_BIN / name) if (TOOLS_BIN / name).exists() else None)
     if found:
         return found
-    if os.environ.get("REQUIRE_TOOLS") == "1":
-        pytest.fail(f"{name} is required (REQUIRE_TOOLS=1) but not found; run `make tools`")
-    pytest.skip(f"{name} not installed; `make tools` fetches it")
+    missing(f"{name} is not installed: `make tools` fetches it")
 
 
 def require_shared(relative: str) -> Path:
     """A file or folder of ../shared (never copied into the repository); skip when it is absent, fail
     when REQUIRE_TOOLS=1 (CI has it beside every clone)."""
     found = SHARED / relative
-    if found.exists():
-        return found
-    if os.environ.get("REQUIRE_TOOLS") == "1":
-        pytest.fail(f"{found} is required (REQUIRE_TOOLS=1) but missing: ../shared must sit beside the checkout")
-    pytest.skip(f"{found} is missing: ../shared is not beside this checkout")
+    if not found.exists():
+        missing(f"{found} is missing (../shared, beside the checkout, holds it)")
+    return found

@@ -10,14 +10,14 @@ collector took). A step is named `FILE/SCENARIO/NN` (`nodes-patch/node-json-patc
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
+
+from tests.conftest import missing
 
 ROOT = Path(__file__).resolve().parents[2]
 DIRECTORY = ROOT.parent / "shared" / "fidelity" / "kubernetes"
@@ -88,10 +88,9 @@ def require() -> None:
     """Skip when the transcripts are not beside the repository; fail instead under REQUIRE_TOOLS=1 (CI)."""
     if available():
         return
-    why = f"the kube-apiserver transcripts are not in {DIRECTORY} (../shared/fidelity/kubernetes beside the repository)"
-    if os.environ.get("REQUIRE_TOOLS") == "1":
-        pytest.fail(f"{why}, and REQUIRE_TOOLS=1 requires them")
-    pytest.skip(why)
+    missing(
+        f"the kube-apiserver transcripts are not in {DIRECTORY} (../shared/fidelity/kubernetes beside the repository)"
+    )
 
 
 @functools.cache

@@ -20,23 +20,24 @@ from accelpool.api import DURATION_PATTERN
 from accelpool.api.rules import cel_string
 from accelpool_demo.apiserver.cel import CompileError, check_rules, environment, evaluate, rules_of
 from tests.cel_cost import UnmodelledCEL, estimate_schema
+from tests.conformance import transcripts
 from tests.conftest import require_shared
 from tests.contract.chart import one, render
 
 pytestmark = pytest.mark.contract
-TRANSCRIPT = "fidelity/kubernetes/crd-admission-and-apply.yaml"
 CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 COMPILATION_FAILED = "compilation failed: "
 VAP_VARIABLES = ("request", "object", "oldObject", "params", "namespaceObject", "variables")
 
 
-def _crd_creations() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
-    transcript = yaml.safe_load(require_shared(TRANSCRIPT).read_text())
+def _crd_creations() -> list[tuple[str, Any, Any]]:
+    """(step id and note, the CRD sent, the answer) of each CRD creation the recorded server was sent."""
+    transcripts.require()
     return [
-        (f"{scenario['name']}: {step['note']}", step["request"]["body"], step["response"])
-        for scenario in transcript["scenarios"]
-        for step in scenario["steps"]
-        if "request" in step and step["request"]["method"] == "POST" and step["request"]["path"] == CRDS_PATH
+        (f"{step.id}: {step.note}", step.request["body"], step.response)
+        for scenario in transcripts.load("crd-admission-and-apply")
+        for step in scenario.steps
+        if step.request is not None and step.request["method"] == "POST" and step.request["path"] == CRDS_PATH
     ]
 
 

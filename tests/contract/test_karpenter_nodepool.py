@@ -10,7 +10,6 @@ NodePools come from the operator's own path: planning (member labels) then `desi
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,11 +30,13 @@ from accelpool_demo.apiserver.cel import (
     unsupported_functions,
     uses_old_self,
 )
+from tests.conftest import require_shared
 from tests.structural import apply_defaults, schema_errors
 
 pytestmark = pytest.mark.contract
 ROOT = Path(__file__).resolve().parents[2]
-KARPENTER_CRD = ROOT.parent / "shared" / "crds" / "karpenter.sh_nodepools.yaml"
+KARPENTER_CRD = "crds/karpenter.sh_nodepools.yaml"
+"""The published Karpenter CRD, in ../shared (see ../shared/crds/README.md)."""
 NOW = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)
 
 NOT_EVALUABLE: dict[str, str] = {}
@@ -46,12 +47,7 @@ function they call is Google's CEL's or declared in accelpool_demo/apiserver/cel
 
 @pytest.fixture(scope="module")
 def schema() -> dict[str, Any]:
-    if not KARPENTER_CRD.exists():
-        message = f"{KARPENTER_CRD} is missing (the published Karpenter CRD, see ../shared/crds/README.md)"
-        if os.environ.get("REQUIRE_TOOLS") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    crd = yaml.safe_load(KARPENTER_CRD.read_text())
+    crd = yaml.safe_load(require_shared(KARPENTER_CRD).read_text())
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
     found: dict[str, Any] = version["schema"]["openAPIV3Schema"]
     return found

@@ -63,8 +63,9 @@ def apply_defaults(schema: Mapping[str, Any], value: Any) -> None:
             apply_defaults(schema["items"], item)
 
 
-def prune(schema: Mapping[str, Any], value: Any, path: str = "") -> list[str]:
-    """Removes, in place, the fields the schema does not declare; returns their paths."""
+def prune(schema: Mapping[str, Any], value: Any, path: str = "", *, closed_only: bool = False) -> list[str]:
+    """Removes, in place, the fields the schema does not declare; returns their paths. `closed_only`: only
+    from closed objects (`additionalProperties: false`), as a built-in kind's Go type drops them (`typed`)."""
     pruned: list[str] = []
     if isinstance(value, dict) and not schema.get("x-kubernetes-preserve-unknown-fields"):
         properties = schema.get("properties")
@@ -72,15 +73,15 @@ def prune(schema: Mapping[str, Any], value: Any, path: str = "") -> list[str]:
         for name in list(value):
             child = f"{path}.{name}" if path else name
             if properties is not None and name in properties:
-                pruned += prune(properties[name], value[name], child)
+                pruned += prune(properties[name], value[name], child, closed_only=closed_only)
             elif isinstance(additional, dict):
-                pruned += prune(additional, value[name], child)
-            elif properties is not None or additional is False:
+                pruned += prune(additional, value[name], child, closed_only=closed_only)
+            elif additional is False or (properties is not None and not closed_only):
                 del value[name]
                 pruned.append(child)
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for index, item in enumerate(value):
-            pruned += prune(schema["items"], item, f"{path}[{index}]")
+            pruned += prune(schema["items"], item, f"{path}[{index}]", closed_only=closed_only)
     return pruned
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from accelpool_demo.apiserver import structural
+
 JsonObject = dict[str, Any]
 
 NODES = "v1/nodes"
@@ -145,23 +147,7 @@ DEFAULT_SCHEMA: JsonObject = {"properties": {"metadata": METADATA}}
 def unknown_fields(schema: Mapping[str, Any], value: Any, path: str = "") -> list[str]:
     """The fields of `value` a closed object of `schema` does not declare (paths as the decoder names them:
     `spec.notAField`, `spec.taints[0].$patch`), removed from `value` in place."""
-    found: list[str] = []
-    if isinstance(value, dict):
-        properties = schema.get("properties") or {}
-        additional = schema.get("additionalProperties")
-        for name in list(value):
-            at = f"{path}.{name}" if path else str(name)
-            if name in properties:
-                found += unknown_fields(properties[name], value[name], at)
-            elif isinstance(additional, Mapping):
-                found += unknown_fields(additional, value[name], at)
-            elif additional is False:
-                del value[name]
-                found.append(at)
-    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
-        for index, item in enumerate(value):
-            found += unknown_fields(schema["items"], item, f"{path}[{index}]")
-    return found
+    return structural.prune(schema, value, path, closed_only=True)
 
 
 GENERATION_TRACKED = frozenset(

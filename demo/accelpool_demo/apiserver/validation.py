@@ -356,28 +356,20 @@ def event(obj: Mapping[str, Any], namespace: str | None, *, strict: bool) -> lis
     involved_namespace = str(involved.get("namespace") or "")
     namespace = namespace or ""
     controller_field = "reportingController" if strict else "reportingComponent"
-    if not obj.get("eventTime"):
-        if (not involved_namespace and namespace not in ("", "default")) or (
+    legacy = not obj.get("eventTime")
+    if legacy:
+        mismatched = (not involved_namespace and namespace not in ("", "default")) or bool(
             involved_namespace and namespace != involved_namespace
-        ):
-            errors.append(
-                FieldError(
-                    "FieldValueInvalid",
-                    "involvedObject.namespace",
-                    involved_namespace,
-                    "does not match event.namespace",
-                )
-            )
+        )
     else:
-        if not involved_namespace and namespace not in ("default", "kube-system"):
-            errors.append(
-                FieldError(
-                    "FieldValueInvalid",
-                    "involvedObject.namespace",
-                    involved_namespace,
-                    "does not match event.namespace",
-                )
+        mismatched = not involved_namespace and namespace not in ("default", "kube-system")
+    if mismatched:
+        errors.append(
+            FieldError(
+                "FieldValueInvalid", "involvedObject.namespace", involved_namespace, "does not match event.namespace"
             )
+        )
+    if not legacy:
         controller = str(obj.get("reportingComponent") or "")
         if not controller:
             errors.append(FieldError("FieldValueRequired", controller_field))
