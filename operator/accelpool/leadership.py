@@ -22,7 +22,10 @@ deleted while no operator runs (kopf discussion #942).
 The alternative, reading the peering object here and applying kopf's rule, would duplicate that
 rule and run on its own watch and clock: for a moment it could say "lead" while kopf is still
 paused, or miss kopf's other reasons to pause (a missing peering CRD). The daemon is kopf's own
-decision, with no second opinion; its cost is the one private registry call in `_register`.
+decision, with no second opinion; its cost is the one private registry call in `_register`, kept
+to the kopf release it was verified with (`KOPF_VERIFIED`, the same bound as the dependency in
+operator/pyproject.toml): a kopf without that registry stops the operator at startup with an error
+saying so, and a test fails when the installed kopf leaves the verified release.
 
 Priorities (`priority_by_age`): with `--peering` and no `--priority`, a replica's priority is
 minus its start time in microseconds, so the longest-running replica leads and a new or
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from importlib import metadata
 from typing import Any, Protocol
 
 import kopf
@@ -47,6 +51,8 @@ log = logging.getLogger("accelpool.leadership")
 PEERING_GROUP, PEERING_VERSION, PEERING_PLURAL = "kopf.dev", "v1", "clusterkopfpeerings"
 """Where a cluster-wide kopf operator keeps its peers (kopf/_cogs/structs/references.py, CLUSTER_PEERINGS_K)."""
 DAEMON_ID = "accelpool-leadership"
+KOPF_VERIFIED = "1.45"
+"""The kopf minor release whose private spawning registry `_register` uses (`kopf>=1.45,<1.46`)."""
 
 
 class Pausable(Protocol):
@@ -133,11 +139,24 @@ def _ours(name: str, memo: Any, **_: Any) -> bool:
 
 def _register(registry: kopf.OperatorRegistry) -> None:
     """Adds the daemon on the peering object to `registry` (once), without kopf's finalizer."""
-    if any(h.id == DAEMON_ID for h in registry._spawning.get_all_handlers()):
+    spawning = _spawning(registry)
+    if any(h.id == DAEMON_ID for h in spawning.get_all_handlers()):
         return
     scratch = kopf.OperatorRegistry()
     kopf.daemon(
         group=PEERING_GROUP, version=PEERING_VERSION, plural=PEERING_PLURAL, id=DAEMON_ID, when=_ours, registry=scratch
     )(lead)
-    (daemon,) = scratch._spawning.get_all_handlers()
-    registry._spawning.append(dataclasses.replace(daemon, requires_finalizer=False))
+    (daemon,) = _spawning(scratch).get_all_handlers()
+    spawning.append(dataclasses.replace(daemon, requires_finalizer=False))
+
+
+def _spawning(registry: kopf.OperatorRegistry) -> Any:
+    """kopf's private registry of daemons and timers, or an error naming the kopf release it was verified with."""
+    spawning = getattr(registry, "_spawning", None)
+    if not (hasattr(spawning, "get_all_handlers") and hasattr(spawning, "append")):
+        raise RuntimeError(
+            f"kopf {metadata.version('kopf')} has no OperatorRegistry._spawning with get_all_handlers() and append():"
+            f" accelpool's leadership registers its peering daemon there and was verified with kopf {KOPF_VERIFIED}.x;"
+            f" install kopf {KOPF_VERIFIED}.x (operator/pyproject.toml pins it)"
+        )
+    return spawning

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import AsyncIterator
+from importlib import metadata
+from pathlib import Path
 
 import kopf
 import pytest
@@ -34,19 +37,19 @@ def settings(*, standalone: bool | None = None, peering: str | None = None) -> k
     return result
 
 
-async def test_standalone_the_instanceis_active_from_the_start(controller: Controller) -> None:
+async def test_standalone_the_instance_is_active_from_the_start(controller: Controller) -> None:
     memo = kopf.Memo()
     found = leadership.follow_kopf(settings(standalone=True), memo, controller, lifetime=60)
     assert found is None and controller.active
     assert "leadership" not in memo
 
 
-async def test_kopf_auto_detection_leaves_the_instanceactive(controller: Controller) -> None:
+async def test_kopf_auto_detection_leaves_the_instance_active(controller: Controller) -> None:
     found = leadership.follow_kopf(settings(), kopf.Memo(), controller, lifetime=60)
     assert found is None and controller.active
 
 
-async def test_with_peering_the_instancewaits_for_kopf(controller: Controller) -> None:
+async def test_with_peering_the_instance_waits_for_kopf(controller: Controller) -> None:
     memo, kopf_settings, registry = (
         kopf.Memo(),
         settings(standalone=False, peering="accelpool"),
@@ -58,7 +61,7 @@ async def test_with_peering_the_instancewaits_for_kopf(controller: Controller) -
     assert kopf_settings.peering.lifetime == 15
 
 
-async def test_the_instanceruns_exactly_while_a_daemon_runs(controller: Controller) -> None:
+async def test_the_instance_runs_exactly_while_a_daemon_runs(controller: Controller) -> None:
     """kopf never runs two instances of one daemon on an object, but a peering object deleted and
     created again has a new daemon starting while the old one stops: leading holds until both end."""
     leader = leadership.Leadership(controller, "accelpool")
@@ -82,6 +85,24 @@ async def test_the_daemon_is_registered_once_and_without_a_finalizer(controller:
     assert daemon.requires_finalizer is False
     assert daemon.selector is not None and daemon.selector.plural == "clusterkopfpeerings"
     assert daemon.selector.group == "kopf.dev"
+
+
+def test_the_installed_kopf_is_the_release_leadership_was_verified_with() -> None:
+    """`_register` uses kopf's private registry: a kopf upgrade must fail here before it fails in a cluster."""
+    installed = metadata.version("kopf")
+    assert installed.startswith(f"{leadership.KOPF_VERIFIED}."), installed
+    project = tomllib.loads((Path(__file__).parents[3] / "operator" / "pyproject.toml").read_text())["project"]
+    minor = tuple(int(part) for part in leadership.KOPF_VERIFIED.split("."))
+    assert f"kopf>={leadership.KOPF_VERIFIED},<{minor[0]}.{minor[1] + 1}" in project["dependencies"]
+
+
+async def test_a_kopf_without_the_private_registry_stops_startup_with_a_clear_error(
+    controller: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = kopf.OperatorRegistry()
+    monkeypatch.delattr(registry, "_spawning")
+    with pytest.raises(RuntimeError, match=r"kopf .* has no OperatorRegistry._spawning .* verified with kopf 1\.45"):
+        leadership.follow_kopf(settings(peering="accelpool"), kopf.Memo(), controller, lifetime=60, registry=registry)
 
 
 def test_the_longest_running_replica_has_the_highest_priority() -> None:
