@@ -103,7 +103,7 @@ class Controller:
         self.client = client
         self.metrics = metrics
         self._clock = clock or _loop_time
-        self._state = ClusterState(config, client, self._clock, wall_clock)
+        self._state = ClusterState(config, client, self._clock)
         self._planner = Planner(config, wall_clock)
         events = EventRecorder(config.events_namespace, client, metrics, self._clock, wall_clock)
         self._writer = Writer(config, client, self._state, events, metrics)
