@@ -59,7 +59,7 @@ def judge_health(
     writer = view.report.pool if view.report is not None else None
     if unchanged_for is not None:
         age: float | None = unchanged_for.get(view.name, 0.0)
-        seen = f"has not changed for {age:.0f} s by the operator's clock"
+        seen = f"has not changed in {stale_seconds:.0f} s by the operator's clock"  # stable: no status churn
     elif health.heartbeat is not None:
         age = (now - health.heartbeat).total_seconds()
         seen = f"was last written {format_time(health.heartbeat)}"

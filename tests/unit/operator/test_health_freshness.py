@@ -115,7 +115,7 @@ def test_a_dead_agent_with_its_clock_a_day_ahead_is_found_silent() -> None:
     judged = judge_health(view, NOW, STALE, {"m1": 2 * 3600.0}).health
     assert judged is not None and judged.silent and judged.status == "Unknown"
     assert judged.message == (
-        "AcceleratorHealthy (True: AllChecksPassed) has not changed for 7200 s by the operator's clock; "
+        "AcceleratorHealthy (True: AllChecksPassed) has not changed in 900 s by the operator's clock; "
         "its agent has stopped reporting"
     )
 
