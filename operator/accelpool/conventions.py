@@ -88,7 +88,8 @@ HEALTH_ANNOTATION = protocol.HEALTH_ANNOTATION
 HEALTH_CONDITION = protocol.CONDITION_TYPE
 """Node condition written by the device agent."""
 HEALTH_STALE_SECONDS = 3 * protocol.AgentConfig().heartbeat_seconds
-"""A condition whose heartbeat is older than three heartbeat periods was left by an agent that stopped."""
+"""A condition the operator has seen unchanged for three heartbeat periods, by its own clock, was left by an agent
+that stopped (`accelpool.controller.freshness`; `--agent-silent-after` shortens it for tests)."""
 SILENT_AGENT_REASON = "AgentSilent"
 """The reason the operator reads a stale or foreign health condition as (status Unknown)."""
 

@@ -92,6 +92,8 @@ class _Option:
     parse: Callable[[str], Any] = str
     aliases: tuple[str, ...] = ()
     choices: tuple[str, ...] | None = None
+    hidden: bool = False
+    """Left out of `--help`: for tests, which need a period shorter than a real cluster's."""
 
     @property
     def env(self) -> str:
@@ -255,6 +257,15 @@ OPTIONS: tuple[_Option, ...] = (
         parse=seconds,
     ),
     _Option(
+        "--agent-silent-after",
+        "health_stale_seconds",
+        conventions.HEALTH_STALE_SECONDS,
+        "read an agent's AcceleratorHealthy condition as Unknown (AgentSilent) once the operator has seen it "
+        "unchanged this long (the agents rewrite it every 5 minutes)",
+        parse=seconds,
+        hidden=True,
+    ),
+    _Option(
         "--tolerated-taints",
         "tolerated_taints",
         ",".join(conventions.ACCELERATOR_TAINTS),
@@ -317,6 +328,7 @@ class OperatorConfig:
     config_sync_seconds: float = 60.0
     debounce_seconds: float = 0.1
     not_ready_grace_seconds: float = 300.0
+    health_stale_seconds: float = conventions.HEALTH_STALE_SECONDS
     tolerated_taints: tuple[str, ...] = conventions.ACCELERATOR_TAINTS
     write_concurrency: int = 16
     max_workers: int = 4
@@ -381,6 +393,8 @@ def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str]) -
             "default": default,
             "help": f"{option.help} [{option.env}; default: {option.default!r}]",
         }
+        if option.hidden:
+            kwargs["help"] = argparse.SUPPRESS
         if option.parse is _bool:
             kwargs["action"] = argparse.BooleanOptionalAction
         else:

@@ -18,8 +18,9 @@ A pass (`Controller.reconcile_once`):
 The loop (`run`) starts a pass when its inputs nudge it (`node_changed` from the controller's own
 node informer, `accelpool.controller.nodewatch`; `pool_changed` from the kopf handlers), when the
 plan asks for a time-based decision (a hold-down ending), when a status is due, at every
-resync and agent check, and after a failure with exponential backoff (`BACKOFF_START` doubling to
-`BACKOFF_MAX`). A node event nudges only when planning could come out differently
+resync and agent check, when an agent's condition turns stale (`accelpool.controller.freshness`),
+and after a failure with exponential backoff (`BACKOFF_START` doubling to `BACKOFF_MAX`). A node
+event nudges only when planning could come out differently
 (`accelpool.controller.relevance`: a resourceVersion, a heartbeat or a label no plan reads never
 costs a pass). Nudges are batched as Karpenter's provisioner batches pods (kubernetes-sigs/karpenter,
 pkg/controllers/provisioning/batcher.go `Batcher.Wait`): the first opens a window that closes once
@@ -103,7 +104,7 @@ class Controller:
         self.client = client
         self.metrics = metrics
         self._clock = clock or _loop_time
-        self._state = ClusterState(config, client, self._clock, wall_clock)
+        self._state = ClusterState(config, client, self._clock)
         self._planner = Planner(config, wall_clock)
         events = EventRecorder(config.events_namespace, client, metrics, self._clock, wall_clock)
         self._writer = Writer(config, client, self._state, events, metrics)
@@ -242,7 +243,8 @@ class Controller:
                 self._dirty.set()
 
     async def _wait_for_work(self) -> None:
-        """Until a nudge or the earliest deadline (requeue, resync, agent check, a due status), then any backoff."""
+        """Until a nudge or the earliest deadline (requeue, resync, agent check, stale health, a due status), then
+        any backoff."""
         candidates = (self._requeue_at, self._retry_at, self._state.wake_at(), self._status.wake_at())
         deadlines = [t for t in candidates if t is not None]
         wait = max(0.0, min(deadlines) - self._clock()) if deadlines else None

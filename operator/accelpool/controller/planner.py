@@ -65,6 +65,8 @@ class Planner:
             release_orphans=True,
             not_ready_grace_seconds=self._config.not_ready_grace_seconds,
             karpenter_available=snapshot.karpenter,
+            health_stale_seconds=self._config.health_stale_seconds,
+            health_unchanged_for=snapshot.health_unchanged_for,
             tolerated_taints=self._config.tolerated_taints,
             healthy_since=self._healthy_since(snapshot.nodes),
             agents=snapshot.agents,

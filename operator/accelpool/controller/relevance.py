@@ -16,9 +16,10 @@ is left out here before two views are compared (`same_for_planning`):
   the accelerator the labels make the node (`detected`, `label_problems`: every other
   detection label, GKE's, Karpenter's, AMD's, counts through them);
 - the agent's heartbeat (`AcceleratorHealthy`'s `lastHeartbeatTime`): a fresh heartbeat
-  changes no plan, unless the planned one had gone stale (`HEALTH_STALE_SECONDS`), when the
-  node was planned as `AgentSilent` and now reads its agent's verdict again. An agent that stops
-  writing sends no event at all: the controller's periodic agent check plans anew and ages it.
+  changes no plan, unless the condition had gone stale by the operator's clock (`unchanged_for`,
+  from `accelpool.controller.freshness`: unchanged for `--agent-silent-after`), when the node was
+  planned as `AgentSilent` and now reads its agent's verdict again. An agent that stops writing
+  sends no event at all: the loop wakes when its condition turns stale (`ClusterState.wake_at`).
 
 The health condition's status, reason and message, and the health annotation's report, are
 compared in full: an `AcceleratorHealthy=False` is always relevant.
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Mapping
-from datetime import datetime
 
 from accelpool import conventions
 from accelpool.nodes import NodeView
@@ -42,17 +42,22 @@ def same_for_planning(
     after: NodeView | None,
     *,
     selector_keys: Collection[str],
-    now: datetime,
+    unchanged_for: float | None = None,
     stale_seconds: float = conventions.HEALTH_STALE_SECONDS,
 ) -> bool:
-    """Whether a plan made with `before` would come out the same with `after` (None: no such node)."""
+    """Whether a plan made with `before` would come out the same with `after` (None: no such node).
+
+    `unchanged_for`: how long, by the operator's clock, the node's health condition had not changed
+    when `after` came (None: it had none); from `stale_seconds` on it had gone stale, and a condition
+    rewritten after that (a heartbeat alone included) is relevant."""
     if before is None or after is None:
         return before is after
     if before == after:
         return True
-    if _stale(before, now, stale_seconds):
+    if _planned_part(before, selector_keys) != _planned_part(after, selector_keys):
         return False
-    return _planned_part(before, selector_keys) == _planned_part(after, selector_keys)
+    revived = before.health != after.health and unchanged_for is not None and unchanged_for >= stale_seconds
+    return not revived
 
 
 def selector_keys(specs: Collection[Mapping[str, object]]) -> frozenset[str]:
@@ -69,8 +74,3 @@ def _planned_part(view: NodeView, keys: Collection[str]) -> NodeView:
     labels = {k: v for k, v in view.labels.items() if k in keys or k.startswith(PLANNED_LABEL_PREFIXES)}
     health = view.health and dataclasses.replace(view.health, heartbeat=None)
     return dataclasses.replace(view, labels=labels, resource_version=None, health=health)
-
-
-def _stale(view: NodeView, now: datetime, stale_seconds: float) -> bool:
-    heartbeat = view.health.heartbeat if view.health is not None else None
-    return heartbeat is not None and (now - heartbeat).total_seconds() > stale_seconds

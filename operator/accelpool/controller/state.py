@@ -25,6 +25,9 @@ Nobody else keeps cluster state. What `ClusterState` owns:
   `POOL_CHECK_SECONDS`, or a write met a 409 since (`pool_check_due`, `check_pools`).
 - What the last pass planned with, so that a watch event nudges the loop only when planning could
   come out differently (`node_event`, `pool_event`; for nodes, `accelpool.controller.relevance`).
+- When it last saw each node's agent health change, by its own clock
+  (`accelpool.controller.freshness`): planning judges staleness with it, and the loop wakes when the
+  next condition turns stale (`--agent-silent-after`), so a silent agent is found without any event.
 """
 
 from __future__ import annotations
@@ -33,12 +36,12 @@ import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Generic, Literal, TypeVar
 
 from accelpool import agents, conventions, inputs
 from accelpool.controller import apiserver
 from accelpool.controller.apiserver import TRANSIENT
+from accelpool.controller.freshness import HealthFreshness
 from accelpool.controller.kueue import KueueCache
 from accelpool.controller.relevance import same_for_planning, selector_keys
 from accelpool.evictions import DrainObservation, DrainOrder
@@ -79,6 +82,8 @@ class Snapshot:
     """When the unwatched objects were last read (a new value: pools set aside are tried again)."""
     kueue: KueueObserved | None = None
     """Kueue's ResourceFlavors and ClusterQueues (`accelpool.controller.kueue`); None in offline plans."""
+    health_unchanged_for: Mapping[str, float] | None = None
+    """Node → seconds since the operator last saw its agent health change (`PlannerOptions.health_unchanged_for`)."""
 
     @functools.cached_property
     def nodes_by_name(self) -> Mapping[str, NodeView]:
@@ -106,12 +111,10 @@ class ClusterState:
         config: OperatorConfig,
         client: KubeClient,
         clock: Callable[[], float],
-        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._config = config
         self._client = client
         self._clock = clock
-        self._now = wall_clock
         self._node_source: Callable[[], Iterable[NodeView]] = lambda: ()
         self._pool_source: Callable[[], Iterable[PoolRecord]] = lambda: ()
         self._node_overlays: dict[str, _Overlay[NodeView]] = {}
@@ -132,6 +135,9 @@ class ClusterState:
         self._planned_nodes: Mapping[str, NodeView] = {}
         self._planned_pools: Mapping[str, PoolRecord] = {}
         self._selector_keys: frozenset[str] = frozenset()
+        self._freshness = HealthFreshness()
+        self._freshness_at: float | None = None
+        """When the last snapshot aged the nodes' health: conditions stale by then were planned so."""
 
     # ------------------------------------------------------------ inputs (from the kopf handlers)
 
@@ -143,14 +149,20 @@ class ClusterState:
         """A node changed (None: deleted); True when planning could come out differently."""
         planned = self._planned_nodes.get(name)
         if view is None:
+            self._freshness.forget(name)
             return planned is not None
         overlay = self._node_overlays.get(name)
-        now = self._now()
+        now = self._clock()
+        unchanged_for = self._freshness.unchanged_for(name, now)  # before this view: had it gone stale?
+        self._freshness.observe(view, now)
+        keys, stale = self._selector_keys, self._config.health_stale_seconds
         return not (
-            same_for_planning(planned, view, selector_keys=self._selector_keys, now=now)
+            same_for_planning(planned, view, selector_keys=keys, unchanged_for=unchanged_for, stale_seconds=stale)
             or (
                 overlay is not None
-                and same_for_planning(overlay.after, view, selector_keys=self._selector_keys, now=now)
+                and same_for_planning(
+                    overlay.after, view, selector_keys=keys, unchanged_for=unchanged_for, stale_seconds=stale
+                )
             )
         )
 
@@ -172,9 +184,10 @@ class ClusterState:
         dp = self._configmaps.get(self._config.device_plugin_configmap)
         mig = self._configmaps.get(self._config.mig_configmap)
         assert self._loaded_at is not None
+        nodes = self._nodes()
         return Snapshot(
             pools=pools,
-            nodes=self._nodes(),
+            nodes=nodes,
             config=inputs.config_state(dp, mig),
             mig_text=((mig or {}).get("data") or {}).get(conventions.MIG_CONFIG_DATA_KEY),
             karpenter=self._karpenter,
@@ -182,6 +195,7 @@ class ClusterState:
             drains=dict(self._drains),
             loaded_at=self._loaded_at,
             kueue=self.kueue.observed,
+            health_unchanged_for=self._health_ages(nodes),
         )
 
     def planned_with(self, snapshot: Snapshot) -> None:
@@ -207,12 +221,17 @@ class ClusterState:
         self._planned_nodes, self._planned_pools = {}, {}
 
     def wake_at(self) -> float | None:
-        """When the cache needs a pass: the next resync, and the next agent check while there are pools."""
+        """When the cache needs a pass: the next resync, the next agent check while there are pools, and when
+        the next condition planned fresh turns stale."""
         deadlines = []
         if self._loaded_at is not None:
             deadlines.append(self._loaded_at + self._config.resync_seconds)
         if self._agents_at is not None and self._planned_pools:
             deadlines.append(self._agents_at + self._config.agent_check_seconds)
+        if self._freshness_at is not None:
+            stale = self._freshness.turns_stale(self._config.health_stale_seconds, after=self._freshness_at)
+            if stale is not None:
+                deadlines.append(stale)
         return min(deadlines, default=None)
 
     @property
@@ -275,6 +294,16 @@ class ClusterState:
         self._drains = {n: o for n, o in self._drains.items() if wanted.get(n) == o.since}
 
     # ------------------------------------------------------------ nodes
+
+    def _health_ages(self, nodes: Sequence[NodeView]) -> dict[str, float]:
+        """How long each node's agent health has gone unchanged (the snapshot's views seen now, the watch's
+        events seen as they came)."""
+        now = self._clock()
+        for view in nodes:
+            self._freshness.observe(view, now)
+        self._freshness.keep({view.name for view in nodes})
+        self._freshness_at = now
+        return self._freshness.ages(now)
 
     def _nodes(self) -> list[NodeView]:
         now = self._clock()

@@ -122,7 +122,10 @@ def _plan_once(
     ordered = sorted(by_name.values(), key=claim_priority)
     ledger = Ledger(_owned_configs(pools, config))
     works = pool_works(ordered)
-    judged = [membership.judge_health(n, options.now, options.health_stale_seconds) for n in nodes]
+    judged = [
+        membership.judge_health(n, options.now, options.health_stale_seconds, options.health_unchanged_for)
+        for n in nodes
+    ]
     roster = membership.sort_nodes(
         sorted(judged, key=lambda n: n.name), by_name, works, ledger, release_orphans=options.release_orphans
     )

@@ -7,8 +7,9 @@ pools, of pools that no longer exist (when `release_orphans`) and members that s
 are released (`Ledger.release`); nodes of invalid pools are held untouched; a node in no pool
 loses what an agent wrote after its release (`Ledger.clear_agent_leftovers`).
 
-Before that, `judge_health` reads a health condition its agent stopped rewriting, or that
-another pool's agent wrote, as Unknown/AgentSilent. Called by the planning pass.
+Before that, `judge_health` reads a health condition its agent stopped rewriting (judged by the
+operator's clock, `accelpool.controller.freshness`), or that another pool's agent wrote, as
+Unknown/AgentSilent. Called by the planning pass.
 """
 
 from __future__ import annotations
@@ -39,23 +40,35 @@ class Roster:
     """Nodes labelled with any pool, by detected accelerator (a claim's shortfall counts them)."""
 
 
-def judge_health(view: NodeView, now: datetime, stale_seconds: float) -> NodeView:
+def judge_health(
+    view: NodeView, now: datetime, stale_seconds: float, unchanged_for: Mapping[str, float] | None = None
+) -> NodeView:
     """The node with a health condition its agent stopped rewriting, or that another pool's agent wrote,
     read as Unknown/AgentSilent.
 
     A crash-looping or removed agent leaves its last verdict behind: a stale True must not count
     as healthy, and a stale False must not keep a repaired node out of every pool forever. The
-    writer is the `pool` of the agent's health annotation.
+    writer is the `pool` of the agent's health annotation. Stale: unchanged for `stale_seconds` by
+    the operator's own clock (`unchanged_for`, see `PlannerOptions.health_unchanged_for`), never by
+    the timestamps the agent writes, which its clock made; without `unchanged_for` (an offline plan),
+    the condition's `lastHeartbeatTime` against `now`.
     """
     health = view.health
     if health is None:
         return view
     writer = view.report.pool if view.report is not None else None
-    last = health.heartbeat  # the agent always writes it; a condition without one has no known age
+    if unchanged_for is not None:
+        age: float | None = unchanged_for.get(view.name, 0.0)
+        seen = f"has not changed in {stale_seconds:.0f} s by the operator's clock"  # stable: no status churn
+    elif health.heartbeat is not None:
+        age = (now - health.heartbeat).total_seconds()
+        seen = f"was last written {format_time(health.heartbeat)}"
+    else:
+        age, seen = None, ""  # an offline plan cannot tell how old a condition without a heartbeat is
     if view.pool is not None and writer is not None and writer != view.pool:
         why = f"was written by the agent of pool {writer}, not of {view.pool}"
-    elif last is not None and (now - last).total_seconds() > stale_seconds:
-        why = f"was last written {format_time(last)}; its agent has stopped reporting"
+    elif age is not None and age >= stale_seconds:
+        why = f"{seen}; its agent has stopped reporting"
     else:
         return view
     silent = HealthCondition(

@@ -99,6 +99,11 @@ class PlannerOptions:
     NoSchedule/NoExecute taint reserves the node for someone else."""
     health_stale_seconds: float = conventions.HEALTH_STALE_SECONDS
     """A health condition not rewritten for this long is read as Unknown (its agent stopped)."""
+    health_unchanged_for: Mapping[str, float] | None = None
+    """Node → seconds, on the operator's own clock, since it last saw the node's AcceleratorHealthy condition or
+    its agent's report change (its first sight counts as a change; `accelpool.controller.freshness`); a node
+    missing here was first seen just now. None: nobody watched the nodes (an offline plan of one snapshot), so the
+    condition's `lastHeartbeatTime`, read against `now`, stands in, and a condition without one never ages."""
     healthy_since: Mapping[str, datetime] = field(default_factory=dict)
     """When the operator first saw AcceleratorHealthy True, for conditions without lastTransitionTime."""
     agents: Mapping[str, AgentObservation] | None = None

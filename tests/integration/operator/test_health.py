@@ -1,10 +1,17 @@
-"""Remediation: AcceleratorHealthy=False quarantines a member, hold-down lifts it, the circuit breaker holds."""
+"""Remediation: AcceleratorHealthy=False quarantines a member, hold-down lifts it, the circuit breaker holds;
+an agent that stops writing is found silent by the operator's clock, whatever its own clock says."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from accelpool import conventions
+from accelpool.nodes import format_time
 
 from .conftest import Cluster, Operator, gpu_node, seed
 
@@ -120,3 +127,52 @@ async def test_a_drain_evicts_a_quarantined_nodes_workloads_and_keeps_its_daemon
     assert (record["step"], record["cause"]) == ("drained", "XidError79")
     assert await operator.metric('accelpool_drain_evictions_total{pool="train",result="evicted"}') == 1
     assert await operator.metric('accelpool_pool_nodes{pool="train",state="drained"}') == 1
+
+
+async def heartbeat(cluster: Cluster, node: str, at: datetime) -> None:
+    """What a live agent does every heartbeat period: rewrite its condition, unchanged but for lastHeartbeatTime."""
+    conditions = (cluster.node(node).get("status") or {}).get("conditions") or []
+    rewritten = [
+        c | {"lastHeartbeatTime": format_time(at)} if c["type"] == conventions.HEALTH_CONDITION else c
+        for c in conditions
+    ]
+    await cluster.client.patch(f"/api/v1/nodes/{node}/status", {"status": {"conditions": rewritten}})
+
+
+async def test_a_dead_agent_whose_clock_runs_a_day_ahead_is_found_silent(
+    cluster: Cluster, operator: Operator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ACCELPOOL_AGENT_SILENT_AFTER", "2")  # the hidden setting: 2 s instead of 15 minutes
+    seed(cluster, gpu_node("h100-1"))
+    await operator.start()
+    await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": 1})
+    await cluster.wait_for(lambda: cluster.members("train") == ["h100-1"], what="member")
+    await cluster.settle_members("train")
+    ahead = datetime.now(UTC) + timedelta(days=1)
+
+    async def agent() -> None:  # alive, its clock a day ahead: a heartbeat every quarter of the period
+        for beat in range(1_000_000):
+            await heartbeat(cluster, "h100-1", ahead + timedelta(seconds=beat))
+            await asyncio.sleep(0.5)
+
+    alive = asyncio.create_task(agent())
+    try:
+        await cluster.wait_for(lambda: cluster.status("train").get("phase") == "Ready", what="Ready")
+        assert cluster.status("train")["nodes"]["ready"] == 1
+    finally:
+        alive.cancel()  # the agent dies; its last condition says it wrote a day from now
+        with contextlib.suppress(asyncio.CancelledError):
+            await alive
+    await cluster.wait_for(
+        lambda: cluster.condition("train", "AgentReady").get("reason") == "WaitingForAgents", what="AgentSilent"
+    )
+    status = cluster.status("train")
+    assert status["nodes"]["ready"] == 0, "the pool no longer counts the silent node"
+    assert status["phase"] != "Ready"
+    member = status["members"][0]
+    assert (member["node"], member["health"], member["reason"]) == (
+        "h100-1",
+        "Unknown",
+        conventions.SILENT_AGENT_REASON,
+    )
+    assert "h100-1" in cluster.condition("train", "AgentReady")["message"]

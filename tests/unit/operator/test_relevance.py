@@ -42,8 +42,13 @@ def changed(base: dict[str, Any], **edits: Any) -> dict[str, Any]:
     return result
 
 
-def same(before: dict[str, Any], after: dict[str, Any], keys: frozenset[str] = frozenset()) -> bool:
-    return same_for_planning(NodeView.from_body(before), NodeView.from_body(after), selector_keys=keys, now=NOW)
+def same(
+    before: dict[str, Any], after: dict[str, Any], keys: frozenset[str] = frozenset(), unchanged_for: float = 0.0
+) -> bool:
+    """`unchanged_for`: how long the operator had seen `before`'s health condition unchanged when `after` came."""
+    return same_for_planning(
+        NodeView.from_body(before), NodeView.from_body(after), selector_keys=keys, unchanged_for=unchanged_for
+    )
 
 
 def test_a_new_resource_version_or_a_label_no_plan_reads_is_not_relevant() -> None:
@@ -70,11 +75,13 @@ def test_the_health_verdict_is_relevant_and_a_fresh_heartbeat_is_not() -> None:
 
 
 def test_a_heartbeat_after_a_stale_one_is_relevant() -> None:
-    stale = body(heartbeat=NOW - timedelta(seconds=conventions.HEALTH_STALE_SECONDS + 1))
-    assert not same(stale, body())
+    """Stale by the operator's clock (`accelpool.controller.freshness`), whatever time the agent wrote."""
+    stale = conventions.HEALTH_STALE_SECONDS
+    assert not same(body(), body(heartbeat=NOW + timedelta(seconds=5)), unchanged_for=stale)
+    assert same(body(), body(heartbeat=NOW + timedelta(seconds=5)), unchanged_for=stale - 1)
 
 
 def test_a_node_that_appears_or_goes_is_relevant() -> None:
     view = NodeView.from_body(body())
-    assert not same_for_planning(None, view, selector_keys=(), now=NOW)
-    assert not same_for_planning(view, None, selector_keys=(), now=NOW)
+    assert not same_for_planning(None, view, selector_keys=())
+    assert not same_for_planning(view, None, selector_keys=())

@@ -1,9 +1,10 @@
 """Health left behind by an agent that stopped is not believed: it reads as Unknown/AgentSilent.
 
 The agent rewrites `AcceleratorHealthy` at least every heartbeat period (`lastHeartbeatTime`).
-A condition older than `HEALTH_STALE_SECONDS` says nothing about the node now: a stale True does
-not make a pool Ready, a stale False does not keep a repaired node out of every pool, and a
-released node loses the agent's health annotation.
+A condition the operator has seen unchanged for `HEALTH_STALE_SECONDS` (its own clock,
+`PlannerOptions.health_unchanged_for`; `test_health_freshness` for agents whose clocks are off)
+says nothing about the node now: a stale True does not make a pool Ready, a stale False does not
+keep a repaired node out of every pool, and a released node loses the agent's health annotation.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .emulated import Cluster
 
 
 def _with_heartbeat(body: dict[str, Any], status: str, reason: str, age: timedelta) -> NodeView:
+    """The node with its agent's condition, last written `age` ago by a clock in step with the operator's."""
     beat = format_time(NOW - age)
     body["status"]["conditions"].append(
         {
@@ -35,6 +37,11 @@ def _with_heartbeat(body: dict[str, Any], status: str, reason: str, age: timedel
     return NodeView.from_body(body)
 
 
+def _ages(*views: NodeView) -> dict[str, float]:
+    """`health_unchanged_for`: the operator saw each condition change when its agent wrote it."""
+    return {v.name: (NOW - v.health.heartbeat).total_seconds() for v in views if v.health and v.health.heartbeat}
+
+
 def _member_body(name: str, pool_name: str) -> dict[str, Any]:
     view = member(name, pool_name)
     raw = node_body(name, labels=dict(view.labels), annotations=dict(view.annotations))
@@ -44,19 +51,19 @@ def _member_body(name: str, pool_name: str) -> dict[str, Any]:
 
 def test_a_stale_false_on_a_free_node_does_not_keep_it_out_of_pools_forever() -> None:
     old = _with_heartbeat(node_body("repaired"), "False", "XidError79", timedelta(hours=2))
-    result = run([pool("p", {"accelerator": "H100"})], [old])
+    result = run([pool("p", {"accelerator": "H100"})], [old], health_unchanged_for=_ages(old))
     assert members(result, "p") == ["repaired"]
 
 
 def test_a_fresh_false_on_a_free_node_still_keeps_it_out() -> None:
     fresh = _with_heartbeat(node_body("broken"), "False", "XidError79", timedelta(minutes=1))
-    result = run([pool("p", {"accelerator": "H100"})], [fresh])
+    result = run([pool("p", {"accelerator": "H100"})], [fresh], health_unchanged_for=_ages(fresh))
     assert members(result, "p") == []
 
 
 def test_a_stale_true_from_a_dead_agent_does_not_make_the_pool_ready() -> None:
     stale = _with_heartbeat(_member_body("m1", "p"), "True", "AllChecksPassed", timedelta(hours=1))
-    result = run([pool("p", {"accelerator": "H100"})], [stale])
+    result = run([pool("p", {"accelerator": "H100"})], [stale], health_unchanged_for=_ages(stale))
     found = result.pool("p")
     assert found is not None and found.status is not None
     assert conditions(result, "p")["AgentReady"] == ("False", "WaitingForAgents")
@@ -67,7 +74,7 @@ def test_a_stale_true_from_a_dead_agent_does_not_make_the_pool_ready() -> None:
 
 def test_a_fresh_true_makes_the_member_ready() -> None:
     fresh = _with_heartbeat(_member_body("m1", "p"), "True", "AllChecksPassed", timedelta(minutes=4))
-    result = run([pool("p", {"accelerator": "H100"})], [fresh])
+    result = run([pool("p", {"accelerator": "H100"})], [fresh], health_unchanged_for=_ages(fresh))
     assert conditions(result, "p")["AgentReady"] == ("True", "Reporting")
 
 
@@ -88,14 +95,14 @@ def test_only_health_written_by_this_pools_agent_counts(writer: str, agent_ready
     raw = _member_body("m1", "p")
     raw["metadata"]["annotations"][conventions.HEALTH_ANNOTATION] = report
     view = _with_heartbeat(raw, "True", "AllChecksPassed", timedelta(minutes=1))
-    result = run([pool("p", {"accelerator": "H100"})], [view])
+    result = run([pool("p", {"accelerator": "H100"})], [view], health_unchanged_for=_ages(view))
     assert conditions(result, "p")["AgentReady"] == agent_ready
 
 
 def test_a_released_node_loses_the_agents_condition_unless_it_says_the_node_is_bad() -> None:
     healthy = _with_heartbeat(_member_body("m1", "gone"), "True", "AllChecksPassed", timedelta(minutes=1))
     broken = _with_heartbeat(_member_body("m2", "gone"), "False", "XidError79", timedelta(minutes=1))
-    result = run([], [healthy, broken])
+    result = run([], [healthy, broken], health_unchanged_for=_ages(healthy, broken))
     ops = patches.health_removal(healthy, result.changes["m1"])
     assert ops == [
         {"op": "test", "path": "/status/conditions/1/type", "value": conventions.HEALTH_CONDITION},
@@ -110,7 +117,7 @@ def test_what_an_agent_writes_on_a_node_in_no_pool_is_removed() -> None:
     report = '{"pool":"gone","agent":"accelpool-agent-gone-x7k2","reason":"AllChecksPassed","status":"Healthy"}'
     written = node_body("n1", annotations={conventions.HEALTH_ANNOTATION: report})
     rewritten = _with_heartbeat(written, "True", "AllChecksPassed", timedelta(seconds=5))
-    result = run([], [rewritten])
+    result = run([], [rewritten], health_unchanged_for=_ages(rewritten))
     change = result.changes["n1"]
     assert change.annotations == {conventions.HEALTH_ANNOTATION: None}
     assert patches.health_removal(rewritten, change) is not None
@@ -120,7 +127,9 @@ def test_what_an_agent_writes_on_a_node_in_no_pool_is_removed() -> None:
     fresh_false = _with_heartbeat(node_body("n2"), "False", "XidError79", timedelta(minutes=1))
     stale_false = _with_heartbeat(node_body("n3"), "False", "XidError79", timedelta(hours=2))
     clean = node_body("n4")
-    result = run([], [fresh_false, stale_false, NodeView.from_body(clean)])
+    result = run(
+        [], [fresh_false, stale_false, NodeView.from_body(clean)], health_unchanged_for=_ages(fresh_false, stale_false)
+    )
     assert "n2" not in result.changes, "a known-bad node keeps its False until it ages out"
     assert patches.health_removal(stale_false, result.changes["n3"]) is not None
     assert "n4" not in result.changes, "nothing to remove, nothing written"
