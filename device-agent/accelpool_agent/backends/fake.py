@@ -172,7 +172,7 @@ class FakeBackend:
         self._devices = [self._device(index) for index in range(count)]
         nvidia = accelerator.vendor is catalog.Vendor.NVIDIA
         self.judged_as = self.name if nvidia else VENDOR_BACKENDS[accelerator.vendor.value]
-        """The backend whose vendor rules judge these devices (`accelpool_agent.vendor_rules`): the vendor's
+        """The backend whose vendor rules judge these devices (`accelpool_agent.rules.vendor`): the vendor's
         (amdsmi, neuron, tpu), as its real devices are judged; the generic rules' (`fake`) for NVIDIA."""
 
     @property
