@@ -33,7 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from accelpool_agent.backends import amdsmi_device
+from accelpool_agent.backends import Detector, Need, Registration, amdsmi_device, probes
 from accelpool_agent.backends.amdsmi_device import AmdSmiCalls, AmdSmiDeadError, GpuLostError
 from accelpool_agent.backends.amdsmi_status import QUIET_STATUSES
 from accelpool_agent.backends.infiniband import SysfsInfiniband
@@ -274,3 +274,12 @@ class AmdSmiBackend:
             seed=seed,
             visible_device=str(self._hip_ids.get(device.index, device.index)),
         )
+
+
+REGISTRATION = Registration(
+    name="amdsmi",
+    summary="AMD Instinct (amdsmi + CuPy ROCm)",
+    factory=AmdSmiBackend,
+    needs=(Need("the amdsmi module", modules=("amdsmi",)),),
+    detector=Detector("AMD", probes.amd),
+)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from accelpool_agent.backends import nvml_device
+from accelpool_agent.backends import Detector, Need, Registration, nvml_device, probes
 from accelpool_agent.backends.infiniband import SysfsInfiniband
 from accelpool_agent.backends.nvml_calls import (
     TIMEOUT,
@@ -258,3 +258,15 @@ def _instance(value: Any) -> int | None:
     if value is None or int(value) >= 0xFFFFFFFF:
         return None
     return int(value)
+
+
+REGISTRATION = Registration(
+    name="nvml",
+    summary="NVIDIA (NVML + CuPy)",
+    factory=NvmlBackend,
+    needs=(
+        Need("the pynvml module (nvidia-ml-py)", modules=("pynvml",)),
+        Need(f"{probes.NVML_LIBRARY} (NVIDIA's driver)", libraries=(probes.NVML_LIBRARY,)),
+    ),
+    detector=Detector("NVIDIA", probes.nvidia),
+)
