@@ -1,14 +1,15 @@
 """The amdsmi backend: inventory, telemetry and RAS events of AMD Instinct GPUs through AMD's own
 Python library, `amdsmi` (PyPI; ROCm/amdsmi, py-interface/amdsmi_interface.py).
 
-The module is imported lazily, at `open`: a host without it (or whose `amdsmi_init` fails: no
-amdgpu driver) is survived, `error` says why, inventory and telemetry are empty (the agent reports
-the node Unknown, BackendUnavailable: never GpuMissing), and initialisation is retried every
-`retry_seconds`. Every call is guarded (`amdsmi_device.AmdSmiCalls`): AMDSMI_STATUS_NOT_SUPPORTED
-(and NOT_YET_IMPLEMENTED, NO_DATA, a function missing from an older library) is "no data", never
-an error; NOT_FOUND, IO and DRM_ERROR on one GPU mark that GPU lost; NOT_INIT or INIT_ERROR mid-run
-mean amdsmi stopped working (`error`, retried). A GPU that disappears from
-`amdsmi_get_processor_handles` stays in the inventory, lost, so the node report names it.
+The module is imported lazily, at `open`: a host without it (or whose `amdsmi_init` fails: no amdgpu
+driver) is survived, `error` says why, inventory and telemetry are empty (the agent reports the node
+Unknown, BackendUnavailable: never GpuMissing), and initialisation is retried every `retry_seconds`
+(the lifecycle shared with the NVML backend, `library.LibraryBackend`). Every call is guarded
+(`amdsmi_device.AmdSmiCalls`): AMDSMI_STATUS_NOT_SUPPORTED (and NOT_YET_IMPLEMENTED, NO_DATA, a
+function missing from an older library) is "no data", never an error; NOT_FOUND, IO and DRM_ERROR on
+one GPU mark that GPU lost; NOT_INIT or INIT_ERROR mid-run mean amdsmi stopped working (`error`,
+retried). A GPU that disappears from `amdsmi_get_processor_handles` stays in the inventory, lost, so
+the node report names it.
 
 Events: one `AmdSmiEventReader` per GPU watches VMFAULT, THERMAL_THROTTLE, GPU_PRE_RESET,
 GPU_POST_RESET and RING_HANG (AmdSmiEvtNotificationType; AMDSMI_EVT_NOTIF_* in amdsmi.h). Its
