@@ -164,7 +164,7 @@ def backend_help(probes: Probes) -> str:
     for name in BACKENDS:
         found = _load(name)
         text = f"{name}: {found.summary}" if isinstance(found, Registration) else name
-        reason = _unavailable(name, probes)
+        reason = found.unavailable(probes) if isinstance(found, Registration) else found
         parts.append(text + (f" [unavailable here: {reason}]" if reason else ""))
     return "; ".join(parts)
 
