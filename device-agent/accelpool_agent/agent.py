@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TypeVar
 
-from accelpool_agent import rules, vendor_rules, xids
+from accelpool_agent import rules, xids
 from accelpool_agent.backends import Backend
 from accelpool_agent.clock import Clock, SystemClock
 from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask, split_for_tf32
@@ -35,6 +35,7 @@ from accelpool_agent.compute.child import not_run
 from accelpool_agent.compute.runner import ComputeRunner
 from accelpool_agent.config import AgentSettings
 from accelpool_agent.model import Check, DeviceInfo, Measurement, NodeReport, Telemetry, XidEvent
+from accelpool_agent.rules import vendor
 from accelpool_agent.snapshot import AgentSnapshot, ReportStats
 from accelpool_agent.state import AgentState, Inventory, Readings, Skipped
 from accelpool_core.protocol import AgentConfig, HealthStatus
@@ -103,8 +104,8 @@ class Agent:
         self.policy = rules.Policy.from_config(config)
         self.expected: Callable[[DeviceInfo], rules.Expected] = functools.partial(rules.expected_for, config=config)
         self.sizes = settings.sizes or ComputeSizes.for_engine(backend.compute_engine or "cuda")
-        self.vendor_rules = vendor_rules.for_backend(getattr(backend, "judged_as", backend.name))
-        """The backend's vendor rules beside the generic ones (`accelpool_agent.vendor_rules`), or None; the
+        self.vendor_rules = vendor.for_backend(getattr(backend, "judged_as", backend.name))
+        """The backend's vendor rules beside the generic ones (`accelpool_agent.rules.vendor`), or None; the
         fake backend names the vendor backend whose rules judge its simulated devices (`judged_as`)."""
         self.compute_applies = self.vendor_rules is None or self.vendor_rules.compute
         """False where the vendor's verdict rests on its counters alone (Neuron, TPU): no compute step runs."""

@@ -10,7 +10,9 @@ same report (`--json`: `NodeReport.to_json`; else a verdict line and a device ta
 (NVML telemetry and XID events + CuPy compute checks: real nodes), `amdsmi` (AMD Instinct), `neuron`
 (AWS Trainium / Inferentia through neuron-monitor), `tpu` (Google TPU through libtpu or tpu-info),
 `cuda` (CuPy only), `cpu` (NumPy on the host CPU), `fake` (simulated devices of any vendor with
-`--fault` injection). Without `--backend`, `check` detects the host's (`backends.detect`).
+`--fault` injection): the backend registry's (`accelpool_agent.backends`), whose summaries and whose
+unavailable backends (and why) `--backend`'s help and errors list. Without `--backend`, `check` detects
+the host's (`backends.detect`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from accelpool_agent.backends import BACKENDS
+from accelpool_agent.backends import BACKENDS, backend_choices, backend_help
+from accelpool_agent.backends.probes import host_probes
 from accelpool_agent.faults import FaultSpec, FaultSpecError, faults_by_gpu, parse_fault_spec
 from accelpool_agent.model import DTYPES
 
@@ -58,6 +61,29 @@ def _dtypes(text: str) -> tuple[str, ...]:
     return chosen
 
 
+def _backend(text: str) -> str:
+    if text not in BACKENDS:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r}; {backend_choices(host_probes())}")
+    return text
+
+
+BACKEND_DEFAULT = (
+    " (default: $ACCELPOOL_AGENT_BACKEND; else `run` uses nvml, and `check` uses fake with --fake-gpus or --fault,"
+    " else detects the host's devices)"
+)
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Writes `--backend`'s help from the backend registry when help is printed, marking the backends this
+    host cannot run: the host is looked up then, not at every start (the lookup loads NVML's library and
+    imports every backend module)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.dest == "backend":
+            return backend_help(host_probes()) + BACKEND_DEFAULT
+        return action.help
+
+
 def _positive(text: str) -> float:
     try:
         value = float(text)
@@ -83,12 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--backend",
+        type=_backend,
         choices=BACKENDS,
         default=os.environ.get("ACCELPOOL_AGENT_BACKEND"),
-        help="nvml: NVIDIA (NVML + CuPy); amdsmi: AMD Instinct (amdsmi + CuPy ROCm); neuron: AWS Trainium/"
-        "Inferentia (neuron-monitor); tpu: Google TPU (libtpu); cuda: CuPy only; cpu: NumPy on the host CPU; "
-        "fake: simulated devices of any vendor (default: $ACCELPOOL_AGENT_BACKEND; else `run` uses nvml, and "
-        "`check` uses fake with --fake-gpus or --fault, else detects the host's devices)",
+        help="which backend reads the devices" + BACKEND_DEFAULT,  # the backends' own words: _HelpFormatter
     )
     common.add_argument(
         "--config", metavar="FILE", help="AgentConfig as YAML or JSON (default: $ACCELPOOL_AGENT_CONFIG)"
@@ -125,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--parallel", type=_positive_int, default=8, metavar="N", help="GPUs checked at the same time")
     common.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"), help="DEBUG, INFO, WARNING, ERROR")
 
-    run = commands.add_parser("run", parents=[common], help="run the agent daemon")
+    run = commands.add_parser("run", parents=[common], help="run the agent daemon", formatter_class=_HelpFormatter)
     run.add_argument("--listen", default="0.0.0.0:9402", metavar="HOST:PORT", help="serve /metrics and /healthz here")
     run.add_argument("--kubeconfig", help="kubeconfig for the API (default: in-cluster, then ~/.kube/config)")
     run.add_argument("--server", metavar="URL", help="API server URL without authentication (tests, kubectl proxy)")
@@ -137,7 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--interval", type=_positive, metavar="SECONDS", help="seconds between full cycles (default: config)"
     )
 
-    check = commands.add_parser("check", parents=[common], help="run one full check cycle and exit (0 healthy, 1 not)")
+    check = commands.add_parser(
+        "check",
+        parents=[common],
+        help="run one full check cycle and exit (0 healthy, 1 not)",
+        formatter_class=_HelpFormatter,
+    )
     check.add_argument("--json", action="store_true", help="print the report as JSON")
 
     commands.add_parser("faults", help="list the fake backend's faults")
@@ -342,7 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _detected_backend() -> str:
-    from accelpool_agent.backends.detect import detect_backend, host_probes
+    from accelpool_agent.backends.detect import detect_backend
 
     detection = detect_backend(host_probes())
     print(f"backend {detection.backend} (detected: {detection.evidence})", file=sys.stderr)

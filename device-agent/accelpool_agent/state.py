@@ -39,7 +39,7 @@ from accelpool_agent.model import (
     Telemetry,
     XidEvent,
 )
-from accelpool_agent.vendor_rules import DeviceFacts, VendorRules, merged
+from accelpool_agent.rules.vendor import DeviceFacts, VendorRules, merged
 from accelpool_core.protocol import CheckVerdict as WireVerdict
 
 COMPUTE_ORDER = (Check.SANITY, Check.CORRECTNESS, Check.MATMUL, Check.BANDWIDTH)

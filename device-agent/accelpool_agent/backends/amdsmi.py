@@ -1,14 +1,15 @@
 """The amdsmi backend: inventory, telemetry and RAS events of AMD Instinct GPUs through AMD's own
 Python library, `amdsmi` (PyPI; ROCm/amdsmi, py-interface/amdsmi_interface.py).
 
-The module is imported lazily, at `open`: a host without it (or whose `amdsmi_init` fails: no
-amdgpu driver) is survived, `error` says why, inventory and telemetry are empty (the agent reports
-the node Unknown, BackendUnavailable: never GpuMissing), and initialisation is retried every
-`retry_seconds`. Every call is guarded (`amdsmi_device.AmdSmiCalls`): AMDSMI_STATUS_NOT_SUPPORTED
-(and NOT_YET_IMPLEMENTED, NO_DATA, a function missing from an older library) is "no data", never
-an error; NOT_FOUND, IO and DRM_ERROR on one GPU mark that GPU lost; NOT_INIT or INIT_ERROR mid-run
-mean amdsmi stopped working (`error`, retried). A GPU that disappears from
-`amdsmi_get_processor_handles` stays in the inventory, lost, so the node report names it.
+The module is imported lazily, at `open`: a host without it (or whose `amdsmi_init` fails: no amdgpu
+driver) is survived, `error` says why, inventory and telemetry are empty (the agent reports the node
+Unknown, BackendUnavailable: never GpuMissing), and initialisation is retried every `retry_seconds`
+(the lifecycle shared with the NVML backend, `library.LibraryBackend`). Every call is guarded
+(`amdsmi_device.AmdSmiCalls`): AMDSMI_STATUS_NOT_SUPPORTED (and NOT_YET_IMPLEMENTED, NO_DATA, a
+function missing from an older library) is "no data", never an error; NOT_FOUND, IO and DRM_ERROR on
+one GPU mark that GPU lost; NOT_INIT or INIT_ERROR mid-run mean amdsmi stopped working (`error`,
+retried). A GPU that disappears from `amdsmi_get_processor_handles` stays in the inventory, lost, so
+the node report names it.
 
 Events: one `AmdSmiEventReader` per GPU watches VMFAULT, THERMAL_THROTTLE, GPU_PRE_RESET,
 GPU_POST_RESET and RING_HANG (AmdSmiEvtNotificationType; AMDSMI_EVT_NOTIF_* in amdsmi.h). Its
@@ -23,22 +24,19 @@ names the GPU's HIP ordinal. Without it `compute_job` is None and `compute_unava
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
 import logging
 import time
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from accelpool_agent.backends import amdsmi_device
-from accelpool_agent.backends.amdsmi_device import AmdSmiCalls, AmdSmiDeadError, GpuLostError
+from accelpool_agent.backends import Detector, Need, Registration, amdsmi_device, probes
+from accelpool_agent.backends.amdsmi_device import AmdSmiCalls, GpuLostError
 from accelpool_agent.backends.amdsmi_status import QUIET_STATUSES
-from accelpool_agent.backends.infiniband import SysfsInfiniband
-from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask
-from accelpool_agent.model import DeviceInfo, DriverVersions, IbPort, Telemetry, XidEvent
+from accelpool_agent.backends.library import LibraryBackend
+from accelpool_agent.model import DeviceInfo, DriverVersions, Telemetry, XidEvent
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +55,11 @@ def cupy_rocm_installed() -> bool:
     )
 
 
-class AmdSmiBackend:
+class AmdSmiBackend(LibraryBackend):
     name = "amdsmi"
+    library = "amdsmi"
+    label = "amdsmi"
+    lost_without_handle = "GPU is lost (amdsmi no longer lists it)"
 
     def __init__(
         self,
@@ -71,54 +72,35 @@ class AmdSmiBackend:
     ) -> None:
         """`amdsmi`: the module (a test's stand-in); imported at `open` when None. `compute_engine`:
         `cuda` to run compute checks with CuPy on ROCm; None detects CuPy's ROCm build."""
-        self._module = amdsmi
-        self._infiniband = SysfsInfiniband(sysfs_root)
         rocm = compute_engine is not None or cupy_rocm_installed()
-        self.compute_engine: str | None = compute_engine or ("cuda" if rocm else None)
+        super().__init__(
+            amdsmi,
+            compute_engine=compute_engine or ("cuda" if rocm else None),
+            retry_seconds=retry_seconds,
+            clock=clock,
+            sysfs_root=sysfs_root,
+        )
         self.compute_unavailable = None if self.compute_engine else "CuPy's ROCm build (cupy-rocm-*) is not installed"
-        self._retry_seconds = retry_seconds
-        self._clock = clock
-        self._error: str | None = "amdsmi not initialised"
-        self._opened_at: float | None = None
-        self._handles: list[Any] = []
-        self._devices: list[DeviceInfo] = []
         self._hip_ids: dict[int, int] = {}
         self._readers: list[Any] = []
-        self.call_errors: Counter[str] = Counter()
         self._calls = AmdSmiCalls(None, self.call_errors)
         self.driver_version: str | None = None
 
-    @property
-    def error(self) -> str | None:
-        return self._error
-
     # ------------------------------------------------------------------ lifecycle
 
-    def open(self) -> None:
-        self._opened_at = self._clock()
-        try:
-            module = self._module if self._module is not None else importlib.import_module("amdsmi")
-            self._calls = AmdSmiCalls(module, self.call_errors)
-            init = module.amdsmi_init
-            flags = getattr(getattr(module, "AmdSmiInitFlags", None), "INIT_AMD_GPUS", None)
-            init(flags) if flags is not None else init()
-        except Exception as error:
-            self._error = f"amdsmi initialisation failed: {type(error).__name__}: {error}"
-            self._handles, self._devices = [], []
-            log.warning("%s", self._error)
-            return
-        self._error = None
-        try:
-            self._scan()
-            if self._handles:
-                self.driver_version = amdsmi_device.driver_version(self._calls, self._handles[0])
-            self._watch_events()
-        except (AmdSmiDeadError, GpuLostError) as error:
-            self._fail(str(error))
+    def _initialise(self, module: Any) -> None:
+        self._calls = AmdSmiCalls(module, self.call_errors)
+        init = module.amdsmi_init
+        flags = getattr(getattr(module, "AmdSmiInitFlags", None), "INIT_AMD_GPUS", None)
+        init(flags) if flags is not None else init()
 
-    def close(self) -> None:
-        if self._calls.module is None or self._error is not None:
-            return
+    def _start(self) -> None:
+        self._scan()
+        if self._handles:
+            self.driver_version = amdsmi_device.driver_version(self._calls, self._handles[0])
+        self._watch_events()
+
+    def _shut_down(self) -> None:
         for reader in self._readers:
             try:
                 reader.stop()
@@ -130,17 +112,8 @@ class AmdSmiBackend:
         except Exception as error:
             log.debug("amdsmi_shut_down: %s", error)
 
-    def _fail(self, why: str) -> None:
-        self._error = why
-        self._handles, self._devices, self._readers = [], [], []
-        log.warning("amdsmi stopped working: %s", why)
-
-    def _ensure_open(self) -> bool:
-        if self._error is None:
-            return True
-        if self._opened_at is None or self._clock() - self._opened_at >= self._retry_seconds:
-            self.open()
-        return self._error is None
+    def _forget_events(self) -> None:
+        self._readers = []
 
     # ------------------------------------------------------------------ inventory
 
@@ -173,43 +146,14 @@ class AmdSmiBackend:
         hip = amdsmi_device.field(info, "hip_id")
         return int(hip) if hip is not None else position
 
-    def inventory(self) -> list[DeviceInfo]:
-        if not self._ensure_open():
-            return []
-        try:
-            self._scan()
-        except AmdSmiDeadError as error:
-            self._fail(str(error))
-        return list(self._devices)
-
     # ------------------------------------------------------------------ telemetry
 
-    def telemetry(self) -> list[Telemetry]:
-        if not self._ensure_open():
-            return []
-        readings = []
-        try:
-            for device, handle in zip(self._devices, self._handles, strict=True):
-                if handle is None:
-                    readings.append(
-                        Telemetry(index=device.index, lost=True, error="GPU is lost (amdsmi no longer lists it)")
-                    )
-                    continue
-                try:
-                    readings.append(amdsmi_device.read(self._calls, device.index, handle))
-                except GpuLostError as error:
-                    readings.append(Telemetry(index=device.index, lost=True, error=str(error)))
-        except AmdSmiDeadError as error:
-            self._fail(str(error))
-            return []
-        return readings
+    def _read(self, index: int, handle: Any) -> Telemetry:
+        return amdsmi_device.read(self._calls, index, handle)
 
     def versions(self) -> DriverVersions:
         """The amdgpu driver's version; `cuda` stays None (ROCm has no CUDA version)."""
         return DriverVersions(driver=self.driver_version)
-
-    def infiniband(self) -> list[IbPort]:
-        return self._infiniband.ports()
 
     # ------------------------------------------------------------------ RAS and driver events
 
@@ -261,16 +205,15 @@ class AmdSmiBackend:
 
     # ------------------------------------------------------------------ compute
 
-    def compute_job(
-        self, device: DeviceInfo, tasks: Sequence[ComputeTask], sizes: ComputeSizes, seed: int
-    ) -> ComputeJob | None:
-        if self.compute_engine is None:
-            return None
-        return ComputeJob(
-            engine=self.compute_engine,
-            gpu_index=device.index,
-            tasks=tuple(tasks),
-            sizes=sizes,
-            seed=seed,
-            visible_device=str(self._hip_ids.get(device.index, device.index)),
-        )
+    def _visible_device(self, device: DeviceInfo) -> str:
+        """The GPU's HIP ordinal (HIP honours CUDA_VISIBLE_DEVICES)."""
+        return str(self._hip_ids.get(device.index, device.index))
+
+
+REGISTRATION = Registration(
+    name="amdsmi",
+    summary="AMD Instinct (amdsmi + CuPy ROCm)",
+    factory=AmdSmiBackend,
+    needs=(Need("the amdsmi module", modules=("amdsmi",)),),
+    detector=Detector("AMD", probes.amd),
+)

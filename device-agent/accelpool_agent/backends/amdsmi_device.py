@@ -42,6 +42,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from accelpool_agent.backends.amdsmi_status import DEAD_STATUSES, LOST_STATUSES, NO_DATA_STATUSES, status_name
+from accelpool_agent.backends.library import DeviceLostError, LibraryDeadError
 from accelpool_agent.model import DeviceInfo, EccCounts, NvLink, PcieLink, RetiredPages, Telemetry
 from accelpool_core import catalog
 
@@ -70,11 +71,11 @@ _THROTTLER_GROUPS = ((0, "sw_power_cap"), (16, "hw_slowdown"), (32, "hw_thermal_
 """(first bit, throttle reason) of the SMU throttler groups: power limits, current limits, temperatures."""
 
 
-class GpuLostError(Exception):
+class GpuLostError(DeviceLostError):
     """An amdsmi call on one GPU answered NOT_FOUND, IO or DRM_ERROR."""
 
 
-class AmdSmiDeadError(Exception):
+class AmdSmiDeadError(LibraryDeadError):
     """amdsmi answered NOT_INIT or INIT_ERROR: the library stopped working."""
 
 

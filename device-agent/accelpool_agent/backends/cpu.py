@@ -13,6 +13,7 @@ import socket
 from collections.abc import Sequence
 from pathlib import Path
 
+from accelpool_agent.backends import Registration
 from accelpool_agent.backends.infiniband import SysfsInfiniband
 from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask
 from accelpool_agent.model import DeviceInfo, DriverVersions, IbPort, Telemetry, XidEvent
@@ -110,3 +111,6 @@ class CpuBackend:
         self, device: DeviceInfo, tasks: Sequence[ComputeTask], sizes: ComputeSizes, seed: int
     ) -> ComputeJob | None:
         return ComputeJob(engine="cpu", gpu_index=device.index, tasks=tuple(tasks), sizes=sizes, seed=seed)
+
+
+REGISTRATION = Registration(name="cpu", summary="NumPy on the host CPU", factory=CpuBackend)

@@ -12,7 +12,7 @@ import multiprocessing
 from collections.abc import Sequence
 from pathlib import Path
 
-from accelpool_agent.backends import detect_model
+from accelpool_agent.backends import Need, Registration, detect_model
 from accelpool_agent.backends.infiniband import SysfsInfiniband
 from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask
 from accelpool_agent.model import DeviceInfo, DriverVersions, IbPort, Telemetry, XidEvent
@@ -119,3 +119,11 @@ class CudaBackend:
             seed=seed,
             visible_device=device.uuid,
         )
+
+
+REGISTRATION = Registration(
+    name="cuda",
+    summary="CuPy only",
+    factory=CudaBackend,
+    needs=(Need("the cupy module (CuPy)", modules=("cupy",)),),
+)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from accelpool_agent import faults as fault_kinds
-from accelpool_agent.backends import BackendError
+from accelpool_agent.backends import BackendError, Registration
 from accelpool_agent.backends.fake_vendors import fatal_event, vendor_reading
 from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask, FakeProfile
 from accelpool_agent.faults import Fault, FaultKind
@@ -172,7 +172,7 @@ class FakeBackend:
         self._devices = [self._device(index) for index in range(count)]
         nvidia = accelerator.vendor is catalog.Vendor.NVIDIA
         self.judged_as = self.name if nvidia else VENDOR_BACKENDS[accelerator.vendor.value]
-        """The backend whose vendor rules judge these devices (`accelpool_agent.vendor_rules`): the vendor's
+        """The backend whose vendor rules judge these devices (`accelpool_agent.rules.vendor`): the vendor's
         (amdsmi, neuron, tpu), as its real devices are judged; the generic rules' (`fake`) for NVIDIA."""
 
     @property
@@ -381,3 +381,19 @@ class FakeBackend:
         return ComputeJob(
             engine="fake", gpu_index=device.index, tasks=tuple(tasks), sizes=sizes, seed=seed, fake=profile
         )
+
+
+def from_flags(
+    *, fake_gpus: str | None = None, faults: Mapping[int, tuple[Fault, ...]] | None = None, seed: int = 0
+) -> FakeBackend:
+    """The fake backend of `--fake-gpus` (default `H100`, at its usual count per node), `--fault` and `--seed`."""
+    accelerator, count = parse_fake_gpus(fake_gpus or "H100")
+    return FakeBackend(accelerator, count, faults=faults or {}, seed=seed)
+
+
+REGISTRATION = Registration(
+    name="fake",
+    summary="simulated devices of any vendor",
+    factory=from_flags,
+    takes=("fake_gpus", "faults", "seed"),
+)

@@ -2,7 +2,7 @@
 
 The fake backend simulates a device as NVML shows one (`backends.fake`); a non-NVIDIA device is then
 reported with the fields its vendor's backend fills and no others, so that its vendor's own rules
-(`accelpool_agent.vendor_rules`) judge it as they judge the real one:
+(`accelpool_agent.rules.vendor`) judge it as they judge the real one:
 
 - AMD (`backends.amdsmi`): everything amdsmi reads, the peer links as `xgmi_links` (amdsmi's XGMI link
   status), the RAS counts per block (UMC is HBM), amdgpu's bad page threshold; no NVIDIA-only field

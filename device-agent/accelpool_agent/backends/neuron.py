@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from accelpool_agent.backends import Detector, Need, Registration, probes
 from accelpool_agent.backends.infiniband import SysfsInfiniband
 from accelpool_agent.backends.neuron_report import ReportError, parse_report
 from accelpool_agent.backends.neuron_state import MonitorState
@@ -269,3 +270,12 @@ class NeuronBackend:
         self, device: DeviceInfo, tasks: Sequence[ComputeTask], sizes: ComputeSizes, seed: int
     ) -> ComputeJob | None:
         return None
+
+
+REGISTRATION = Registration(
+    name="neuron",
+    summary="AWS Trainium/Inferentia (neuron-monitor)",
+    factory=NeuronBackend,
+    needs=(Need(f"{DEFAULT_BINARY} on PATH", commands=(DEFAULT_BINARY,)),),
+    detector=Detector("Neuron", probes.neuron),
+)

@@ -5,8 +5,9 @@ from an older driver) means "no data" and yields None, never an error. NVML_ERRO
 marks that GPU lost for this reading. A dead NVML (library missing, driver not loaded, init failing, or
 NVML_ERROR_UNINITIALIZED mid-run) is survived: `error` says why, telemetry is empty, and
 initialisation is retried every `retry_seconds`. Other errors count into `call_errors` and
-read as no data. What is read from one GPU is in `nvml_device`; this module keeps the
-lifecycle, the device handles and the XID event set.
+read as no data. What is read from one GPU is in `nvml_device`; the lifecycle it shares with
+the amdsmi backend (import at `open`, retry, a dead library, lost GPUs) is `library.LibraryBackend`'s;
+this module keeps NVML's initialisation, the device handles and the XID event set.
 
 The driver's version and the CUDA version it supports are read once at initialisation
 (`nvmlSystemGetDriverVersion`, `nvmlSystemGetCudaDriverVersion_v2`: 12040 → "12.4"). The host's
@@ -20,31 +21,30 @@ this code without a GPU.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from accelpool_agent.backends import nvml_device
-from accelpool_agent.backends.infiniband import SysfsInfiniband
+from accelpool_agent.backends import Detector, Need, Registration, nvml_device, probes
+from accelpool_agent.backends.library import DeviceLostError, LibraryBackend, LibraryDeadError
 from accelpool_agent.backends.nvml_calls import (
     TIMEOUT,
     XID_CRITICAL_ERROR_EVENT,
     GpuLostError,
     NvmlCalls,
-    NvmlDeadError,
 )
-from accelpool_agent.compute import ComputeJob, ComputeSizes, ComputeTask
-from accelpool_agent.model import DeviceInfo, DriverVersions, IbPort, Telemetry, XidEvent
+from accelpool_agent.model import DeviceInfo, DriverVersions, Telemetry, XidEvent
 
 log = logging.getLogger(__name__)
 
 
-class NvmlBackend:
+class NvmlBackend(LibraryBackend):
     name = "nvml"
+    library = "pynvml"
+    label = "NVML"
+    lost_without_handle = "GPU is lost (no NVML handle)"
 
     def __init__(
         self,
@@ -55,50 +55,30 @@ class NvmlBackend:
         clock: Callable[[], float] = time.time,
         sysfs_root: Path = Path("/sys"),
     ) -> None:
-        self._module = nvml
-        self._infiniband = SysfsInfiniband(sysfs_root)
-        self.compute_engine = compute_engine
-        self._retry_seconds = retry_seconds
-        self._clock = clock
-        self._error: str | None = "NVML not initialised"
-        self._opened_at: float | None = None
-        self._handles: list[Any] = []
-        self._devices: list[DeviceInfo] = []
+        super().__init__(
+            nvml, compute_engine=compute_engine, retry_seconds=retry_seconds, clock=clock, sysfs_root=sysfs_root
+        )
         self._event_set: Any = None
-        self.call_errors: Counter[str] = Counter()
         self._calls = NvmlCalls(None, self.call_errors)
         self.driver_version: str | None = None
         self.cuda_version: str | None = None
 
-    @property
-    def error(self) -> str | None:
-        return self._error
-
     # ------------------------------------------------------------------ lifecycle
 
-    def open(self) -> None:
-        self._opened_at = self._clock()
-        try:
-            module = self._module if self._module is not None else importlib.import_module("pynvml")
-            self._calls = NvmlCalls(module, self.call_errors)
-            module.nvmlInit()
-        except Exception as error:
-            self._error = f"NVML initialisation failed: {error}"
-            self._handles, self._devices = [], []
-            log.warning("%s", self._error)
-            return
-        self._error = None
-        try:
-            self.driver_version = nvml_device.text(self._calls.get("nvmlSystemGetDriverVersion"))
-            self.cuda_version = cuda_version(self._calls)
-            self._scan()
-            self._register_events()
-        except (NvmlDeadError, GpuLostError) as error:
-            self._fail(str(error))
+    def _initialise(self, module: Any) -> None:
+        self._calls = NvmlCalls(module, self.call_errors)
+        module.nvmlInit()
 
-    def close(self) -> None:
-        if self._calls.nvml is None or self._error is not None:
-            return
+    def _init_failure(self, error: Exception) -> str:
+        return f"NVML initialisation failed: {error}"
+
+    def _start(self) -> None:
+        self.driver_version = nvml_device.text(self._calls.get("nvmlSystemGetDriverVersion"))
+        self.cuda_version = cuda_version(self._calls)
+        self._scan()
+        self._register_events()
+
+    def _shut_down(self) -> None:
         if self._event_set is not None:
             self._calls.get("nvmlEventSetFree", self._event_set)
             self._event_set = None
@@ -107,17 +87,8 @@ class NvmlBackend:
         except Exception as error:
             log.debug("nvmlShutdown: %s", error)
 
-    def _fail(self, why: str) -> None:
-        self._error = why
-        self._handles, self._devices, self._event_set = [], [], None
-        log.warning("NVML stopped working: %s", why)
-
-    def _ensure_open(self) -> bool:
-        if self._error is None:
-            return True
-        if self._opened_at is None or self._clock() - self._opened_at >= self._retry_seconds:
-            self.open()
-        return self._error is None
+    def _forget_events(self) -> None:
+        self._event_set = None
 
     # ------------------------------------------------------------------ inventory
 
@@ -138,41 +109,13 @@ class NvmlBackend:
             devices.append(device)
         self._handles, self._devices = handles, devices
 
-    def inventory(self) -> list[DeviceInfo]:
-        if not self._ensure_open():
-            return []
-        try:
-            self._scan()
-        except NvmlDeadError as error:
-            self._fail(str(error))
-        return list(self._devices)
-
     # ------------------------------------------------------------------ telemetry
 
-    def telemetry(self) -> list[Telemetry]:
-        if not self._ensure_open():
-            return []
-        readings = []
-        try:
-            for device, handle in zip(self._devices, self._handles, strict=True):
-                index = device.index
-                if handle is None:
-                    readings.append(Telemetry(index=index, lost=True, error="GPU is lost (no NVML handle)"))
-                    continue
-                try:
-                    readings.append(nvml_device.read(self._calls, index, handle))
-                except GpuLostError as error:
-                    readings.append(Telemetry(index=index, lost=True, error=str(error)))
-        except NvmlDeadError as error:
-            self._fail(str(error))
-            return []
-        return readings
+    def _read(self, index: int, handle: Any) -> Telemetry:
+        return nvml_device.read(self._calls, index, handle)
 
     def versions(self) -> DriverVersions:
         return DriverVersions(driver=self.driver_version, cuda=self.cuda_version)
-
-    def infiniband(self) -> list[IbPort]:
-        return self._infiniband.ports()
 
     # ------------------------------------------------------------------ XID events
 
@@ -217,7 +160,7 @@ class NvmlBackend:
     def _index_of(self, handle: Any) -> int:
         try:
             index = self._calls.get("nvmlDeviceGetIndex", handle)
-        except (GpuLostError, NvmlDeadError):
+        except (DeviceLostError, LibraryDeadError):
             index = None
         if isinstance(index, int):
             return index
@@ -228,20 +171,9 @@ class NvmlBackend:
 
     # ------------------------------------------------------------------ compute
 
-    def compute_job(
-        self, device: DeviceInfo, tasks: Sequence[ComputeTask], sizes: ComputeSizes, seed: int
-    ) -> ComputeJob | None:
-        if self.compute_engine is None:
-            return None
-        target = device.mig_devices[0].uuid if device.mig_enabled and device.mig_devices else device.uuid
-        return ComputeJob(
-            engine=self.compute_engine,
-            gpu_index=device.index,
-            tasks=tuple(tasks),
-            sizes=sizes,
-            seed=seed,
-            visible_device=target,
-        )
+    def _visible_device(self, device: DeviceInfo) -> str:
+        """The GPU's UUID, or its first MIG device's where MIG is on."""
+        return device.mig_devices[0].uuid if device.mig_enabled and device.mig_devices else device.uuid
 
 
 def cuda_version(calls: NvmlCalls) -> str | None:
@@ -258,3 +190,15 @@ def _instance(value: Any) -> int | None:
     if value is None or int(value) >= 0xFFFFFFFF:
         return None
     return int(value)
+
+
+REGISTRATION = Registration(
+    name="nvml",
+    summary="NVIDIA (NVML + CuPy)",
+    factory=NvmlBackend,
+    needs=(
+        Need("the pynvml module (nvidia-ml-py)", modules=("pynvml",)),
+        Need(f"{probes.NVML_LIBRARY} (NVIDIA's driver)", libraries=(probes.NVML_LIBRARY,)),
+    ),
+    detector=Detector("NVIDIA", probes.nvidia),
+)

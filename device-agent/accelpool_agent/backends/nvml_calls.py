@@ -14,6 +14,8 @@ import logging
 from collections import Counter
 from typing import Any
 
+from accelpool_agent.backends.library import DeviceLostError, LibraryDeadError
+
 log = logging.getLogger(__name__)
 
 # NVML constants (nvml.h); read from the module when present, these are the documented values.
@@ -34,11 +36,11 @@ BEYOND = NO_DATA | {INVALID_ARGUMENT}
 DEAD = {UNINITIALIZED, DRIVER_NOT_LOADED, LIBRARY_NOT_FOUND, LIB_RM_VERSION_MISMATCH}
 
 
-class GpuLostError(Exception):
+class GpuLostError(DeviceLostError):
     """NVML_ERROR_GPU_IS_LOST from a device call."""
 
 
-class NvmlDeadError(Exception):
+class NvmlDeadError(LibraryDeadError):
     """NVML itself stopped working (uninitialised, driver unloaded)."""
 
 

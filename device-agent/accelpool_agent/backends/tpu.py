@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from accelpool_agent.backends import Detector, Need, Registration, probes
 from accelpool_agent.backends.infiniband import SysfsInfiniband
 from accelpool_agent.backends.tpu_chips import Chip, discover, listed
 from accelpool_agent.backends.tpu_info import TpuInfoFormatError, TpuInfoReport, parse_tpu_info, run_tpu_info
@@ -287,3 +288,12 @@ class TpuBackend:
         self, device: DeviceInfo, tasks: Sequence[ComputeTask], sizes: ComputeSizes, seed: int
     ) -> ComputeJob | None:
         return None
+
+
+REGISTRATION = Registration(
+    name="tpu",
+    summary="Google TPU (libtpu or tpu-info)",
+    factory=TpuBackend,
+    needs=(Need("the libtpu module or tpu-info on PATH", modules=("libtpu",), commands=("tpu-info",)),),
+    detector=Detector("TPU", probes.tpu),
+)

@@ -12,6 +12,8 @@ Pure functions, the agent's functional core; every rule has unit tests on the fa
 - `rules.node`: the node's verdict (Healthy, Unhealthy, Unknown) from its GPUs' reports;
 - `rules.policy`: the thresholds (`Policy`, from the pool's AgentConfig) and what a healthy GPU
   of a model reaches (`Expected`, from the config or the catalog).
+- `rules.amd`, `rules.neuron`, `rules.tpu`: each vendor's own rules, and `rules.vendor`, which picks
+  them by backend name and merges their results with the generic ones (`AgentState` calls it per device).
 
 The names below are the rules' public interface; import them from `accelpool_agent.rules`.
 """

@@ -1,5 +1,5 @@
 """The fake backend simulates each vendor's devices as that vendor's backend reports them, and its faults
-are judged by that vendor's own rules (`accelpool_agent.vendor_rules`), as the real devices are."""
+are judged by that vendor's own rules (`accelpool_agent.rules.vendor`), as the real devices are."""
 
 from __future__ import annotations
 

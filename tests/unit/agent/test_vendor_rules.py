@@ -1,10 +1,11 @@
-"""A vendor backend's rules (`accelpool_agent.vendor_rules`) join the generic telemetry rules in each device's
+"""A vendor backend's rules (`accelpool_agent.rules.vendor`) join the generic telemetry rules in each device's
 report: a vendor result replaces the generic one of the same check; the others are added."""
 
 from __future__ import annotations
 
-from accelpool_agent import rules, vendor_rules
+from accelpool_agent import rules
 from accelpool_agent.model import Check, CheckResult, CheckStatus, DeviceInfo, EccCounts, Telemetry
+from accelpool_agent.rules import vendor as vendor_rules
 from accelpool_agent.state import AgentState, Readings
 
 NOW = 1_000.0

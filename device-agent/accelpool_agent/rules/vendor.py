@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from accelpool_agent import rules
 from accelpool_agent.model import CheckResult, EccCounts, Telemetry
 from accelpool_agent.rules import amd, neuron, tpu
+from accelpool_agent.rules.policy import Policy
+from accelpool_agent.rules.telemetry import XidRecord
 
 
 @dataclass(frozen=True)
@@ -28,13 +29,13 @@ class DeviceFacts:
     """What a vendor's rules may read about one device."""
 
     telemetry: Telemetry | None
-    events: rules.XidRecord
+    events: XidRecord
     """The backend's error events (`drain_xid_events`: amdsmi's event codes on AMD)."""
     first_ecc: EccCounts | None
     counter_rates: Mapping[str, float]
     """Per-minute rates of the vendor's counters (`VendorRules.counters`) over the rate window."""
     now: float
-    policy: rules.Policy
+    policy: Policy
 
 
 @dataclass(frozen=True)
