@@ -23,7 +23,7 @@ POOL = {
     "apiVersion": api.API_VERSION,
     "kind": api.KIND,
     "metadata": {"name": "bench"},
-    "spec": {"accelerator": "H100:8", "nodes": 2, "health": {"maxUnavailable": 2, "holdDown": "1s"}},
+    "spec": {"accelerator": "H100:8", "nodes": 2, "health": {"maxUnavailable": 2, "holdDown": "10s"}},
 }
 
 
