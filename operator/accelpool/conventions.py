@@ -97,9 +97,18 @@ SILENT_AGENT_REASON = "AgentSilent"
 REMEDIATION_ANNOTATION = f"{DOMAIN}/remediation"
 """JSON on a member accelpool quarantined: the ladder's `step` (quarantined, draining, drained, handed-off), the
 `cause` (the health reason that made the quarantine, as in its taint), the recommended `action` (the agent's
-`HealthReport.action`), `since` (when it was quarantined), the cause's `message`, and `stepSince` (when the step
-began). Written in the same patch as the quarantine, so it names the fault that caused it, whatever the agent
-reports later (`accelpool.ladder`); removed when the quarantine is lifted or the node leaves its pool."""
+`HealthReport.action`), `since` (when it was quarantined), the cause's `message`, `stepSince` (when the step
+began) and `earlier` (the node's quarantines in the 24 hours before this one, which doubled its hold-down).
+Written in the same patch as the quarantine, so it names the fault that caused it, whatever the agent reports
+later (`accelpool.ladder`); removed when the quarantine is lifted or the node leaves its pool."""
+QUARANTINE_HISTORY_ANNOTATION = f"{DOMAIN}/quarantine-history"
+"""JSON on a member accelpool quarantined in the last 24 hours: when (`quarantines`, RFC 3339, oldest first, at
+most `MAX_QUARANTINE_HISTORY`; `omitted` counts earlier ones not kept). A quarantine's hold-down doubles for each
+of the node's quarantines in the 24 hours before it (`accelpool.ladder.QuarantineHistory`), so a flapping GPU
+stays out longer each time. Kept after the quarantine is lifted, rewritten without the quarantines older than
+24 hours, removed once none is left or the node leaves its pool; delete it to forget a node's flapping."""
+MAX_QUARANTINE_HISTORY = 8
+"""The most quarantine times the history keeps: more than the hold-down's doublings need to be counted."""
 REMEDIATION_ACTION_LABEL = f"{DOMAIN}/remediation-action"
 """`reset-gpu`, `restart-os` or `service-required` on a drained member handed off (`spec.health.handOff`): what the
 external break-fix step (NVSentinel's fault remediation, a cloud's repair, a human) is asked to do. Removed with

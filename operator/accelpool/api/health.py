@@ -213,7 +213,9 @@ class HealthSpec(RuledModel):
             ),
             HOLD_DOWN_RANGE,
             field="holdDown",
-            message_expression=f"{cel_string(HOLD_DOWN_RANGE + ', not ')} + self.holdDown + {cel_string(HOLD_DOWN_WHY)}",
+            message_expression=(
+                f"{cel_string(HOLD_DOWN_RANGE + ', not ')} + self.holdDown + {cel_string(HOLD_DOWN_WHY)}"
+            ),
             explain=lambda h: f"{HOLD_DOWN_RANGE}, not {h.get('holdDown')}{HOLD_DOWN_WHY}",
         ),
         Rule(
@@ -242,6 +244,13 @@ class HealthSpec(RuledModel):
     def hold_down_seconds(self) -> float:
         return parse_duration(self.hold_down)
 
+    def damped_hold_down_seconds(self, earlier: int) -> float:
+        """The hold-down of a quarantine that follows `earlier` quarantines of the same node within `FLAP_MEMORY`:
+        `holdDown` doubled for each, at most `FLAP_DOUBLINGS` times and never past `MAX_HOLD_DOWN` (exponential
+        back-off, as the kubelet's for a crash-looping container, so a flapping GPU stays out longer each time)."""
+        doubled = self.hold_down_seconds * float(2 ** min(max(earlier, 0), FLAP_DOUBLINGS))
+        return max(self.hold_down_seconds, min(doubled, parse_duration(MAX_HOLD_DOWN)))
+
     def max_unavailable_nodes(self, desired: int) -> int:
         """The circuit breaker's limit for a pool of `desired` nodes (percentages round down, at least 1)."""
         if isinstance(self.max_unavailable, int):
@@ -259,6 +268,17 @@ def _duration_within(text: str, low: float, high: float) -> bool:
     except ValueError:
         return False
     return math.isfinite(seconds) and low <= seconds <= high
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds → a duration as the spec writes one: `10m`, `1h20m`, `5m20s`, `12.5s`."""
+    whole, fraction = divmod(round(seconds * 1000), 1000)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else ""]
+    if secs or fraction or not (hours or minutes):
+        parts.append(f"{secs}.{fraction:03d}".rstrip("0").rstrip(".") + "s")
+    return "".join(parts)
 
 
 def parse_duration(text: str) -> float:

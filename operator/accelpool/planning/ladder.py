@@ -47,8 +47,9 @@ def reported_action(view: NodeView) -> Action:
     return report.action
 
 
-def start(view: NodeView, now: datetime) -> LadderRecord:
-    """The record written with a quarantine: the cause is what the agent reports now, consistently."""
+def start(view: NodeView, now: datetime, earlier: int = 0) -> LadderRecord:
+    """The record written with a quarantine: the cause is what the agent reports now, consistently; `earlier`:
+    the node's quarantines in the `api.FLAP_MEMORY` before (its hold-down doubles for each)."""
     return LadderRecord(
         step="quarantined",
         cause=health_reason(view),
@@ -56,6 +57,7 @@ def start(view: NodeView, now: datetime) -> LadderRecord:
         action=reported_action(view),
         since=now,
         step_since=now,
+        earlier=earlier,
     )
 
 
