@@ -197,10 +197,9 @@ class Ladder:
         """What the breaker holds back, for its message and a `RemediationHeld` Warning ('' when nothing)."""
         if not self.held_back:
             return ""
-        names = ", ".join(sorted(self.held_back)[:5]) + (
-            f" and {len(self.held_back) - 5} more" if len(self.held_back) > 5 else ""
+        head = (
+            "no drain or hand-off starts while the breaker is open (many failures at once are more likely "
+            "systemic: a driver rollout, the fabric); waiting: "
         )
-        return (
-            f"no drain or hand-off starts while the breaker is open (many failures at once are more likely "
-            f"systemic: a driver rollout, the fabric); waiting: {names}"
-        )
+        names = conventions.some_of(sorted(self.held_back), conventions.MAX_MESSAGE - len(head), most=5)
+        return head + names

@@ -41,7 +41,7 @@ from accelpool.nodes import NodeView, Taint
 from accelpool.planning.ladder import Ladder, reported_action, start
 from accelpool.planning.ledger import NodeEdit
 from accelpool.planning.model import EventIntent, Remediation
-from accelpool.poolstatus import Breaker, describe_health, health_reason
+from accelpool.poolstatus import MESSAGE_NODES, Breaker, describe_health, health_reason
 from accelpool_core.protocol import Action
 
 NO_BREAKER = Breaker()
@@ -220,6 +220,7 @@ def _quarantines(
     limit = health.max_unavailable_nodes(desired)
     breaker = NO_BREAKER
     quarantine: dict[str, str] = {}
+    refused: list[str] = []
     for view in unhealthy:
         reason, why = health_reason(view), describe_health(view)
         if policy == "none":
@@ -228,13 +229,8 @@ def _quarantines(
         elif policy == "cordon" and view.cordoned_by_others:
             continue  # already unschedulable; not ours to uncordon later
         elif still_quarantined >= limit and not view.in_burn_in:
-            message = (
-                f"not quarantining {view.name} ({why}): {still_quarantined} of {desired} nodes already "
-                f"quarantined and maxUnavailable {health.max_unavailable} allows {limit}"
-            )
-            breaker = Breaker(open=True, message=message)
+            refused.append(f"{view.name} ({why})")
             records.append(Remediation(pool, view.name, "circuit_breaker", reason))
-            events.append(EventIntent("ComputePool", pool, uid, "Warning", "CircuitBreakerOpen", message))
         else:
             still_quarantined += 0 if view.in_burn_in else 1
             quarantine[view.name] = policy
@@ -256,6 +252,17 @@ def _quarantines(
             records.append(Remediation(pool, view.name, policy, reason))
             events.append(EventIntent("Node", view.name, view.uid, "Warning", "NodeQuarantined", message))
             events.append(EventIntent("ComputePool", pool, uid, "Warning", "NodeQuarantined", message))
+    if refused:
+        # One Warning for all the refused (a fleet-wide fault refuses thousands at once), naming the first that fit.
+        why = (
+            f": {still_quarantined} of {desired} nodes already quarantined and maxUnavailable "
+            f"{health.max_unavailable} allows {limit}"
+        )
+        head = "not quarantining "
+        shown = conventions.some_of(refused, conventions.MAX_MESSAGE - len(head) - len(why), most=MESSAGE_NODES)
+        message = f"{head}{shown}{why}"
+        breaker = Breaker(open=True, message=message)
+        events.append(EventIntent("ComputePool", pool, uid, "Warning", "CircuitBreakerOpen", message))
     return quarantine, breaker
 
 
