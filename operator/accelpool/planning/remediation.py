@@ -185,7 +185,8 @@ def _hold_downs(
             records.append(Remediation(pool, view.name, action, "HoldDownPassed"))
             cause = f" (quarantined for {record.cause}, {record.step})" if record is not None else ""
             damped = (
-                f"; its hold-down was {api.format_duration(hold)}: {_earlier(earlier)}, {_doubling(health)}"
+                f"; its hold-down was {api.format_duration(hold)}: {_earlier(earlier, 'before it')}, "
+                f"{_doubling(health)}"
                 if earlier
                 else ""
             )
@@ -243,7 +244,7 @@ def _quarantines(
             recommended = f"; recommended action: {advice.value}" if advice != Action.NONE else ""
             before = earlier.get(view.name, 0)
             damped = (
-                f"; {_earlier(before)}: released once healthy for "
+                f"; {_earlier(before, 'before')}: released once healthy for "
                 f"{api.format_duration(health.damped_hold_down_seconds(before))}, {_doubling(health)}"
                 if before
                 else ""
@@ -266,8 +267,9 @@ def _quarantines(
     return quarantine, breaker
 
 
-def _earlier(count: int) -> str:
-    return f"quarantined {count} time{'s' if count != 1 else ''} before in the last {api.FLAP_MEMORY}"
+def _earlier(count: int, when: str) -> str:
+    """`quarantined 2 times in the 24h before`: the quarantines that doubled a hold-down."""
+    return f"quarantined {count} time{'s' if count != 1 else ''} in the {api.FLAP_MEMORY} {when}"
 
 
 def _doubling(health: api.HealthSpec) -> str:

@@ -114,15 +114,15 @@ def test_over_an_hour_the_hold_downs_double_to_32_times_hold_down_and_stay_there
     # The Events say why the node is held so long.
     quarantined = [e.message for p in plans for e in p.events if e.reason == "NodeQuarantined" and e.kind == "Node"]
     assert quarantined[1].endswith(
-        "; quarantined 1 time before in the last 24h: released once healthy for 20s, "
+        "; quarantined 1 time in the 24h before: released once healthy for 20s, "
         "holdDown 10s doubled for each (at most 32x, 168h)"
     ), quarantined[1]
-    assert "quarantined 7 times before in the last 24h: released once healthy for 5m20s" in quarantined[7]
+    assert "quarantined 7 times in the 24h before: released once healthy for 5m20s" in quarantined[7]
     lifted = [e.message for p in plans for e in p.events if e.reason == "QuarantineLifted" and e.kind == "Node"]
     assert "quarantine lifted (quarantined for XidError79, quarantined)" in lifted[0]
     assert "hold-down" not in lifted[0], "a first quarantine's hold-down is holdDown, said nowhere"
     assert lifted[2].endswith(
-        "; its hold-down was 40s: quarantined 2 times before in the last 24h, "
+        "; its hold-down was 40s: quarantined 2 times in the 24h before it, "
         "holdDown 10s doubled for each (at most 32x, 168h)"
     ), lifted[2]
 
