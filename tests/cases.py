@@ -94,7 +94,7 @@ CASES: list[Case] = [
         {"accelerator": "H100", "health": {"interval": "1m", "holdDown": "168h", "matmul": {"minEfficiency": 1}}},
         "valid",
     ),
-    Case("interval-week", {"accelerator": "H100", "health": {"interval": "168h", "holdDown": "0s"}}, "valid"),
+    Case("interval-week", {"accelerator": "H100", "health": {"interval": "168h", "holdDown": "10s"}}, "valid"),
     Case("zero-nodes", {"accelerator": "L4", "nodes": 0}, "valid"),
     Case(
         "remediation-ladder",
@@ -380,7 +380,21 @@ CASES: list[Case] = [
         {"accelerator": "H100", "health": {"holdDown": "200h"}},
         "schema",
         "spec.health.holdDown",
-        "at most 168h",
+        "holdDown must be from 10s to 168h, not 200h",
+    ),
+    Case(
+        "hold-down-zero",
+        {"accelerator": "H100", "health": {"holdDown": "0s"}},
+        "schema",
+        "spec.health.holdDown",
+        "holdDown must be from 10s to 168h, not 0s (a shorter hold-down releases a quarantined node",
+    ),
+    Case(
+        "hold-down-under-the-floor",
+        {"accelerator": "H100", "health": {"holdDown": "9s999ms"}},
+        "schema",
+        "spec.health.holdDown",
+        "holdDown must be from 10s to 168h, not 9s999ms",
     ),
     Case(
         "selector-not-strings",

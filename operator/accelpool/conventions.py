@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 
 from accelpool_core import protocol
 
@@ -98,9 +99,18 @@ SILENT_AGENT_REASON = "AgentSilent"
 REMEDIATION_ANNOTATION = f"{DOMAIN}/remediation"
 """JSON on a member accelpool quarantined: the ladder's `step` (quarantined, draining, drained, handed-off), the
 `cause` (the health reason that made the quarantine, as in its taint), the recommended `action` (the agent's
-`HealthReport.action`), `since` (when it was quarantined), the cause's `message`, and `stepSince` (when the step
-began). Written in the same patch as the quarantine, so it names the fault that caused it, whatever the agent
-reports later (`accelpool.ladder`); removed when the quarantine is lifted or the node leaves its pool."""
+`HealthReport.action`), `since` (when it was quarantined), the cause's `message`, `stepSince` (when the step
+began) and `earlier` (the node's quarantines in the 24 hours before this one, which doubled its hold-down).
+Written in the same patch as the quarantine, so it names the fault that caused it, whatever the agent reports
+later (`accelpool.ladder`); removed when the quarantine is lifted or the node leaves its pool."""
+QUARANTINE_HISTORY_ANNOTATION = f"{DOMAIN}/quarantine-history"
+"""JSON on a member accelpool quarantined in the last 24 hours: when (`quarantines`, RFC 3339, oldest first, at
+most `MAX_QUARANTINE_HISTORY`; `omitted` counts earlier ones not kept). A quarantine's hold-down doubles for each
+of the node's quarantines in the 24 hours before it (`accelpool.ladder.QuarantineHistory`), so a flapping GPU
+stays out longer each time. Kept after the quarantine is lifted, rewritten without the quarantines older than
+24 hours, removed once none is left or the node leaves its pool; delete it to forget a node's flapping."""
+MAX_QUARANTINE_HISTORY = 8
+"""The most quarantine times the history keeps: more than the hold-down's doublings need to be counted."""
 REMEDIATION_ACTION_LABEL = f"{DOMAIN}/remediation-action"
 """`reset-gpu`, `restart-os` or `service-required` on a drained member handed off (`spec.health.handOff`): what the
 external break-fix step (NVSentinel's fault remediation, a cloud's repair, a human) is asked to do. Removed with
@@ -210,6 +220,8 @@ MAX_MESSAGE = 1024
 """The longest message accelpool keeps from an agent or writes (conditions, Events, ladder records)."""
 MAX_LISTED = 20
 """The most items a message or record lists (nodes, pods, problems)."""
+MAX_EVENTS_PER_REASON = 10
+"""The most Events one pass posts about one object for one reason; one more says how many were left out."""
 CUT_MARK = " … (cut)"
 """Ends a message or list that was cut to its bound."""
 PLAUSIBLE_PEAK_FACTOR = 4.0
@@ -219,3 +231,31 @@ PLAUSIBLE_PEAK_FACTOR = 4.0
 def cut(text: str, limit: int = MAX_MESSAGE) -> str:
     """`text`, or its first characters and `CUT_MARK` when it is longer than `limit`."""
     return text if len(text) <= limit else text[: max(0, limit - len(CUT_MARK))] + CUT_MARK
+
+
+def some_of(
+    items: Sequence[str],
+    chars: int,
+    most: int = MAX_LISTED,
+    sep: str = ", ",
+    tail_sep: str = " ",
+    total: int | None = None,
+) -> str:
+    """`a, b, c and 37 more` (`tail_sep` before the `and`): the first items (at most `most`) that fit in `chars`
+    characters with the count of the rest, which is never cut off; an item too long on its own is cut to fit.
+    `total`: how many there are, when `items` holds only the first of them."""
+    count = len(items) if total is None else max(total, len(items))
+    shown: list[str] = []
+    used = 0
+    for index, item in enumerate(items[:most]):
+        rest = count - index - 1
+        tail = len(f"{tail_sep}and {rest} more") if rest else 0
+        room = chars - used - (len(sep) if shown else 0) - tail
+        if len(item) > room:
+            if shown:
+                break
+            item = cut(item, max(len(CUT_MARK) + 1, room))
+        shown.append(item)
+        used += len(item) + (len(sep) if len(shown) > 1 else 0)
+    left = count - len(shown)
+    return sep.join(shown) + (f"{tail_sep}and {left} more" if left else "")

@@ -131,6 +131,8 @@ def structural(schema: JsonSchema, defs: dict[str, JsonSchema], rules: dict[str,
 
 def _validation(rule: api.Rule) -> JsonSchema:
     validation: JsonSchema = {"rule": rule.cel, "message": rule.message}
+    if rule.message_expression:
+        validation["messageExpression"] = rule.message_expression
     if rule.field:
         validation["fieldPath"] = f".{rule.field}"
     return validation

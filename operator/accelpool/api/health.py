@@ -23,9 +23,22 @@ MAX_DURATION_LENGTH = 32
 """Durations are short strings; the bound also keeps the API server's CEL cost estimate small."""
 MIN_INTERVAL = "1m"
 MAX_INTERVAL = "168h"
+MIN_HOLD_DOWN = "10s"
+"""A shorter hold-down releases a quarantined node on the first healthy report: `0s` let one flapping GPU go in
+and out of quarantine 30 times in 74 s."""
 MAX_HOLD_DOWN = "168h"
 MAX_DRAIN_TIMEOUT = "168h"
 MAX_GRACE_PERIOD = "24h"
+FLAP_MEMORY = "24h"
+"""How long a quarantine counts towards the hold-down of the node's next ones (`accelpool.planning.flapping`)."""
+FLAP_DOUBLINGS = 5
+"""The hold-down doubles at most this many times: 32 x holdDown, as a crash-looping container's back-off (10 s
+doubling to 5 min) stops growing."""
+HOLD_DOWN_RANGE = f"holdDown must be from {MIN_HOLD_DOWN} to {MAX_HOLD_DOWN}"
+HOLD_DOWN_WHY = (
+    " (a shorter hold-down releases a quarantined node on its first healthy report, and a flapping GPU goes in "
+    "and out of quarantine with every report)"
+)
 ANY_VENDOR_BACKENDS = ("cpu", "fake")
 """Backends that check no vendor's devices (the host CPU, simulated devices): valid for every pool."""
 
@@ -134,7 +147,10 @@ class HealthSpec(RuledModel):
     hold_down: Annotated[str, Field(pattern=DURATION_PATTERN, max_length=MAX_DURATION_LENGTH)] = Field(
         "10m",
         description=(
-            f"How long a quarantined node must be healthy again before it is released, at most {MAX_HOLD_DOWN}."
+            f"How long a quarantined node must be healthy again before it is released, from {MIN_HOLD_DOWN} to "
+            f"{MAX_HOLD_DOWN}. A node quarantined again soon after is held longer: the hold-down doubles for each "
+            f"of its quarantines in the {FLAP_MEMORY} before, up to {2**FLAP_DOUBLINGS} times holdDown (and at "
+            f"most {MAX_HOLD_DOWN})."
         ),
     )
     burn_in: bool | None = Field(
@@ -189,13 +205,18 @@ class HealthSpec(RuledModel):
         ),
         Rule(
             f"!self.holdDown.matches({cel_string(DURATION_PATTERN)})"
-            f" || duration(self.holdDown) <= duration('{MAX_HOLD_DOWN}')",
+            f" || (duration(self.holdDown) >= duration('{MIN_HOLD_DOWN}')"
+            f" && duration(self.holdDown) <= duration('{MAX_HOLD_DOWN}'))",
             lambda h: (
                 not re.fullmatch(DURATION_PATTERN, h["holdDown"])
-                or _duration_within(h["holdDown"], 0.0, parse_duration(MAX_HOLD_DOWN))
+                or _duration_within(h["holdDown"], parse_duration(MIN_HOLD_DOWN), parse_duration(MAX_HOLD_DOWN))
             ),
-            f"holdDown must be at most {MAX_HOLD_DOWN}",
+            HOLD_DOWN_RANGE,
             field="holdDown",
+            message_expression=(
+                f"{cel_string(HOLD_DOWN_RANGE + ', not ')} + self.holdDown + {cel_string(HOLD_DOWN_WHY)}"
+            ),
+            explain=lambda h: f"{HOLD_DOWN_RANGE}, not {h.get('holdDown')}{HOLD_DOWN_WHY}",
         ),
         Rule(
             "!has(self.drain) || !has(self.drain.enabled) || !self.drain.enabled || self.remediation != 'none'",
@@ -223,6 +244,13 @@ class HealthSpec(RuledModel):
     def hold_down_seconds(self) -> float:
         return parse_duration(self.hold_down)
 
+    def damped_hold_down_seconds(self, earlier: int) -> float:
+        """The hold-down of a quarantine that follows `earlier` quarantines of the same node within `FLAP_MEMORY`:
+        `holdDown` doubled for each, at most `FLAP_DOUBLINGS` times and never past `MAX_HOLD_DOWN` (exponential
+        back-off, as the kubelet's for a crash-looping container, so a flapping GPU stays out longer each time)."""
+        doubled = self.hold_down_seconds * float(2 ** min(max(earlier, 0), FLAP_DOUBLINGS))
+        return max(self.hold_down_seconds, min(doubled, parse_duration(MAX_HOLD_DOWN)))
+
     def max_unavailable_nodes(self, desired: int) -> int:
         """The circuit breaker's limit for a pool of `desired` nodes (percentages round down, at least 1)."""
         if isinstance(self.max_unavailable, int):
@@ -240,6 +268,17 @@ def _duration_within(text: str, low: float, high: float) -> bool:
     except ValueError:
         return False
     return math.isfinite(seconds) and low <= seconds <= high
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds → a duration as the spec writes one: `10m`, `1h20m`, `5m20s`, `12.5s`."""
+    whole, fraction = divmod(round(seconds * 1000), 1000)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else ""]
+    if secs or fraction or not (hours or minutes):
+        parts.append(f"{secs}.{fraction:03d}".rstrip("0").rstrip(".") + "s")
+    return "".join(parts)
 
 
 def parse_duration(text: str) -> float:

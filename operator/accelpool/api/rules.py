@@ -31,6 +31,15 @@ class Rule:
     message: str
     field: str | None = None
     """The field the rule is about (its error path), when it is about one field."""
+    message_expression: str = ""
+    """CEL for a message that names the bad value (the CRD's `messageExpression`); `message` stays the
+    server's fallback and the rule's name in Python."""
+    explain: Callable[[Mapping[str, Any]], str] | None = None
+    """`message_expression` in Python: the same words from the same `self`."""
+
+    def message_for(self, wire: Mapping[str, Any]) -> str:
+        """The message the API server shows for `wire` (what CEL's `self` is) failing the rule."""
+        return self.explain(wire) if self.explain is not None else self.message
 
 
 def cel_string(text: str) -> str:

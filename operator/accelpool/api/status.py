@@ -160,7 +160,15 @@ class ComputePoolStatus(Model):
     members: list[Member] = Field(
         default_factory=list,
         max_length=MAX_STATUS_MEMBERS,
-        description="The first 100 members; all are counted in nodes.",
+        description=(
+            f"At most {MAX_STATUS_MEMBERS} members, by name: those that are not Healthy before the others when there "
+            "are more (membersOmitted counts the rest; nodes counts them all)."
+        ),
+    )
+    members_omitted: int | None = Field(
+        None,
+        ge=0,
+        description=f"Members left out of members (which lists at most {MAX_STATUS_MEMBERS}); absent when none are.",
     )
     conditions: list[Condition] = Field(default_factory=list)
     kueue: KueueStatus | None = Field(None, description="The pool's Kueue objects (spec.kueue.enabled).")

@@ -48,6 +48,7 @@ from accelpool.planning.model import (
     PoolInput,
     PoolPlan,
     Remediation,
+    bounded_events,
 )
 from accelpool.planning.pools import PoolWork, claim_priority, pool_works
 from accelpool.poolstatus import Member, PoolFacts, Selection, compute_status, driver_versions, invalid_status
@@ -153,7 +154,7 @@ def _plan_once(
         device_plugin_documents=device_plugin.documents,
         mig_document=mig_document,
         mig_managed=mig_managed,
-        events=tuple(ledger.events),
+        events=bounded_events(ledger.events),
         remediations=tuple(ledger.remediations),
         requeue_after=ledger.requeue_after,
         drains=tuple(order for work in works.values() for order in work.remediation.drains),

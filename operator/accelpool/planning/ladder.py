@@ -47,8 +47,9 @@ def reported_action(view: NodeView) -> Action:
     return report.action
 
 
-def start(view: NodeView, now: datetime) -> LadderRecord:
-    """The record written with a quarantine: the cause is what the agent reports now, consistently."""
+def start(view: NodeView, now: datetime, earlier: int = 0) -> LadderRecord:
+    """The record written with a quarantine: the cause is what the agent reports now, consistently; `earlier`:
+    the node's quarantines in the `api.FLAP_MEMORY` before (its hold-down doubles for each)."""
     return LadderRecord(
         step="quarantined",
         cause=health_reason(view),
@@ -56,6 +57,7 @@ def start(view: NodeView, now: datetime) -> LadderRecord:
         action=reported_action(view),
         since=now,
         step_since=now,
+        earlier=earlier,
     )
 
 
@@ -195,10 +197,9 @@ class Ladder:
         """What the breaker holds back, for its message and a `RemediationHeld` Warning ('' when nothing)."""
         if not self.held_back:
             return ""
-        names = ", ".join(sorted(self.held_back)[:5]) + (
-            f" and {len(self.held_back) - 5} more" if len(self.held_back) > 5 else ""
+        head = (
+            "no drain or hand-off starts while the breaker is open (many failures at once are more likely "
+            "systemic: a driver rollout, the fabric); waiting: "
         )
-        return (
-            f"no drain or hand-off starts while the breaker is open (many failures at once are more likely "
-            f"systemic: a driver rollout, the fabric); waiting: {names}"
-        )
+        names = conventions.some_of(sorted(self.held_back), conventions.MAX_MESSAGE - len(head), most=5)
+        return head + names

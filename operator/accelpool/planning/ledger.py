@@ -122,6 +122,7 @@ class Ledger:
             conventions.MIG_RETRY_ANNOTATION,
             conventions.POOL_CHECK_REQUEST_ANNOTATION,  # a user's own check request stays
             conventions.REMEDIATION_ANNOTATION,
+            conventions.QUARANTINE_HISTORY_ANNOTATION,
         ):
             if annotation in view.annotations:
                 edit.annotations[annotation] = None

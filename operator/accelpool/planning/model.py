@@ -10,7 +10,8 @@ the metrics. Pure.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -146,6 +147,29 @@ class EventIntent:
     def __post_init__(self) -> None:
         if len(self.message) > conventions.MAX_MESSAGE:
             object.__setattr__(self, "message", conventions.cut(self.message))
+
+
+def bounded_events(events: Sequence[EventIntent]) -> tuple[EventIntent, ...]:
+    """The pass's Events, at most `conventions.MAX_EVENTS_PER_REASON` per object and reason; the rest of each
+    become one Event saying how many were left out (a fault across a fleet asks for one per node on its pool)."""
+    counts = Counter((e.kind, e.name, e.reason) for e in events)
+    if all(n <= conventions.MAX_EVENTS_PER_REASON for n in counts.values()):
+        return tuple(events)  # the common case
+    kept: list[EventIntent] = []
+    seen: Counter[tuple[str, str, str]] = Counter()
+    for event in events:
+        key = (event.kind, event.name, event.reason)
+        seen[key] += 1
+        if seen[key] <= conventions.MAX_EVENTS_PER_REASON:
+            kept.append(event)
+        if seen[key] == counts[key] and counts[key] > conventions.MAX_EVENTS_PER_REASON:
+            left = counts[key] - conventions.MAX_EVENTS_PER_REASON
+            message = (
+                f"and {left} more {event.reason} Events on this pass, not posted one by one "
+                f"(at most {conventions.MAX_EVENTS_PER_REASON} a pass for one {event.kind} and reason)"
+            )
+            kept.append(replace(event, message=message))
+    return tuple(kept)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@
   exactly, and the GPUs of quarantined, burn-in, unconfigured and unschedulable members apart.
 - `scheduling_tolerations`: what a pod needs to tolerate to land on every member (the pool taint
   of a dedicated pool plus other controllers' lasting taints; transient ones are left out).
-- `status_members`: each member's health, reason, MIG state and TFLOPS, bounded in number.
+- `status_members`: each member's health, reason, MIG state and TFLOPS, bounded in number (`listed_members`:
+  those that need attention first; the status counts the rest in `membersOmitted`).
 """
 
 from __future__ import annotations
@@ -93,10 +94,31 @@ def scheduling_tolerations(pool: str, dedicated: bool, members: Sequence[Member]
     return tolerations
 
 
+def listed_members(members: Sequence[Member]) -> tuple[list[Member], int]:
+    """The members `status.members` lists (at most `api.MAX_STATUS_MEMBERS`, those that are not Healthy before the
+    others, in the given order) and how many it leaves out. In a large pool the few that need attention are the
+    ones a reader looks for: a quarantined node is never left out for a healthy one."""
+    if len(members) <= api.MAX_STATUS_MEMBERS:
+        return list(members), 0
+    attention = [m for m in members if _needs_attention(m)]
+    chosen = {id(m) for m in attention[: api.MAX_STATUS_MEMBERS]}
+    for m in members:
+        if len(chosen) >= api.MAX_STATUS_MEMBERS:
+            break
+        chosen.add(id(m))
+    return [m for m in members if id(m) in chosen], len(members) - len(chosen)
+
+
+def _needs_attention(member: Member) -> bool:
+    """Not Healthy in the status: quarantined, in burn-in, or its condition not True (`member_health`)."""
+    health = member.view.health
+    return member.quarantined or member.burn_in is not None or health is None or not health.healthy
+
+
 def status_members(members: Sequence[Member], *, mig_pool: bool) -> list[api.Member]:
-    """The first `api.MAX_STATUS_MEMBERS` members as the status lists them (counts cover all)."""
+    """The members the status lists (`listed_members`; counts cover all)."""
     listed = []
-    for m in members[: api.MAX_STATUS_MEMBERS]:
+    for m in listed_members(members)[0]:
         health, reason, since = member_health(m)
         report = m.view.report
         listed.append(

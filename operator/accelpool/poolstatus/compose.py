@@ -50,12 +50,14 @@ def invalid_status(facts: PoolFacts) -> api.ComputePoolStatus:
     if not facts.unplannable:
         what = "the spec is invalid; the operator changes nothing for this pool"
     members = [api.Member(node=m.name, gpus=m.view.gpus) for m in facts.members[: api.MAX_STATUS_MEMBERS]]
+    omitted = len(facts.members) - len(members)
     return api.ComputePoolStatus(
         observed_generation=facts.generation,
         phase="Failed",
         selector=f"{conventions.POOL_LABEL}={facts.name}",
         nodes=api.NodeCounts(members=len(facts.members), summary=f"{len(facts.members)}/0"),
         members=members,
+        members_omitted=omitted or None,
         conditions=[
             history.condition("Valid", conditions.invalid(facts.problems, unplannable=facts.unplannable)),
             history.condition("Ready", Finding(False, "Failed", what)),
@@ -124,5 +126,6 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
             tolerations=capacity.scheduling_tolerations(facts.name, spec.dedicated, census.members),
         ),
         members=capacity.status_members(census.members, mig_pool=shape.mig),
+        members_omitted=max(0, len(census.members) - api.MAX_STATUS_MEMBERS) or None,
         conditions=[history.condition(type_, findings[type_]) for type_ in conditions.CONDITION_TYPES],
     )

@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from accelpool import agents, conventions, nvidia
+from accelpool.api.status import MAX_CONDITION_MESSAGE
 from accelpool.ladder import LadderRecord
 from accelpool.poolstatus.census import Census
 from accelpool.poolstatus.facts import MESSAGE_NODES, Breaker, Member, Selection, and_more, describe_health, name_list
@@ -167,14 +168,14 @@ def agent_ready(
 def healthy(breaker: Breaker, census: Census) -> Finding:
     """No member is quarantined or unhealthy, and the remediation circuit breaker is closed."""
     quarantined, unhealthy = census.quarantined, census.unhealthy
-    quarantine_details = _health_details(quarantined) + and_more(len(quarantined))
     if breaker.open:
-        detail = f"; quarantined: {quarantine_details}" if quarantined else ""
-        return Finding(False, "CircuitBreakerOpen", breaker.message + detail)
+        head = f"{breaker.message}; quarantined: "
+        detail = head + _health_details(quarantined, MAX_CONDITION_MESSAGE - len(head)) if quarantined else ""
+        return Finding(False, "CircuitBreakerOpen", detail or breaker.message)
     if quarantined:
-        return Finding(False, "NodeQuarantined", quarantine_details)
+        return Finding(False, "NodeQuarantined", _health_details(quarantined, MAX_CONDITION_MESSAGE))
     if unhealthy:
-        return Finding(False, "NodeUnhealthy", _health_details(unhealthy))
+        return Finding(False, "NodeUnhealthy", _health_details(unhealthy, MAX_CONDITION_MESSAGE))
     members = len(census.members)
     if members and not census.healthy:
         return Finding(None, "NotReported", f"none of {members} members has reported health yet")
@@ -214,8 +215,10 @@ def _shortfalls(found: Sequence[tuple[Member, str]]) -> str:
     return "; ".join(f"{m.name} {why}" for m, why in shown) + and_more(len(found))
 
 
-def _health_details(members: Sequence[Member]) -> str:
-    return "; ".join(f"{m.name}: {describe_health(m.view)}{_ladder_step(m)}" for m in members[:MESSAGE_NODES])
+def _health_details(members: Sequence[Member], chars: int) -> str:
+    """`a: XID 79 ...; b: ...; and 7 more` within `chars` (the count of those left out is never cut off)."""
+    details = [f"{m.name}: {describe_health(m.view)}{_ladder_step(m)}" for m in members[:MESSAGE_NODES]]
+    return conventions.some_of(details, chars, most=MESSAGE_NODES, sep="; ", tail_sep="; ", total=len(members))
 
 
 def _ladder_step(member: Member) -> str:

@@ -77,7 +77,7 @@ def rule_problems(model: type[BaseModel], value: Any, path: str) -> list[api.Pro
         return []
     wire = _with_defaults(model, value)
     problems = [
-        api.Problem(f"{path}.{rule.field}" if rule.field else path, dict(wire), rule.message, shown=None)
+        api.Problem(f"{path}.{rule.field}" if rule.field else path, dict(wire), rule.message_for(wire), shown=None)
         for rule in getattr(model, "rules", ())
         if not rule.holds(wire)
     ]

@@ -86,7 +86,7 @@ POOLS = (
 
 
 def with_short_hold_down(pool: dict[str, Any]) -> dict[str, Any]:
-    spec = {**pool["spec"], "health": {**pool["spec"].get("health", {}), "holdDown": "3s"}}
+    spec = {**pool["spec"], "health": {**pool["spec"].get("health", {}), "holdDown": "10s"}}
     return {"apiVersion": "accelpool.io/v1alpha1", "kind": "ComputePool", "metadata": pool["metadata"], "spec": spec}
 
 

@@ -61,8 +61,9 @@ CONTROLLER_INPUTS = frozenset({"daemonsets", "pods", "nodes", "runtimeclasses", 
 """What the DaemonSet controller's informers watch (and what decides whether a pod can be created)."""
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _now(seconds_ago: float = 0.0) -> str:
+    then = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=seconds_ago)
+    return then.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class TestClient:
@@ -196,12 +197,16 @@ class Cluster:
     async def add_node(self, body: Mapping[str, Any]) -> None:
         await self.client.create("/api/v1/nodes", body)
 
-    async def set_condition(self, node: str, type_: str, status: str, reason: str = "", message: str = "") -> None:
-        """What the agent (or kubelet) does: set one node condition, keeping the others."""
+    async def set_condition(
+        self, node: str, type_: str, status: str, reason: str = "", message: str = "", *, seconds_ago: float = 0.0
+    ) -> None:
+        """What the agent (or kubelet) does: set one node condition, keeping the others; `seconds_ago`: how long
+        ago its status changed (`lastTransitionTime`), as a condition the operator hears of late says."""
         current = self.node(node)
         conditions = [c for c in (current.get("status") or {}).get("conditions") or [] if c["type"] != type_]
+        since = _now(seconds_ago)
         conditions.append(
-            {"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": _now()}
+            {"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": since}
         )
         await self.client.patch(f"/api/v1/nodes/{node}/status", {"status": {"conditions": conditions}})
 
@@ -216,10 +221,12 @@ class Cluster:
         tflops: float | None = None,
         pool: str | None = None,
         complete: bool = True,
+        seconds_ago: float = 0.0,
     ) -> None:
         """The agent's report: the AcceleratorHealthy condition and the accelpool.io/health annotation, naming
-        the pool whose agent writes it (`pool`, else the node's pool, as that pool's agent does) and whether a
-        full check cycle has completed (`complete`: a healthy verdict is published only after one)."""
+        the pool whose agent writes it (`pool`, else the node's pool, as that pool's agent does), whether a
+        full check cycle has completed (`complete`: a healthy verdict is published only after one) and how long
+        ago the condition's status changed (`seconds_ago`)."""
         report: dict[str, Any] = {
             "status": "Healthy" if healthy else "Unhealthy",
             "reason": reason or ("AllChecksPassed" if healthy else "XidError79"),
@@ -239,7 +246,12 @@ class Cluster:
             {"metadata": {"annotations": {conventions.HEALTH_ANNOTATION: json.dumps(report)}}},
         )
         await self.set_condition(
-            node, conventions.HEALTH_CONDITION, "True" if healthy else "False", report["reason"], message
+            node,
+            conventions.HEALTH_CONDITION,
+            "True" if healthy else "False",
+            report["reason"],
+            message,
+            seconds_ago=seconds_ago,
         )
 
     async def mig_manager(self, node: str, state: str = "success") -> None:

@@ -16,6 +16,10 @@ from accelpool.nodes import format_time
 from .conftest import Cluster, Operator, gpu_node, seed
 
 QUARANTINE = conventions.QUARANTINE_TAINT_KEY
+FAILED_AGO, RECOVERED_AGO = 60.0, 30.0
+"""The agent's reports reach the operator late (their lastTransitionTime is in the past): the node failed a
+minute ago and has been healthy for 30 s, longer than a 10 s hold-down, so its quarantine is lifted without a
+wait. The hold-down's timer runs on a fake clock in tests/unit/operator/test_reconciler.py."""
 
 
 def quarantine_taints(cluster: Cluster, node: str) -> list[dict[str, str]]:
@@ -34,9 +38,14 @@ async def ready_pool(
 
 
 async def test_quarantine_then_release_after_hold_down(cluster: Cluster, operator: Operator) -> None:
-    await ready_pool(cluster, operator, 2, {"remediation": "taint", "holdDown": "300ms"})
+    await ready_pool(cluster, operator, 2, {"remediation": "taint", "holdDown": "10s"})
     await cluster.report_health(
-        "h100-1", healthy=False, reason="XidError79", message="XID 79 (GPU fallen off the bus)", bad_gpus=(3,)
+        "h100-1",
+        healthy=False,
+        reason="XidError79",
+        message="XID 79 (GPU fallen off the bus)",
+        bad_gpus=(3,),
+        seconds_ago=FAILED_AGO,
     )
     await cluster.wait_for(lambda: quarantine_taints(cluster, "h100-1"), what="quarantine taint")
     assert quarantine_taints(cluster, "h100-1") == [{"key": QUARANTINE, "value": "XidError79", "effect": "NoSchedule"}]
@@ -56,7 +65,7 @@ async def test_quarantine_then_release_after_hold_down(cluster: Cluster, operato
     )
     assert await operator.metric('accelpool_remediations_total{action="taint",pool="train"}') == 1
 
-    await cluster.report_health("h100-1", healthy=True)
+    await cluster.report_health("h100-1", healthy=True, seconds_ago=RECOVERED_AGO)
     await cluster.wait_for(lambda: not quarantine_taints(cluster, "h100-1"), what="lifted after hold-down")
     await cluster.wait_for(lambda: cluster.members("train") == ["h100-1", "h100-2"], what="spare released")
     await cluster.wait_for(
@@ -78,13 +87,15 @@ async def test_the_circuit_breaker_stops_quarantining(cluster: Cluster, operator
 
 
 async def test_cordon_remediation_uncordons_only_what_it_cordoned(cluster: Cluster, operator: Operator) -> None:
-    await ready_pool(cluster, operator, 1, {"remediation": "cordon", "holdDown": "200ms"}, spares=0)
-    await cluster.report_health("h100-1", healthy=False, reason="SlowMatmul", message="bf16 matmul at 41% of peak")
+    await ready_pool(cluster, operator, 1, {"remediation": "cordon", "holdDown": "10s"}, spares=0)
+    await cluster.report_health(
+        "h100-1", healthy=False, reason="SlowMatmul", message="bf16 matmul at 41% of peak", seconds_ago=FAILED_AGO
+    )
     await cluster.wait_for(lambda: cluster.node("h100-1").get("spec", {}).get("unschedulable") is True)
     annotations = cluster.node("h100-1")["metadata"]["annotations"]
     assert annotations[conventions.CORDONED_ANNOTATION] == "true"
     assert quarantine_taints(cluster, "h100-1") == []
-    await cluster.report_health("h100-1", healthy=True)
+    await cluster.report_health("h100-1", healthy=True, seconds_ago=RECOVERED_AGO)
     await cluster.wait_for(lambda: not cluster.node("h100-1").get("spec", {}).get("unschedulable"), what="uncordon")
     assert conventions.CORDONED_ANNOTATION not in cluster.node("h100-1")["metadata"]["annotations"]
 

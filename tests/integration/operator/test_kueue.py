@@ -19,7 +19,7 @@ from .conftest import Cluster, Operator, gpu_node, seed
 GPU = "nvidia.com/gpu"
 QUEUE = f"{kueue.QUEUES}/research"
 ASKING = {"accelerator": "H100:8", "nodes": 2, "kueue": {"enabled": True, "clusterQueue": "research"}}
-HEALTH = {"health": {"remediation": "taint", "holdDown": "300ms"}}
+HEALTH = {"health": {"remediation": "taint", "holdDown": "10s"}}
 
 
 def _stored(cluster: Cluster, path: str) -> dict[str, Any] | None:
@@ -71,14 +71,15 @@ async def test_the_quota_follows_quarantine_and_the_rest_of_the_queue_is_kept(
     # The user edits the queue meanwhile: the operator's next edit (against the old resourceVersion) is refused,
     # re-reads the queue and keeps the user's change.
     await cluster.client.patch(QUEUE, {"spec": {"stopPolicy": "Hold"}})
-    await cluster.report_health("h100-1", healthy=False, reason="XidError79", message="XID 79")
+    # The reports reach the operator late: failed a minute ago, healthy for 30 s (past the hold-down) below.
+    await cluster.report_health("h100-1", healthy=False, reason="XidError79", message="XID 79", seconds_ago=60)
     await cluster.wait_for(lambda: _quota(cluster) == {GPU: 8}, what="quarantined GPUs out of the quota")
     queue = _stored(cluster, QUEUE)
     assert queue is not None and queue["spec"]["stopPolicy"] == "Hold"
     assert cluster.emulator.conflicts("clusterqueues", agent="accelpool") != []
     await cluster.wait_for(lambda: any(e["reason"] == "KueueQuotaUpdated" for e in cluster.events()))
 
-    await cluster.report_health("h100-1", healthy=True)
+    await cluster.report_health("h100-1", healthy=True, seconds_ago=30)
     await cluster.wait_for(lambda: _quota(cluster) == {GPU: 16}, what="released GPUs back in the quota")
     assert kueue.admit("ClusterQueue", _stored(cluster, QUEUE) or {}) == []
 
