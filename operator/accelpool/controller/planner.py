@@ -41,7 +41,7 @@ class Planner:
         self._validated: dict[tuple[str, str], Checked] = {}
         self._set_aside: dict[tuple[str, str], str] = {}
         self._set_aside_since: float | None = None
-        self._first_healthy: dict[str, datetime] = {}
+        self._first_healthy: dict[str, tuple[datetime | None, datetime]] = {}
         self._configs_seen: tuple[dict[str, datetime], dict[str, datetime]] = ({}, {})
 
     def decide(self, snapshot: Snapshot, previous: Callable[[str], api.ComputePoolStatus | None]) -> Desired:
@@ -109,9 +109,19 @@ class Planner:
         return ConfigSync(self._config.config_sync_seconds, device_plugin, mig)
 
     def _healthy_since(self, views: Iterable[NodeView]) -> dict[str, datetime]:
-        seen: dict[str, datetime] = {}
+        """When this operator first saw each node's condition True, on its own clock.
+
+        The hold-down counts from here, not from the agent's `lastTransitionTime`: an agent whose
+        clock runs a day behind would otherwise be released at once (as freshness, `controller.freshness`,
+        is judged by when the operator saw a change). A new `lastTransitionTime` is a new transition
+        (the node failed and recovered between two passes): it starts the count again. After a restart
+        the count starts at the first pass, so a quarantine waits at most one hold-down more.
+        """
+        seen: dict[str, tuple[datetime | None, datetime]] = {}
         for view in views:
-            if view.health is not None and view.health.healthy and view.health.since is None:
-                seen[view.name] = self._first_healthy.get(view.name) or self._now()
+            if view.health is not None and view.health.healthy:
+                before = self._first_healthy.get(view.name)
+                same = before is not None and before[0] == view.health.since
+                seen[view.name] = (view.health.since, before[1] if before is not None and same else self._now())
         self._first_healthy = seen
-        return seen
+        return {name: first for name, (_, first) in seen.items()}

@@ -106,7 +106,8 @@ class PlannerOptions:
     missing here was first seen just now. None: nobody watched the nodes (an offline plan of one snapshot), so the
     condition's `lastHeartbeatTime`, read against `now`, stands in, and a condition without one never ages."""
     healthy_since: Mapping[str, datetime] = field(default_factory=dict)
-    """When the operator first saw AcceleratorHealthy True, for conditions without lastTransitionTime."""
+    """When the operator first saw AcceleratorHealthy True, on its own clock (the hold-down counts from it); for a
+    node missing here the condition's lastTransitionTime stands in."""
     agents: Mapping[str, AgentObservation] | None = None
     """Each pool's agent DaemonSet, pods and FailedCreate Events (`accelpool.agents.observe`); None when
     they were not observed (an offline plan), so AgentReady rests on the agents' reports alone."""

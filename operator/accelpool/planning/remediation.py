@@ -96,8 +96,8 @@ def remediate(
     """Lift the quarantines whose hold-down has passed, quarantine unhealthy members within the limit, and
     move the members still quarantined up the ladder.
 
-    `healthy_since`: when the operator first saw a node's condition True, for conditions that carry no
-    `lastTransitionTime`. `drains`: node → the drain executor's last visit.
+    `healthy_since`: when the operator first saw a node's condition True (on its own clock; the
+    condition's `lastTransitionTime` counts only for nodes it has not seen). `drains`: node → the drain executor's last visit.
     """
     quarantined: list[NodeView] = []
     unhealthy: list[NodeView] = []
@@ -277,11 +277,15 @@ def _doubling(health: api.HealthSpec) -> str:
 
 
 def healthy_seconds(view: NodeView, now: datetime, healthy_since: Mapping[str, datetime]) -> float | None:
-    """How long the node's condition has been True (0 when nobody knows since when); None if it is not True."""
+    """How long the node's condition has been True (0 when nobody knows since when); None if it is not True.
+
+    By the operator's clock (`healthy_since`, when it first saw the condition True) where it has one;
+    the condition's own `lastTransitionTime` only without (`accelpool plan` of a snapshot).
+    """
     health = view.health
     if health is None or not health.healthy:
         return None
-    since = health.since or healthy_since.get(view.name)
+    since = healthy_since.get(view.name) or health.since
     if since is None:
         return 0.0
     return max(0.0, (now - since).total_seconds())

@@ -8,8 +8,9 @@ Time runs on looptime's clock: the controller's wall clock starts at `START`.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -30,9 +31,10 @@ def taints(cluster: Cluster, name: str) -> dict[str, str | None]:
 
 
 async def agent_reports(
-    cluster: Cluster, name: str, status: str, *, complete: bool, healthy_since: timedelta = timedelta(0)
+    cluster: Cluster, name: str, status: str, *, complete: bool, since: datetime | None = None
 ) -> None:
-    """What the pool's agent writes: its health annotation and a fresh AcceleratorHealthy condition."""
+    """What the pool's agent writes: its health annotation and a fresh AcceleratorHealthy condition (its
+    status since `since`, by default now)."""
     healthy = status == "True"
     reason = "AllChecksPassed" if healthy else "XidError79"
     report: dict[str, Any] = {
@@ -52,11 +54,16 @@ async def agent_reports(
             "status": status,
             "reason": reason,
             "message": report["message"],
-            "lastTransitionTime": format_time(START - healthy_since),
-            "lastHeartbeatTime": format_time(START),
+            "lastTransitionTime": format_time(since or now()),
+            "lastHeartbeatTime": format_time(now()),
         }
     )
     await cluster.client.patch(f"{NODES}/{name}/status", {"status": {"conditions": conditions}})
+
+
+def now() -> datetime:
+    """The agent's clock: the controller's (looptime's, from `START`)."""
+    return START + timedelta(seconds=asyncio.get_running_loop().time())
 
 
 async def pass_(harness: Harness) -> None:
@@ -97,9 +104,15 @@ async def test_a_node_failing_burn_in_keeps_its_taint_through_the_quarantines_re
     assert [e["type"] for e in cluster.events("BurnInFailed")] == ["Warning", "Warning"]
     assert harness.status("p")["phase"] == "Degraded"
 
-    # Healthy again for 11 minutes: past the 10-minute hold-down.
-    await agent_reports(cluster, "n1", "True", complete=True, healthy_since=timedelta(minutes=11))
+    # Healthy again, and the operator sees it so for 11 minutes (its own clock): past the 10-minute hold-down.
+    days_ago = START - timedelta(days=2)  # the agent's clock may say anything
+    await agent_reports(cluster, "n1", "True", complete=True, since=days_ago)
     await pass_(harness)
+    assert QUARANTINE in taints(cluster, "n1"), "the hold-down counts from when the operator saw it healthy"
+    for _ in range(11):
+        await asyncio.sleep(60)
+        await agent_reports(cluster, "n1", "True", complete=True, since=days_ago)  # heartbeats
+        await pass_(harness)
     assert taints(cluster, "n1") == {"accelpool.io/pool": "p", BURN_IN: "failed"}, "the quarantine alone is lifted"
     member = harness.status("p")["members"][0]
     assert (member["health"], member["reason"], harness.status("p")["capacity"]["gpus"]) == (
@@ -108,7 +121,8 @@ async def test_a_node_failing_burn_in_keeps_its_taint_through_the_quarantines_re
         0,
     )
 
-    await agent_reports(cluster, "n1", "True", complete=True, healthy_since=timedelta(days=2))
+    await asyncio.sleep(60)
+    await agent_reports(cluster, "n1", "True", complete=True, since=days_ago)
     await pass_(harness)
     assert taints(cluster, "n1") == {"accelpool.io/pool": "p", BURN_IN: "failed"}, "never lifted by accelpool"
 
