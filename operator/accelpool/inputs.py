@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -132,8 +133,27 @@ def pool_input(
 
 
 def validate(spec_raw: Mapping[str, Any]) -> Checked:
+    """A stored pool's spec, judged as the API server judges a new one; a `holdDown` stored below the floor is
+    read as the floor (`hold_down_below_floor`)."""
+    if hold_down_below_floor(spec_raw) is not None:
+        health = {**spec_raw["health"], "holdDown": api.MIN_HOLD_DOWN}
+        spec_raw = {**spec_raw, "health": health}
     spec, problems = validation.validate_spec(spec_raw)
     return spec, tuple(str(p) for p in problems)
+
+
+def hold_down_below_floor(spec_raw: Mapping[str, Any]) -> str | None:
+    """The stored `health.holdDown` when it is a duration below `api.MIN_HOLD_DOWN`, else None.
+
+    Pools admitted before the floor existed keep such a value: the API server admits updates that leave
+    it unchanged (CRD validation ratcheting, KEP-4008). Read as invalid, such a pool's quarantines would
+    never be lifted; read as the floor, it goes on as its owner meant, and the controller says so.
+    """
+    health = spec_raw.get("health")
+    hold_down = health.get("holdDown") if isinstance(health, Mapping) else None
+    if not isinstance(hold_down, str) or not re.fullmatch(api.DURATION_PATTERN, hold_down):
+        return None
+    return hold_down if api.parse_duration(hold_down) < api.parse_duration(api.MIN_HOLD_DOWN) else None
 
 
 def _documents(text: str) -> Iterator[Mapping[str, Any]]:

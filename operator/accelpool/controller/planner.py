@@ -94,6 +94,17 @@ class Planner:
         checked = self._validated.get(record.validation_key)
         if checked is None:
             checked = self._validated[record.validation_key] = inputs.validate(record.spec)
+            below = inputs.hold_down_below_floor(record.spec)
+            if below is not None:
+                log.warning(
+                    "pool %s: spec.health.holdDown %s is below the %s floor (stored before it existed): %s is used;"
+                    " set holdDown to at least %s",
+                    record.name,
+                    below,
+                    api.MIN_HOLD_DOWN,
+                    api.MIN_HOLD_DOWN,
+                    api.MIN_HOLD_DOWN,
+                )
         return checked
 
     def _config_sync(self, config: ConfigState) -> ConfigSync:

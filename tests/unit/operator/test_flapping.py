@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from accelpool import api, conventions
+from accelpool import api, conventions, inputs, validation
 from accelpool.ladder import QuarantineHistory, history_of, record_of
 from accelpool.nodes import HealthCondition, NodeView, format_time
 from accelpool.planning import Plan
@@ -253,3 +253,23 @@ def test_the_planner_asks_to_plan_again_when_the_damped_hold_down_ends() -> None
 def test_hold_downs_are_written_as_the_spec_writes_durations(seconds: float, text: str) -> None:
     assert api.format_duration(seconds) == text
     assert api.parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("stored", ["0s", "9s999ms", "200ms"])
+def test_a_pool_stored_below_the_floor_is_planned_at_the_floor_not_set_aside(stored: str) -> None:
+    """Admitted before the floor existed (the API server keeps it on updates: validation ratcheting): its
+    quarantines must still be lifted, so the operator reads the floor instead of calling the pool invalid."""
+    spec_raw = {"accelerator": "H100", "health": {"holdDown": stored}}
+    assert validation.validate_spec(spec_raw)[1], "a new pool with it is refused"
+    assert inputs.hold_down_below_floor(spec_raw) == stored
+    spec, problems = inputs.validate(spec_raw)
+    assert problems == () and spec is not None
+    assert spec.health.hold_down_seconds == api.parse_duration(api.MIN_HOLD_DOWN)
+
+
+@pytest.mark.parametrize("stored", ["10s", "1m", "bogus", 5])
+def test_other_hold_downs_are_read_as_stored(stored: object) -> None:
+    spec_raw = {"accelerator": "H100", "health": {"holdDown": stored}}
+    assert inputs.hold_down_below_floor(spec_raw) is None
+    spec, problems = validation.validate_spec(spec_raw)
+    assert inputs.validate(spec_raw) == (spec, tuple(str(p) for p in problems))
