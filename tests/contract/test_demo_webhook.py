@@ -27,6 +27,7 @@ import yaml
 from aiohttp import web
 
 from accelpool import api
+from accelpool import webhook as webhook_server
 from accelpool_core.kube import ApiError
 from accelpool_demo import webhook as demo_webhook
 from accelpool_demo.apiserver import ApiServer, serving
@@ -416,3 +417,33 @@ async def test_credentials_it_cannot_use_fail_the_call(
         assert failed.value.body["message"].startswith(
             f'Internal error occurred: failed calling webhook "{demo_webhook.WEBHOOK}": {says}'
         )
+
+
+def _readme_block(first_line: str) -> str:
+    """The README's fenced block that starts with `first_line`."""
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    start = text.index(f"```yaml\n{first_line}\n") + len("```yaml\n")
+    return text[start : text.index("```", start)]
+
+
+async def test_the_readmes_admission_configuration_gives_the_webhook_its_certificate(tmp_path: Path) -> None:
+    """README "Securing the webhook": its two files, as kube-apiserver reads them, make the emulated API server
+    present the certificate to the chart's webhook (release accelpool in accelpool-system), which admits pools."""
+    admission = _readme_block("# /etc/kubernetes/admission/admission-configuration.yaml")
+    kubeconfig = _readme_block("# /etc/kubernetes/admission/webhook-kubeconfig.yaml")
+    client = demo_webhook.ClientCertificates.generate()
+    (tmp_path / "accelpool-webhook-client.crt").write_bytes(client.certificate)
+    (tmp_path / "accelpool-webhook-client.key").write_bytes(client.key)
+    (tmp_path / "admission-configuration.yaml").write_text(
+        admission.replace("/etc/kubernetes/admission", str(tmp_path))
+    )
+    (tmp_path / "webhook-kubeconfig.yaml").write_text(kubeconfig.replace("/etc/kubernetes/admission", str(tmp_path)))
+    certificates = demo_webhook.Certificates.generate()
+    ca_file = client.write_ca(tmp_path / "client-ca.crt")
+    running = await webhook_server.serve(certificates.write(tmp_path / "tls"), 0, host="127.0.0.1", client_ca=ca_file)
+    try:
+        dispatcher = _dispatcher(demo_webhook.configuration(certificates.ca), running.port)
+        dispatcher.kubeconfig = read_admission_kubeconfig(tmp_path / "admission-configuration.yaml")
+        assert await dispatcher.validate(_attributes("CREATE", VALID)) == []
+    finally:
+        await running.close()
