@@ -163,7 +163,13 @@ async def serve_webhook(config: OperatorConfig) -> webhook.WebhookServer | None:
     if not config.webhook_port:
         return None
     try:
-        return await webhook.serve(config.webhook_cert_dir, config.webhook_port, host=config.webhook_address)
+        return await webhook.serve(
+            config.webhook_cert_dir,
+            config.webhook_port,
+            host=config.webhook_address,
+            client_ca=config.webhook_client_ca,
+            client_names=config.webhook_client_names,
+        )
     except webhook.CertificateError as error:
         raise kopf.PermanentError(str(error)) from error
 

@@ -43,6 +43,11 @@ def _optional(text: str) -> str | None:
     return text or None
 
 
+def _names(text: str) -> tuple[str, ...]:
+    """`a, b,,c` → (a, b, c)."""
+    return tuple(part.strip() for part in str(text).split(",") if part.strip())
+
+
 def _optional_int(text: str) -> int | None:
     return int(text) if str(text).strip() else None
 
@@ -140,6 +145,23 @@ OPTIONS: tuple[_Option, ...] = (
         "webhook_cert_dir",
         DEFAULT_WEBHOOK_CERT_DIR,
         "directory holding the webhook's serving certificate and key, tls.crt and tls.key",
+    ),
+    _Option(
+        "--webhook-client-ca",
+        "webhook_client_ca",
+        None,
+        "PEM file of the CAs whose client certificates the webhook accepts: with it, every caller must present "
+        "one (kube-apiserver does with an AdmissionConfiguration kubeConfigFile); '' (default): no client "
+        "authentication",
+        parse=_optional,
+    ),
+    _Option(
+        "--webhook-client-names",
+        "webhook_client_names",
+        (),
+        "comma-separated names (subject CN or DNS subjectAltName) one of which a client certificate must carry; "
+        "'' (default): any certificate --webhook-client-ca signed",
+        parse=_names,
     ),
     _Option(
         "--liveness",
@@ -319,6 +341,8 @@ class OperatorConfig:
     webhook_address: str = "0.0.0.0"
     webhook_port: int = DEFAULT_WEBHOOK_PORT
     webhook_cert_dir: str = DEFAULT_WEBHOOK_CERT_DIR
+    webhook_client_ca: str | None = None
+    webhook_client_names: tuple[str, ...] = ()
     agent: AgentSettings = field(default_factory=AgentSettings)
     events_namespace: str = "default"
     resync_seconds: float = 300.0

@@ -24,6 +24,20 @@ certificate files, naming the path and the chart values. Every minute (`reload_s
 files are read again and a changed pair is loaded for new connections, so a certificate that
 cert-manager renews (or a Secret someone replaces) is served without a restart.
 
+Optionally the callers are authenticated too (`ClientAuth`, `--webhook-client-ca`): every
+connection must then present a client certificate that one of the CA file's certificates
+signed, or the TLS handshake fails (`ssl.CERT_REQUIRED`), and with `--webhook-client-names`
+the certificate must also name one of them (subject CN or a DNS SAN), or the request is
+answered 403. kube-apiserver presents one only when its admission configuration says so: the
+ValidatingAdmissionWebhook plugin's `kubeConfigFile` (WebhookAdmissionConfiguration), whose
+`users` entry named after the Service (`<service>.<namespace>.svc`) carries
+`client-certificate`/`client-key` (k8s.io/apiserver pkg/util/webhook/authentication.go
+`defaultAuthenticationInfoResolver.clientConfig`; docs: "Authenticate apiservers" in
+Dynamic Admission Control). Managed control planes (EKS, GKE, AKS) do not let you set that, so
+it is off unless asked for. A changed CA file is read at the same tick; OpenSSL's trust store
+only grows, so a CA added to the file is trusted at once and one removed stays trusted until
+the operator restarts.
+
 A small aiohttp app rather than kopf's admission support (`@kopf.on.validate` served by
 `kopf.WebhookServer`), because of how kopf 1.45 shapes a webhook:
 
@@ -50,11 +64,14 @@ import contextlib
 import json
 import logging
 import ssl
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from accelpool import admission
 from accelpool.textio import one_line
@@ -76,14 +93,64 @@ RELOAD_SECONDS = 60.0
 log = logging.getLogger("accelpool.webhook")
 
 
+PEM_CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
+CLIENT_CA_HINT = (
+    "The chart mounts the CA at /etc/accelpool/webhook-client/ca.crt when webhook.clientAuth.enabled=true "
+    "(from webhook.clientAuth.caBundle, the Secret webhook.clientAuth.caSecretName, or the CA Helm generates); "
+    "elsewhere, point --webhook-client-ca (ACCELPOOL_WEBHOOK_CLIENT_CA) at a PEM file of the CA certificates "
+    "that sign the API server's webhook client certificate, or leave it empty for no client authentication"
+)
+
+
 class CertificateError(Exception):
-    """The serving certificate or key cannot be read; the message says where and what to set."""
+    """The serving certificate or key, or the client CA, cannot be read; the message says where and what to set."""
 
 
-def tls_context(cert_dir: str | Path) -> ssl.SSLContext:
-    """A server TLS context with `cert_dir`'s tls.crt and tls.key (TLS 1.2 or later)."""
+@dataclass(frozen=True)
+class ClientAuth:
+    """Who may call the webhook: a client certificate signed by a CA in `ca_file` (PEM) and, when
+    `names` is not empty, naming one of them as its subject CN or a DNS subjectAltName."""
+
+    ca_file: Path
+    names: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, ca_file: str | Path | None, names: Collection[str] = ()) -> ClientAuth | None:
+        """From `--webhook-client-ca` and `--webhook-client-names`; None (anyone may call) without a CA."""
+        wanted = frozenset(name.strip() for name in names if name.strip())
+        if not ca_file:
+            if wanted:
+                raise CertificateError(
+                    f"--webhook-client-names ({', '.join(sorted(wanted))}) needs --webhook-client-ca "
+                    "(ACCELPOOL_WEBHOOK_CLIENT_CA): names are checked on client certificates, which the "
+                    f"webhook asks for only with a CA to verify them. {CLIENT_CA_HINT}"
+                )
+            return None
+        return cls(Path(ca_file), wanted)
+
+    def allows(self, peer: Mapping[str, Any] | None) -> bool:
+        return not self.names or bool(self.names & set(certificate_names(peer)))
+
+
+def certificate_names(peer: Mapping[str, Any] | None) -> list[str]:
+    """The subject CNs and DNS subjectAltNames of a verified peer certificate (`SSLSocket.getpeercert()`)."""
+    if not peer:
+        return []
+    common = [value for rdn in peer.get("subject", ()) for key, value in rdn if key == "commonName"]
+    dns = [value for kind, value in peer.get("subjectAltName", ()) if kind == "DNS"]
+    return [*common, *dns]
+
+
+def tls_context(
+    cert_dir: str | Path, *, client_ca: str | Path | None = None, client_names: Collection[str] = ()
+) -> ssl.SSLContext:
+    """A server TLS context with `cert_dir`'s tls.crt and tls.key (TLS 1.2 or later), requiring client
+    certificates from `client_ca` when given (`ClientAuth.of`)."""
     context = _server_context()
     _load(context, Path(cert_dir))
+    auth = ClientAuth.of(client_ca, client_names)
+    if auth is not None:
+        _load_client_ca(context, auth.ca_file)
     return context
 
 
@@ -113,6 +180,41 @@ def _load(context: ssl.SSLContext, cert_dir: Path) -> tuple[bytes, bytes]:
     return loaded
 
 
+def _read_client_ca(path: Path) -> bytes:
+    """The CA file's bytes once OpenSSL has accepted them and found a CA among them."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise CertificateError(
+            f"cannot read the webhook client CA file {path}: {error.strerror or error}. {CLIENT_CA_HINT}"
+        ) from error
+    if PEM_CERTIFICATE not in data:
+        raise CertificateError(
+            f"the webhook client CA file {path} holds no PEM certificate ({PEM_CERTIFICATE.decode()}). {CLIENT_CA_HINT}"
+        )
+    probe = _server_context()
+    try:
+        probe.load_verify_locations(cadata=data.decode("ascii"))
+    except (ssl.SSLError, UnicodeDecodeError, ValueError) as error:
+        raise CertificateError(
+            f"the webhook client CA file {path} is not PEM certificates OpenSSL can load: {error}. {CLIENT_CA_HINT}"
+        ) from error
+    if not probe.cert_store_stats()["x509_ca"]:
+        raise CertificateError(
+            f"the webhook client CA file {path} holds no CA certificate (basicConstraints CA:TRUE): is it the "
+            f"client certificate (tls.crt) instead of the CA that signed it (ca.crt)? {CLIENT_CA_HINT}"
+        )
+    return data
+
+
+def _load_client_ca(context: ssl.SSLContext, path: Path) -> bytes:
+    """Trust the CA file's certificates for client certificates, and require one from every client."""
+    data = _read_client_ca(path)
+    context.load_verify_locations(cadata=data.decode("ascii"))
+    context.verify_mode = ssl.CERT_REQUIRED
+    return data
+
+
 @dataclass
 class WebhookServer:
     """A running webhook: its port, and the certificate pair it serves (reloaded when changed)."""
@@ -122,14 +224,40 @@ class WebhookServer:
     cert_dir: Path
     port: int
     loaded: tuple[bytes, bytes]
+    client_auth: ClientAuth | None = None
+    client_ca_loaded: bytes = b""
     reloader: asyncio.Task[None] | None = field(default=None, repr=False)
 
     def reload(self) -> bool:
-        """Load the pair again if its files changed; True when new connections get a new pair.
+        """Load the pair (and the client CA file) again if its files changed; True when new connections
+        get a new pair or trust a new CA.
 
         A pair that does not load (read while the Secret is being swapped) is tried again at the
-        next tick; the previous pair is served meanwhile.
+        next tick; the previous pair is served meanwhile. So is a client CA file that does not load.
         """
+        pair = self._reload_pair()
+        client_ca = self._reload_client_ca()
+        return pair or client_ca
+
+    def _reload_client_ca(self) -> bool:
+        if self.client_auth is None:
+            return False
+        path = self.client_auth.ca_file
+        try:
+            if path.read_bytes() == self.client_ca_loaded:
+                return False
+            self.client_ca_loaded = _load_client_ca(self.context, path)
+        except (OSError, CertificateError) as error:
+            log.warning("webhook client CA not reloaded, still trusting the previous one: %s", error)
+            return False
+        log.info(
+            "webhook client CA reloaded from %s: its certificates are trusted now; a CA removed from the file "
+            "stays trusted until the operator restarts",
+            path,
+        )
+        return True
+
+    def _reload_pair(self) -> bool:
         cert, key = self.cert_dir / CERT_FILE, self.cert_dir / KEY_FILE
         try:
             if (cert.read_bytes(), key.read_bytes()) == self.loaded:
@@ -222,7 +350,31 @@ def _too_large() -> web.Response:
     )
 
 
-def application(reviewer: Reviewer | None = None) -> web.Application:
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _names_checked(auth: ClientAuth) -> Middleware:
+    """A middleware answering 403 to a client whose (CA-verified) certificate names none of `auth.names`."""
+
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        peer = request.transport.get_extra_info("peercert") if request.transport is not None else None
+        if auth.allows(peer):
+            return await handler(request)
+        presented = ", ".join(certificate_names(peer)) or "no subject CN or DNS name"
+        log.warning("refused a webhook call from a client certificate naming %s", one_line(presented, LOG_CHARS))
+        return web.Response(
+            status=403,
+            text=(
+                f"the client certificate names {presented}, none of the names this webhook accepts "
+                f"(--webhook-client-names: {', '.join(sorted(auth.names))})"
+            ),
+        )
+
+    return check
+
+
+def application(reviewer: Reviewer | None = None, client_auth: ClientAuth | None = None) -> web.Application:
     reviewer = reviewer or Reviewer()
 
     async def handle(request: web.Request) -> web.Response:
@@ -244,7 +396,8 @@ def application(reviewer: Reviewer | None = None) -> web.Application:
     async def close(_: web.Application) -> None:
         reviewer.close()
 
-    app = web.Application(client_max_size=MAX_REVIEW_BYTES)
+    middlewares = [_names_checked(client_auth)] if client_auth is not None and client_auth.names else []
+    app = web.Application(client_max_size=MAX_REVIEW_BYTES, middlewares=middlewares)
     app.router.add_post(PATH, handle)
     app.on_cleanup.append(close)
     return app
@@ -257,15 +410,20 @@ async def serve(
     host: str | None = None,
     reload_seconds: float = RELOAD_SECONDS,
     workers: int = MAX_CONCURRENT_REVIEWS,
+    client_ca: str | Path | None = None,
+    client_names: Collection[str] = (),
 ) -> WebhookServer:
-    """Listen on host:port (all interfaces when host is None; port 0: any free port) over TLS.
+    """Listen on host:port (all interfaces when host is None; port 0: any free port) over TLS; with
+    `client_ca`, only to clients presenting a certificate it signed (named in `client_names`, if any).
 
-    Raises `CertificateError` before listening when the certificate files are missing or bad.
-    The caller closes the returned server.
+    Raises `CertificateError` before listening when the certificate files or the client CA file
+    are missing or bad. The caller closes the returned server.
     """
     context = _server_context()
     loaded = _load(context, Path(cert_dir))
-    runner = web.AppRunner(application(Reviewer(workers)), access_log=None)
+    auth = ClientAuth.of(client_ca, client_names)
+    client_ca_loaded = _load_client_ca(context, auth.ca_file) if auth is not None else b""
+    runner = web.AppRunner(application(Reviewer(workers), auth), access_log=None)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port, ssl_context=context)
@@ -274,7 +432,16 @@ async def serve(
         await runner.cleanup()
         raise
     bound = int(runner.addresses[0][1])
-    webhook = WebhookServer(runner, context, Path(cert_dir), bound, loaded)
+    webhook = WebhookServer(runner, context, Path(cert_dir), bound, loaded, auth, client_ca_loaded)
     webhook.reloader = asyncio.create_task(webhook._reload_every(reload_seconds), name="accelpool webhook reloader")
-    log.info("ComputePool admission webhook listening on https://%s:%s%s", host or "*", bound, PATH)
+    log.info(
+        "ComputePool admission webhook listening on https://%s:%s%s%s",
+        host or "*",
+        bound,
+        PATH,
+        ""
+        if auth is None
+        else f", for clients with a certificate from {auth.ca_file}"
+        + (f" naming {', '.join(sorted(auth.names))}" if auth.names else ""),
+    )
     return webhook

@@ -1,20 +1,25 @@
 """Rendering charts/accelpool with the real helm binary, for the chart's contract tests and the e2e.
 
 `render(values_files, set_values)` runs `helm template` and returns the objects it printed;
-`HelmFailed` carries helm's stderr when it refuses (values.schema.json, a template error).
+`HelmFailed` carries helm's stderr when it refuses (values.schema.json, a template error);
+`render_upgrade` renders as `helm upgrade` does, its `lookup`s answered by the demo's emulated API server.
 """
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import kmock
 import yaml
 
 from accelpool import cli
 from accelpool.settings import OperatorConfig
+from accelpool_demo.apiserver import ApiServer
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "accelpool"
@@ -90,3 +95,52 @@ def operator_config(objects: Objects) -> OperatorConfig:
     _, container = operator_deployment(objects)
     args = cli.build_parser().parse_args(["run", *container["args"]])
     return OperatorConfig.from_args(args)
+
+
+async def render_upgrade(
+    helm: str, kinds: Objects, existing: list[dict[str, Any]], tmp_path: Path, set_values: Sequence[str] = ()
+) -> Objects:
+    """`helm template` as `helm upgrade` renders: against a cluster (here emulated) holding `existing`, the
+    kinds of `kinds` declared (a render of the same chart)."""
+    emulator = ApiServer()  # the demo's: it answers the version the chart asks for and serves what is declared
+    for obj in kinds:
+        group_version, kind = obj["apiVersion"], obj["kind"]
+        emulator.resources[f"{group_version}/{kind.lower()}s"] = kmock.ResourceInfo(
+            kind=kind, singular=kind.lower(), namespaced="namespace" in obj["metadata"], verbs={"get", "list"}
+        )
+    for obj in existing:
+        meta = obj["metadata"]
+        emulator.store.put(f"{obj['apiVersion']}/{obj['kind'].lower()}s", {**obj, "metadata": dict(meta)})
+    async with emulator, kmock.Server(emulator) as server:
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "emulated", "cluster": {"server": str(server.url).rstrip("/")}}],
+                    "users": [{"name": "anonymous", "user": {}}],
+                    "contexts": [{"name": "emulated", "context": {"cluster": "emulated", "user": "anonymous"}}],
+                    "current-context": "emulated",
+                }
+            )
+        )
+        args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kubeconfig", str(kubeconfig)]
+        args += ["--dry-run=server", "--disable-openapi-validation"]
+        for assignment in set_values:
+            args += ["--set", assignment]
+        process = await asyncio.create_subprocess_exec(helm, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    lookups = [r for r in emulator if "/secrets/" in str(r.url)]
+    assert lookups, "helm did not look the Secret up"
+    return [doc for doc in yaml.safe_load_all(out.decode()) if doc]
+
+
+def as_installed(secret: dict[str, Any]) -> dict[str, Any]:
+    """The Secret as a previous `helm install` left it (with Helm's ownership marks)."""
+    installed = copy.deepcopy(secret)
+    installed["metadata"].setdefault("annotations", {}).update(
+        {"meta.helm.sh/release-name": RELEASE, "meta.helm.sh/release-namespace": NAMESPACE}
+    )
+    return installed

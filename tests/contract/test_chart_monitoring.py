@@ -1,13 +1,10 @@
-"""The chart's monitoring and network objects with the real helm: ServiceMonitor, PodMonitor,
-PrometheusRule, dashboards ConfigMaps and the NetworkPolicies that admit only the scrapers named
-in values."""
+"""The chart's monitoring objects with the real helm: ServiceMonitor, PodMonitor, PrometheusRule and
+the dashboards ConfigMaps (the NetworkPolicies that admit the scrapers: test_chart_network_policy.py)."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
-import kubernetes_validate
 import pytest
 import yaml
 
@@ -15,14 +12,10 @@ from accelpool import api
 from accelpool import render as operator_render
 from tests.contract.chart import (
     CHART,
-    FULL_VALUES,
-    KUBERNETES_VERSION,
-    NAMESPACE,
     Objects,
     find,
     one,
     operator_config,
-    operator_deployment,
     render,
 )
 
@@ -72,85 +65,6 @@ def test_agent_daemonsets_the_operator_renders_fit_the_chart(full_objects: Objec
     assert monitor["spec"]["podMetricsEndpoints"][0]["port"] in ports
     assert "runtimeClassName" not in pod["spec"]  # agent.runtimeClassName: "" in values-full
     assert account["imagePullSecrets"] == [{"name": "registry-example-com"}]  # pods of the DaemonSet get them
-
-
-# ---- NetworkPolicies: the agents' and the operator's metrics only for the scrapers named in values.
-
-
-def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    assert set(selector) <= {"matchLabels"}, "these policies select by labels only"
-    return bool(selector["matchLabels"].items() <= labels.items())
-
-
-def _namespace_of(objects: Objects, kind: str) -> str:
-    return str(one(objects, kind)["metadata"]["namespace"])
-
-
-def test_no_network_policy_unless_enabled(default_objects: Objects) -> None:
-    assert not find(default_objects, "NetworkPolicy")
-
-
-def test_agent_network_policy_admits_only_the_scrapers(full_objects: Objects) -> None:
-    """The policy sits in the namespace the operator runs the agents in, selects the pods of the
-    DaemonSet it renders, and opens their metrics port to `networkPolicy.metricsFrom` alone."""
-    values = yaml.safe_load(FULL_VALUES.read_text())["networkPolicy"]
-    config = operator_config(full_objects)
-    spec = api.ComputePoolSpec.model_validate({"accelerator": "H100:8", "nodes": 2})
-    daemonset = operator_render.daemonset("llm-training", "0000-uid", spec, config.agent)
-    pod = daemonset["spec"]["template"]
-    policy = one(full_objects, "NetworkPolicy", "gpu-pools-agent")
-    assert policy["metadata"]["namespace"] == daemonset["metadata"]["namespace"] == "accelpool-agents"
-    assert _selects(policy["spec"]["podSelector"], pod["metadata"]["labels"])
-    assert not _selects(
-        policy["spec"]["podSelector"], one(full_objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
-    )
-    [rule] = policy["spec"]["ingress"]
-    metrics_port = next(p for p in pod["spec"]["containers"][0]["ports"] if p["name"] == "metrics")
-    assert rule["ports"] == [{"port": metrics_port["containerPort"], "protocol": "TCP"}]
-    assert rule["from"] == values["metricsFrom"]
-    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
-    assert policy["spec"]["egress"] == values["egress"]
-
-
-def test_operator_network_policy_admits_the_scrapers_and_helm_test(full_objects: Objects) -> None:
-    values = yaml.safe_load(FULL_VALUES.read_text())["networkPolicy"]
-    deployment, _ = operator_deployment(full_objects)
-    policy = one(full_objects, "NetworkPolicy", "gpu-pools-operator")
-    assert policy["metadata"]["namespace"] == deployment["metadata"]["namespace"] == NAMESPACE
-    assert _selects(policy["spec"]["podSelector"], deployment["spec"]["template"]["metadata"]["labels"])
-    rule, webhook_rule = policy["spec"]["ingress"]
-    assert rule["ports"] == [{"port": 9090, "protocol": "TCP"}]  # metrics only: the kubelet probes the health port
-    assert webhook_rule == {
-        "ports": [{"port": 8443, "protocol": "TCP"}]
-    }  # the API server: tests/contract/test_webhook.py
-    assert rule["from"][: len(values["metricsFrom"])] == values["metricsFrom"]
-    [test_peer] = rule["from"][len(values["metricsFrom"]) :]
-    test_pod = one(full_objects, "Pod")
-    assert set(test_peer) == {"podSelector"} and _selects(test_peer["podSelector"], test_pod["metadata"]["labels"])
-    assert not _selects(policy["spec"]["podSelector"], test_pod["metadata"]["labels"])
-    assert policy["spec"]["egress"] == values["egress"]
-
-
-def test_network_policies_by_default_leave_egress_open_and_admit_the_monitoring_namespace(helm: str) -> None:
-    objects = render(helm, set_values=["networkPolicy.enabled=true"])
-    monitoring = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
-    policies = {p["metadata"]["name"]: p for p in find(objects, "NetworkPolicy")}
-    assert set(policies) == {"accelpool-agent", "accelpool-operator"}
-    for policy in policies.values():
-        assert policy["metadata"]["namespace"] == NAMESPACE
-        assert policy["spec"]["policyTypes"] == ["Ingress"] and "egress" not in policy["spec"]
-        assert policy["spec"]["ingress"][0]["from"][:1] == monitoring
-        kubernetes_validate.validate(policy, KUBERNETES_VERSION, strict=True)
-    assert policies["accelpool-agent"]["spec"]["ingress"][0]["ports"] == [{"port": 9402, "protocol": "TCP"}]
-
-
-def test_no_scrapers_means_no_one_reaches_the_agents(helm: str) -> None:
-    """An empty `metricsFrom` must not turn into a rule without `from` (which admits everyone)."""
-    objects = render(helm, set_values=["networkPolicy.enabled=true", "networkPolicy.metricsFrom=null"])
-    assert one(objects, "NetworkPolicy", "accelpool-agent")["spec"]["ingress"] == []
-    rule, webhook_rule = one(objects, "NetworkPolicy", "accelpool-operator")["spec"]["ingress"]
-    assert [set(peer) for peer in rule["from"]] == [{"podSelector"}]
-    assert "from" not in webhook_rule and webhook_rule["ports"] == [{"port": 9443, "protocol": "TCP"}]
 
 
 def test_prometheus_rule_carries_every_alert_with_extra_labels(full_objects: Objects) -> None:

@@ -6,26 +6,22 @@ trusted through the configuration's caBundle alone, as an API server would call 
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import shutil
 import ssl
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import kmock
 import pytest
 import yaml
 
 from accelpool import admission, cli, validation
 from accelpool import webhook as webhook_server
 from accelpool.settings import OperatorConfig
-from accelpool_demo.apiserver import ApiServer
 from accelpool_demo.apiserver.cel import evaluate
 from tests.admission_webhook import ChartCertificates, RunningWebhook, WebhookErrors
 from tests.cases import pool
-from tests.contract.chart import CHART, FULL_VALUES, NAMESPACE, RELEASE, find, one, render
+from tests.contract.chart import FULL_VALUES, NAMESPACE, RELEASE, as_installed, find, one, render, render_upgrade
 
 pytestmark = pytest.mark.contract
 
@@ -198,63 +194,19 @@ def test_each_render_without_a_cluster_generates_a_new_pair(helm: str) -> None:
     assert all(first[key] != second[key] for key in TLS_KEYS)
 
 
-async def _render_upgrade(helm: str, kinds: Objects, existing: list[dict[str, Any]], tmp_path: Path) -> Objects:
-    """`helm template` as `helm upgrade` renders: against a cluster (here emulated) holding `existing`."""
-    emulator = ApiServer()  # the demo's: it answers the version the chart asks for and serves what is declared
-    for obj in kinds:
-        group_version, kind = obj["apiVersion"], obj["kind"]
-        emulator.resources[f"{group_version}/{kind.lower()}s"] = kmock.ResourceInfo(
-            kind=kind, singular=kind.lower(), namespaced="namespace" in obj["metadata"], verbs={"get", "list"}
-        )
-    for obj in existing:
-        meta = obj["metadata"]
-        emulator.store.put(f"{obj['apiVersion']}/{obj['kind'].lower()}s", {**obj, "metadata": dict(meta)})
-    async with emulator, kmock.Server(emulator) as server:
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "emulated", "cluster": {"server": str(server.url).rstrip("/")}}],
-                    "users": [{"name": "anonymous", "user": {}}],
-                    "contexts": [{"name": "emulated", "context": {"cluster": "emulated", "user": "anonymous"}}],
-                    "current-context": "emulated",
-                }
-            )
-        )
-        args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kubeconfig", str(kubeconfig)]
-        args += ["--dry-run=server", "--disable-openapi-validation"]
-        process = await asyncio.create_subprocess_exec(helm, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode == 0, err.decode()
-    lookups = [r for r in emulator if "/secrets/" in str(r.url)]
-    assert lookups, "helm did not look the Secret up"
-    return [doc for doc in yaml.safe_load_all(out.decode()) if doc]
-
-
-def _as_installed(secret: dict[str, Any]) -> dict[str, Any]:
-    """The Secret as a previous `helm install` left it (with Helm's ownership marks)."""
-    installed = copy.deepcopy(secret)
-    installed["metadata"].setdefault("annotations", {}).update(
-        {"meta.helm.sh/release-name": RELEASE, "meta.helm.sh/release-namespace": NAMESPACE}
-    )
-    return installed
-
-
 async def test_an_upgrade_keeps_the_installed_certificate_and_ca(
     helm: str, default_objects: Objects, tmp_path: Path
 ) -> None:
     installed = one(default_objects, "Secret", _tls_secret_name(default_objects))
-    upgraded = await _render_upgrade(helm, default_objects, [_as_installed(installed)], tmp_path)
+    upgraded = await render_upgrade(helm, default_objects, [as_installed(installed)], tmp_path)
     assert _tls_data(upgraded) == _tls_data(default_objects)
     assert _hook(upgraded)["clientConfig"]["caBundle"] == installed["data"]["ca.crt"]
 
 
 async def test_an_upgrade_replaces_an_incomplete_secret(helm: str, default_objects: Objects, tmp_path: Path) -> None:
-    installed = _as_installed(one(default_objects, "Secret", _tls_secret_name(default_objects)))
+    installed = as_installed(one(default_objects, "Secret", _tls_secret_name(default_objects)))
     del installed["data"]["tls.key"]
-    upgraded = await _render_upgrade(helm, default_objects, [installed], tmp_path)
+    upgraded = await render_upgrade(helm, default_objects, [installed], tmp_path)
     fresh = _tls_data(upgraded)
     assert fresh["ca.crt"] != installed["data"]["ca.crt"] and fresh["tls.key"]
     assert _hook(upgraded)["clientConfig"]["caBundle"] == fresh["ca.crt"]

@@ -139,6 +139,44 @@ Helm, or issued by cert-manager under another name (so switching never has two o
 /etc/accelpool/webhook
 {{- end }}
 
+{{/* The Secret holding the CA and the API server's client certificate Helm generates when
+webhook.clientAuth is on without a CA of your own (ca.crt, tls.crt, tls.key). */}}
+{{- define "accelpool.webhookClientSecretName" -}}
+{{- printf "%s-webhook-client" (include "accelpool.operatorName" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The ConfigMap holding webhook.clientAuth.caBundle. */}}
+{{- define "accelpool.webhookClientCAConfigMapName" -}}
+{{- printf "%s-webhook-client-ca" (include "accelpool.operatorName" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Where the operator reads the CA of the API server's client certificate (--webhook-client-ca). */}}
+{{- define "accelpool.webhookClientCAFile" -}}
+/etc/accelpool/webhook-client/ca.crt
+{{- end }}
+
+{{/* The egress rules of the NetworkPolicies (operator and agents), [] when egress is not restricted:
+the API server's endpoints, DNS, and networkPolicy.egress. */}}
+{{- define "accelpool.networkPolicyEgress" -}}
+{{- $np := .Values.networkPolicy }}
+{{- $rules := list }}
+{{- if or $np.apiServerCIDRs $np.egress }}
+{{- if $np.apiServerCIDRs }}
+{{- $to := list }}
+{{- range $np.apiServerCIDRs }}{{ $to = append $to (dict "ipBlock" (dict "cidr" .)) }}{{ end }}
+{{- $ports := list }}
+{{- range $np.apiServerPorts }}{{ $ports = append $ports (dict "protocol" "TCP" "port" (int .)) }}{{ end }}
+{{- $rules = append $rules (dict "to" $to "ports" $ports) }}
+{{- end }}
+{{- if $np.dnsTo }}
+{{- $dns := list (dict "protocol" "UDP" "port" 53) (dict "protocol" "TCP" "port" 53) }}
+{{- $rules = append $rules (dict "to" $np.dnsTo "ports" $dns) }}
+{{- end }}
+{{- $rules = concat $rules $np.egress }}
+{{- end }}
+{{- toYaml $rules }}
+{{- end }}
+
 {{/* The ClusterKopfPeering object the operator replicas share (--peering). */}}
 {{- define "accelpool.peeringName" -}}
 {{- include "accelpool.fullname" . }}

@@ -24,6 +24,22 @@ Following kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/admission/plugi
 
 The emulator has no Services or Endpoints of its own: a `service` reference is resolved by the
 `resolve` callback its owner gives it (where the demo runs the operator's webhook).
+
+Who the server says it is to a webhook comes from the admission plugin's kubeconfig, as set by
+`--admission-control-config-file` (`read_admission_kubeconfig`, then `Webhooks.kubeconfig`):
+
+- apiserver/pkg/admission/config.go ReadAdmissionConfiguration: an AdmissionConfiguration
+  (apiserver.config.k8s.io/v1) lists `plugins`, each with its `configuration` inline or in the file at
+  `path` (relative to the configuration's directory); webhook/config/kubeconfig.go LoadConfig: the
+  ValidatingAdmissionWebhook plugin's WebhookAdmissionConfiguration names a `kubeConfigFile`, which must
+  be an absolute path;
+- util/webhook/client.go HookClient, authentication.go defaultAuthenticationInfoResolver: the `users`
+  entry for a `service` is looked up as `NAME.NAMESPACE.svc:PORT` (for a `url`, its host:port, 443
+  unless given): the exact name, then `*.` + each shorter suffix, then (port 443 only) the same without
+  the port, then `*`, then the current context's user, else none (anonymous); restConfigFromKubeconfig:
+  its `client-certificate`(`-data`) and `client-key`(`-data`) are presented in the TLS handshake, a
+  `token`/`tokenFile` is sent as `Authorization: Bearer`, a `username`/`password` as basic auth, and an
+  `auth-provider` fails the call ("auth provider not supported").
 """
 
 from __future__ import annotations
@@ -32,12 +48,16 @@ import base64
 import contextvars
 import json
 import ssl
+import tempfile
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
+import yaml
 
 from accelpool_demo.apiserver.cel import CompileError, evaluate
 from accelpool_demo.apiserver.resources import StatusError, refused, status_body
@@ -136,6 +156,113 @@ class _CallFailed(Exception):
     """The webhook could not be called or gave no usable answer (webhook/errors.go ErrCallingWebhook)."""
 
 
+class _Unsupported(Exception):
+    """A kubeconfig user the server cannot build a client from."""
+
+
+class AdmissionConfigurationError(Exception):
+    """The admission configuration or its kubeconfig cannot be used; kube-apiserver would not start."""
+
+
+ADMISSION_PLUGIN = "ValidatingAdmissionWebhook"
+WEBHOOK_ADMISSION_KINDS = {
+    "apiserver.config.k8s.io/v1": "WebhookAdmissionConfiguration",
+    "apiserver.config.k8s.io/v1alpha1": "WebhookAdmission",
+}
+
+
+def read_admission_kubeconfig(config_file: Path) -> dict[str, Any] | None:
+    """The kubeconfig the ValidatingAdmissionWebhook plugin reads, from the file kube-apiserver's
+    `--admission-control-config-file` names; None when that plugin is not configured (anonymous calls)."""
+    document = yaml.safe_load(config_file.read_text())
+    if (document or {}).get("kind") != "AdmissionConfiguration":
+        raise AdmissionConfigurationError(f"{config_file}: not an AdmissionConfiguration")
+    for plugin in document.get("plugins") or []:
+        if plugin.get("name") != ADMISSION_PLUGIN:
+            continue
+        configuration = plugin.get("configuration")
+        if configuration is None and plugin.get("path"):
+            configuration = yaml.safe_load((config_file.parent / str(plugin["path"])).read_text())
+        kind = WEBHOOK_ADMISSION_KINDS.get(str((configuration or {}).get("apiVersion")))
+        if kind is None or configuration.get("kind") != kind:
+            raise AdmissionConfigurationError(
+                f"{config_file}: {ADMISSION_PLUGIN}'s configuration is not one of "
+                + ", ".join(f"{version} {name}" for version, name in WEBHOOK_ADMISSION_KINDS.items())
+            )
+        kubeconfig_file = str(configuration.get("kubeConfigFile") or "")
+        if not PurePosixPath(kubeconfig_file).is_absolute():
+            raise AdmissionConfigurationError(
+                f'kubeConfigFile: Invalid value: "{kubeconfig_file}": must be an absolute file path'
+            )
+        loaded: dict[str, Any] = yaml.safe_load(Path(kubeconfig_file).read_text()) or {}
+        return loaded
+    return None
+
+
+def authentication_info(kubeconfig: Mapping[str, Any] | None, target: str) -> Mapping[str, Any] | None:
+    """authentication.go clientConfig: the `user` of the kubeconfig's `users` entry for `target` (host:port)."""
+    if not kubeconfig:
+        return None
+    users = {str(entry.get("name")): entry.get("user") or {} for entry in kubeconfig.get("users") or []}
+
+    def exact_or_wildcard(name: str) -> Mapping[str, Any] | None:
+        if name in users:
+            return users[name]
+        steps = name.split(".")
+        for i in range(1, len(steps)):
+            wildcard = "*." + ".".join(steps[i:])
+            if wildcard in users:
+                return users[wildcard]
+        return None
+
+    found = exact_or_wildcard(target)
+    host, _, port = target.rpartition(":")
+    if found is None and port == "443":
+        found = exact_or_wildcard(host)
+    if found is None:
+        found = users.get("*")
+    if found is None:
+        contexts = {str(c.get("name")): c.get("context") or {} for c in kubeconfig.get("contexts") or []}
+        current = contexts.get(str(kubeconfig.get("current-context") or ""), {})
+        found = users.get(str(current.get("user") or "")) if current.get("user") else None
+    return found
+
+
+@dataclass(frozen=True)
+class _Identity:
+    """What a kubeconfig user makes the call carry: a client certificate (PEM files) and headers."""
+
+    certificate: tuple[bytes, bytes] | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def _identity(user: Mapping[str, Any] | None) -> _Identity:
+    """restConfigFromKubeconfig, for what the emulator's calls can carry."""
+    if not user:
+        return _Identity()
+    if user.get("auth-provider"):
+        raise _Unsupported("auth provider not supported")
+    if user.get("exec"):
+        raise _Unsupported("an exec credential plugin: kube-apiserver runs it, the emulator does not")
+    headers: dict[str, str] = {}
+    token = user.get("token") or (Path(user["tokenFile"]).read_text().strip() if user.get("tokenFile") else "")
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    elif user.get("username") or user.get("password"):
+        pair = f"{user.get('username') or ''}:{user.get('password') or ''}".encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+    certificate = None
+    if user.get("client-certificate") or user.get("client-certificate-data"):
+        certificate = (_pem(user, "client-certificate"), _pem(user, "client-key"))
+    return _Identity(certificate, headers)
+
+
+def _pem(user: Mapping[str, Any], key: str) -> bytes:
+    if user.get(f"{key}-data"):
+        return base64.b64decode(str(user[f"{key}-data"]))
+    return Path(str(user.get(key))).read_bytes()
+
+
 class Webhooks:
     """The validating webhooks of the stored configurations, called for each write they match."""
 
@@ -145,10 +272,14 @@ class Webhooks:
         *,
         resolve: Resolve,
         namespace_labels: NamespaceLabels,
+        kubeconfig: Mapping[str, Any] | None = None,
     ) -> None:
         self._configurations = configurations
         self._resolve = resolve
         self._namespace_labels = namespace_labels
+        self.kubeconfig = kubeconfig
+        """The admission plugin's kubeconfig (`read_admission_kubeconfig`): who the server is to each
+        webhook. None: every call is anonymous, as with no admission configuration."""
 
     async def validate(self, attributes: Attributes) -> list[str]:
         """The warnings of the webhooks that admit the write; raises the API server's error for one that
@@ -195,11 +326,16 @@ class Webhooks:
 
     async def _call(self, hook: Mapping[str, Any], request: dict[str, Any]) -> list[str]:
         name = str(hook["name"])
-        url, server_name = self._endpoint(hook.get("clientConfig") or {})
+        client = hook.get("clientConfig") or {}
+        url, server_name = self._endpoint(client)
         timeout = int(hook.get("timeoutSeconds") or DEFAULT_TIMEOUT_SECONDS)
         target = f"{url}?timeout={timeout}s"
         review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-        context = _trusting((hook.get("clientConfig") or {}).get("caBundle"))
+        try:  # validating/dispatcher.go callHook: GetRESTClient
+            identity = _identity(authentication_info(self.kubeconfig, _auth_target(client)))
+            context = _trusting(client.get("caBundle"), identity.certificate)
+        except (_Unsupported, OSError, ValueError, ssl.SSLError) as error:
+            raise _CallFailed(f"could not get REST client: {error}") from error
         try:
             async with (
                 aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
@@ -208,7 +344,7 @@ class Webhooks:
                     json=review,
                     ssl=context,
                     server_hostname=server_name,
-                    headers={"User-Agent": "kube-apiserver-admission"},
+                    headers={"User-Agent": "kube-apiserver-admission", **identity.headers},
                 ) as response,
             ):
                 body = await response.read()
@@ -267,10 +403,26 @@ def _conditions_hold(
     return True
 
 
-def _trusting(ca_bundle: str | None) -> ssl.SSLContext:
+def _auth_target(client: Mapping[str, Any]) -> str:
+    """client.go HookClient: the host:port whose kubeconfig user calls this webhook."""
+    if client.get("url"):
+        parts = urlsplit(str(client["url"]))
+        return parts.netloc if parts.port else f"{parts.hostname}:443"
+    service = client.get("service") or {}
+    return f"{service.get('name')}.{service.get('namespace')}.svc:{int(service.get('port') or 443)}"
+
+
+def _trusting(ca_bundle: str | None, certificate: tuple[bytes, bytes] | None = None) -> ssl.SSLContext:
     context = ssl.create_default_context()
     if ca_bundle:
         context = ssl.create_default_context(cadata=base64.b64decode(ca_bundle).decode())
+    if certificate is not None:
+        # OpenSSL reads a certificate chain from files only: written for the moment it takes to load them.
+        with tempfile.TemporaryDirectory(prefix="accelpool-webhook-client-") as directory:
+            cert_file, key_file = Path(directory) / "tls.crt", Path(directory) / "tls.key"
+            cert_file.write_bytes(certificate[0])
+            key_file.write_bytes(certificate[1])
+            context.load_cert_chain(cert_file, key_file)
     return context
 
 

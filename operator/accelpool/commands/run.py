@@ -58,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
     config = OperatorConfig.from_args(args)
     if config.webhook_port:
         try:
-            webhook.tls_context(config.webhook_cert_dir)
+            webhook.tls_context(
+                config.webhook_cert_dir, client_ca=config.webhook_client_ca, client_names=config.webhook_client_names
+            )
         except webhook.CertificateError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
