@@ -97,7 +97,8 @@ def remediate(
     move the members still quarantined up the ladder.
 
     `healthy_since`: when the operator first saw a node's condition True (on its own clock; the
-    condition's `lastTransitionTime` counts only for nodes it has not seen). `drains`: node → the drain executor's last visit.
+    condition's `lastTransitionTime` counts only for nodes it has not seen).
+    `drains`: node → the drain executor's last visit.
     """
     quarantined: list[NodeView] = []
     unhealthy: list[NodeView] = []

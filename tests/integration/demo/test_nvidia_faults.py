@@ -51,10 +51,9 @@ async def test_a_broken_mig_manager_and_a_cluster_wide_strategy() -> None:
         async def advertised() -> bool:
             """The device plugin writes allocatable apart from GFD's labels (two writers): wait for it too."""
             found = {n["metadata"]["name"]: n for n in await demo.client.list("/api/v1/nodes")}
-            return (
-                found["a100-1"]["status"]["allocatable"].get("nvidia.com/gpu") == "0"  # fails on an empty MIG GPU
-                and found["a100-2"]["status"]["allocatable"].get("nvidia.com/gpu") == "56"
-            )
+            broken_gpus = found["a100-1"]["status"]["allocatable"].get("nvidia.com/gpu")
+            good_gpus = found["a100-2"]["status"]["allocatable"].get("nvidia.com/gpu")
+            return bool(broken_gpus == "0" and good_gpus == "56")  # the plugin fails on an empty MIG GPU
 
         await eventually(advertised, "the plugin advertises 0 GPUs on the broken node and 56 slices on the good one")
 
