@@ -41,7 +41,9 @@ It keeps time and memory proportional to the input:
 
 `brief(value)` shows a value in an error line in at most `VALUE_CHARS` characters, reading no
 more of it than it shows; `one_line(text)` bounds and sanitises any line built from input;
-`load_yaml(text)` reads a YAML text by the same rules (for text that is not a file).
+`load_yaml(text)` reads a YAML text by the same rules (for text that is not a file), and
+`dump_yaml(value)` writes YAML that kubectl reads back as `value` (PyYAML's dumper writes the
+string "y" bare, which kubectl reads as true).
 
 The modules: `sources` (the files and the objects in them), `safe_yaml` (YAML events → values,
 within the limits), `json_stream` (JSON, in chunks), `goyaml` (one scalar, as kubectl reads it),
@@ -50,6 +52,7 @@ within the limits), `json_stream` (JSON, in chunks), `goyaml` (one scalar, as ku
 
 from accelpool.textio.lines import LINE_CHARS, VALUE_CHARS, brief, format_table, one_line
 from accelpool.textio.safe_yaml import MAX_DEPTH, SourceError
+from accelpool.textio.safe_yaml import dump as dump_yaml
 from accelpool.textio.safe_yaml import load as load_yaml
 from accelpool.textio.sources import (
     MAX_OBJECT_BYTES,
@@ -74,6 +77,7 @@ __all__ = [
     "SourceObject",
     "add_filename_argument",
     "brief",
+    "dump_yaml",
     "format_table",
     "load_yaml",
     "one_line",

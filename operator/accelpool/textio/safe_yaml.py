@@ -412,6 +412,24 @@ def yaml_error(label: str, error: yaml.YAMLError, locate: Locate | None = None) 
     return one_line(f"{label}: not valid YAML: {error}")
 
 
+class _KubectlDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper, quoting every string go-yaml v2 would read as something else: PyYAML
+    writes `y`, `n`, `1e1`, `5e-1` and `0o10` bare, which kubectl then sends as a bool or a number."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        tag = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+        if kind is yaml.ScalarNode and implicit[0] and tag == goyaml.STR:
+            resolved = goyaml.resolve(goyaml.PLAIN, value)[0]
+            if resolved not in (goyaml.STR, goyaml.TIMESTAMP):
+                return resolved  # not the string tag, so the emitter quotes the value
+        return tag
+
+
+def dump(value: Any) -> str:
+    """`value` as block YAML that kubectl reads back as `value` (`yaml.safe_dump`, keys in order)."""
+    return yaml.dump(value, Dumper=_KubectlDumper, sort_keys=False)
+
+
 def load(text: str, label: str = "<yaml>") -> list[Any]:
     """Every document of a YAML text as kubectl would send it (`documents`); `SourceError`."""
     return [document.body for document in documents(label, text) if document.body is not None]

@@ -143,6 +143,12 @@ def test_what_kubectl_refuses_is_refused_with_the_place(text: str, says: str) ->
     assert str(refused.value).startswith("f.yaml:") and says in str(refused.value)
 
 
+def test_dump_quotes_every_string_kubectl_would_read_as_something_else() -> None:
+    """PyYAML's dumper writes `y`, `1e1` or `0o10` bare: kubectl would send a bool or a number."""
+    strings = {text: text for text, _ in SCALARS}
+    assert textio.load_yaml(textio.dump_yaml(strings)) == [strings]
+
+
 # ---------------------------------------------------------------- keys
 
 KEYS: list[tuple[str, str]] = [
