@@ -282,8 +282,8 @@ def _key(state: _State, event: Event, decoded: goyaml.GoValue, text: str) -> str
         _fail(
             state,
             event,
-            f"{_path(state)}: the key {text or '(empty)'} is {what}, which no JSON key can be, so kubectl "
-            f"refuses the file ({error}); quote it for a string",
+            f"{_path(state)}: the key {text or '(empty)'} is {what}, which kubectl cannot make a JSON key, so "
+            f"it refuses the file ({error}); quote it for a string",
         )
 
 

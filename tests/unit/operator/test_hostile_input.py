@@ -71,7 +71,9 @@ CASES = [
     ),
     Hostile("omap-tag", POOL_HEAD + "spec: !!omap [a: 1]\n", "(ComputePool/?): spec: must be a mapping, got a list"),
     Hostile("infinity", POOL_HEAD + "spec: {nodes: .inf}\n", ":3:15: spec.nodes: .inf cannot be sent as JSON"),
-    Hostile("null-key", POOL_HEAD + "spec: {~: 1}\n", ":3:8: spec: the key ~ is null, which no JSON key can be"),
+    Hostile(
+        "null-key", POOL_HEAD + "spec: {~: 1}\n", ":3:8: spec: the key ~ is null, which kubectl cannot make a JSON key"
+    ),
     Hostile("tag-mismatch", POOL_HEAD + "spec: {nodes: !!int two}\n", ":3:15: spec.nodes: cannot decode !!str `two`"),
     Hostile("control-character", "kind: ComputePool\x00\n", ":1:18: not valid YAML: character U+0000"),
     Hostile(

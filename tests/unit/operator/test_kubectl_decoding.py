@@ -126,9 +126,9 @@ REFUSED: list[tuple[str, str]] = [
     ("v: !!timestamp 2001-13-01\n", "cannot decode !!str `2001-13-01` as a !!timestamp"),
     ("v: !!binary 'not base64'\n", "v: !!binary value contains invalid base64 data"),
     # convertToJSONableObject: "unsupported map key of type"
-    ("~: x\n", "(document): the key ~ is null, which no JSON key can be"),
+    ("~: x\n", "(document): the key ~ is null, which kubectl cannot make a JSON key"),
     ("v: {null: x}\n", "v: the key null is null"),
-    ("18446744073709551615: x\n", "is beyond int64, which no JSON key can be"),
+    ("18446744073709551615: x\n", "is beyond int64, which kubectl cannot make a JSON key"),
     # decode.go `mapping`: "invalid map key"; `merge`: "map merge requires map or sequence of maps"
     ("? [a]\n: x\n", "a mapping or a list cannot be a mapping key"),
     ("v: {<<: 5}\n", "v.<<: map merge requires map or sequence of maps as the value"),
