@@ -289,6 +289,28 @@ CASES: list[Case] = [
         "spec.health.maxUnavailable",
         "percentage",
     ),
+    # int-or-string given another type: the API server's four type errors, not the rule's message
+    Case(
+        "max-unavailable-a-float",
+        {"accelerator": "H100", "health": {"maxUnavailable": 1.5}},
+        "schema",
+        "spec.health.maxUnavailable",
+        'must be of type integer,string: "number"',
+    ),
+    Case(
+        "max-unavailable-a-bool",
+        {"accelerator": "H100", "health": {"maxUnavailable": True}},
+        "schema",
+        "spec.health.maxUnavailable",
+        'must be of type integer,string: "boolean"',
+    ),
+    Case(
+        "max-unavailable-a-list",
+        {"accelerator": "H100", "health": {"maxUnavailable": [1]}},
+        "schema",
+        "spec.health.maxUnavailable",
+        'must be of type integer,string: "array"',
+    ),
     Case(
         "efficiency-string",
         {"accelerator": "H100", "health": {"matmul": {"minEfficiency": "0.5"}}},

@@ -19,9 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Self
 
-import yaml
-
-from accelpool import api, validation
+from accelpool import api, textio, validation
 from accelpool_sdk import fragment, waiting
 from accelpool_sdk.accelerator import CatalogAccelerator
 from accelpool_sdk.cluster import Cluster
@@ -88,8 +86,22 @@ class ComputePool:
         return cls.from_manifest(stored, cluster)
 
     @classmethod
+    def from_yaml(cls, text: str, cluster: Cluster | None = None) -> Self:
+        """The one ComputePool in a manifest's YAML (or JSON) text, read as kubectl reads it
+        (`accelpool.textio`: `nodes: 1:30` is the string "1:30", `dedicated: y` is true), where
+        `yaml.safe_load` reads YAML 1.1 (90, and the string "y")."""
+        try:
+            documents = textio.load_yaml(text, "ComputePool.from_yaml")
+        except textio.SourceError as error:
+            raise ValueError(str(error)) from None
+        pools = [d for d in documents if isinstance(d, Mapping) and d.get("kind") == api.KIND]
+        if len(pools) != 1:
+            raise ValueError(f"ComputePool.from_yaml: expected one {api.KIND} document, found {len(pools)}")
+        return cls.from_manifest(pools[0], cluster)
+
+    @classmethod
     def from_manifest(cls, document: Mapping[str, Any], cluster: Cluster | None = None) -> Self:
-        """A pool from its object: a YAML file's (`yaml.safe_load`), or the API's (its status is read too)."""
+        """A pool from its object: as `from_yaml` reads a file, or the API's (its status is read too)."""
         name = str((document.get("metadata") or {}).get("name", ""))
         pool = cls.__new__(cls)
         pool.name, pool.spec, pool.cluster = name, _validated(name, document.get("spec") or {}), cluster
@@ -109,7 +121,8 @@ class ComputePool:
         return {"apiVersion": api.API_VERSION, "kind": api.KIND, "metadata": {"name": self.name}, "spec": spec}
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(self.manifest(), sort_keys=False)
+        """The manifest as YAML that `kubectl apply -f` reads back as it is (a string like "y" is quoted)."""
+        return textio.dump_yaml(self.manifest())
 
     def pod_spec_fragment(self, *, devices: int | None = None, profile: str | None = None) -> fragment.PodSpecFragment:
         """What a pod needs to run on this pool: `status.scheduling` as last read (before any status: what the

@@ -1,7 +1,8 @@
 """`accelpool plan -f POOLS.yaml [--nodes NODES.yaml] [-o table|json]`: what the operator would do.
 
-Offline, from a `kubectl get nodes -o yaml` snapshot (a v1 List or a stream of Node documents)
-given with --nodes ('-' reads standard input); against the current cluster (--kubeconfig,
+Offline, from a `kubectl get nodes -o json` or `-o yaml` snapshot (a v1 List or a stream of Node
+documents) given with --nodes ('-' reads standard input), read a Node at a time so that a large
+fleet's snapshot fits in memory; against the current cluster (--kubeconfig,
 --server, in-cluster) when --nodes is absent: then the cluster's nodes, its ComputePools (those
 in the files replace same-named ones) and the NVIDIA ConfigMaps are read, and nodes labelled
 with a pool that does not exist are shown released, as the operator would release them.
@@ -40,7 +41,7 @@ from accelpool import api, conventions, inputs
 from accelpool.nodes import NodeView, parse_time
 from accelpool.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
 from accelpool.settings import seconds
-from accelpool.textio import add_filename_argument, format_table, read_objects
+from accelpool.textio import MAX_SNAPSHOT_BYTES, add_filename_argument, format_table, read_objects, scan_objects
 from accelpool_core.credentials import Credentials
 from accelpool_core.kube import ApiError, KubeClient, NotFoundError
 
@@ -57,7 +58,12 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_filename_argument(parser)
-    parser.add_argument("--nodes", metavar="FILE", help="`kubectl get nodes -o yaml` output ('-': standard input)")
+    parser.add_argument(
+        "--nodes",
+        metavar="FILE",
+        help=f"`kubectl get nodes -o json` (or -o yaml) output ('-': standard input), at most "
+        f"{MAX_SNAPSHOT_BYTES // 2**30} GiB",
+    )
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
     parser.add_argument("--kubeconfig", help="without --nodes: the cluster to read (default: in-cluster, $KUBECONFIG)")
     parser.add_argument("--server", metavar="URL", help="without --nodes: an API server URL without authentication")
@@ -201,10 +207,12 @@ def _file_pools(names: list[str], errors: list[str]) -> list[PoolInput]:
 
 
 def _file_nodes(name: str, errors: list[str]) -> list[NodeView]:
-    found = read_objects([name])
-    errors += found.errors
+    """The snapshot's Nodes, each reduced to its view as it is read: a fleet's snapshot is large."""
     nodes: list[NodeView] = []
-    for obj in found.objects:
+    for obj in scan_objects(name):
+        if isinstance(obj, str):
+            errors.append(obj)
+            continue
         shape = inputs.object_problems(obj.body)
         if not shape and obj.body.get("kind", "Node") != "Node":
             continue

@@ -1,9 +1,11 @@
 """`accelpool validate -f FILE`: check ComputePools offline, as the API server and operator would.
 
-Exit 0 when every object is valid; 1 with one line per problem (object, field path, bad value,
-what would be valid); 2 when a file cannot be read as Kubernetes objects: it is missing, too
-large, not YAML, a YAML bomb, or a document is not shaped like an object (a `metadata` that is
-not a mapping, a label value that is not a string, ...). Each of those is one line on standard
+The files are read as kubectl reads them (`accelpool.textio`): `nodes: 1:30` is the string
+"1:30", `dedicated: y` is true, `1e1` is 10. Exit 0 when every object is valid; 1 with one line
+per problem (object, field path, bad value, what would be valid); 2 when a file cannot be read
+as Kubernetes objects: it is missing, too large, not YAML, a YAML bomb, holds a value kubectl
+would refuse to send (`.inf`, a null key), or a document is not shaped like an object (a
+`metadata` that is not a mapping, a label value that is not a string, ...). Each of those is one line on standard
 error, `error: FILE:LINE:COL: ...` or `error: FILE:LINE: document N (Kind/name): field: ...`;
 the objects that could be read are still checked and reported.
 """

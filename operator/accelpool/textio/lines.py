@@ -56,6 +56,14 @@ def _scalar(value: Any) -> str:
     return json.dumps(str(value)[: LINE_CHARS + 1], ensure_ascii=False)
 
 
+def size_text(size: int) -> str:
+    """A byte count as a limit is named: `2 GiB`, `8 MiB`, else `5000 bytes`."""
+    for unit, factor in (("GiB", 2**30), ("MiB", 2**20)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} bytes"
+
+
 def one_line(text: str, limit: int = LINE_CHARS) -> str:
     """`text` on one line: line breaks and control characters escaped, cut at `limit` characters."""
     shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text[: limit + 1])

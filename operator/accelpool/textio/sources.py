@@ -1,72 +1,54 @@
-"""The YAML sources named on a command line (`-f FILE`, a directory, '-') and the objects in them.
+"""The sources named on a command line (`-f FILE`, a directory, '-') and the objects in them.
 
-`read_objects` is the one reader of the YAML files the commands are given; see `accelpool.textio`.
+`read_objects` is the one reader of the files the commands are given, `scan_objects` the same for a
+Node snapshot that may be large: it hands out the items of a List as they are read. See
+`accelpool.textio`.
 
-Reads files and standard input; parsing is `accelpool.textio.safe_yaml`'s.
+Reads files and standard input; parsing is `accelpool.textio.safe_yaml`'s and `json_stream`'s.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
+import io
+import os
+import shutil
 import sys
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-import yaml
-
-from accelpool.textio.lines import brief, one_line
-from accelpool.textio.safe_yaml import JsonLoader, SourceError, check_events, yaml_error
+from accelpool.textio import json_stream
+from accelpool.textio.lines import brief, one_line, size_text
+from accelpool.textio.safe_yaml import Document, Item, SourceError, documents
 
 MAX_SOURCE_BYTES = 8 * 1024 * 1024
-"""Per file. `kubectl get nodes -o yaml` of about 5,000 nodes; a ComputePool file is a few KiB."""
+"""Per file of objects read whole (`read_objects`): a ComputePool file is a few KiB."""
+MAX_SNAPSHOT_BYTES = 2 * 1024 * 1024 * 1024
+"""Per Node snapshot read item by item (`scan_objects`): `kubectl get nodes -o json` of a 10,000-node
+fleet is about 200-400 MiB (a Node with its images and managedFields is 20-40 KiB)."""
+MAX_OBJECT_BYTES = 8 * 1024 * 1024
+"""One object of a snapshot; etcd refuses a request over 1.5 MiB (its default --max-request-bytes)."""
+_JSON_SNIFF_BYTES = 4096
+"""How far kubectl looks for the `{` that makes a stream JSON (cli-runtime visitor.go: 4096)."""
+_SPOOL_BYTES = 8 * 1024 * 1024
+"""Standard input is copied to a file past this size, so that it can be read again (JSON, then YAML)."""
 
 
 def add_filename_argument(parser: argparse.ArgumentParser) -> None:
-    """`-f/--filename FILE`, repeatable, read by `read_sources`."""
+    """`-f/--filename FILE`, repeatable, read by `read_objects`."""
     parser.add_argument(
         "-f",
         "--filename",
         action="append",
         required=True,
         metavar="FILE",
-        help="ComputePool YAML (one or many documents): a file, a directory of *.yaml, or '-' for standard "
-        f"input; repeatable; at most {MAX_SOURCE_BYTES // 2**20} MiB a file",
+        help="ComputePool YAML or JSON (one or many documents): a file, a directory of *.yaml, or '-' for "
+        f"standard input; repeatable; at most {MAX_SOURCE_BYTES // 2**20} MiB a file",
     )
-
-
-def read_sources(name: str) -> list[tuple[str, str]]:
-    """(label, text) of a file, of every *.yaml/*.yml in a directory, or of standard input ('-').
-
-    Raises `SourceError` for a file that cannot be read, is larger than `MAX_SOURCE_BYTES` or is
-    not UTF-8.
-    """
-    if name == "-":
-        text = sys.stdin.read(MAX_SOURCE_BYTES + 1)
-        if len(text.encode("utf-8", "surrogatepass")) > MAX_SOURCE_BYTES:
-            raise SourceError(f"<stdin>: larger than {MAX_SOURCE_BYTES // 2**20} MiB, the limit for one input")
-        return [("<stdin>", text)]
-    path = Path(name)
-    try:
-        files = sorted([*path.glob("*.yaml"), *path.glob("*.yml")]) if path.is_dir() else [path]
-    except OSError as error:
-        raise SourceError(f"{name}: cannot read: {error.strerror}") from None
-    return [(str(f), _read_file(f)) for f in files]
-
-
-def _read_file(path: Path) -> str:
-    try:
-        with path.open("rb") as file:
-            data = file.read(MAX_SOURCE_BYTES + 1)
-    except OSError as error:
-        raise SourceError(one_line(f"{path}: cannot read: {error.strerror}")) from None
-    if len(data) > MAX_SOURCE_BYTES:
-        raise SourceError(one_line(f"{path}: larger than {MAX_SOURCE_BYTES // 2**20} MiB, the limit for one input"))
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise SourceError(one_line(f"{path}: byte {error.start}: not UTF-8 text")) from None
 
 
 @dataclass(frozen=True)
@@ -112,64 +94,186 @@ class Objects:
 
 
 def read_objects(names: Sequence[str]) -> Objects:
-    """Every object in the named sources (files, directories, '-'); see the module docstring."""
+    """Every object in the named sources (files, directories, '-'), each document read whole."""
     found = Objects()
     for name in names:
-        try:
-            sources = read_sources(name)
-        except SourceError as error:
-            found.errors.append(str(error))
-            continue
-        for label, text in sources:
-            try:
-                found.objects += _objects(label, text)
-            except SourceError as error:
-                found.errors.append(str(error))
+        for result in _scan(name, MAX_SOURCE_BYTES, stream=False):
+            if isinstance(result, SourceObject):
+                found.objects.append(result)
+            else:
+                found.errors.append(result)
     return found
 
 
-def _objects(label: str, text: str) -> list[SourceObject]:
-    check_events(label, text)
-    objects: list[SourceObject] = []
-    loader = JsonLoader(text)
+def scan_objects(name: str, limit: int | None = None) -> Iterator[SourceObject | str]:
+    """The objects in a source, as `read_objects` finds them, and an error line for each problem; the
+    items of a List are handed out as they are read, so memory goes with the largest item.
+
+    A document with a top-level `items` list whose `kind` turns out not to end in "List" is an error
+    (its items were handed out before its `kind` was read: kubectl writes `items` first).
+    """
+    return _scan(name, MAX_SNAPSHOT_BYTES if limit is None else limit, stream=True)
+
+
+def _scan(name: str, limit: int, stream: bool) -> Iterator[SourceObject | str]:
     try:
-        index = 0
-        while loader.check_node():
-            index += 1
-            node = loader.get_node()
-            if node is None:
-                continue
-            body = loader.construct_document(node)
-            if body is None:
-                continue
-            objects += _unpack(SourceObject(label, index, node.start_mark.line + 1, body), node)
-    except yaml.YAMLError as error:
-        raise SourceError(yaml_error(label, text, error)) from None
-    finally:
-        loader.dispose()
-    return objects
+        sources = list(_sources(name))
+    except SourceError as error:
+        yield str(error)
+        return
+    for label, opener in sources:
+        try:
+            with opener(limit) as file:
+                yield from _objects(label, file, limit, stream)
+        except SourceError as error:
+            yield str(error)
 
 
-def _unpack(document: SourceObject, node: yaml.Node) -> list[SourceObject]:
-    """A `kind: ...List` document → its items; any other document → itself."""
+Opener = Callable[[int], IO[bytes]]
+
+
+def _sources(name: str) -> list[tuple[str, Opener]]:
+    if name == "-":
+        return [("<stdin>", lambda limit: _spool_stdin(limit))]
+    path = Path(name)
+    try:
+        files = sorted([*path.glob("*.yaml"), *path.glob("*.yml")]) if path.is_dir() else [path]
+    except OSError as error:
+        raise SourceError(f"{name}: cannot read: {error.strerror}") from None
+    return [(str(f), _file_opener(f)) for f in files]
+
+
+def _file_opener(path: Path) -> Opener:
+    def open_file(limit: int) -> IO[bytes]:
+        try:
+            file = path.open("rb")
+            if os.fstat(file.fileno()).st_size > limit:
+                file.close()
+                raise SourceError(one_line(f"{path}: larger than {size_text(limit)}, the limit for one input"))
+            if not file.seekable():
+                spooled = _spool(file, str(path), limit)
+                file.close()
+                return spooled
+        except OSError as error:
+            raise SourceError(one_line(f"{path}: cannot read: {error.strerror}")) from None
+        return file
+
+    return open_file
+
+
+def _spool_stdin(limit: int) -> IO[bytes]:
+    binary = getattr(sys.stdin, "buffer", None)
+    if binary is None:  # a text stream put in its place
+        text = sys.stdin.read(limit + 1)
+        binary = io.BytesIO(text.encode("utf-8", "surrogatepass"))
+    return _spool(binary, "<stdin>", limit)
+
+
+def _spool(source: IO[bytes], label: str, limit: int) -> IO[bytes]:
+    """A stream copied to memory, or to a temporary file past `_SPOOL_BYTES`, so it can be read twice."""
+    copy = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)  # noqa: SIM115 - returned open
+    shutil.copyfileobj(_Limited(source, label, limit), copy)
+    copy.seek(0)
+    return copy
+
+
+class _Limited(io.RawIOBase):
+    """A byte stream that refuses to go past `limit` bytes and checks that they are UTF-8 as they pass."""
+
+    def __init__(self, source: IO[bytes], label: str, limit: int) -> None:
+        super().__init__()
+        self._source, self._label, self._limit = source, label, limit
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self.offset = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._source.read(size)
+        if self.offset + len(data) > self._limit:
+            raise SourceError(one_line(f"{self._label}: larger than {size_text(self._limit)}, the limit for one input"))
+        pending = len(self._decoder.getstate()[0])
+        try:
+            self._decoder.decode(data, final=not data)
+        except UnicodeDecodeError as error:
+            raise SourceError(
+                one_line(f"{self._label}: byte {self.offset - pending + error.start}: not UTF-8 text")
+            ) from None
+        self.offset += len(data)
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _objects(label: str, file: IO[bytes], limit: int, stream: bool) -> Iterator[SourceObject | str]:
+    """The objects of one seekable source: JSON when it starts with `{` (and is JSON), else YAML."""
+    head = file.read(_JSON_SNIFF_BYTES)
+    file.seek(0)
+    if head.decode("utf-8", "ignore").lstrip().startswith("{"):
+        try:
+            yield from _found(
+                label, json_stream.documents(label, _text_reader(file, label, limit), MAX_OBJECT_BYTES, stream)
+            )
+            return
+        except json_stream.NotJson:
+            file.seek(0)
+    yield from _found(label, documents(label, _Limited(file, label, limit), stream, _file_locator(file)))
+
+
+def _found(label: str, parts: Iterator[Document | Item]) -> Iterator[SourceObject | str]:
+    for part in parts:
+        if isinstance(part, Item):
+            yield SourceObject(label, part.document, part.line, part.body, part.index)
+        else:
+            yield from _unpacked(label, part)
+
+
+def _text_reader(file: IO[bytes], label: str, limit: int) -> Callable[[int], str]:
+    source = _Limited(file, label, limit)
+    decoder = codecs.getincrementaldecoder("utf-8")()
+
+    def read(size: int) -> str:
+        data = source.read(size)
+        return decoder.decode(data, final=not data)
+
+    return read
+
+
+def _file_locator(file: IO[bytes]) -> Callable[[int], tuple[int, int] | None]:
+    def locate(offset: int) -> tuple[int, int] | None:
+        try:
+            file.seek(0)
+            data = file.read(offset)
+        except (OSError, ValueError):
+            return None
+        return data.count(b"\n") + 1, len(data) - (data.rfind(b"\n") + 1) + 1
+
+    return locate
+
+
+def _unpacked(label: str, document: Document) -> Iterator[SourceObject | str]:
+    """A document's objects: the items of a `kind: ...List` (those not handed out already), or itself."""
+    if document.body is None:
+        return
+    whole = SourceObject(label, document.index, document.line, document.body)
     body = document.body
-    if not isinstance(body, Mapping) or not (isinstance(body.get("kind"), str) and body["kind"].endswith("List")):
-        return [document]
+    is_list = isinstance(body, Mapping) and isinstance(body.get("kind"), str) and body["kind"].endswith("List")
+    if document.streamed and not is_list:
+        yield whole.problem("items", "only a List has items; this document's kind is not one", body.get("kind"))
+        return
+    if not is_list:
+        yield whole
+        return
     items = body.get("items")
     if items is None:
-        return []
+        return
     if not isinstance(items, list):
-        raise SourceError(document.problem("items", "the items of a List must be a list", items))
-    lines = _item_lines(node)
-    return [
-        SourceObject(document.source, document.document, lines[i] if i < len(lines) else document.line, item, i)
-        for i, item in enumerate(items)
-    ]
-
-
-def _item_lines(node: yaml.Node) -> list[int]:
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            if isinstance(key, yaml.ScalarNode) and key.value == "items" and isinstance(value, yaml.SequenceNode):
-                return [item.start_mark.line + 1 for item in value.value]
-    return []
+        yield whole.problem("items", "the items of a List must be a list", items)
+        return
+    lines = document.item_lines
+    for index, item in enumerate(items):
+        yield SourceObject(label, document.index, lines[index] if index < len(lines) else document.line, item, index)

@@ -210,8 +210,13 @@ def merge(problems: Iterable[api.Problem]) -> list[api.Problem]:
         if previous is None or _is_shape_message(previous):
             merged[problem.path] = problem
         elif not _is_shape_message(problem) and previous.message != problem.message:
+            same = previous.error_type == problem.error_type and previous.shown == problem.shown
             merged[problem.path] = api.Problem(
-                previous.path, previous.value, f"{previous.message}; or {problem.message}"
+                previous.path,
+                previous.value,
+                f"{previous.message}; or {problem.message}",
+                error_type=previous.error_type if same else "Invalid",
+                shown=previous.shown if same else api.AUTO,
             )
     return list(merged.values())
 

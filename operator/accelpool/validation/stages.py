@@ -20,6 +20,7 @@ from accelpool.validation.schema import (
     BLOCKING,
     RULES_NOT_CHECKED,
     checked_anyway,
+    int_or_string,
     rule_problems,
     scale_problems,
     without_nulls,
@@ -105,7 +106,7 @@ def validate_object(document: Any) -> Verdict:
         # by wire names only: `hold_down` is no field of the API (the models also take Python's names)
         pool = api.ComputePool.model_validate(body, by_name=False, context={"structural_only": True})
     except ValidationError as error:
-        problems = unknown_metadata + naming + merge(field_problem(e) for e in error.errors())
+        problems = unknown_metadata + naming + int_or_string(merge(field_problem(e) for e in error.errors()))
         problems += checked_anyway(problems)
         unknown = [p for p in problems if p.error_type == "UnknownField"]
         if unknown:

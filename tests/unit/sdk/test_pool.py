@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import accelpool_sdk as ap
-from accelpool import api
+from accelpool import api, textio
 from accelpool.validation import validate_object
 from accelpool_demo.apiserver import RunningApiServer, serving
 from accelpool_sdk.cluster import FIELD_MANAGER, POOLS
@@ -47,6 +47,30 @@ def test_the_spec_is_the_apis_model_and_the_manifest_is_what_it_admits() -> None
     assert isinstance(pool.spec, api.ComputePoolSpec)
     assert isinstance(pool.accelerator, ap.Accelerator) and pool.accelerator.name == "H100-80GB"
     assert "nodes=4" in repr(pool)
+
+
+def test_to_yaml_is_read_back_by_kubectl_as_it_is() -> None:
+    """PyYAML writes the string "y" bare, which kubectl (go-yaml v2) reads as true: it is quoted."""
+    pool = ap.ComputePool("y", "H100:8", nodes=2, node_selector={"gpu": "y", "rack": "1e1", "row": "0o10"})
+    text = pool.to_yaml()
+    assert "name: 'y'" in text and "gpu: 'y'" in text and "rack: '1e1'" in text and "row: '0o10'" in text
+    assert textio.load_yaml(text) == [pool.manifest()]
+    assert ap.ComputePool.from_yaml(text).manifest() == pool.manifest()
+
+
+def test_from_yaml_reads_a_manifest_as_kubectl_does() -> None:
+    text = (
+        "apiVersion: accelpool.io/v1alpha1\nkind: ComputePool\nmetadata: {name: p}\n"
+        "spec: {accelerator: H100:8, nodes: 1e1, dedicated: n}\n"
+    )
+    pool = ap.ComputePool.from_yaml(text)
+    assert (pool.spec.nodes, pool.spec.dedicated) == (10, False)
+    with pytest.raises(ap.InvalidSpecError, match=r'spec\.nodes in body must be of type integer: "string"'):
+        ap.ComputePool.from_yaml(text.replace("nodes: 1e1", "nodes: 1:30"))
+    with pytest.raises(ValueError, match="expected one ComputePool document, found 2"):
+        ap.ComputePool.from_yaml(text + "---\n" + text)
+    with pytest.raises(ValueError, match=r"ComputePool.from_yaml:4:\d+: spec.nodes: .inf cannot be sent as JSON"):
+        ap.ComputePool.from_yaml(text.replace("nodes: 1e1", "nodes: .inf"))
 
 
 def test_every_form_of_accelerator_and_sharing() -> None:
