@@ -206,8 +206,9 @@ def _file_pools(names: list[str], errors: list[str]) -> list[PoolInput]:
     return pools
 
 
-def _file_nodes(name: str, errors: list[str]) -> list[NodeView]:
-    """The snapshot's Nodes, each reduced to its view as it is read: a fleet's snapshot is large."""
+def read_nodes(name: str, errors: list[str]) -> list[NodeView]:
+    """The snapshot's Nodes, each reduced to its view as it is read: a fleet's snapshot is large (also
+    `accelpool recommend --nodes`)."""
     nodes: list[NodeView] = []
     for obj in scan_objects(name):
         if isinstance(obj, str):
@@ -231,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     errors: list[str] = []
     file_pools = _file_pools(args.filename, errors)
-    file_nodes = None if args.nodes is None else _file_nodes(args.nodes, errors)
+    file_nodes = None if args.nodes is None else read_nodes(args.nodes, errors)
     if errors:
         for error in errors:
             print(f"error: {error}", file=sys.stderr)

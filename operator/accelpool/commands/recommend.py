@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from accelpool import api, inputs
-from accelpool.nodes import NodeView
+from accelpool.commands.plan import read_nodes
 from accelpool.planning import ConfigState, PlannerOptions, plan
 from accelpool.recommend import (
     Arguments,
@@ -189,12 +189,7 @@ def _planned(nodes_file: str, pool_files: list[str], errors: list[str]) -> Units
     pools = []
     for obj in _objects(pool_files, "ComputePool", errors):
         pools.append(inputs.pool_from_file(obj.body))
-    nodes = []
-    for obj in _objects([nodes_file], "Node", errors):
-        problems = inputs.node_problems(obj.body)
-        errors += [obj.problem(p.path, p.message, p.value) for p in problems]
-        if not problems:
-            nodes.append(NodeView.from_body(obj.body))
+    nodes = read_nodes(nodes_file, errors)
     if errors:
         return []
     result = plan(pools, nodes, ConfigState(), PlannerOptions(now=datetime.now(UTC), karpenter_available=True))

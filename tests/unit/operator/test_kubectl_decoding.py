@@ -390,15 +390,17 @@ def test_a_snapshot_is_read_a_node_at_a_time(form: str, tmp_path: Path, monkeypa
     assert peak < size / 4, f"peak {peak} for {size} bytes"
 
 
+@pytest.mark.parametrize("command", [["plan"], ["recommend", "8B"]])
 def test_an_absurd_snapshot_is_refused_with_the_limit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """`plan --nodes` and `recommend --nodes` read a snapshot the same way, under the snapshot limit."""
     monkeypatch.setattr(textio.sources, "MAX_SNAPSHOT_BYTES", 2**20)
     snapshot = tmp_path / "nodes.json"
     assert _snapshot(snapshot, 150) > 2**20
     pools = tmp_path / "pools.yaml"
     pools.write_text(POOL_HEAD + "spec: {accelerator: H100:8, nodes: 1}\n")
-    assert cli.main(["plan", "-f", str(pools), "--nodes", str(snapshot)]) == 2
+    assert cli.main([*command, "-f", str(pools), "--nodes", str(snapshot)]) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert f"error: {snapshot}: larger than 1 MiB, the limit for one input" in err
