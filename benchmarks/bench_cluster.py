@@ -37,7 +37,9 @@ from typing import Any
 import aiohttp
 import kmock
 
-from accelpool import api, conventions, crd
+from accelpool import api
+from accelpool.admission import crd
+from accelpool.model import conventions
 from accelpool_core import catalog
 from accelpool_demo import nvidia
 from accelpool_demo.apiserver import ApiServer, Served, writes

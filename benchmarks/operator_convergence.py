@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from accelpool import api
-from accelpool.planning import burnin
+from accelpool.decide.planning.remediation import burnin
 from bench_cluster import POOLS_KEY, ProcessStats, live, operator_writes, pools, running
 
 

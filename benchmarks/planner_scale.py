@@ -24,9 +24,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from accelpool import validation
-from accelpool.nodes import NodeView
-from accelpool.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
+from accelpool.admission import validation
+from accelpool.decide.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
+from accelpool.model.nodes import NodeView
 
 NOW = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)
 MODELS: list[tuple[str, dict[str, str], int]] = [

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from accelpool import conventions
+from accelpool.model import conventions
 from bench_cluster import NODES, Running, live, operator_writes, pools, running
 
 TICK_SECONDS = 0.05

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from accelpool import api
-from accelpool.admission import PROBLEM_CHARS
+from accelpool.admission.review import PROBLEM_CHARS
 from accelpool.api import as_sent
 from accelpool.textio import one_line
 from accelpool_demo import webhook as demo_webhook

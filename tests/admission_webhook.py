@@ -1,7 +1,7 @@
 """The whole admission path after the CRD's schema and CEL rules: the operator's webhook, over HTTPS.
 
 `webhook_errors(obj, operation="CREATE", old=None)` (a fixture) sends an AdmissionReview for `obj`
-to the operator's real webhook server (`accelpool.webhook.serve`, what the operator's startup
+to the operator's real webhook server (`accelpool.runtime.webhook.serve`, what the operator's startup
 handler runs) and returns why it is denied: one field error per problem, as `kubectl` prints the
 status causes (`spec.mig.profile: Invalid value: "1g.5gb": ...`), empty when it is allowed. Every
 answer is also checked the way the API server reads it (the uid echoed, the status 422 Invalid
@@ -36,7 +36,9 @@ from typing import Any, Protocol
 
 import pytest
 
-from accelpool import admission, api, validation, webhook
+from accelpool import api
+from accelpool.admission import review, validation
+from accelpool.runtime import webhook
 from accelpool.textio import one_line
 from tests.conftest import require_tool
 from tests.contract.chart import one, render
@@ -94,7 +96,7 @@ class Answer:
 
 
 class RunningWebhook:
-    """`accelpool.webhook.serve` on 127.0.0.1 (a free port) in a thread of its own, and a TLS client for it."""
+    """`accelpool.runtime.webhook.serve` on 127.0.0.1 (a free port) in a thread of its own, and a TLS client for it."""
 
     def __init__(self, certificates: ChartCertificates) -> None:
         self.certificates = certificates
@@ -179,7 +181,7 @@ class RunningWebhook:
         status = response["status"]
         assert (status["code"], status["reason"]) == (422, "Invalid"), status
         problems = [f"{cause['field']}: {cause['message']}" for cause in status["details"]["causes"]]
-        shown = [one_line(problem, admission.PROBLEM_CHARS) for problem in problems]
+        shown = [one_line(problem, review.PROBLEM_CHARS) for problem in problems]
         assert problems and status["message"] == validation.listed(shown), status
         assert (status["details"]["kind"], status["details"]["name"]) == (api.KIND, obj["metadata"]["name"]), status
         return shown

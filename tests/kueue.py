@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from accelpool.kueue import quantity_number
+from accelpool.decide.kueue import quantity_number
 from accelpool_demo import kueue as demo_kueue
 from accelpool_demo.apiserver import ApiServer
 from accelpool_demo.apiserver.cel import ABSENT, evaluate_rules

@@ -30,7 +30,9 @@ from typing import Any, TextIO
 
 import yaml
 
-from accelpool import api, conventions, crd
+from accelpool import api
+from accelpool.admission import crd
+from accelpool.model import conventions
 from accelpool.textio import format_table
 from accelpool_core.credentials import Credentials
 from accelpool_core.kube import ApiError, KubeClient

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from accelpool import api
-from accelpool.validation import listed
+from accelpool.admission.validation import listed
 
 
 class InvalidSpecError(ValueError):

@@ -1,9 +1,9 @@
 """The pod-spec fragment that lands a pod on a pool and requests its devices.
 
 A pod needs three things from a pool: the pool's `nodeSelector` and `tolerations` (the operator
-writes them into `status.scheduling`: `accelpool.poolstatus` composes them, the pool taint of a
+writes them into `status.scheduling`: `accelpool.decide.poolstatus` composes them, the pool taint of a
 dedicated pool plus other controllers' lasting taints), and a resource limit for what the pool's
-devices are advertised as. That is what the operator's `accelpool.nvidia.resources_per_gpu` says one
+devices are advertised as. That is what the operator's `accelpool.model.nvidia.resources_per_gpu` says one
 GPU advertises under the pool's device-plugin config:
 
 - whole devices: the catalog's resource (`nvidia.com/gpu`, `amd.com/gpu`, `aws.amazon.com/neuron`,
@@ -24,7 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from accelpool import api, conventions, nvidia, poolstatus
+from accelpool import api
+from accelpool.decide import poolstatus
+from accelpool.model import conventions, nvidia
 from accelpool_core import catalog
 
 

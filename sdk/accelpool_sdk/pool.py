@@ -7,7 +7,7 @@ and give the pod-spec fragment that lands a workload on it.
     pool.pod_spec_fragment()                  # nodeSelector, tolerations, limits
 
 The spec is the API's own model (`accelpool.api.ComputePoolSpec`), built through the validation
-`accelpool validate` and the API server run (`accelpool.validation.validate_object`): a pool the API
+`accelpool validate` and the API server run (`accelpool.admission.validation.validate_object`): a pool the API
 would refuse is refused here, with the same field errors. The cluster calls go through
 `accelpool_sdk.cluster.Cluster` (the default one: `Cluster.connect()`, made on first use).
 """
@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Self
 
-from accelpool import api, textio, validation
+from accelpool import api, textio
+from accelpool.admission import validation
 from accelpool_sdk import fragment, waiting
 from accelpool_sdk.accelerator import CatalogAccelerator
 from accelpool_sdk.cluster import Cluster

@@ -4,7 +4,7 @@ A pool is ready when the operator's status says `Ready` for the spec now stored 
 `observedGeneration` is the object's `metadata.generation`: a Ready written for the previous spec does
 not count), and failed when it says `Failed` for that spec (an invalid spec: waiting cannot help).
 
-`read_status` reads the status as the operator's own `previous_status` does (accelpool.inputs): the
+`read_status` reads the status as the operator's own `previous_status` does (accelpool.decide.inputs): the
 fields this version knows, so a newer operator's additions do not break an older client.
 
 Pure: no I/O.

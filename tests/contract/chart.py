@@ -18,7 +18,7 @@ import kmock
 import yaml
 
 from accelpool import cli
-from accelpool.settings import OperatorConfig
+from accelpool.runtime.settings import OperatorConfig
 from accelpool_demo.apiserver import ApiServer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,8 +18,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from accelpool import api, cli, leadership
-from accelpool import render as operator_render
+from accelpool import api, cli
+from accelpool.decide import render as operator_render
+from accelpool.runtime import leadership
 from tests.contract.chart import (
     CHART,
     FULL_VALUES,

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from accelpool import api
-from accelpool import render as operator_render
+from accelpool.decide import render as operator_render
 from tests.contract.chart import (
     CHART,
     Objects,

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from accelpool import api
-from accelpool import render as operator_render
+from accelpool.decide import render as operator_render
 from accelpool_demo.apiserver.selectors import selects
 from tests.contract.chart import (
     FULL_VALUES,

@@ -23,7 +23,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from accelpool import api
-from accelpool import webhook as webhook_server
+from accelpool.runtime import webhook as webhook_server
 from accelpool_demo import webhook as demo_webhook
 from accelpool_demo.apiserver.resources import StatusError
 from accelpool_demo.apiserver.webhooks import Attributes, Webhooks

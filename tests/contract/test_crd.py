@@ -14,10 +14,11 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from accelpool import api, crd
-from accelpool.admission import PROBLEM_CHARS
+from accelpool import api
+from accelpool.admission import crd
+from accelpool.admission.review import PROBLEM_CHARS
+from accelpool.admission.validation import validate_object
 from accelpool.textio import one_line
-from accelpool.validation import validate_object
 from accelpool_core.kube import ApiError
 from accelpool_demo.apiserver import serving
 from tests.admission import Answer, Create

@@ -27,7 +27,7 @@ import yaml
 from aiohttp import web
 
 from accelpool import api
-from accelpool import webhook as webhook_server
+from accelpool.runtime import webhook as webhook_server
 from accelpool_core.kube import ApiError
 from accelpool_demo import webhook as demo_webhook
 from accelpool_demo.apiserver import ApiServer, serving

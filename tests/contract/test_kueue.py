@@ -4,7 +4,7 @@ skipped, and fails under REQUIRE_TOOLS=1: tests/kueue.py): defaults, the structu
 schema with unknown fields refused, every `x-kubernetes-validations` rule (accelpool_demo/apiserver/cel.py), and, for
 ClusterQueues, Kueue's validating webhook on resource groups (tests/kueue.py).
 
-The objects come from the operator's own path: planning, then `accelpool.kueue.decide`, for pools of
+The objects come from the operator's own path: planning, then `accelpool.decide.kueue.decide`, for pools of
 every device layout (whole GPUs, MIG single and mixed, time-slicing, other vendors, other controllers'
 taints on members) and for users' ClusterQueues of several shapes.
 """
@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from accelpool import conventions, kueue
-from accelpool.kueue import KueueObserved
-from accelpool.planning import Plan
+from accelpool.decide import kueue
+from accelpool.decide.kueue import KueueObserved
+from accelpool.decide.planning import Plan
+from accelpool.model import conventions
 from accelpool_demo.apiserver.cel import rules_of, unsupported_functions
 from tests import kueue as installed
 from tests.unit.operator.conftest import NOW, member, pool, run

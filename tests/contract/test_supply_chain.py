@@ -18,8 +18,8 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from accelpool import agent_access
 from accelpool.api import VENDOR_BACKENDS
+from accelpool.decide import agent_access
 from tests.contract.chart import (
     CHART,
 )
@@ -238,7 +238,7 @@ def test_each_vendors_agent_image_carries_its_libraries_and_runs_its_backend(ven
 @pytest.mark.parametrize(("vendor", "image"), sorted(VENDOR_IMAGES.items()))
 def test_each_vendors_agent_image_has_a_make_target_under_the_name_the_operator_runs(vendor: str, image: str) -> None:
     """`make <target>` builds the Dockerfile, tagged with the repository the operator and the chart
-    default to for that vendor (`accelpool.agent_access`, values.yaml agent.images)."""
+    default to for that vendor (`accelpool.decide.agent_access`, values.yaml agent.images)."""
     makefile = (ROOT / "Makefile").read_text()
     target = MAKE_TARGETS[image]
     recipe = makefile.split(f"\n{target}:", 1)[1].split("\n\n", 1)[0].replace("\\\n", " ")

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from accelpool import admission, cli, validation
-from accelpool import webhook as webhook_server
-from accelpool.settings import OperatorConfig
+from accelpool import cli
+from accelpool.admission import review, validation
+from accelpool.runtime import webhook as webhook_server
+from accelpool.runtime.settings import OperatorConfig
 from accelpool_demo.apiserver.cel import evaluate
 from tests.admission_webhook import ChartCertificates, RunningWebhook, WebhookErrors
 from tests.cases import pool
@@ -167,7 +168,7 @@ def test_the_webhook_itself_allows_what_match_conditions_skip(default_objects: O
     relabelled["metadata"]["labels"] = {"team": "b"}
     assert not _calls_webhook(hook, "UPDATE", relabelled, stored)
     request = {"uid": "1", "operation": "UPDATE", "object": relabelled, "oldObject": stored}
-    assert admission.check(request) is None
+    assert review.check(request) is None
 
 
 # ---- The serving certificate: Helm's, kept across upgrades; or cert-manager's.
@@ -293,7 +294,7 @@ def test_a_catalog_rule_is_denied_in_validates_words(webhook_errors: WebhookErro
     obj = pool(NOT_OFFERED)
     verdict = validation.validate_object(obj)
     assert webhook_errors(obj) == [str(p) for p in verdict.problems]
-    assert "; ".join(webhook_errors(obj)) == admission.denial_message(verdict)
+    assert "; ".join(webhook_errors(obj)) == review.denial_message(verdict)
 
 
 def test_updates_over_https(webhook_errors: WebhookErrors) -> None:

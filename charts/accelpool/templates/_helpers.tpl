@@ -99,7 +99,7 @@ agent.image's tag (then the appVersion). */}}
 {{- join "," $pairs }}
 {{- end }}
 
-{{/* The labels the operator gives every agent pod it renders (accelpool.render._labels): the agents'
+{{/* The labels the operator gives every agent pod it renders (accelpool.decide.render._labels): the agents'
 NetworkPolicy and the PodMonitor select on them. */}}
 {{- define "accelpool.agentPodSelectorLabels" -}}
 app.kubernetes.io/name: accelpool-agent

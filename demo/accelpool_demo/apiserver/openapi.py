@@ -15,7 +15,8 @@ import hashlib
 import json
 from typing import Any
 
-from accelpool import api, crd
+from accelpool import api
+from accelpool.admission import crd
 from accelpool_demo.apiserver import resources
 from accelpool_demo.apiserver.writes import JsonObject
 

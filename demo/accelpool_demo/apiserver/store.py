@@ -25,7 +25,7 @@ from typing import Any
 
 import kmock
 
-from accelpool import crd
+from accelpool.admission import crd
 from accelpool_demo.apiserver import (
     admission,
     apply,

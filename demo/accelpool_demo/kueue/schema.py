@@ -1,12 +1,12 @@
 """Kueue's ResourceFlavor and ClusterQueue as the demo serves them when Kueue's published CRDs are not at hand.
 
-Written here, not taken from Kueue: the v1beta2 kinds (Kueue's storage version, `accelpool.kueue.VERSION`)
+Written here, not taken from Kueue: the v1beta2 kinds (Kueue's storage version, `accelpool.decide.kueue.VERSION`)
 with their names, scope and `status` subresource as Kueue declares them, and a structural schema of only
-the fields accelpool reads and writes (`accelpool.kueue`, `accelpool.controller.kueue`) and the demo's
+the fields accelpool reads and writes (`accelpool.decide.kueue`, `accelpool.runtime.controller.kueue`) and the demo's
 ClusterQueue sets (`cluster-queue.yaml`):
 
 - ResourceFlavor `spec`: `nodeLabels`, `nodeTaints`, `tolerations` (at most 8 each, as Kueue allows;
-  `accelpool.kueue.plan.MAX_TOLERATIONS` relies on it);
+  `accelpool.decide.kueue.plan.MAX_TOLERATIONS` relies on it);
 - ClusterQueue `spec`: `namespaceSelector`, `cohortName`, and `resourceGroups[]` (`coveredResources`,
   `flavors[].name`, `flavors[].resources[]` with `name`, `nominalQuota`, `borrowingLimit`,
   `lendingLimit`), with Kueue's bounds, list types and required fields; `status`, which Kueue's

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from accelpool import nvidia as nvidia_configs
+from accelpool.model import nvidia as nvidia_configs
 from accelpool_demo.nvidia.devices import NAMED_FALLBACK, Installation
 
 

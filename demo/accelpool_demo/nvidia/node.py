@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from accelpool import conventions, detection
+from accelpool.model import conventions, detection
 from accelpool_core import catalog
 from accelpool_demo.nvidia.config_manager import ConfigManager, Projection, mig_configs
 from accelpool_demo.nvidia.devices import (

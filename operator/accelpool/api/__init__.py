@@ -1,7 +1,7 @@
 """The ComputePool API (`accelpool.io/v1alpha1`): pydantic models for spec and status, and their validation.
 
 This package is the one model everything else is generated from: the CRD schema and its CEL
-rules (`accelpool.crd`), `accelpool validate`, and the operator's `Valid` condition all call
+rules (`accelpool.admission.crd`), `accelpool validate`, and the operator's `Valid` condition all call
 into it. Structural rules (types, ranges, exclusive fields) live on the models; rules that need
 the catalog (is this MIG profile offered by that GPU, does the layout fit) live in
 `spec_problems`, which names the field path, the bad value and what would be valid.
@@ -16,7 +16,7 @@ modules behind them, in dependency order:
 - `resolution`: the accelerator resolved against the catalog, and `spec_problems`;
 - `spec`, `status`, `pool`: `ComputePoolSpec`, `ComputePoolStatus`, the whole `ComputePool`.
 
-Pure: no I/O. Callers: `accelpool.crd`, `accelpool.validation`, the planner and the handlers.
+Pure: no I/O. Callers: `accelpool.admission.crd`, `accelpool.admission.validation`, the planner and the handlers.
 """
 
 from accelpool.api.devices import (

@@ -30,7 +30,7 @@ MAX_HOLD_DOWN = "168h"
 MAX_DRAIN_TIMEOUT = "168h"
 MAX_GRACE_PERIOD = "24h"
 FLAP_MEMORY = "24h"
-"""How long a quarantine counts towards the hold-down of the node's next ones (`accelpool.planning.flapping`)."""
+"""How long a quarantine counts towards the hold-down of the node's next ones (`accelpool.decide.planning.flapping`)."""
 FLAP_DOUBLINGS = 5
 """The hold-down doubles at most this many times: 32 x holdDown, as a crash-looping container's back-off (10 s
 doubling to 5 min) stops growing."""

@@ -45,7 +45,7 @@ USED = {
         ".status",
     },
 }
-"""What accelpool reads and writes of each kind (`accelpool.kueue`), and the demo's ClusterQueue sets."""
+"""What accelpool reads and writes of each kind (`accelpool.decide.kueue`), and the demo's ClusterQueue sets."""
 
 
 def disagreements(own: dict[str, Any], published: dict[str, Any], path: str) -> Iterator[str]:

@@ -1,4 +1,4 @@
-"""The real operator (`kopf run -m accelpool.handlers` under `KopfRunner`) against the emulated API server.
+"""The real operator (`kopf run -m accelpool.runtime.handlers` under `KopfRunner`) against the emulated API server.
 
 The API server is the demo's (`accelpool_demo.apiserver`, whose docstring lists what it emulates and
 what not), with the CRD's schema and CEL but no admission webhook, as the operator here serves none
@@ -41,8 +41,9 @@ import kmock
 import pytest
 from kopf.testing import KopfRunner
 
-from accelpool import api, conventions
-from accelpool.nvidia import MemberConfigs
+from accelpool import api
+from accelpool.model import conventions
+from accelpool.model.nvidia import MemberConfigs
 from accelpool_core import catalog
 from accelpool_demo import daemonsets, nvidia
 from accelpool_demo.apiserver import ApiServer, RunningApiServer, Served, serving
@@ -430,7 +431,7 @@ class Operator:
                 "--verbose",
                 f"--liveness=http://127.0.0.1:{self.liveness_port}/healthz",
                 "-m",
-                "accelpool.handlers",
+                "accelpool.runtime.handlers",
             ],
             timeout=30,
         )
@@ -495,8 +496,8 @@ async def operator(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> AsyncIt
 
 def configs_of(pool: str, spec: Mapping[str, Any]) -> MemberConfigs:
     """The content-named device-plugin key and mig-parted entry of a pool with this spec."""
-    from accelpool import nvidia as nvidia_configs
-    from accelpool import validation
+    from accelpool.admission import validation
+    from accelpool.model import nvidia as nvidia_configs
 
     checked, problems = validation.validate_spec(dict(spec))
     assert checked is not None, problems

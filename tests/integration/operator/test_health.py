@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from accelpool import conventions
-from accelpool.nodes import format_time
+from accelpool.model import conventions
+from accelpool.model.nodes import format_time
 
 from .conftest import Cluster, Operator, gpu_node, seed
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from accelpool import conventions
-from accelpool.kueue import IN_USE_FINALIZER
+from accelpool.decide.kueue import IN_USE_FINALIZER
+from accelpool.model import conventions
 from tests import kueue
 
 from .conftest import Cluster, Operator, gpu_node, seed

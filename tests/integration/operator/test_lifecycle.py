@@ -6,7 +6,7 @@ import json
 
 import yaml
 
-from accelpool import conventions, nvidia
+from accelpool.model import conventions, nvidia
 
 from .conftest import DP_CONFIGMAP, MIG_CONFIGMAP, NAMESPACE, Cluster, Operator, configs_of, gpu_node, seed
 

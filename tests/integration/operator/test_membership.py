@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from accelpool import conventions
+from accelpool.model import conventions
 
 from .conftest import Cluster, Operator, gpu_node, seed
 

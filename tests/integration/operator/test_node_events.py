@@ -10,8 +10,8 @@ import asyncio
 
 import pytest
 
-from accelpool import conventions
-from accelpool.controller import state
+from accelpool.model import conventions
+from accelpool.runtime.controller import state
 
 from .conftest import Cluster, Operator, gpu_node, seed
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from accelpool import cli, conventions
+from accelpool import cli
+from accelpool.model import conventions
 
 from .conftest import NAMESPACE, Cluster, gpu_node, seed
 

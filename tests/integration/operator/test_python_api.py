@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from accelpool import conventions
+from accelpool.model import conventions
 from tests.cases import defaulted
 
 from .conftest import Cluster, Operator, gpu_node, seed

@@ -22,7 +22,7 @@ from typing import Any
 import kmock
 import pytest
 
-from accelpool import leadership
+from accelpool.runtime import leadership
 from accelpool_demo.apiserver import VERBS
 
 from .conftest import DP_CONFIGMAP, MIG_CONFIGMAP, NAMESPACE, POOLS, Cluster, gpu_node, seed

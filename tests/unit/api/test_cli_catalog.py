@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from accelpool import cli, crd
+from accelpool import cli
+from accelpool.admission import crd
 from accelpool_core import catalog
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from accelpool.admission.validation import validate_object
 from accelpool.textio import read_objects
-from accelpool.validation import validate_object
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from accelpool import cli
-from accelpool.validation import validate_object, validate_spec
+from accelpool.admission.validation import validate_object, validate_spec
 from accelpool_core import catalog
 from tests.cases import CASES, Case, pool
 

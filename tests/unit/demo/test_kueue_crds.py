@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from accelpool import kueue
-from accelpool.kueue import KueueObserved
+from accelpool.decide import kueue
+from accelpool.decide.kueue import KueueObserved
 from accelpool_demo import kueue as demo_kueue
 from accelpool_demo.kueue import schema
 from tests.structural import schema_errors

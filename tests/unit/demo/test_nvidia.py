@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from accelpool import conventions
-from accelpool import nvidia as accelpool_nvidia
+from accelpool.model import conventions
+from accelpool.model import nvidia as accelpool_nvidia
 from accelpool_core import catalog
 from accelpool_demo import nvidia
 from accelpool_demo.nvidia import Gpu, Installation, PluginConfig, Replicated

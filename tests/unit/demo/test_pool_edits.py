@@ -2,7 +2,7 @@
 closed loop on a fake clock, with the kubelet's ConfigMap sync delay and the MIG manager's apply time.
 
 NVIDIA's config-manager and MIG manager act only when a node's label value changes, so an edited pool's
-configs come under new names (`accelpool.nvidia.member_configs`); the pool is Ready only once the node
+configs come under new names (`accelpool.model.nvidia.member_configs`); the pool is Ready only once the node
 serves exactly the new layout (per resource, per GPU), never while it still serves the old one. The
 planner moves the member to the new configs once they have been stored for the sync delay
 (`ConfigSync`, as the controller does), so neither the config-manager nor the MIG manager ever meets a
@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
-from accelpool import conventions, nvidia, patches
-from accelpool.nodes import NodeView
-from accelpool.planning import ConfigState, ConfigSync, Plan, PlannerOptions, PoolInput, plan
-from accelpool.validation import validate_spec
+from accelpool.admission.validation import validate_spec
+from accelpool.decide import patches
+from accelpool.decide.planning import ConfigState, ConfigSync, Plan, PlannerOptions, PoolInput, plan
+from accelpool.model import conventions, nvidia
+from accelpool.model.nodes import NodeView
 from accelpool_demo.apiserver.writes import merge_patch
 from accelpool_demo.nvidia import Installation, NodeChanges, Simulation
 

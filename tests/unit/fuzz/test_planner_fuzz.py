@@ -23,10 +23,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accelpool import api, conventions, render
-from accelpool.nodes import NodeView
-from accelpool.planning import ConfigState, PlannerOptions, PoolInput, plan
-from accelpool.validation import validate_spec
+from accelpool import api
+from accelpool.admission.validation import validate_spec
+from accelpool.decide import render
+from accelpool.decide.planning import ConfigState, PlannerOptions, PoolInput, plan
+from accelpool.model import conventions
+from accelpool.model.nodes import NodeView
 from accelpool_core import catalog
 
 NOW = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from accelpool import cli, dashboards
+from accelpool import cli
+from accelpool.cli import dashboards
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = ROOT / "charts" / "accelpool" / "dashboards"

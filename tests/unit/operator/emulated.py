@@ -18,13 +18,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from accelpool import api
-from accelpool.controller import Controller
-from accelpool.controller.apiserver import POOLS
-from accelpool.handlers import FINALIZER
-from accelpool.inputs import PoolRecord
-from accelpool.metrics import OperatorMetrics
-from accelpool.nodes import NodeView
-from accelpool.settings import OperatorConfig
+from accelpool.decide.inputs import PoolRecord
+from accelpool.model.nodes import NodeView
+from accelpool.runtime.controller import Controller
+from accelpool.runtime.controller.apiserver import POOLS
+from accelpool.runtime.handlers import FINALIZER
+from accelpool.runtime.metrics import OperatorMetrics
+from accelpool.runtime.settings import OperatorConfig
 from accelpool_core.kube import KubeClient
 from accelpool_demo.apiserver import RunningApiServer, serving
 

@@ -1,4 +1,4 @@
-"""`accelpool.admission`: AdmissionReviews answered with `accelpool validate`'s verdict and words."""
+"""`accelpool.admission.review`: AdmissionReviews answered with `accelpool validate`'s verdict and words."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from accelpool import admission, cli, validation
+from accelpool import cli
+from accelpool.admission import review, validation
 from tests.cases import CASES, pool
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -19,7 +20,7 @@ NOT_OFFERED = {"accelerator": "H100:8", "mig": {"profile": "1g.5gb"}}
 """A catalog rule: the CRD admits it, `accelpool validate` does not."""
 
 
-def review(operation: str, obj: Any, old: Any = None, **request: Any) -> dict[str, Any]:
+def review_document(operation: str, obj: Any, old: Any = None, **request: Any) -> dict[str, Any]:
     payload: dict[str, Any] = {"uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "operation": operation, **request}
     if obj is not None:
         payload["object"] = obj
@@ -29,7 +30,7 @@ def review(operation: str, obj: Any, old: Any = None, **request: Any) -> dict[st
 
 
 def answer(document: dict[str, Any]) -> dict[str, Any]:
-    result = admission.review(document)
+    result = review.review(document)
     assert result["apiVersion"] == "admission.k8s.io/v1" and result["kind"] == "AdmissionReview"
     assert result["response"]["uid"] == document["request"]["uid"]
     response: dict[str, Any] = result["response"]
@@ -42,16 +43,19 @@ def cli_formatted(obj: dict[str, Any]) -> str:
 
 
 def test_create_of_a_valid_pool_is_allowed() -> None:
-    assert answer(review("CREATE", pool(VALID))) == {"uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "allowed": True}
+    assert answer(review_document("CREATE", pool(VALID))) == {
+        "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+        "allowed": True,
+    }
 
 
 def test_create_breaking_a_catalog_rule_is_denied_as_invalid_with_validates_message() -> None:
     obj = pool(NOT_OFFERED, name="wrong-profile")
-    response = answer(review("CREATE", obj))
+    response = answer(review_document("CREATE", obj))
     assert response["allowed"] is False
     status = response["status"]
     assert (status["status"], status["code"], status["reason"]) == ("Failure", 422, "Invalid")
-    assert status["message"] == cli_formatted(obj) == admission.denial_message(validation.validate_object(obj))
+    assert status["message"] == cli_formatted(obj) == review.denial_message(validation.validate_object(obj))
     assert status["message"].startswith(
         'spec.mig.profile: Invalid value: "1g.5gb": mig profile 1g.5gb is not offered by H100-80GB; valid: '
     )
@@ -66,7 +70,7 @@ def test_every_problem_is_reported_a_line_each() -> None:
     obj = pool({"accelerator": "H100", "mig": {"profiles": ["4g.40gb", "4g.40gb"]}})
     verdict = validation.validate_object(obj)
     assert len(verdict.problems) == 2
-    status = answer(review("CREATE", obj))["status"]
+    status = answer(review_document("CREATE", obj))["status"]
     assert status["message"] == "2 problems:\n" + "\n".join(f"* {p}" for p in verdict.problems)
     assert [f"{c['field']}: {c['message']}" for c in status["details"]["causes"]] == [str(p) for p in verdict.problems]
 
@@ -78,7 +82,7 @@ def test_the_denial_says_what_accelpool_validate_prints(path: Path, capsys: pyte
     assert cli.main(["validate", "-f", str(path)]) == 1
     prefix = f"{path}: ComputePool/{obj['metadata']['name']}: "
     printed = [line.removeprefix(prefix) for line in capsys.readouterr().out.splitlines()]
-    response = answer(review("CREATE", obj))
+    response = answer(review_document("CREATE", obj))
     assert response["allowed"] is False
     causes = response["status"]["details"]["causes"]
     assert printed and len(printed) == len(causes)
@@ -91,10 +95,10 @@ def test_the_denial_says_what_accelpool_validate_prints(path: Path, capsys: pyte
 def test_admission_agrees_with_validate_on_every_case(case: Any) -> None:
     obj = pool(case.spec)
     verdict = validation.validate_object(obj)
-    response = answer(review("CREATE", obj))
+    response = answer(review_document("CREATE", obj))
     assert response["allowed"] is verdict.valid is (case.layer == "valid")
     if not verdict.valid:
-        assert response["status"]["message"] == admission.denial_message(verdict)
+        assert response["status"]["message"] == review.denial_message(verdict)
 
 
 def test_update_that_keeps_the_spec_of_an_invalid_pool_is_allowed() -> None:
@@ -106,16 +110,16 @@ def test_update_that_keeps_the_spec_of_an_invalid_pool_is_allowed() -> None:
     new["metadata"]["finalizers"] = []
     new["metadata"]["labels"]["team"] = "b"
     assert validation.validate_object(new).problems
-    assert answer(review("UPDATE", new, old))["allowed"] is True
+    assert answer(review_document("UPDATE", new, old))["allowed"] is True
 
 
 def test_update_that_changes_the_spec_is_validated() -> None:
     old = pool(NOT_OFFERED)
     still_invalid = pool({**NOT_OFFERED, "nodes": 3})
-    response = answer(review("UPDATE", still_invalid, old))
+    response = answer(review_document("UPDATE", still_invalid, old))
     assert response["allowed"] is False and response["status"]["message"] == cli_formatted(still_invalid)
-    assert answer(review("UPDATE", pool(VALID), old))["allowed"] is True
-    broken = answer(review("UPDATE", pool(NOT_OFFERED), pool(VALID)))
+    assert answer(review_document("UPDATE", pool(VALID), old))["allowed"] is True
+    broken = answer(review_document("UPDATE", pool(NOT_OFFERED), pool(VALID)))
     assert broken["allowed"] is False and broken["status"]["message"] == cli_formatted(pool(NOT_OFFERED))
 
 
@@ -123,36 +127,36 @@ def test_a_changed_json_type_is_a_changed_spec() -> None:
     """`true` and `1` are equal in Python, not on the wire."""
     old = pool({**VALID, "dedicated": True})
     new = pool({**VALID, "dedicated": 1})
-    assert answer(review("UPDATE", new, old))["allowed"] is False
+    assert answer(review_document("UPDATE", new, old))["allowed"] is False
 
 
 def test_status_is_not_checked() -> None:
     """The operator writes status through the status subresource, which the webhook does not see."""
     obj = pool(VALID)
     obj["status"] = {"phase": "Unheard-of", "extra": [1]}
-    assert answer(review("CREATE", obj))["allowed"] is True
+    assert answer(review_document("CREATE", obj))["allowed"] is True
 
 
 def test_dry_run_is_answered_the_same() -> None:
-    assert answer(review("CREATE", pool(NOT_OFFERED), dryRun=True))["allowed"] is False
-    assert answer(review("CREATE", pool(VALID), dryRun=True))["allowed"] is True
+    assert answer(review_document("CREATE", pool(NOT_OFFERED), dryRun=True))["allowed"] is False
+    assert answer(review_document("CREATE", pool(VALID), dryRun=True))["allowed"] is True
 
 
 def test_operations_and_subresources_not_registered_are_allowed() -> None:
     invalid = pool(NOT_OFFERED)
-    assert answer(review("DELETE", None, invalid))["allowed"] is True
-    assert answer(review("UPDATE", invalid, pool(VALID), subResource="status"))["allowed"] is True
+    assert answer(review_document("DELETE", None, invalid))["allowed"] is True
+    assert answer(review_document("UPDATE", invalid, pool(VALID), subResource="status"))["allowed"] is True
 
 
 def test_a_huge_value_is_cut_in_the_message() -> None:
     obj = pool({"accelerator": ["H" * 10_000]})
-    message = answer(review("CREATE", obj))["status"]["message"]
-    assert len(message) <= admission.PROBLEM_CHARS and message.endswith("…")
+    message = answer(review_document("CREATE", obj))["status"]["message"]
+    assert len(message) <= review.PROBLEM_CHARS and message.endswith("…")
 
 
 def test_line_breaks_in_a_message_are_escaped() -> None:
     obj = pool({"accelerator": "H100\nsecond line"})
-    message = answer(review("CREATE", obj))["status"]["message"]
+    message = answer(review_document("CREATE", obj))["status"]["message"]
     assert "\n" not in message and "\\n" in message
 
 
@@ -162,15 +166,15 @@ def test_line_breaks_in_a_message_are_escaped() -> None:
         ([], "expected an AdmissionReview object, got list"),
         ({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {}}, "'admission.k8s.io/v1'"),
         ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}, "AdmissionReview has no request"),
-        ({**review("CREATE", pool(VALID)), "kind": "Pod"}, "kind 'Pod'"),
-        (review("CREATE", pool(VALID), uid=""), "request.uid is missing"),
-        (review("CREATE", None), "request.object is missing for operation CREATE"),
-        (review("UPDATE", pool(VALID)), "request.oldObject is missing for operation UPDATE"),
-        (review("UPDATE", "a string", pool(VALID)), "request.object is missing for operation UPDATE"),
+        ({**review_document("CREATE", pool(VALID)), "kind": "Pod"}, "kind 'Pod'"),
+        (review_document("CREATE", pool(VALID), uid=""), "request.uid is missing"),
+        (review_document("CREATE", None), "request.object is missing for operation CREATE"),
+        (review_document("UPDATE", pool(VALID)), "request.oldObject is missing for operation UPDATE"),
+        (review_document("UPDATE", "a string", pool(VALID)), "request.object is missing for operation UPDATE"),
     ],
     ids=["not-a-mapping", "v1beta1", "no-request", "wrong-kind", "no-uid", "create-no-object", "update-no-old", "str"],
 )
 def test_a_malformed_review_is_refused_with_the_reason(document: Any, says: str) -> None:
-    with pytest.raises(admission.MalformedReview) as refused:
-        admission.review(document)
+    with pytest.raises(review.MalformedReview) as refused:
+        review.review(document)
     assert says in str(refused.value)

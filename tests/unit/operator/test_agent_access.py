@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from accelpool import agent_access, render
-from accelpool.render import AgentSettings
+from accelpool.decide import agent_access, render
+from accelpool.decide.render import AgentSettings
 
 from .conftest import pool
 

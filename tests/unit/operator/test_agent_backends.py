@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from accelpool import api, render
-from accelpool.render import AgentSettings
-from accelpool.settings import OperatorConfig, add_arguments
+from accelpool import api
+from accelpool.decide import render
+from accelpool.decide.render import AgentSettings
+from accelpool.runtime.settings import OperatorConfig, add_arguments
 
 from .conftest import pool
 

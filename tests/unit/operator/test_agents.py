@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from accelpool import agents, conventions
-from accelpool.agents import AgentObservation, CreateFailure, DaemonSetState, judge, observe
+from accelpool.model import agents, conventions
+from accelpool.model.agents import AgentObservation, CreateFailure, DaemonSetState, judge, observe
 
 NOW = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)
 NAMESPACE = "accelpool-system"

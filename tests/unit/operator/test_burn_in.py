@@ -1,4 +1,5 @@
-"""The burn-in gate (`accelpool.planning.burnin`): a joining node serves only after its agent passed a full cycle.
+"""The burn-in gate (`accelpool.decide.planning.remediation.burnin`): a joining node serves only after its agent
+passed a full cycle.
 
 Planner passes over `NodeView`s: the taint goes on in the write that makes a node a member, comes
 off after a completed full cycle with AcceleratorHealthy True from this pool's agent, turns `failed`
@@ -13,9 +14,10 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from accelpool import conventions, render
-from accelpool.nodes import NodeView, Taint, format_time
-from accelpool.planning import Plan
+from accelpool.decide import render
+from accelpool.decide.planning import Plan
+from accelpool.model import conventions
+from accelpool.model.nodes import NodeView, Taint, format_time
 
 from .conftest import NOW, applied, member, members, node, pool, run
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from accelpool import conventions
-from accelpool.nodes import format_time
+from accelpool.model import conventions
+from accelpool.model.nodes import format_time
 
 from .conftest import MIG_OFF, node_body
 from .emulated import NODES, START, Cluster, Harness, pool_body

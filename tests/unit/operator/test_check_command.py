@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from accelpool import api, cli, conventions
-from accelpool.commands.check import (
+from accelpool import api, cli
+from accelpool.cli.commands.check import (
     EXIT_TIMEOUT,
     UsageError,
     Verdict,
@@ -23,6 +23,7 @@ from accelpool.commands.check import (
     render_json,
     render_table,
 )
+from accelpool.model import conventions
 from accelpool_core.protocol import Action, Finding, HealthReport, HealthStatus, Severity
 from accelpool_demo.apiserver import RunningApiServer, serving
 

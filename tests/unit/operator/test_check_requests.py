@@ -1,14 +1,14 @@
-"""A pool's check request copied to its members by the planner (`accelpool.planning.check_requests`)."""
+"""A pool's check request copied to its members by the planner (`accelpool.decide.planning.check_requests`)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
 
-from accelpool import conventions
-from accelpool.inputs import PoolRecord, pool_input
-from accelpool.nodes import NodeView
-from accelpool.planning import Plan, PoolInput
+from accelpool.decide.inputs import PoolRecord, pool_input
+from accelpool.decide.planning import Plan, PoolInput
+from accelpool.model import conventions
+from accelpool.model.nodes import NodeView
 
 from .conftest import applied, member, pool, run
 

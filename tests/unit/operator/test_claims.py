@@ -1,13 +1,13 @@
-"""Claims on their own (`accelpool.planning.claims`): which free nodes the pools that lack members take."""
+"""Claims on their own (`accelpool.decide.planning.claims`): which free nodes the pools that lack members take."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from accelpool import conventions
-from accelpool.nodes import NodeView
-from accelpool.planning.claims import Claim, ClaimRequest, ReservingTaints, claim, not_claimable
-from accelpool.planning.pools import NodeFilter
+from accelpool.decide.planning.claims import Claim, ClaimRequest, ReservingTaints, claim, not_claimable
+from accelpool.decide.planning.pools import NodeFilter
+from accelpool.model import conventions
+from accelpool.model.nodes import NodeView
 
 from .conftest import node
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from accelpool import cli, conventions, nvidia
-from accelpool.settings import OperatorConfig, add_arguments
+from accelpool import cli
+from accelpool.model import conventions, nvidia
+from accelpool.runtime.settings import OperatorConfig, add_arguments
 
 from .conftest import LOCAL_FIXTURE, ROOT, device_plugin_key, mig_entry_name
 

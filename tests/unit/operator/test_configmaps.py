@@ -11,8 +11,9 @@ from typing import Any
 
 import yaml
 
-from accelpool import configmaps, conventions, inputs, nvidia
-from accelpool.planning import ConfigState
+from accelpool.decide import configmaps, inputs
+from accelpool.decide.planning import ConfigState
+from accelpool.model import conventions, nvidia
 
 from .conftest import device_plugin_key, fixture_nodes, mig_entry_name, node, pool, run
 from .test_render import POOLS, check_golden

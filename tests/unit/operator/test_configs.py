@@ -1,11 +1,11 @@
-"""The NVIDIA ConfigMaps on their own (`accelpool.planning.configs`): ours rewritten, others' kept."""
+"""The NVIDIA ConfigMaps on their own (`accelpool.decide.planning.configs`): ours rewritten, others' kept."""
 
 from __future__ import annotations
 
-from accelpool import conventions, nvidia
-from accelpool.planning import ConfigState
-from accelpool.planning.configs import device_plugin_config, foreign_config_keys, mig_config
-from accelpool.planning.pools import pool_works
+from accelpool.decide.planning import ConfigState
+from accelpool.decide.planning.configs import device_plugin_config, foreign_config_keys, mig_config
+from accelpool.decide.planning.pools import pool_works
+from accelpool.model import conventions, nvidia
 
 from .conftest import device_plugin_key, mig_entry_name, pool
 

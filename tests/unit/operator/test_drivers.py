@@ -1,4 +1,4 @@
-"""Driver and CUDA versions across a pool's members (`accelpool.poolstatus.drivers`) and what serves now.
+"""Driver and CUDA versions across a pool's members (`accelpool.decide.poolstatus.drivers`) and what serves now.
 
 A pool whose members' agents report different driver versions is DriversConsistent=False naming the
 minority's nodes, with a Warning Event; nothing is quarantined and the phase does not change. Capacity
@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from accelpool import conventions
-from accelpool.poolstatus import Member
-from accelpool.poolstatus.drivers import drivers_consistent
+from accelpool.decide.poolstatus import Member
+from accelpool.decide.poolstatus.drivers import drivers_consistent
+from accelpool.model import conventions
 from accelpool_core import catalog
 
 from .conftest import applied, member, members, node, pool, run

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from accelpool import conventions
-from accelpool.evictions import (
+from accelpool.model import conventions
+from accelpool.model.evictions import (
     Answer,
     DrainOrder,
     PodRef,

@@ -16,10 +16,13 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from accelpool import api, conventions, inputs, validation
-from accelpool.ladder import QuarantineHistory, history_of, record_of
-from accelpool.nodes import HealthCondition, NodeView, format_time
-from accelpool.planning import Plan
+from accelpool import api
+from accelpool.admission import validation
+from accelpool.decide import inputs
+from accelpool.decide.planning import Plan
+from accelpool.model import conventions
+from accelpool.model.nodes import HealthCondition, NodeView, format_time
+from accelpool.model.remediation_record import QuarantineHistory, history_of, record_of
 
 from .conftest import NOW, applied, member, pool, run
 

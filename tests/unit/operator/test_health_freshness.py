@@ -1,4 +1,4 @@
-"""Agent health goes stale by the operator's clock, never by the agent's (`accelpool.controller.freshness`).
+"""Agent health goes stale by the operator's clock, never by the agent's (`accelpool.runtime.controller.freshness`).
 
 The operator records, on its own clock, when it last saw each node's `AcceleratorHealthy` condition
 (or the agent's report) change, as the node lifecycle controller keeps its `probeTimestamp`; a
@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from accelpool import conventions
-from accelpool.controller.freshness import HealthFreshness
-from accelpool.controller.relevance import same_for_planning
-from accelpool.nodes import NodeView, format_time
-from accelpool.planning.membership import judge_health
-from accelpool.settings import OperatorConfig, add_arguments
+from accelpool.decide.planning.membership import judge_health
+from accelpool.model import conventions
+from accelpool.model.nodes import NodeView, format_time
+from accelpool.runtime.controller.freshness import HealthFreshness
+from accelpool.runtime.controller.relevance import same_for_planning
+from accelpool.runtime.settings import OperatorConfig, add_arguments
 
 from .conftest import NOW, member, node_body
 from .emulated import NODES, START, Cluster, Harness, pool_body

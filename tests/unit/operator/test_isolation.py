@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from accelpool import api, conventions, nvidia, planning, poolstatus, render
-from accelpool.planning import ConfigState
+from accelpool import api
+from accelpool.decide import planning, poolstatus, render
+from accelpool.decide.planning import ConfigState
+from accelpool.model import conventions, nvidia
 
 from .conftest import conditions, device_plugin_key, member, members, node, node_body, pool, run
 from .emulated import Cluster, pool_body

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from accelpool import conventions, desired, render
-from accelpool.nodes import NodeView
-from accelpool.planning import ConfigState, PlannerOptions
+from accelpool.decide import desired, render
+from accelpool.decide.planning import ConfigState, PlannerOptions
+from accelpool.model import conventions
+from accelpool.model.nodes import NodeView
 
 from .conftest import NOW, applied, device_plugin_key, node, pool
 

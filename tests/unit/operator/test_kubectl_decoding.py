@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from accelpool import cli, textio, validation
+from accelpool import cli, textio
+from accelpool.admission import validation
 from accelpool.textio import goyaml, json_stream
 
 POOL_HEAD = "apiVersion: accelpool.io/v1alpha1\nkind: ComputePool\nmetadata: {name: p}\n"

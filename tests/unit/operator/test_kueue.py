@@ -1,4 +1,4 @@
-"""Kueue's objects for the pools that ask (`accelpool.kueue`): the ResourceFlavor, the ClusterQueue's quota
+"""Kueue's objects for the pools that ask (`accelpool.decide.kueue`): the ResourceFlavor, the ClusterQueue's quota
 following the pool's healthy requestable capacity, only accelpool's entries edited, and the statuses."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from accelpool import conventions, kueue
-from accelpool.kueue import KueueObserved, edit_groups
-from accelpool.planning import Plan
+from accelpool.decide import kueue
+from accelpool.decide.kueue import KueueObserved, edit_groups
+from accelpool.decide.planning import Plan
+from accelpool.model import conventions
 from tests.kueue import CPU_AND_MEMORY, cluster_queue, webhook_problems
 from tests.unit.operator.conftest import NOW, member, pool, run
 

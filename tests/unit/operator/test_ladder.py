@@ -8,11 +8,11 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from accelpool import conventions
-from accelpool.evictions import Answer, DrainObservation, PodRef
-from accelpool.ladder import LadderRecord, record_of
-from accelpool.nodes import NodeView, format_time
-from accelpool.planning import Plan
+from accelpool.decide.planning import Plan
+from accelpool.model import conventions
+from accelpool.model.evictions import Answer, DrainObservation, PodRef
+from accelpool.model.nodes import NodeView, format_time
+from accelpool.model.remediation_record import LadderRecord, record_of
 from accelpool_core.protocol import Action, HealthReport, HealthStatus
 
 from .conftest import NOW, applied, member, pool, run

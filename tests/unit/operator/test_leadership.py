@@ -10,10 +10,10 @@ from pathlib import Path
 import kopf
 import pytest
 
-from accelpool import leadership
-from accelpool.controller import Controller
-from accelpool.metrics import OperatorMetrics
-from accelpool.settings import OperatorConfig
+from accelpool.runtime import leadership
+from accelpool.runtime.controller import Controller
+from accelpool.runtime.metrics import OperatorMetrics
+from accelpool.runtime.settings import OperatorConfig
 from accelpool_core.credentials import Credentials
 from accelpool_core.kube import KubeClient
 

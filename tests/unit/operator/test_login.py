@@ -13,8 +13,8 @@ from typing import cast
 import kopf
 import yaml
 
-from accelpool import handlers
-from accelpool.settings import OperatorConfig
+from accelpool.runtime import handlers
+from accelpool.runtime.settings import OperatorConfig
 
 login = cast(Callable[..., Awaitable[kopf.ConnectionInfo]], handlers.login)
 """As kopf calls it (its decorator's type stands for every activity's arguments)."""

@@ -1,14 +1,14 @@
-"""Membership and the ledger on their own (`accelpool.planning.membership`, `.ledger`)."""
+"""Membership and the ledger on their own (`accelpool.decide.planning.membership`, `.ledger`)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from accelpool import conventions
-from accelpool.nodes import NodeView, format_time
-from accelpool.planning.ledger import Ledger
-from accelpool.planning.membership import judge_health, sort_nodes
-from accelpool.planning.pools import pool_works
+from accelpool.decide.planning.ledger import Ledger
+from accelpool.decide.planning.membership import judge_health, sort_nodes
+from accelpool.decide.planning.pools import pool_works
+from accelpool.model import conventions
+from accelpool.model.nodes import NodeView, format_time
 
 from .conftest import NOW, device_plugin_key, member, node, node_body, pool
 

@@ -16,7 +16,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.core import Metric
 
-from accelpool import metrics
+from accelpool.runtime import metrics
 
 HANG_GUARD_SECONDS = 60.0
 SCRAPERS = 50

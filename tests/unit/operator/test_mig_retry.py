@@ -1,4 +1,4 @@
-"""Retrying a failed MIG config on its own (`accelpool.planning.mig_retry`)."""
+"""Retrying a failed MIG config on its own (`accelpool.decide.planning.mig_retry`)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from datetime import timedelta
 
 import pytest
 
-from accelpool import conventions
-from accelpool.nodes import NodeView
-from accelpool.planning import format_mig_retry, mig_retry_delay, parse_mig_retry
-from accelpool.planning.mig_retry import MigRetryStep, next_step
+from accelpool.decide.planning import format_mig_retry, mig_retry_delay, parse_mig_retry
+from accelpool.decide.planning.mig_retry import MigRetryStep, next_step
+from accelpool.model import conventions
+from accelpool.model.nodes import NodeView
 
 from .conftest import NOW, member
 

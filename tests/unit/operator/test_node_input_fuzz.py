@@ -20,9 +20,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accelpool import conventions
-from accelpool.nodes import NodeView
-from accelpool.planning import Plan
+from accelpool.decide.planning import Plan
+from accelpool.model import conventions
+from accelpool.model.nodes import NodeView
 
 from .conftest import member, node_body, pool, run
 

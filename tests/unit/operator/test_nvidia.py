@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from accelpool import api, nvidia
-from accelpool.validation import validate_spec
+from accelpool import api
+from accelpool.admission.validation import validate_spec
+from accelpool.model import nvidia
 from accelpool_core import catalog
 
 

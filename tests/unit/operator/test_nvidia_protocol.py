@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
-from accelpool import cli, conventions
-from accelpool.nodes import NodeView
-from accelpool.planning import Plan
+from accelpool import cli
+from accelpool.decide.planning import Plan
+from accelpool.model import conventions
+from accelpool.model.nodes import NodeView
 
 from .conftest import NOW, conditions, device_plugin_key, members, mig_entry_name, node, node_body, pool, run
 

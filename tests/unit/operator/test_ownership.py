@@ -13,8 +13,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accelpool import conventions, nvidia
-from accelpool.planning import ConfigState
+from accelpool.decide.planning import ConfigState
+from accelpool.model import conventions, nvidia
 
 from .conftest import conditions, device_plugin_key, member, members, node, pool, run
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from accelpool import conventions
-from accelpool.nodes import NodeChange, Taint
-from accelpool.patches import configmap_patch, merge_diff, node_patch
+from accelpool.decide.patches import configmap_patch, merge_diff, node_patch
+from accelpool.model import conventions
+from accelpool.model.nodes import NodeChange, Taint
 
 from .conftest import node
 

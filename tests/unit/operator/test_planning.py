@@ -7,9 +7,9 @@ import random
 from dataclasses import replace
 from datetime import timedelta
 
-from accelpool import conventions, nvidia
-from accelpool.nodes import NodeView, Taint
-from accelpool.planning import ConfigState
+from accelpool.decide.planning import ConfigState
+from accelpool.model import conventions, nvidia
+from accelpool.model.nodes import NodeView, Taint
 
 from .conftest import (
     NOW,
@@ -179,7 +179,7 @@ def test_a_second_pass_over_the_written_state_changes_nothing() -> None:
     after = applied(nodes, first)
     second = run(pools, after, now=NOW + timedelta(hours=1))
     assert [p.members for p in second.pools] == [p.members for p in first.pools]
-    from accelpool.patches import node_patch
+    from accelpool.decide.patches import node_patch
 
     by_name = {n.name: n for n in after}
     assert [name for name, change in second.changes.items() if node_patch(by_name[name], change)] == []

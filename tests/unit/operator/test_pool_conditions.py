@@ -1,4 +1,4 @@
-"""Each status condition function on its own: explicit inputs in, one finding out (`accelpool.poolstatus`)."""
+"""Each status condition function on its own: explicit inputs in, one finding out (`accelpool.decide.poolstatus`)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from accelpool import agents, api, conventions
-from accelpool.poolstatus import Breaker, Finding, Member, Selection
-from accelpool.poolstatus.census import Census
-from accelpool.poolstatus.compose import ConditionHistory
-from accelpool.poolstatus.conditions import (
+from accelpool import api
+from accelpool.decide.poolstatus import Breaker, Finding, Member, Selection
+from accelpool.decide.poolstatus.census import Census
+from accelpool.decide.poolstatus.compose import ConditionHistory
+from accelpool.decide.poolstatus.conditions import (
     agent_ready,
     device_plugin_configured,
     healthy,
@@ -20,7 +20,8 @@ from accelpool.poolstatus.conditions import (
     nodes_selected,
     valid,
 )
-from accelpool.poolstatus.layout import Layout, PoolShape, judge_layout
+from accelpool.decide.poolstatus.layout import Layout, PoolShape, judge_layout
+from accelpool.model import agents, conventions
 
 from .conftest import NOW, member, mig_entry_name, pool
 

@@ -1,13 +1,13 @@
-"""A pool's phase from its census and findings, and its capacity (`accelpool.poolstatus.phase`, `.capacity`)."""
+"""A pool's phase from its census and findings, and its capacity (`accelpool.decide.poolstatus.phase`, `.capacity`)."""
 
 from __future__ import annotations
 
-from accelpool import conventions
-from accelpool.poolstatus import Finding, Member, Selection
-from accelpool.poolstatus.capacity import capacity
-from accelpool.poolstatus.census import Census
-from accelpool.poolstatus.layout import Layout, PoolShape, judge_layout
-from accelpool.poolstatus.phase import PhaseDecision, configuring, decide_phase, degradations
+from accelpool.decide.poolstatus import Finding, Member, Selection
+from accelpool.decide.poolstatus.capacity import capacity
+from accelpool.decide.poolstatus.census import Census
+from accelpool.decide.poolstatus.layout import Layout, PoolShape, judge_layout
+from accelpool.decide.poolstatus.phase import PhaseDecision, configuring, decide_phase, degradations
+from accelpool.model import conventions
 from accelpool_core import catalog
 
 from .conftest import member, pool

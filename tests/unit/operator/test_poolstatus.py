@@ -7,9 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from accelpool import api, conventions
-from accelpool.nodes import NodeView
-from accelpool.planning import PoolInput
+from accelpool import api
+from accelpool.decide.planning import PoolInput
+from accelpool.model import conventions
+from accelpool.model.nodes import NodeView
 
 from .conftest import NOW, conditions, member, mig_entry_name, pool, run
 

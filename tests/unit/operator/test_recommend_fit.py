@@ -12,10 +12,10 @@ from __future__ import annotations
 import pytest
 
 from accelpool import api
-from accelpool.recommend import Kind, Placement, Request, Workload, estimate, known_model, placements
-from accelpool.recommend.fit import DEFAULT_MFU, device_counts, mig_memory_bytes, time_sliced, whole_devices
-from accelpool.recommend.memory import PRECISIONS, Estimate, GiB
-from accelpool.recommend.pools import fit_pool, planned_resources, pool_units
+from accelpool.cli.recommend import Kind, Placement, Request, Workload, estimate, known_model, placements
+from accelpool.cli.recommend.fit import DEFAULT_MFU, device_counts, mig_memory_bytes, time_sliced, whole_devices
+from accelpool.cli.recommend.memory import PRECISIONS, Estimate, GiB
+from accelpool.cli.recommend.pools import fit_pool, planned_resources, pool_units
 from accelpool_core import catalog
 
 

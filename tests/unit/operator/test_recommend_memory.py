@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import pytest
 
-from accelpool.recommend import KNOWN_MODELS, Request, Workload, estimate, known_model
-from accelpool.recommend.architectures import Architecture, nearest_shape
-from accelpool.recommend.memory import PRECISIONS, GiB, activation_bytes, kv_cache_bytes, lora_params
+from accelpool.cli.recommend import KNOWN_MODELS, Request, Workload, estimate, known_model
+from accelpool.cli.recommend.architectures import Architecture, nearest_shape
+from accelpool.cli.recommend.memory import PRECISIONS, GiB, activation_bytes, kv_cache_bytes, lora_params
 
 GB = 1e9
 

@@ -22,8 +22,8 @@ import asyncio
 import kmock
 import pytest
 
-from accelpool import conventions
-from accelpool.controller.apiserver import POOLS
+from accelpool.model import conventions
+from accelpool.runtime.controller.apiserver import POOLS
 from accelpool_demo.apiserver import Served
 
 from .conftest import member, node_body
@@ -304,7 +304,7 @@ async def test_an_agent_daemonset_is_applied_only_when_what_is_rendered_changes(
     same = await cluster.harness(pools)
     await same.controller.reconcile_once()
     assert [w for w in cluster.writes() if w[1] == path] == [("APPLY", path)]
-    from accelpool.render import AgentSettings
+    from accelpool.decide.render import AgentSettings
 
     upgraded = await cluster.harness(pools, agent=AgentSettings(image="registry.example/agent:2"))
     await upgraded.controller.reconcile_once()

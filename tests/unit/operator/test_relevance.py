@@ -1,4 +1,4 @@
-"""`accelpool.controller.relevance`: which node changes could change a plan."""
+"""`accelpool.runtime.controller.relevance`: which node changes could change a plan."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from accelpool import conventions
-from accelpool.controller.relevance import same_for_planning, selector_keys
-from accelpool.nodes import NodeView
+from accelpool.model import conventions
+from accelpool.model.nodes import NodeView
+from accelpool.runtime.controller.relevance import same_for_planning, selector_keys
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
@@ -75,7 +75,7 @@ def test_the_health_verdict_is_relevant_and_a_fresh_heartbeat_is_not() -> None:
 
 
 def test_a_heartbeat_after_a_stale_one_is_relevant() -> None:
-    """Stale by the operator's clock (`accelpool.controller.freshness`), whatever time the agent wrote."""
+    """Stale by the operator's clock (`accelpool.runtime.controller.freshness`), whatever time the agent wrote."""
     stale = conventions.HEALTH_STALE_SECONDS
     assert not same(body(), body(heartbeat=NOW + timedelta(seconds=5)), unchanged_for=stale)
     assert same(body(), body(heartbeat=NOW + timedelta(seconds=5)), unchanged_for=stale - 1)

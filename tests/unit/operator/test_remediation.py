@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from accelpool import conventions
-from accelpool.nodes import NodeView, Taint
-from accelpool.planning.ledger import NodeEdit
-from accelpool.planning.remediation import RemediationDecision, apply_quarantine, remediate
+from accelpool.decide.planning.ledger import NodeEdit
+from accelpool.decide.planning.remediation.quarantine import RemediationDecision, apply_quarantine, remediate
+from accelpool.model import conventions
+from accelpool.model.nodes import NodeView, Taint
 
 from .conftest import NOW, applied, conditions, member, members, node, pool, run
 

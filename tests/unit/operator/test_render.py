@@ -15,8 +15,10 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from accelpool import api, conventions, nvidia, render
-from accelpool.render import AgentSettings
+from accelpool import api
+from accelpool.decide import render
+from accelpool.decide.render import AgentSettings
+from accelpool.model import conventions, nvidia
 from accelpool_agent import server
 
 from .conftest import fixture_nodes, pool, run

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from accelpool import conventions
-from accelpool.settings import OperatorConfig
+from accelpool.model import conventions
+from accelpool.runtime.settings import OperatorConfig
 
 from .conftest import conditions, members, node, pool, run
 

@@ -8,9 +8,9 @@ import kopf
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from accelpool import handlers
-from accelpool.metrics import OperatorMetrics, exposition
-from accelpool.settings import OperatorConfig
+from accelpool.runtime import handlers
+from accelpool.runtime.metrics import OperatorMetrics, exposition
+from accelpool.runtime.settings import OperatorConfig
 
 from .conftest import member, pool, run
 

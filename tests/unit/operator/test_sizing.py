@@ -1,12 +1,12 @@
-"""Sizing on its own (`accelpool.planning.sizing`): what a pool lacks, or which members are surplus."""
+"""Sizing on its own (`accelpool.decide.planning.sizing`): what a pool lacks, or which members are surplus."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from accelpool import conventions
-from accelpool.nodes import NodeView
-from accelpool.planning.sizing import SizingDecision, joined, size
+from accelpool.decide.planning.sizing import SizingDecision, joined, size
+from accelpool.model import conventions
+from accelpool.model.nodes import NodeView
 
 from .conftest import NOW, member
 

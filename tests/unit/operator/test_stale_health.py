@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from accelpool import conventions, patches
-from accelpool.nodes import NodeView, format_time
+from accelpool.decide import patches
+from accelpool.model import conventions
+from accelpool.model.nodes import NodeView, format_time
 
 from .conftest import NOW, conditions, member, members, node_body, pool, run
 from .emulated import Cluster

@@ -11,8 +11,8 @@ import asyncio
 
 import pytest
 
-from accelpool import conventions
-from accelpool.controller.apiserver import POOLS
+from accelpool.model import conventions
+from accelpool.runtime.controller.apiserver import POOLS
 
 from .conftest import node_body
 from .emulated import Cluster, pool_body

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from accelpool import admission, webhook
+from accelpool.admission import review
+from accelpool.runtime import webhook
 
 HANG_GUARD_SECONDS = 60.0
 UNKNOWN_FIELDS = 100_000
@@ -27,8 +28,8 @@ UNKNOWN_FIELDS = 100_000
 
 def review_document(spec: dict[str, Any], uid: str = "u-1") -> dict[str, Any]:
     return {
-        "apiVersion": admission.API_VERSION,
-        "kind": admission.KIND,
+        "apiVersion": review.API_VERSION,
+        "kind": review.KIND,
         "request": {
             "uid": uid,
             "operation": "CREATE",
@@ -50,7 +51,7 @@ def hostile_spec() -> dict[str, Any]:
 
 
 class BlockingReview:
-    """`admission.review` that waits in its worker thread until released, and notes calls on the loop."""
+    """`review.review` that waits in its worker thread until released, and notes calls on the loop."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -58,7 +59,7 @@ class BlockingReview:
         self.release = threading.Event()
         self.on_loop = 0
         self.threads: list[str] = []
-        self._review = admission.review
+        self._review = review.review
 
     def __call__(self, document: Any) -> dict[str, Any]:
         self.threads.append(threading.current_thread().name)
@@ -83,7 +84,7 @@ async def test_validation_runs_off_the_loop_which_keeps_serving(
     client: TestClient[Any, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake = BlockingReview(asyncio.get_running_loop())
-    monkeypatch.setattr(admission, "review", fake)
+    monkeypatch.setattr(review, "review", fake)
     try:
         large = asyncio.create_task(client.post(webhook.PATH, json=review_document(hostile_spec())))
         await asyncio.wait_for(fake.entered.wait(), HANG_GUARD_SECONDS)
@@ -121,12 +122,12 @@ async def test_a_review_with_100k_unknown_fields_gets_a_bounded_answer_naming_th
     assert len(body) < 64 * 1024, len(body)
     status = json.loads(body)["response"]["status"]
     causes = status["details"]["causes"]
-    assert len(causes) == admission.MAX_PROBLEMS + 1
-    cut = UNKNOWN_FIELDS - admission.MAX_PROBLEMS
+    assert len(causes) == review.MAX_PROBLEMS + 1
+    cut = UNKNOWN_FIELDS - review.MAX_PROBLEMS
     assert causes[-1]["reason"] == "FieldValueTooMany"
     assert f"{cut} more problems not listed ({UNKNOWN_FIELDS} in all" in causes[-1]["message"]
     message = status["message"]
-    assert message.startswith(f"{UNKNOWN_FIELDS} problems, the first {admission.MAX_PROBLEMS} listed:\n")
+    assert message.startswith(f"{UNKNOWN_FIELDS} problems, the first {review.MAX_PROBLEMS} listed:\n")
     assert message.endswith(causes[-1]["message"])
     assert causes[0] == {"reason": "FieldValueInvalid", "field": "spec.x0", "message": 'unknown field "spec.x0"'}
 

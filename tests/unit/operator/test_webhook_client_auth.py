@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from accelpool import cli, webhook
-from accelpool.settings import OperatorConfig, add_arguments
+from accelpool import cli
+from accelpool.runtime import webhook
+from accelpool.runtime.settings import OperatorConfig, add_arguments
 from accelpool_demo.webhook import SERVICE, Certificates, ClientCertificates
 from tests.unit.operator.test_webhook_bounds import review_document
 

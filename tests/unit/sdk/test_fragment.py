@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 import accelpool_sdk as ap
-from accelpool import api, nvidia
+from accelpool import api
+from accelpool.model import nvidia
 from accelpool_sdk import fragment
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -22,7 +22,7 @@ def test_importing_the_sdk_imports_no_kopf_no_operator_shell_and_no_agent() -> N
     loaded = run(
         "import sys, accelpool_sdk as ap; ap.ComputePool('p', ap.Accelerator.NVIDIA.H100(8)).pod_spec_fragment(); "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('kopf', 'accelpool_agent', 'accelpool_demo') "
-        "or m in ('accelpool.handlers', 'accelpool.controller', 'accelpool.cli')))"
+        "or m in ('accelpool.runtime.handlers', 'accelpool.runtime.controller', 'accelpool.cli')))"
     )
     assert loaded == "[]"
 

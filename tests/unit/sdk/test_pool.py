@@ -15,7 +15,7 @@ import pytest
 
 import accelpool_sdk as ap
 from accelpool import api, textio
-from accelpool.validation import validate_object
+from accelpool.admission.validation import validate_object
 from accelpool_demo.apiserver import RunningApiServer, serving
 from accelpool_sdk.cluster import FIELD_MANAGER, POOLS
 from tests.cases import defaulted

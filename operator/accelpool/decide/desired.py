@@ -1,0 +1,94 @@
+"""What one reconcile pass wants the cluster to look like, decided in one pure step.
+
+`decide(pools, nodes, config, options, ...)` is the "plan" stage of a pass (`accelpool.runtime.controller`):
+
+1. `accelpool.decide.planning.plan`: membership, remediation, sizing, claims, every node's change, the
+   NVIDIA configs, each pool's status, Events, and when to plan again;
+2. `render_owned`: each planned pool's agent DaemonSet and, for a Karpenter pool where Karpenter
+   is installed, its NodePool (`accelpool.decide.render`). A pool whose rendering raises is set aside
+   (`Valid=False` naming the error) and the cluster is planned again without it, so one pool can
+   never stop the others;
+3. `accelpool.decide.configmaps.versions`: the staged and the final version of both NVIDIA ConfigMaps;
+4. `accelpool.decide.kueue.decide`: the Kueue ResourceFlavors and ClusterQueue quotas of the pools that ask
+   for Kueue, and their KueueSynced conditions.
+
+`Desired` holds all of it. The shell decides nothing more: it compares each part with what is
+stored (`accelpool.decide.patches`) and writes the difference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from accelpool.decide import configmaps, kueue, render
+from accelpool.decide.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
+from accelpool.model.nodes import NodeView
+
+
+@dataclass(frozen=True)
+class OwnedObjects:
+    """What one pool owns besides node labels: its agent DaemonSet and, for Karpenter pools, a NodePool."""
+
+    daemonset: dict[str, Any]
+    nodepool: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Desired:
+    """Everything a pass writes, as values."""
+
+    plan: Plan
+    owned: Mapping[str, OwnedObjects]
+    """Pool name → its rendered objects (valid pools that are not being deleted)."""
+    configmaps: configmaps.ConfigMapVersions
+    kueue: kueue.KueuePlan = field(default_factory=kueue.KueuePlan)
+    """The Kueue objects of the pools that ask for Kueue (`accelpool.decide.kueue`)."""
+
+
+def decide(
+    pools: Sequence[PoolInput],
+    nodes: Sequence[NodeView],
+    config: ConfigState,
+    options: PlannerOptions,
+    *,
+    unplannable: Mapping[str, str],
+    agent: render.AgentSettings,
+    current_mig_text: str | None,
+    kueue_observed: kueue.KueueObserved | None = None,
+) -> Desired:
+    """The desired state; `unplannable` names pools already known to fail (name → why); `kueue_observed`: what
+    Kueue holds (None: nothing is decided for Kueue)."""
+    result = plan(pools, nodes, config, options, unplannable)
+    owned, failures = render_owned(result, agent, karpenter=options.karpenter_available)
+    if failures:
+        result = plan(pools, nodes, config, options, {**result.unplannable, **failures})
+        owned, _ = render_owned(result, agent, karpenter=options.karpenter_available)
+    versions = configmaps.versions(result, config, current_mig_text)
+    if kueue_observed is None:
+        return Desired(result, owned, versions)
+    previous = {p.name: p.previous for p in pools}
+    result, kueue_plan = kueue.decide(result, previous, kueue_observed, options.now)
+    return Desired(result, owned, versions, kueue_plan)
+
+
+def render_owned(
+    result: Plan, agent: render.AgentSettings, *, karpenter: bool
+) -> tuple[dict[str, OwnedObjects], dict[str, str]]:
+    """Renders every planned pool's objects; a pool whose rendering raises is returned apart (name → why)."""
+    owned: dict[str, OwnedObjects] = {}
+    failures: dict[str, str] = {}
+    for pool in result.pools:
+        if not pool.valid or pool.deleting or pool.spec is None:
+            continue
+        try:
+            daemonset = render.daemonset(pool.name, pool.uid, pool.spec, agent, pool.tolerations)
+            nodepool = None
+            if pool.spec.provisioner.type == "karpenter" and karpenter:
+                nodepool = render.nodepool(pool.name, pool.uid, pool.spec, burn_in=pool.burn_in)
+        except Exception as error:  # one pool's bug must not stop the others
+            failures[pool.name] = f"accelpool could not render this pool's objects: {type(error).__name__}: {error}"
+            continue
+        owned[pool.name] = OwnedObjects(daemonset, nodepool)
+    return owned, failures

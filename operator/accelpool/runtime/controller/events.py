@@ -1,0 +1,93 @@
+"""Kubernetes Events a pass decided on (`accelpool.decide.planning.EventIntent`), posted at most once per window.
+
+The planner asks for an Event on every pass that sees its cause (a node turned unhealthy, a
+breaker opened), so `EventRecorder` posts each (object, reason, message) at most once in
+`EVENT_REPEAT_SECONDS`. Events are best effort: one that cannot be posted is logged, not retried.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from accelpool import api
+from accelpool.decide.planning import EventIntent
+from accelpool.model import conventions
+from accelpool.runtime.controller.apiserver import TRANSIENT, Permit
+from accelpool.runtime.metrics import OperatorMetrics
+from accelpool_core.kube import KubeClient
+
+log = logging.getLogger("accelpool.runtime.controller")
+
+EVENT_REPEAT_SECONDS = 600.0
+"""The same Event (object, reason, message) is posted at most once in this window."""
+
+
+class EventRecorder:
+    """Posts Events into one namespace, remembering what it posted (one per operator)."""
+
+    def __init__(
+        self,
+        namespace: str,
+        client: KubeClient,
+        metrics: OperatorMetrics,
+        clock: Callable[[], float],
+        wall_clock: Callable[[], datetime],
+    ) -> None:
+        self._namespace = namespace
+        self._client = client
+        self._metrics = metrics
+        self._clock = clock
+        self._now = wall_clock
+        self._posted: dict[tuple[str, str, str, str], float] = {}
+        self._instance = socket.gethostname()
+
+    async def post(self, intents: Iterable[EventIntent], permit: Permit) -> int:
+        """Posts the intents not posted within the window; returns how many were posted."""
+        posted = 0
+        stamp = self._now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        for intent in intents:
+            permit.check()
+            if not self._due((intent.kind, intent.name, intent.reason, intent.message)):
+                continue
+            try:
+                await self._client.create(f"/api/v1/namespaces/{self._namespace}/events", self._body(intent, stamp))
+            except TRANSIENT as error:
+                log.info("event %s/%s not posted: %s", intent.kind, intent.name, error)
+                continue
+            self._metrics.write("create", "events")
+            posted += 1
+        return posted
+
+    def _due(self, key: tuple[str, str, str, str]) -> bool:
+        now = self._clock()
+        last = self._posted.get(key)
+        if last is not None and now - last < EVENT_REPEAT_SECONDS:
+            return False
+        self._posted[key] = now
+        if len(self._posted) > 10_000:
+            cutoff = now - EVENT_REPEAT_SECONDS
+            self._posted = {k: t for k, t in self._posted.items() if t >= cutoff}
+        return True
+
+    def _body(self, intent: EventIntent, stamp: str) -> dict[str, object]:
+        api_version = "v1" if intent.kind == "Node" else api.API_VERSION
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{intent.name}.{uuid.uuid4().hex[:16]}", "namespace": self._namespace},
+            "involvedObject": {"apiVersion": api_version, "kind": intent.kind, "name": intent.name}
+            | ({"uid": intent.uid} if intent.uid else {}),
+            "reason": intent.reason,
+            "message": conventions.cut(intent.message),
+            "type": intent.type,
+            "source": {"component": "accelpool"},
+            "reportingComponent": "accelpool",
+            "reportingInstance": self._instance,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }

@@ -1,0 +1,359 @@
+"""The controller's loop: one pass at a time over the whole cluster, each pass read top to bottom here.
+
+A pass (`Controller.reconcile_once`):
+
+1. **load**: `ClusterState.snapshot()` — the node informer's views and kopf's pool index with the
+   overlays of this operator's own recent writes, and whatever unwatched object is due for a read
+   (`accelpool.runtime.controller.state`);
+2. **plan**: `Planner.decide()` — pure: the plan, every pool's rendered objects, both versions of
+   the NVIDIA ConfigMaps (`accelpool.runtime.controller.planner`, `accelpool.decide.desired`). When the pass
+   would write and the pools have not been listed for a while (or a write met a 409 since), the
+   pools are listed first, and where the index was stale the pass plans again with the list;
+3. **write the difference**: `Writer.write()` (`accelpool.runtime.controller.writes`), then evict the pods
+   of the nodes the plan drains (`DrainExecutor.drain`, `accelpool.runtime.controller.drain`);
+4. **write statuses**: `StatusWriter` (`accelpool.runtime.controller.status`);
+5. **record**: metrics, which deleted pools are released (the finalizer waits for that), when to
+   plan again.
+
+The loop (`run`) starts a pass when its inputs nudge it (`node_changed` from the controller's own
+node informer, `accelpool.runtime.controller.nodewatch`; `pool_changed` from the kopf handlers), when the
+plan asks for a time-based decision (a hold-down ending), when a status is due, at every
+resync and agent check, when an agent's condition turns stale (`accelpool.runtime.controller.freshness`),
+and after a failure with exponential backoff (`BACKOFF_START` doubling to `BACKOFF_MAX`). A node
+event nudges only when planning could come out differently
+(`accelpool.runtime.controller.relevance`: a resourceVersion, a heartbeat or a label no plan reads never
+costs a pass). Nudges are batched as Karpenter's provisioner batches pods (kubernetes-sigs/karpenter,
+pkg/controllers/provisioning/batcher.go `Batcher.Wait`): the first opens a window that closes once
+no nudge came for `--debounce` (the idle duration), or `BATCH_MAX_SECONDS` after it opened (the
+maximum duration) however many keep coming, so a stream of relevant changes is planned once per
+window, and an agent's `AcceleratorHealthy=False` waits at most `BATCH_MAX_SECONDS` (plus a pass
+in flight) for the pass that quarantines its node. A pass whose writes met a 409 has re-read what
+conflicted; the next one starts at once. Passes never overlap: every decision about nodes and the
+shared ConfigMaps comes from one plan of the whole cluster, so no two pools can claim a node. A
+crash in a pass is logged and counted and never stops the loop.
+
+Hot standby: `pause()` stops the controller writing — no pass starts, and a pass in flight sends
+no further write (`apiserver.Gate`); `resume()` makes the next pass read everything cached again
+(ConfigMaps, DaemonSets, NodePools, the pools, the agents) and start from the stored statuses.
+A controller is active from the start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from accelpool.decide.inputs import PoolRecord
+from accelpool.decide.planning import Plan
+from accelpool.model.nodes import NodeView
+from accelpool.runtime.controller.apiserver import TRANSIENT, Gate, Paused, Permit
+from accelpool.runtime.controller.drain import DrainExecutor
+from accelpool.runtime.controller.events import EventRecorder
+from accelpool.runtime.controller.nodewatch import NodeWatch
+from accelpool.runtime.controller.planner import Planner
+from accelpool.runtime.controller.state import ClusterState
+from accelpool.runtime.controller.status import StatusWriter
+from accelpool.runtime.controller.writes import Writer
+from accelpool.runtime.metrics import OperatorMetrics
+from accelpool.runtime.settings import OperatorConfig
+from accelpool_core.kube import KubeClient
+
+log = logging.getLogger("accelpool.runtime.controller")
+
+BACKOFF_START, BACKOFF_MAX = 0.5, 30.0
+BATCH_MAX_SECONDS = 1.0
+"""The longest a batching window stays open while nudges keep coming (Karpenter's BatchMaxDuration; its
+default of 10 s would hold a quarantine too long). The idle duration is `--debounce`."""
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """How a pass went. `ok` is False only for errors; conflicts (409) are re-read and planned again at once."""
+
+    number: int
+    ok: bool
+    failed_pools: frozenset[str] = frozenset()
+    """Pools whose writes failed with an error (their statuses were not published)."""
+    released_pools: frozenset[str] = frozenset()
+    error: str | None = None
+    writes: int = 0
+    conflicts: int = 0
+    paused: bool = False
+    """The controller was paused: the pass stopped before its next write."""
+
+
+class Controller:
+    """Plans and writes; see the module docstring. One per operator (kept in kopf's memo)."""
+
+    def __init__(
+        self,
+        config: OperatorConfig,
+        client: KubeClient,
+        metrics: OperatorMetrics,
+        *,
+        clock: Callable[[], float] | None = None,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.metrics = metrics
+        self._clock = clock or _loop_time
+        self._state = ClusterState(config, client, self._clock)
+        self._planner = Planner(config, wall_clock)
+        events = EventRecorder(config.events_namespace, client, metrics, self._clock, wall_clock)
+        self._writer = Writer(config, client, self._state, events, metrics)
+        self._status = StatusWriter(config, client, self._state, metrics, self._clock)
+        self._drainer = DrainExecutor(config, client, self._state, metrics, self._clock)
+        self.task: asyncio.Task[None] | None = None
+        self.last: PassResult | None = None
+        self._gate = Gate()
+        self._reload = False
+        self._ready = asyncio.Event()
+        self._dirty = asyncio.Event()
+        self._nudged = asyncio.Event()
+        """Set by every nudge: a batching window stays open while they keep coming (`_gather`)."""
+        self._node_watch: NodeWatch | None = None
+        self._pass_done = asyncio.Condition()
+        self._exclusive = asyncio.Lock()
+        self._started = 0
+        self._requeue_at: float | None = None
+        self._retry_at: float | None = None
+        self._backoff = BACKOFF_START
+        self._released: set[str] = set()
+        self._breakers_seen: set[tuple[str, str]] = set()
+
+    # ------------------------------------------------------------ inputs (from the kopf handlers)
+
+    def bind(self, nodes: Callable[[], Iterable[NodeView]], pools: Callable[[], Iterable[PoolRecord]]) -> None:
+        self._state.bind(nodes, pools)
+
+    def watch_nodes(self) -> NodeWatch:
+        """The controller's own node informer (`accelpool.runtime.controller.nodewatch`), run by `run`: bind its
+        `views` as the nodes; the loop starts once it has listed them, and that first pass lists the pools
+        (kopf's pool index may not hold them all yet)."""
+        self._node_watch = NodeWatch(self.client, self.node_changed, self._nodes_listed)
+        return self._node_watch
+
+    def indexed(self) -> None:
+        """Every input is listed: the loop may start."""
+        if not self._ready.is_set():
+            self._ready.set()
+            self._nudge()
+
+    def _nodes_listed(self) -> None:
+        self._state.list_pools_first()
+        self.indexed()
+
+    def node_changed(self, name: str, view: NodeView | None) -> None:
+        relevant = self._state.node_event(name, view)
+        self.metrics.node_events[relevant] += 1
+        if relevant:
+            self._nudge()
+
+    def pool_changed(self, name: str, record: PoolRecord | None) -> None:
+        if self._state.pool_event(name, record):
+            self._nudge()
+
+    def _nudge(self) -> None:
+        self._dirty.set()
+        self._nudged.set()
+
+    # ------------------------------------------------------------ hot standby
+
+    @property
+    def active(self) -> bool:
+        """True unless paused: only an active controller writes."""
+        return self._gate.open
+
+    def pause(self) -> None:
+        """Stop writing at once: no pass starts, and the pass in flight (if any) sends no further write."""
+        self._gate.close()
+        self.metrics.plan = None  # the leader reports the pools; a standby's last plan would go stale
+
+    def resume(self) -> None:
+        """Start writing again; the next pass first reads everything cached anew. No-op while active."""
+        if self.active:
+            return
+        self._reload = True
+        self._gate.reopen()
+        self._nudge()
+
+    # ------------------------------------------------------------ for the delete handler and the probe
+
+    async def wait_released(self, pool: str, wait_seconds: float) -> bool:
+        """Whether a pass released the deleted pool (nodes, config keys, objects) within `wait_seconds`."""
+        self._nudge()
+        try:
+            async with asyncio.timeout(wait_seconds):
+                async with self._pass_done:
+                    await self._pass_done.wait_for(lambda: pool in self._released)
+        except TimeoutError:
+            return False
+        return True
+
+    def probe(self) -> dict[str, Any]:
+        if self.task is not None and self.task.done() and not self.task.cancelled():
+            raise RuntimeError(f"the reconcile loop stopped: {self.task.exception()!r}")
+        pools, nodes = self._state.planned_counts
+        last = self.last
+        return {
+            "active": self.active,
+            "passes": self._started,
+            "last_ok": last.ok if last else None,
+            "last_error": last.error if last else None,
+            "pools": pools,
+            "nodes": nodes,
+        }
+
+    # ------------------------------------------------------------ the loop
+
+    async def run(self) -> None:
+        watching = asyncio.create_task(self._node_watch.run(), name="node watch") if self._node_watch else None
+        try:
+            await self._loop()
+        finally:
+            if watching is not None:
+                watching.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watching
+
+    async def _loop(self) -> None:
+        await self._ready.wait()
+        while True:
+            await self._gate.wait_open()
+            await self._wait_for_work()
+            if not self.active:
+                continue
+            await self._gather()
+            self._dirty.clear()
+            result = await self.reconcile_once()
+            if result.ok:
+                self._backoff, self._retry_at = BACKOFF_START, None
+                if result.conflicts:
+                    self._dirty.set()  # re-read already: plan again with the fresh objects, no backoff
+            else:
+                self._retry_at = self._clock() + self._backoff
+                self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+                self._dirty.set()
+
+    async def _wait_for_work(self) -> None:
+        """Until a nudge or the earliest deadline (requeue, resync, agent check, stale health, a due status), then
+        any backoff."""
+        candidates = (self._requeue_at, self._retry_at, self._state.wake_at(), self._status.wake_at())
+        deadlines = [t for t in candidates if t is not None]
+        wait = max(0.0, min(deadlines) - self._clock()) if deadlines else None
+        if wait is None or wait > 0:
+            with contextlib.suppress(TimeoutError):  # asyncio.timeout: a cancellation is never lost
+                async with asyncio.timeout(wait):
+                    await self._dirty.wait()
+        if self._retry_at is not None and self._clock() < self._retry_at:
+            await asyncio.sleep(self._retry_at - self._clock())
+
+    async def _gather(self) -> None:
+        """The batching window (see the module docstring): until `--debounce` passes without a nudge,
+        or `BATCH_MAX_SECONDS` after it opened."""
+        idle = self.config.debounce_seconds
+        if idle <= 0:
+            return
+        closes = self._clock() + max(idle, BATCH_MAX_SECONDS)
+        while (left := closes - self._clock()) > 0:
+            self._nudged.clear()
+            try:
+                async with asyncio.timeout(min(idle, left)):
+                    await self._nudged.wait()
+            except TimeoutError:
+                return
+
+    async def reconcile_once(self) -> PassResult:
+        """One pass (see the module docstring). Never raises: errors are results. Passes never overlap."""
+        async with self._exclusive:
+            self._started += 1
+            number = self._started
+            if not self.active:
+                return PassResult(number, True, paused=True)
+            if self._reload:
+                self._reload = False
+                self._state.invalidate()
+                self._status.forget()
+            started = time.perf_counter()
+            try:
+                result = await self._pass(number, self._gate.permit())
+            except Paused:
+                log.info("reconcile pass %d stopped: the controller was paused", number)
+                result = PassResult(number, True, paused=True)
+            except TRANSIENT as error:
+                log.warning("reconcile pass %d failed: %s", number, error)
+                result = PassResult(number, False, error=str(error))
+            except Exception as error:  # a bug must not kill the loop: log it, count it, retry later
+                log.exception("reconcile pass %d crashed", number)
+                result = PassResult(number, False, error=repr(error))
+            if not result.paused:
+                self.metrics.observe_pass(time.perf_counter() - started, result.ok)
+            async with self._pass_done:
+                self.last = result
+                self._pass_done.notify_all()
+            return result
+
+    async def _pass(self, number: int, permit: Permit) -> PassResult:
+        # 1. load
+        snapshot = await self._state.snapshot()
+        # 2. plan (pure), with the pools listed first when the pass would write and they are due a check
+        desired = self._planner.decide(snapshot, self._status.previous)
+        if (
+            self._state.pool_check_due()
+            and self._writer.would_write(desired, snapshot)
+            and await self._state.check_pools(snapshot.pools)
+        ):
+            snapshot = await self._state.snapshot()
+            desired = self._planner.decide(snapshot, self._status.previous)
+        # 3. write the difference
+        outcome = await self._writer.write(desired, snapshot, permit)
+        if outcome.conflicts:
+            self._state.write_conflicted()
+        if not outcome.blocked:  # the node writes went out: the drained nodes carry their ladder records
+            await self._drainer.drain(desired.plan.drains, permit, skip=outcome.unwritten_nodes)
+        # 4. write statuses
+        unpublished = outcome.unpublished(desired.plan)
+        self._status.publish(desired.plan, unpublished, snapshot.pools)
+        statuses = await self._status.write_due(snapshot.pools, permit)
+        # 5. record
+        self._state.planned_with(snapshot)
+        self._record(desired.plan)
+        deleted = {p.name for p in desired.plan.pools if p.deleting}
+        released = deleted - unpublished if outcome.complete else set()
+        self._released = (self._released | released) & set(snapshot.pools)
+        error = outcome.first_error or statuses.first_error
+        return PassResult(
+            number,
+            ok=error is None,
+            failed_pools=outcome.failed_pools(desired.plan),
+            released_pools=frozenset(released),
+            error=error,
+            writes=outcome.count + statuses.count,
+            conflicts=outcome.conflicts,
+        )
+
+    def _record(self, plan: Plan) -> None:
+        """The plan for /metrics, the remediations counted (an open breaker once), when to plan again."""
+        self.metrics.plan = plan
+        breakers: set[tuple[str, str]] = set()
+        for remediation in plan.remediations:
+            key = (remediation.pool, remediation.node)
+            if remediation.action == "circuit_breaker":
+                breakers.add(key)
+                if key in self._breakers_seen:
+                    continue
+            self.metrics.remediations[(remediation.pool, remediation.action)] += 1
+        self._breakers_seen = breakers
+        self._requeue_at = self._clock() + plan.requeue_after if plan.requeue_after is not None else None
+
+
+def _loop_time() -> float:
+    """The event loop's clock: timers, backoff and hold-down all run on it (and on a fake one in tests)."""
+    return asyncio.get_running_loop().time()

@@ -1,0 +1,139 @@
+"""The "plan" stage of a pass: a `Snapshot` → `Desired`, with what planning remembers between passes.
+
+`Planner.decide(snapshot, previous)` builds each pool's `PoolInput` once, straight from its index
+record, and calls the pure `accelpool.decide.desired.decide`. Between passes it remembers only:
+
+- each pool's spec validation, per (uid, spec): a spec is validated once, not on every pass;
+- the pools set aside because planning or rendering them raised (per uid and spec, so a spec
+  change tries again, as does every reload of the cached objects): they are planned as
+  `Valid=False/PlanningFailed` and nothing is written for them, and the error is logged once;
+- when the operator first saw each node's AcceleratorHealthy True, for conditions that carry no
+  transition time (the hold-down of a quarantine counts from then);
+- when it first saw each device-plugin key and mig-parted entry stored in the NVIDIA ConfigMaps: a
+  member moves to an edited pool's new config only `--config-sync` after that (`ConfigSync`: the
+  kubelet projects a ConfigMap's update into the pods that mount it up to a minute later). After a
+  restart every config counts as first seen then, which delays only the moves still to come.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from accelpool import api
+from accelpool.decide import inputs
+from accelpool.decide.desired import Desired, decide
+from accelpool.decide.inputs import Checked, PoolRecord
+from accelpool.decide.planning import ConfigState, ConfigSync, PlannerOptions
+from accelpool.model.nodes import NodeView
+from accelpool.runtime.controller.state import Snapshot
+from accelpool.runtime.settings import OperatorConfig
+
+log = logging.getLogger("accelpool.runtime.controller")
+
+
+class Planner:
+    """Plans passes (see the module docstring). One per controller."""
+
+    def __init__(self, config: OperatorConfig, wall_clock: Callable[[], datetime]) -> None:
+        self._config = config
+        self._now = wall_clock
+        self._validated: dict[tuple[str, str], Checked] = {}
+        self._set_aside: dict[tuple[str, str], str] = {}
+        self._set_aside_since: float | None = None
+        self._first_healthy: dict[str, tuple[datetime | None, datetime]] = {}
+        self._configs_seen: tuple[dict[str, datetime], dict[str, datetime]] = ({}, {})
+
+    def decide(self, snapshot: Snapshot, previous: Callable[[str], api.ComputePoolStatus | None]) -> Desired:
+        """The pass's desired state; `previous(pool)` is the status the last pass planned for it, if any."""
+        if snapshot.loaded_at != self._set_aside_since:  # the cache was reloaded: try set-aside pools again
+            self._set_aside, self._set_aside_since = {}, snapshot.loaded_at
+        live = {record.validation_key for record in snapshot.pools.values()}
+        self._validated = {key: checked for key, checked in self._validated.items() if key in live}
+        self._set_aside = {key: why for key, why in self._set_aside.items() if key in live}
+        pools = [
+            inputs.pool_input(record, checked=self._checked(record), previous=previous(record.name))
+            for record in snapshot.pools.values()
+        ]
+        known = {
+            record.name: self._set_aside[record.validation_key]
+            for record in snapshot.pools.values()
+            if record.validation_key in self._set_aside
+        }
+        options = PlannerOptions(
+            now=self._now(),
+            release_orphans=True,
+            not_ready_grace_seconds=self._config.not_ready_grace_seconds,
+            karpenter_available=snapshot.karpenter,
+            health_stale_seconds=self._config.health_stale_seconds,
+            health_unchanged_for=snapshot.health_unchanged_for,
+            tolerated_taints=self._config.tolerated_taints,
+            healthy_since=self._healthy_since(snapshot.nodes),
+            agents=snapshot.agents,
+            drains=snapshot.drains,
+            config_sync=self._config_sync(snapshot.config),
+        )
+        desired = decide(
+            pools,
+            snapshot.nodes,
+            snapshot.config,
+            options,
+            unplannable=known,
+            agent=self._config.agent,
+            current_mig_text=snapshot.mig_text,
+            kueue_observed=snapshot.kueue,
+        )
+        for name, why in desired.plan.unplannable.items():
+            record = snapshot.pools.get(name)
+            if record is not None and record.validation_key not in self._set_aside:
+                log.error("pool %s set aside: %s", name, why)
+                self._set_aside[record.validation_key] = why
+        return desired
+
+    def _checked(self, record: PoolRecord) -> Checked:
+        checked = self._validated.get(record.validation_key)
+        if checked is None:
+            checked = self._validated[record.validation_key] = inputs.validate(record.spec)
+            below = inputs.hold_down_below_floor(record.spec)
+            if below is not None:
+                log.warning(
+                    "pool %s: spec.health.holdDown %s is below the %s floor (stored before it existed): %s is used;"
+                    " set holdDown to at least %s",
+                    record.name,
+                    below,
+                    api.MIN_HOLD_DOWN,
+                    api.MIN_HOLD_DOWN,
+                    api.MIN_HOLD_DOWN,
+                )
+        return checked
+
+    def _config_sync(self, config: ConfigState) -> ConfigSync:
+        """When each config now stored was first seen (`ConfigSync`); configs no longer stored are forgotten."""
+        mig_configs = (config.mig or {}).get("mig-configs") if isinstance(config.mig, dict) else None
+        stored = (config.device_plugin or {}, mig_configs if isinstance(mig_configs, dict) else {})
+        now = self._now()
+        self._configs_seen = (
+            {key: self._configs_seen[0].get(key) or now for key in stored[0]},
+            {name: self._configs_seen[1].get(name) or now for name in stored[1]},
+        )
+        device_plugin, mig = self._configs_seen
+        return ConfigSync(self._config.config_sync_seconds, device_plugin, mig)
+
+    def _healthy_since(self, views: Iterable[NodeView]) -> dict[str, datetime]:
+        """When this operator first saw each node's condition True, on its own clock.
+
+        The hold-down counts from here, not from the agent's `lastTransitionTime`: an agent whose
+        clock runs a day behind would otherwise be released at once (as freshness, `controller.freshness`,
+        is judged by when the operator saw a change). A new `lastTransitionTime` is a new transition
+        (the node failed and recovered between two passes): it starts the count again. After a restart
+        the count starts at the first pass, so a quarantine waits at most one hold-down more.
+        """
+        seen: dict[str, tuple[datetime | None, datetime]] = {}
+        for view in views:
+            if view.health is not None and view.health.healthy:
+                before = self._first_healthy.get(view.name)
+                same = before is not None and before[0] == view.health.since
+                seen[view.name] = (view.health.since, before[1] if before is not None and same else self._now())
+        self._first_healthy = seen
+        return {name: first for name, (_, first) in seen.items()}

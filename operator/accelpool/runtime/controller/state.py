@@ -1,0 +1,413 @@
+"""The cluster as the controller sees it: one object owning everything cached between passes.
+
+A pass reads the cluster once, with `ClusterState.snapshot()`, and plans with that `Snapshot`
+alone; its writes report back here (`remember_*`), so the next pass starts from what they did.
+Nobody else keeps cluster state. What `ClusterState` owns:
+
+- The nodes (the controller's own informer, `accelpool.runtime.controller.nodewatch`) and the kopf index
+  of ComputePools (`bind`, from `accelpool.runtime.handlers`): the inputs, kept current by watches, no
+  list call per pass. Overlaid with
+  - **node overlays**: a node this operator patched, as the write's response shows it, until the
+    watch delivers that (or someone else changes the node, or `OVERLAY_TTL_SECONDS` pass), so a
+    pass never re-sends a write the index has not seen yet;
+  - **pool overlays**: the pools as the API server listed them, where the index disagreed (a
+    lagging watch, an operator resumed after a pause), until the index agrees;
+  - **status overlays**: a status this operator wrote, until the index holds it too.
+- The objects that are not watched, read at start, every `--resync-interval` and after
+  `invalidate()`, and kept current from write responses: the two NVIDIA ConfigMaps, the agents'
+  DaemonSets, the Karpenter NodePools (and whether Karpenter is installed at all), Kueue's
+  ResourceFlavors and ClusterQueues (`KueueCache`: whether Kueue is installed).
+- The agents' observation (their DaemonSets, pods and FailedCreate Events, `accelpool.model.agents`),
+  listed at most every `--agent-check-interval` while there are pools; a failed list keeps the last.
+- The drain executor's last visit to each draining node (`accelpool.runtime.controller.drain`), until its
+  drain ends.
+- The pool-list check: a pass that would write lists the pools first when it has not done so for
+  `POOL_CHECK_SECONDS`, or a write met a 409 since (`pool_check_due`, `check_pools`).
+- What the last pass planned with, so that a watch event nudges the loop only when planning could
+  come out differently (`node_event`, `pool_event`; for nodes, `accelpool.runtime.controller.relevance`).
+- When it last saw each node's agent health change, by its own clock
+  (`accelpool.runtime.controller.freshness`): planning judges staleness with it, and the loop wakes when the
+  next condition turns stale (`--agent-silent-after`), so a silent agent is found without any event.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from accelpool.decide import inputs
+from accelpool.decide.inputs import PoolRecord
+from accelpool.decide.kueue import KueueObserved
+from accelpool.decide.planning import ConfigState
+from accelpool.model import agents, conventions
+from accelpool.model.evictions import DrainObservation, DrainOrder
+from accelpool.model.nodes import NodeView
+from accelpool.runtime.controller import apiserver
+from accelpool.runtime.controller.apiserver import TRANSIENT
+from accelpool.runtime.controller.freshness import HealthFreshness
+from accelpool.runtime.controller.kueue import KueueCache
+from accelpool.runtime.controller.relevance import same_for_planning, selector_keys
+from accelpool.runtime.settings import OperatorConfig
+from accelpool_core.kube import KubeClient, NotFoundError
+
+log = logging.getLogger("accelpool.runtime.controller")
+
+OVERLAY_TTL_SECONDS = 30.0
+"""How long a write's result stands in for an object the watch has not caught up with."""
+POOL_CHECK_SECONDS = 10.0
+"""A pass that would write lists the pools first when it has not done so for this long (or after a 409):
+a pool deleted while the operator was paused or its watch was down is never written for."""
+Owned = Literal["daemonsets", "nodepools"]
+"""The kinds of objects a pool owns besides node labels."""
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The cluster as one pass plans with it."""
+
+    pools: Mapping[str, PoolRecord]
+    nodes: Sequence[NodeView]
+    config: ConfigState
+    """The NVIDIA ConfigMaps, parsed."""
+    mig_text: str | None
+    """The MIG ConfigMap's document as stored (a document that says the same is not rewritten)."""
+    karpenter: bool
+    agents: Mapping[str, agents.AgentObservation] | None
+    drains: Mapping[str, DrainObservation]
+    """Node → the drain executor's last visit, for the nodes draining."""
+    loaded_at: float
+    """When the unwatched objects were last read (a new value: pools set aside are tried again)."""
+    kueue: KueueObserved | None = None
+    """Kueue's ResourceFlavors and ClusterQueues (`accelpool.runtime.controller.kueue`); None in offline plans."""
+    health_unchanged_for: Mapping[str, float] | None = None
+    """Node → seconds since the operator last saw its agent health change (`PlannerOptions.health_unchanged_for`)."""
+
+    @functools.cached_property
+    def nodes_by_name(self) -> Mapping[str, NodeView]:
+        return {view.name: view for view in self.nodes}
+
+
+@dataclass
+class _Overlay(Generic[_T]):
+    before: _T | None
+    """What the index held when the write was sent."""
+    after: _T
+    """What the write's response says."""
+    at: float
+
+    def stands_in_for(self, indexed: _T | None, now: float) -> bool:
+        """Whether the index still lags behind the write (neither caught up nor changed by someone else)."""
+        return indexed != self.after and indexed == self.before and now - self.at <= OVERLAY_TTL_SECONDS
+
+
+class ClusterState:
+    """See the module docstring. One per controller; `clock` is the event loop's (a fake one in tests)."""
+
+    def __init__(
+        self,
+        config: OperatorConfig,
+        client: KubeClient,
+        clock: Callable[[], float],
+    ) -> None:
+        self._config = config
+        self._client = client
+        self._clock = clock
+        self._node_source: Callable[[], Iterable[NodeView]] = lambda: ()
+        self._pool_source: Callable[[], Iterable[PoolRecord]] = lambda: ()
+        self._node_overlays: dict[str, _Overlay[NodeView]] = {}
+        self._pool_overlays: dict[str, PoolRecord | None] = {}
+        self._pool_overlays_at = 0.0
+        self._status_overlays: dict[str, _Overlay[Mapping[str, Any]]] = {}
+        self._pools_listed_at: float | None = None
+        self._pools_suspect = False
+        self._pools_relist = False
+        self._configmaps: dict[str, dict[str, Any] | None] = {}
+        self._owned: dict[Owned, dict[str, dict[str, Any]]] = {"daemonsets": {}, "nodepools": {}}
+        self._karpenter = False
+        self.kueue = KueueCache(client)
+        self._loaded_at: float | None = None
+        self._agents: dict[str, agents.AgentObservation] | None = None
+        self._agents_at: float | None = None
+        self._drains: dict[str, DrainObservation] = {}
+        self._planned_nodes: Mapping[str, NodeView] = {}
+        self._planned_pools: Mapping[str, PoolRecord] = {}
+        self._selector_keys: frozenset[str] = frozenset()
+        self._freshness = HealthFreshness()
+        self._freshness_at: float | None = None
+        """When the last snapshot aged the nodes' health: conditions stale by then were planned so."""
+
+    # ------------------------------------------------------------ inputs (from the kopf handlers)
+
+    def bind(self, nodes: Callable[[], Iterable[NodeView]], pools: Callable[[], Iterable[PoolRecord]]) -> None:
+        """The nodes' and the pools' sources (the node informer's views, kopf's pool index): read at every snapshot."""
+        self._node_source, self._pool_source = nodes, pools
+
+    def node_event(self, name: str, view: NodeView | None) -> bool:
+        """A node changed (None: deleted); True when planning could come out differently."""
+        planned = self._planned_nodes.get(name)
+        if view is None:
+            self._freshness.forget(name)
+            return planned is not None
+        overlay = self._node_overlays.get(name)
+        now = self._clock()
+        unchanged_for = self._freshness.unchanged_for(name, now)  # before this view: had it gone stale?
+        self._freshness.observe(view, now)
+        keys, stale = self._selector_keys, self._config.health_stale_seconds
+        return not (
+            same_for_planning(planned, view, selector_keys=keys, unchanged_for=unchanged_for, stale_seconds=stale)
+            or (
+                overlay is not None
+                and same_for_planning(
+                    overlay.after, view, selector_keys=keys, unchanged_for=unchanged_for, stale_seconds=stale
+                )
+            )
+        )
+
+    def pool_event(self, name: str, record: PoolRecord | None) -> bool:
+        """A pool changed (None: deleted); True unless what planning reads of it is what was planned."""
+        return record is None or self._planned_pools.get(name) != record
+
+    # ------------------------------------------------------------ the one read of a pass
+
+    async def snapshot(self) -> Snapshot:
+        """The cluster for one pass: reads what is due (unwatched objects, pools after a resume, agents)."""
+        if self._loaded_at is None or self._clock() - self._loaded_at >= self._config.resync_seconds:
+            await self._load()
+        if self._pools_relist:
+            await self.check_pools(self._pools())
+        pools = self._pools()
+        if pools:
+            await self._observe_agents()
+        dp = self._configmaps.get(self._config.device_plugin_configmap)
+        mig = self._configmaps.get(self._config.mig_configmap)
+        assert self._loaded_at is not None
+        nodes = self._nodes()
+        return Snapshot(
+            pools=pools,
+            nodes=nodes,
+            config=inputs.config_state(dp, mig),
+            mig_text=((mig or {}).get("data") or {}).get(conventions.MIG_CONFIG_DATA_KEY),
+            karpenter=self._karpenter,
+            agents=self._agents,
+            drains=dict(self._drains),
+            loaded_at=self._loaded_at,
+            kueue=self.kueue.observed,
+            health_unchanged_for=self._health_ages(nodes),
+        )
+
+    def planned_with(self, snapshot: Snapshot) -> None:
+        """A pass planned with `snapshot`: node and pool events are compared with it from now on."""
+        self._planned_nodes = snapshot.nodes_by_name
+        self._planned_pools = dict(snapshot.pools)
+        self._selector_keys = selector_keys([record.spec for record in snapshot.pools.values()])
+        self._node_overlays = {n: o for n, o in self._node_overlays.items() if n in snapshot.nodes_by_name}
+        self._status_overlays = {n: o for n, o in self._status_overlays.items() if n in snapshot.pools}
+
+    def list_pools_first(self) -> None:
+        """The next snapshot lists the pools (kopf's pool index may not hold them all yet)."""
+        self._pools_relist = True
+
+    def invalidate(self) -> None:
+        """Forget everything cached: the next snapshot reads the unwatched objects, the pools and the agents again."""
+        self._loaded_at = None
+        self._agents_at = None
+        self._pools_relist = True
+        self._node_overlays.clear()
+        self._pool_overlays.clear()
+        self._status_overlays.clear()
+        self._planned_nodes, self._planned_pools = {}, {}
+
+    def wake_at(self) -> float | None:
+        """When the cache needs a pass: the next resync, the next agent check while there are pools, and when
+        the next condition planned fresh turns stale."""
+        deadlines = []
+        if self._loaded_at is not None:
+            deadlines.append(self._loaded_at + self._config.resync_seconds)
+        if self._agents_at is not None and self._planned_pools:
+            deadlines.append(self._agents_at + self._config.agent_check_seconds)
+        if self._freshness_at is not None:
+            stale = self._freshness.turns_stale(self._config.health_stale_seconds, after=self._freshness_at)
+            if stale is not None:
+                deadlines.append(stale)
+        return min(deadlines, default=None)
+
+    @property
+    def planned_counts(self) -> tuple[int, int]:
+        """(pools, nodes) the last pass planned with."""
+        return len(self._planned_pools), len(self._planned_nodes)
+
+    async def _load(self) -> None:
+        config = self._config
+        for name in (config.device_plugin_configmap, config.mig_configmap):
+            self._configmaps[name] = await self._client.get_or_none(f"{apiserver.configmaps(config.namespace)}/{name}")
+        selector = f"{conventions.MANAGED_BY_LABEL}={conventions.MANAGED_BY}"
+        listed = await self._client.list(apiserver.daemonsets(config.agent.namespace), label_selector=selector)
+        self._owned["daemonsets"] = {d["metadata"]["name"]: d for d in listed if _managed(d)}
+        try:
+            nodepools = await self._client.list(apiserver.NODEPOOLS, label_selector=selector)
+        except NotFoundError:
+            self._karpenter = False
+            self._owned["nodepools"] = {}
+        else:
+            self._karpenter = True
+            self._owned["nodepools"] = {n["metadata"]["name"]: n for n in nodepools if _managed(n)}
+        await self.kueue.load()
+        self._loaded_at = self._clock()
+
+    async def _observe_agents(self) -> None:
+        """The agents' DaemonSets, pods and FailedCreate Events, for all pools (at most every agent check)."""
+        now = self._clock()
+        if self._agents_at is not None and now - self._agents_at < self._config.agent_check_seconds:
+            return
+        namespace = self._config.agent.namespace
+        try:
+            daemonsets = await self._client.list(
+                apiserver.daemonsets(namespace),
+                label_selector=f"{conventions.MANAGED_BY_LABEL}={conventions.MANAGED_BY}",
+            )
+            pods = await self._client.list(
+                f"/api/v1/namespaces/{namespace}/pods", label_selector=agents.POD_LABEL_SELECTOR
+            )
+            events = await self._client.list(
+                f"/api/v1/namespaces/{namespace}/events", field_selector=agents.EVENT_FIELD_SELECTOR
+            )
+        except TRANSIENT as error:  # RBAC of an older chart, a slow API server: AgentReady rests on reports
+            if self._agents is not None or self._agents_at is None:
+                log.warning("the agents' DaemonSets, pods and Events could not be listed: %s", error)
+            self._agents_at = now
+            return
+        self._agents = agents.observe(daemonsets, pods, events)
+        self._agents_at = now
+
+    # ------------------------------------------------------------ drains
+
+    def remember_drain(self, observation: DrainObservation) -> None:
+        """The drain executor's visit to a node: the next pass plans with it."""
+        self._drains[observation.node] = observation
+
+    def keep_drains(self, orders: Sequence[DrainOrder]) -> None:
+        """Forget the visits of drains that ended (the node is no longer ordered drained, or drains anew)."""
+        wanted = {order.node: order.since for order in orders}
+        self._drains = {n: o for n, o in self._drains.items() if wanted.get(n) == o.since}
+
+    # ------------------------------------------------------------ nodes
+
+    def _health_ages(self, nodes: Sequence[NodeView]) -> dict[str, float]:
+        """How long each node's agent health has gone unchanged (the snapshot's views seen now, the watch's
+        events seen as they came)."""
+        now = self._clock()
+        for view in nodes:
+            self._freshness.observe(view, now)
+        self._freshness.keep({view.name for view in nodes})
+        self._freshness_at = now
+        return self._freshness.ages(now)
+
+    def _nodes(self) -> list[NodeView]:
+        now = self._clock()
+        views: list[NodeView] = []
+        for view in self._node_source():
+            overlay = self._node_overlays.get(view.name)
+            if overlay is not None:
+                if overlay.stands_in_for(view, now):
+                    view = overlay.after
+                else:
+                    del self._node_overlays[view.name]
+            views.append(view)
+        return views
+
+    def indexed_nodes(self) -> dict[str, NodeView]:
+        """The node index as it is now, without overlays (what a write's overlay stands in for)."""
+        return {view.name: view for view in self._node_source()}
+
+    def remember_node(self, before: NodeView | None, written: Mapping[str, Any]) -> None:
+        """A node as a write (or a re-read after a 409) returned it, until the index shows it."""
+        view = NodeView.from_body(written, before)
+        self._node_overlays[view.name] = _Overlay(before=before, after=view, at=self._clock())
+
+    # ------------------------------------------------------------ pools and their statuses
+
+    def _pools(self) -> dict[str, PoolRecord]:
+        """The index's pools, overlaid with a fresher list until the index agrees (or the overlay expires)."""
+        records = {r.name: r for r in self._pool_source()}
+        if self._pool_overlays and self._clock() - self._pool_overlays_at > OVERLAY_TTL_SECONDS:
+            self._pool_overlays = {}
+        for name, listed in list(self._pool_overlays.items()):
+            indexed = records.get(name)
+            if _same_pool(indexed, listed):
+                del self._pool_overlays[name]
+            elif listed is None:
+                records.pop(name, None)
+            else:
+                records[name] = listed
+        return records
+
+    def pool_check_due(self) -> bool:
+        listed = self._pools_listed_at
+        return self._pools_suspect or listed is None or self._clock() - listed >= POOL_CHECK_SECONDS
+
+    def write_conflicted(self) -> None:
+        """A write met a 409: what the index says about pools may be stale too (the next writing pass lists them)."""
+        self._pools_suspect = True
+
+    async def check_pools(self, records: Mapping[str, PoolRecord]) -> bool:
+        """Lists the pools; True (and an overlay of the listed pools) when `records` disagree with the API."""
+        listed = {r.name: r for r in map(PoolRecord.from_body, await self._client.list(apiserver.POOLS))}
+        self._pools_listed_at = self._clock()
+        self._pools_suspect = self._pools_relist = False
+        stale = {n for n in set(records) | set(listed) if not _same_pool(records.get(n), listed.get(n))}
+        if not stale:
+            return False
+        log.warning("the pool index is stale (%s); planning with the listed pools", ", ".join(sorted(stale)[:10]))
+        self._pool_overlays = {name: listed.get(name) for name in stale}
+        self._pool_overlays_at = self._clock()
+        return True
+
+    def pool_status(self, record: PoolRecord) -> Mapping[str, Any]:
+        """The pool's status as stored: the one this operator wrote until the index holds it, else the index's."""
+        overlay = self._status_overlays.get(record.name)
+        if overlay is None:
+            return record.status
+        if overlay.stands_in_for(record.status, self._clock()):
+            return overlay.after
+        del self._status_overlays[record.name]
+        return record.status
+
+    def remember_status(self, record: PoolRecord, written: Mapping[str, Any]) -> None:
+        """The status a write stored (its response's), standing in for the index's until the watch delivers it."""
+        self._status_overlays[record.name] = _Overlay(before=record.status, after=written, at=self._clock())
+
+    # ------------------------------------------------------------ ConfigMaps, DaemonSets, NodePools
+
+    def configmap(self, name: str) -> dict[str, Any] | None:
+        return self._configmaps.get(name)
+
+    def remember_configmap(self, name: str, stored: dict[str, Any] | None) -> None:
+        self._configmaps[name] = stored
+
+    def owned_object(self, kind: Owned, name: str) -> dict[str, Any] | None:
+        return self._owned[kind].get(name)
+
+    def owned(self, kind: Owned) -> dict[str, dict[str, Any]]:
+        """The stored objects of a kind pools own, by name (a copy: change it with `remember_owned`)."""
+        return dict(self._owned[kind])
+
+    def remember_owned(self, kind: Owned, name: str, stored: dict[str, Any] | None) -> None:
+        if stored is None:
+            self._owned[kind].pop(name, None)
+        else:
+            self._owned[kind][name] = stored
+
+
+def _same_pool(a: PoolRecord | None, b: PoolRecord | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return (a.uid, a.spec_key, a.deleting, a.generation) == (b.uid, b.spec_key, b.deleting, b.generation)
+
+
+def _managed(obj: Mapping[str, Any]) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(conventions.MANAGED_BY_LABEL) == conventions.MANAGED_BY and conventions.POOL_LABEL in labels

@@ -1,0 +1,162 @@
+"""The last stage of a pass: each pool's status, written by the pass that computed it.
+
+After its writes, a pass hands the planned statuses to `StatusWriter.publish` (not those of pools
+whose writes failed: they would describe writes that did not happen), then `write_due` PATCHes
+each pool's `/status` subresource with the JSON merge diff from the stored status to the planned
+one (`observedGeneration` included). What it writes:
+
+- nothing while a pool's stored status already says what was planned;
+- a change only once it has waited `--status-settle` seconds, so changes in quick succession (a
+  pool going Configuring → Ready as the MIG manager and the agents report) become one write: the
+  first change makes the pool's status due, the loop wakes for the earliest due time, and that
+  pass writes whatever it has planned by then;
+- against the status this operator last wrote until the pool index holds it (a status overlay
+  in `ClusterState`), so a written status is never re-sent while the watch catches up.
+
+The planned statuses are also the next pass's `previous` statuses (conditions keep their
+transition times, transitions become Events once). A pass runs at least every `--status-interval`
+while there are pools, so a status someone else changed is put right within that time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from accelpool import api
+from accelpool.decide import patches
+from accelpool.decide.inputs import PoolRecord
+from accelpool.decide.planning import Plan
+from accelpool.runtime.controller import apiserver
+from accelpool.runtime.controller.apiserver import TRANSIENT, Permit
+from accelpool.runtime.controller.state import ClusterState
+from accelpool.runtime.metrics import OperatorMetrics
+from accelpool.runtime.settings import OperatorConfig
+from accelpool_core.kube import KubeClient, NotFoundError
+
+log = logging.getLogger("accelpool.runtime.controller")
+
+
+@dataclass
+class _Planned:
+    status: api.ComputePoolStatus
+    document: dict[str, Any]
+    due: float | None
+    """When the status is to be written (None: the stored one already says it)."""
+
+
+@dataclass(frozen=True)
+class StatusWrites:
+    count: int = 0
+    first_error: str | None = None
+
+
+class StatusWriter:
+    """Holds each pool's planned status until it is written (see the module docstring). One per controller."""
+
+    def __init__(
+        self,
+        config: OperatorConfig,
+        client: KubeClient,
+        state: ClusterState,
+        metrics: OperatorMetrics,
+        clock: Callable[[], float],
+    ) -> None:
+        self._config = config
+        self._client = client
+        self._state = state
+        self._metrics = metrics
+        self._clock = clock
+        self._planned: dict[str, _Planned] = {}
+        self._published_at: float | None = None
+
+    def previous(self, pool: str) -> api.ComputePoolStatus | None:
+        """The status the last pass planned for the pool (written or about to be), if any."""
+        planned = self._planned.get(pool)
+        return planned.status if planned is not None else None
+
+    def publish(self, plan: Plan, unpublished: Collection[str], pools: Mapping[str, PoolRecord]) -> None:
+        """Takes the plan's statuses, except those of `unpublished` pools (their last published one is kept)."""
+        now = self._clock()
+        planned: dict[str, _Planned] = {}
+        for pool in plan.pools:
+            record = pools.get(pool.name)
+            if pool.status is None or record is None:
+                continue  # a pool being deleted has no status to write
+            earlier = self._planned.get(pool.name)
+            if pool.name in unpublished:
+                if earlier is not None:
+                    planned[pool.name] = earlier
+                continue
+            document = pool.status.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if patches.merge_diff(dict(self._state.pool_status(record)), document) is None:
+                due = None
+            else:
+                due = earlier.due if earlier is not None and earlier.due is not None else now + self._settle
+            planned[pool.name] = _Planned(pool.status, document, due)
+        self._planned = planned
+        self._published_at = now
+
+    async def write_due(self, pools: Mapping[str, PoolRecord], permit: Permit) -> StatusWrites:
+        """PATCHes the statuses whose time has come with what differs from the stored ones (`--write-concurrency`
+        at once)."""
+        now = self._clock()
+        due = [
+            (pools[name], planned)
+            for name, planned in self._planned.items()
+            if planned.due is not None and planned.due <= now and name in pools
+        ]
+        semaphore = asyncio.Semaphore(max(1, self._config.write_concurrency))
+        written: list[str] = []
+        errors: list[str] = []
+
+        async def write(record: PoolRecord, planned: _Planned) -> None:
+            async with semaphore:
+                try:
+                    if await self._write(record, planned, permit):
+                        written.append(record.name)
+                except TRANSIENT as error:  # still due: the next pass tries again
+                    log.warning("status of pool %s: %s", record.name, error)
+                    errors.append(f"status of pool {record.name}: {error}")
+
+        results = await asyncio.gather(*(write(record, planned) for record, planned in due), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result  # Paused, or a bug: every other status write has finished
+        return StatusWrites(len(written), errors[0] if errors else None)
+
+    async def _write(self, record: PoolRecord, planned: _Planned, permit: Permit) -> bool:
+        """Whether the pool's status had to be written (and was)."""
+        diff = patches.merge_diff(dict(self._state.pool_status(record)), planned.document)
+        if diff is None:
+            planned.due = None
+            return False
+        permit.check()
+        try:
+            response = await self._client.patch(apiserver.pool_status(record.name), {"status": diff})
+        except NotFoundError:
+            planned.due = None  # the pool is gone: the watch will say so
+            return False
+        planned.due = None
+        self._metrics.write("patch", "computepools/status")
+        self._state.remember_status(record, dict(response.get("status") or {}))
+        return True
+
+    def wake_at(self) -> float | None:
+        """When a pass is needed for statuses: the earliest due one, and the next `--status-interval` check."""
+        deadlines = [p.due for p in self._planned.values() if p.due is not None]
+        if self._planned and self._published_at is not None:
+            deadlines.append(self._published_at + self._config.status_resync_seconds)
+        return min(deadlines, default=None)
+
+    def forget(self) -> None:
+        """Drops every planned status (a resumed controller starts from the stored ones)."""
+        self._planned.clear()
+        self._published_at = None
+
+    @property
+    def _settle(self) -> float:
+        return max(0.0, self._config.status_settle_seconds)

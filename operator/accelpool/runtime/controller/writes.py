@@ -1,0 +1,348 @@
+"""The "write the difference" stage of a pass: `Desired` → the smallest API writes, in a safe order.
+
+`Writer.write(desired, snapshot, permit)` compares each part of what the pass wants with what is
+stored (the snapshot's nodes, the `ClusterState` caches) through the pure `accelpool.decide.patches`,
+and sends only what differs, in an order that never leaves a node pointing at a missing config:
+
+1. the ConfigMaps' staged version (keys added and updated, none removed: `accelpool.decide.configmaps`);
+2. agent DaemonSets and Karpenter NodePools (server-side apply, when the rendered spec hash differs),
+   then Kueue's ResourceFlavors and the ClusterQueue edits that lower quota (`accelpool.runtime.controller.kueue`);
+3. node patches (merge patches carrying `metadata.resourceVersion`, `--write-concurrency` at once;
+   a 409 re-reads the node) and, on released nodes, the removal of the agent's condition;
+4. the ConfigMaps' final version (keys of deleted pools removed), and the ClusterQueue edits that raise
+   quota, then the Kueue flavors no pool wants, once every node patch went through;
+5. the DaemonSets and NodePools no pool wants any more;
+6. Events (`accelpool.runtime.controller.events`), including a `WriteFailed` Warning on a pool whose
+   writes failed.
+
+A ConfigMap that cannot be written blocks steps 2-5 (nothing may point at it). Every response is
+remembered in the `ClusterState`, so the next pass starts from what was written. `WriteOutcome`
+says what failed, for which pools: their statuses are not published, and the loop backs off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from accelpool.decide import patches
+from accelpool.decide.configmaps import ConfigMapsVersion
+from accelpool.decide.desired import Desired, OwnedObjects
+from accelpool.decide.planning import EventIntent, Plan
+from accelpool.model import conventions
+from accelpool.model.nodes import NodeView
+from accelpool.runtime.controller import apiserver
+from accelpool.runtime.controller.apiserver import TRANSIENT, Permit
+from accelpool.runtime.controller.events import EventRecorder
+from accelpool.runtime.controller.kueue import KueueWriter, KueueWrites
+from accelpool.runtime.controller.state import ClusterState, Owned, Snapshot
+from accelpool.runtime.metrics import OperatorMetrics
+from accelpool.runtime.settings import OperatorConfig
+from accelpool_core.kube import ConflictError, KubeClient, NotFoundError
+
+log = logging.getLogger("accelpool.runtime.controller")
+
+
+@dataclass
+class WriteOutcome:
+    """What the writes of one pass did."""
+
+    count: int = 0
+    conflicts: int = 0
+    """Writes rejected for a stale resourceVersion (re-read; the next pass plans again at once)."""
+    first_error: str | None = None
+    pool_errors: dict[str, str] = field(default_factory=dict)
+    """Pools whose writes failed with an error, and the first error."""
+    conflicted_pools: set[str] = field(default_factory=set)
+    unwritten_nodes: set[str] = field(default_factory=set)
+    blocked: bool = False
+    """A ConfigMap could not be written: nothing that depends on it was written."""
+    config_failed: bool = False
+    """A ConfigMap write failed with an error (not a conflict): every pool's writes count as failed."""
+
+    @property
+    def complete(self) -> bool:
+        """Everything the plan wanted was written (a deleted pool is released only then)."""
+        return not self.blocked and not self.unwritten_nodes
+
+    def unpublished(self, plan: Plan) -> set[str]:
+        """Pools whose statuses must not be published: they describe writes that did not happen."""
+        if self.blocked:
+            return {p.name for p in plan.pools}
+        return set(self.pool_errors) | self.conflicted_pools
+
+    def failed_pools(self, plan: Plan) -> frozenset[str]:
+        return frozenset(p.name for p in plan.pools) if self.config_failed else frozenset(self.pool_errors)
+
+    def fail(self, error: Exception, what: str, pools: Iterable[str | None] = ()) -> None:
+        log.warning("%s: %s", what, error)
+        self.first_error = self.first_error or f"{what}: {error}"
+        for pool in pools:
+            if pool:
+                self.pool_errors.setdefault(pool, f"{what}: {error}")
+
+
+class Writer:
+    """Applies a pass's `Desired` (see the module docstring). One per controller."""
+
+    def __init__(
+        self,
+        config: OperatorConfig,
+        client: KubeClient,
+        state: ClusterState,
+        events: EventRecorder,
+        metrics: OperatorMetrics,
+    ) -> None:
+        self._config = config
+        self._client = client
+        self._state = state
+        self._events = events
+        self._metrics = metrics
+        self._kueue = KueueWriter(client, state.kueue)
+
+    def would_write(self, desired: Desired, snapshot: Snapshot) -> bool:
+        """Whether a node or an owned object differs (the pass then checks the pool index first)."""
+        for name, change in desired.plan.changes.items():
+            view = snapshot.nodes_by_name.get(name)
+            if view is not None and patches.node_patch(view, change) is not None:
+                return True
+        for objects in desired.owned.values():
+            if self._differs("daemonsets", objects.daemonset):
+                return True
+            if objects.nodepool is not None and self._differs("nodepools", objects.nodepool):
+                return True
+        return False
+
+    async def write(self, desired: Desired, snapshot: Snapshot, permit: Permit) -> WriteOutcome:
+        """Writes what differs, in the order of the module docstring; `Paused` when the permit is revoked."""
+        outcome = WriteOutcome()
+        await self._configmaps(desired.configmaps.staged, outcome, permit)
+        if not outcome.blocked:
+            await self._owned_objects(desired.owned, outcome, permit)
+            kueue = self._kueue_writes(await self._kueue.before_nodes(desired.kueue, permit), outcome)
+            await self._nodes(desired.plan, snapshot.nodes_by_name, outcome, permit)
+            if not outcome.unwritten_nodes:
+                await self._configmaps(desired.configmaps.final, outcome, permit)
+                after = await self._kueue.after_nodes(desired.kueue, permit, queues_done=kueue.queues_done)
+                self._kueue_writes(after, outcome)
+            await self._delete_unwanted(desired.plan, outcome, permit)
+        outcome.count += await self._events.post(
+            [*desired.plan.events, *_failure_events(desired.plan, outcome)], permit
+        )
+        return outcome
+
+    def _wrote(self, verb: str, resource: str, outcome: WriteOutcome) -> None:
+        outcome.count += 1
+        self._metrics.write(verb, resource)
+
+    # ------------------------------------------------------------ ConfigMaps
+
+    async def _configmaps(self, version: ConfigMapsVersion, outcome: WriteOutcome, permit: Permit) -> None:
+        config = self._config
+        collection = apiserver.configmaps(config.namespace)
+        for name, content, annotation in (
+            (config.device_plugin_configmap, version.device_plugin, conventions.MANAGED_KEYS_ANNOTATION),
+            (config.mig_configmap, version.mig, conventions.MANAGED_ENTRIES_ANNOTATION),
+        ):
+            change = patches.configmap_patch(
+                self._state.configmap(name),
+                name=name,
+                namespace=config.namespace,
+                data=content.data,
+                managed=content.managed,
+                annotation=annotation,
+            )
+            if change is None:
+                continue
+            verb, body = change
+            path = f"{collection}/{name}"
+            permit.check()
+            try:
+                if verb == "create":
+                    response = await self._client.create(collection, body)
+                else:
+                    response = await self._client.patch(path, body)
+            except ConflictError:  # created or changed by someone else: re-read; the next pass plans with it
+                self._state.remember_configmap(name, await self._client.get_or_none(path))
+                outcome.conflicts += 1
+                outcome.blocked = True
+                continue
+            except TRANSIENT as error:
+                outcome.fail(error, f"ConfigMap {config.namespace}/{name}")
+                outcome.blocked = outcome.config_failed = True
+                with contextlib.suppress(*TRANSIENT):
+                    self._state.remember_configmap(name, await self._client.get_or_none(path))
+                continue
+            self._wrote(verb, "configmaps", outcome)
+            self._state.remember_configmap(name, response)
+
+    # ------------------------------------------------------------ DaemonSets and NodePools
+
+    def _collection(self, kind: Owned) -> str:
+        return apiserver.daemonsets(self._config.agent.namespace) if kind == "daemonsets" else apiserver.NODEPOOLS
+
+    def _differs(self, kind: Owned, desired: Mapping[str, Any]) -> bool:
+        current = self._state.owned_object(kind, desired["metadata"]["name"])
+        return current is None or _spec_hash(current) != _spec_hash(desired)
+
+    async def _owned_objects(self, owned: Mapping[str, OwnedObjects], outcome: WriteOutcome, permit: Permit) -> None:
+        for pool, objects in owned.items():
+            await self._apply(pool, "daemonsets", objects.daemonset, outcome, permit)
+            if objects.nodepool is not None:
+                await self._apply(pool, "nodepools", objects.nodepool, outcome, permit)
+
+    async def _apply(
+        self, pool: str, kind: Owned, desired: dict[str, Any], outcome: WriteOutcome, permit: Permit
+    ) -> None:
+        """Server-side apply of the rendered object, when its spec hash differs from what is there.
+
+        The operator owns these objects whole, and their controllers (the DaemonSet controller, Karpenter)
+        write only `.status`, after every change. An update carrying the resourceVersion of the
+        operator's last write would meet a 409 almost every time; an apply without one cannot conflict
+        on versions, leaves the controller's fields alone, removes what an earlier rendering set and this
+        one does not, and creates the object when it is missing (one request either way).
+        """
+        if not self._differs(kind, desired):
+            return
+        name = desired["metadata"]["name"]
+        path = f"{self._collection(kind)}/{name}"
+        permit.check()
+        try:
+            response = await self._client.apply(path, desired, field_manager=apiserver.FIELD_MANAGER)
+        except ConflictError:  # not expected (forced, no resourceVersion): re-read, and the next pass applies again
+            self._state.remember_owned(kind, name, await self._client.get_or_none(path))
+            outcome.conflicts += 1
+            outcome.conflicted_pools.add(pool)
+        except NotFoundError as error:
+            self._state.remember_owned(kind, name, None)
+            outcome.fail(error, f"{kind} {name}", [pool])
+        except TRANSIENT as error:
+            outcome.fail(error, f"{kind} {name}", [pool])
+        else:
+            self._wrote("apply", kind, outcome)
+            self._state.remember_owned(kind, name, response)
+
+    def _kueue_writes(self, writes: KueueWrites, outcome: WriteOutcome) -> KueueWrites:
+        """Kueue's writes (`accelpool.runtime.controller.kueue`) counted into the pass's outcome."""
+        for verb, resource in writes.written:
+            self._wrote(verb, resource, outcome)
+        outcome.conflicts += writes.conflicts
+        outcome.conflicted_pools |= writes.conflicted_pools
+        for what, error, pools in writes.errors:
+            outcome.fail(error, what, pools)
+        return writes
+
+    async def _delete_unwanted(self, plan: Plan, outcome: WriteOutcome, permit: Permit) -> None:
+        """Deletes the DaemonSets and NodePools of pools that are gone, deleted, or no longer want them."""
+        kinds: tuple[tuple[Owned, Callable[[str], str]], ...] = (
+            ("daemonsets", conventions.agent_name),
+            ("nodepools", conventions.nodepool_name),
+        )
+        for kind, named in kinds:
+            for name, obj in self._state.owned(kind).items():
+                pool = ((obj.get("metadata") or {}).get("labels") or {}).get(conventions.POOL_LABEL)
+                if pool and _wanted(plan, pool, kind, current_name=name == named(pool)):
+                    continue
+                permit.check()
+                try:
+                    await self._client.delete(f"{self._collection(kind)}/{name}")
+                except TRANSIENT as error:
+                    outcome.fail(error, f"deleting {kind} {name}", [pool])
+                    continue
+                self._wrote("delete", kind, outcome)
+                self._state.remember_owned(kind, name, None)
+
+    # ------------------------------------------------------------ nodes
+
+    async def _nodes(self, plan: Plan, views: Mapping[str, NodeView], outcome: WriteOutcome, permit: Permit) -> None:
+        semaphore = asyncio.Semaphore(max(1, self._config.write_concurrency))
+        indexed = self._state.indexed_nodes()
+
+        async def write(name: str) -> None:
+            change = plan.changes[name]
+            view = views.get(name)
+            if view is None:
+                return
+            body = patches.node_patch(view, change)
+            removal = patches.health_removal(view, change)
+            if body is None and removal is None:
+                return
+            path = f"{apiserver.NODES}/{name}"
+            async with semaphore:
+                try:
+                    if body is not None:
+                        permit.check()
+                        response = await self._client.patch(path, body)
+                        self._wrote("patch", "nodes", outcome)
+                        self._state.remember_node(indexed.get(name), response)
+                    if removal is not None:
+                        await self._remove_health(name, removal, indexed.get(name), outcome, permit)
+                except ConflictError:
+                    outcome.conflicts += 1
+                    outcome.unwritten_nodes.add(name)
+                    outcome.conflicted_pools.update(p for p in (change.pool, view.pool) if p)
+                    with contextlib.suppress(*TRANSIENT):
+                        self._state.remember_node(indexed.get(name), await self._client.get(path))
+                except NotFoundError:
+                    pass  # the node is gone; the next pass plans without it
+                except TRANSIENT as error:
+                    outcome.unwritten_nodes.add(name)
+                    outcome.fail(error, f"node {name}", [change.pool, view.pool])
+                    with contextlib.suppress(*TRANSIENT):
+                        self._state.remember_node(indexed.get(name), await self._client.get(path))
+
+        results = await asyncio.gather(*(write(name) for name in plan.changes), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result  # Paused, or a bug: every other node's write has finished
+
+    async def _remove_health(
+        self, name: str, ops: list[dict[str, Any]], before: NodeView | None, outcome: WriteOutcome, permit: Permit
+    ) -> None:
+        """Best effort: a condition left behind reads as Unknown once its heartbeat is old (planning)."""
+        permit.check()
+        try:
+            response = await self._client.patch(f"{apiserver.NODES}/{name}/status", ops, patch_type="json")
+        except TRANSIENT as error:
+            log.info("node %s: %s not removed: %s", name, conventions.HEALTH_CONDITION, error)
+            return
+        self._wrote("patch", "nodes/status", outcome)
+        self._state.remember_node(before, response)
+
+
+def _failure_events(plan: Plan, outcome: WriteOutcome) -> list[EventIntent]:
+    """A Warning on each pool whose writes failed, naming the first error (`kubectl describe` shows it)."""
+    events = []
+    for name, why in sorted(outcome.pool_errors.items()):
+        pool = plan.pool(name)
+        if pool is not None:
+            events.append(
+                EventIntent(
+                    "ComputePool", name, pool.uid, "Warning", "WriteFailed", f"writes for pool {name} failed: {why}"
+                )
+            )
+    return events
+
+
+def _wanted(plan: Plan, pool: str, kind: Owned, *, current_name: bool) -> bool:
+    """Whether a pool's DaemonSet or NodePool stays: its pool is planned, not deleted, and still wants one."""
+    found = plan.pool(pool)
+    if found is None or found.deleting:
+        return False
+    if not found.valid:
+        return True  # an invalid pool's objects are left as they are
+    if not current_name:
+        return False  # named by an older naming scheme: the pool's object under its current name replaces it
+    if kind == "nodepools":
+        return found.spec is not None and found.spec.provisioner.type == "karpenter"
+    return True
+
+
+def _spec_hash(obj: Mapping[str, Any]) -> str | None:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(conventions.SPEC_HASH_ANNOTATION)
+    return str(value) if value is not None else None

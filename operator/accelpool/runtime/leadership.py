@@ -1,0 +1,162 @@
+"""Hot standby: the controller writes only while kopf runs this replica, for `accelpool run --peering`.
+
+Several replicas share one ClusterKopfPeering object (kopf.dev/v1, named by `--peering`). Each
+keeps its record there — priority, lastseen, lifetime — renewed every lifetime minus 5-10 s, and
+removed when it exits cleanly. kopf pauses a replica while a live peer has a higher priority, and
+every replica while live peers share one (kopf/_core/engines/peering.py, `process_peering_event`);
+a record older than its lifetime is dead. A paused kopf stops its watchers and its daemons and
+timers (kopf/_core/engines/daemons.py, `daemon_killer`), and after resuming it lists again and
+spawns them anew. So one replica leads: the live one with the highest priority.
+
+The controller's loop is an asyncio task of its own, not a kopf handler, so kopf's pause does not
+reach it. `Leadership` carries it over: a kopf daemon on the peering object (`follow_kopf`) says
+`gained()` when kopf spawns it and `lost()` when kopf stops it, and the controller is resumed and
+paused to match. kopf spawns the daemon only while it runs (after its first listing of every
+indexed resource, so the controller starts from full indexes), and stops it when it pauses, when
+it exits (as it removes its own record, which lets a standby take over at once), and when the
+peering object is deleted (kopf then goes on without peering; this replica stops writing until
+the object is back). The daemon is registered without kopf's finalizer: the public `@kopf.daemon`
+always adds one, and a finalizer on the shared peering object would keep it from ever being
+deleted while no operator runs (kopf discussion #942).
+
+The alternative, reading the peering object here and applying kopf's rule, would duplicate that
+rule and run on its own watch and clock: for a moment it could say "lead" while kopf is still
+paused, or miss kopf's other reasons to pause (a missing peering CRD). The daemon is kopf's own
+decision, with no second opinion; its cost is the one private registry call in `_register`, kept
+to the kopf release it was verified with (`KOPF_VERIFIED`, the same bound as the dependency in
+operator/pyproject.toml): a kopf without that registry stops the operator at startup with an error
+saying so, and a test fails when the installed kopf leaves the verified release.
+
+Priorities (`priority_by_age`): with `--peering` and no `--priority`, a replica's priority is
+minus its start time in microseconds, so the longest-running replica leads and a new or
+restarted one never takes over from a healthy leader (a rolling update hands over once, when the
+leader goes). Two replicas share a priority only if they start in the same microsecond; kopf
+would then pause both, so `--priority` sets one explicitly. All are negative, so `kopf freeze -P
+NAME --lifetime SECONDS` (priority 100) pauses every replica for that long.
+
+Standalone (no `--peering`) there is no `Leadership`: the controller is active from the start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from importlib import metadata
+from typing import Any, Protocol
+
+import kopf
+
+log = logging.getLogger("accelpool.runtime.leadership")
+
+PEERING_GROUP, PEERING_VERSION, PEERING_PLURAL = "kopf.dev", "v1", "clusterkopfpeerings"
+"""Where a cluster-wide kopf operator keeps its peers (kopf/_cogs/structs/references.py, CLUSTER_PEERINGS_K)."""
+DAEMON_ID = "accelpool-leadership"
+KOPF_VERIFIED = "1.45"
+"""The kopf minor release whose private spawning registry `_register` uses (`kopf>=1.45,<1.46`)."""
+
+
+class Pausable(Protocol):
+    """The controller, as leadership sees it."""
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+
+def priority_by_age(started_ns: int) -> int:
+    """The default priority of a replica started at `started_ns` (time.time_ns()): older ranks higher."""
+    return -(started_ns // 1000)
+
+
+class Leadership:
+    """Whether this replica leads: while kopf runs the daemon on the peering object `peering`."""
+
+    def __init__(self, controller: Pausable, peering: str) -> None:
+        self.controller = controller
+        self.peering = peering
+        self._daemons = 0
+
+    @property
+    def leading(self) -> bool:
+        return self._daemons > 0
+
+    def gained(self) -> None:
+        """kopf spawned the daemon: it runs this replica."""
+        self._daemons += 1
+        if self._daemons == 1:
+            log.info("leading: kopf runs this replica (peering %s); the controller resumes", self.peering)
+            self.controller.resume()
+
+    def lost(self) -> None:
+        """kopf stopped the daemon: paused in favour of another replica, exiting, or the peering object is gone."""
+        self._daemons = max(0, self._daemons - 1)
+        if self._daemons == 0:
+            log.info("standing by: kopf paused or stops this replica (peering %s); the controller pauses", self.peering)
+            self.controller.pause()
+
+
+def follow_kopf(
+    settings: kopf.OperatorSettings,
+    memo: Any,
+    controller: Pausable,
+    *,
+    lifetime: int,
+    registry: kopf.OperatorRegistry | None = None,
+) -> Leadership | None:
+    """From the startup handler: with peering, pause `controller` until kopf runs this replica.
+
+    None (the controller stays active) when kopf runs standalone, or in its auto-detection mode
+    (`kopf run` with neither --standalone nor --peering), whose peering is decided later. The
+    daemon goes into `registry` (kopf's default one, which `accelpool run` and `kopf run` use).
+    """
+    peering = settings.peering
+    if peering.standalone or not peering.mandatory:
+        if not peering.standalone:
+            log.warning("kopf's peering auto-detection: the controller follows kopf only with --peering")
+        return None
+    peering.lifetime = lifetime
+    leadership = Leadership(controller, peering.name)
+    memo.leadership = leadership
+    controller.pause()
+    _register(registry or kopf.get_default_registry())
+    return leadership
+
+
+async def lead(stopped: kopf.DaemonStopped, memo: Any, **_: Any) -> None:
+    """The daemon: this replica leads from its start until kopf stops it."""
+    leadership: Leadership = memo.leadership
+    leadership.gained()
+    try:
+        await stopped.wait()
+    finally:
+        leadership.lost()
+
+
+def _ours(name: str, memo: Any, **_: Any) -> bool:
+    leadership = getattr(memo, "leadership", None)
+    return isinstance(leadership, Leadership) and name == leadership.peering
+
+
+def _register(registry: kopf.OperatorRegistry) -> None:
+    """Adds the daemon on the peering object to `registry` (once), without kopf's finalizer."""
+    spawning = _spawning(registry)
+    if any(h.id == DAEMON_ID for h in spawning.get_all_handlers()):
+        return
+    scratch = kopf.OperatorRegistry()
+    kopf.daemon(
+        group=PEERING_GROUP, version=PEERING_VERSION, plural=PEERING_PLURAL, id=DAEMON_ID, when=_ours, registry=scratch
+    )(lead)
+    (daemon,) = _spawning(scratch).get_all_handlers()
+    spawning.append(dataclasses.replace(daemon, requires_finalizer=False))
+
+
+def _spawning(registry: kopf.OperatorRegistry) -> Any:
+    """kopf's private registry of daemons and timers, or an error naming the kopf release it was verified with."""
+    spawning = getattr(registry, "_spawning", None)
+    if not (hasattr(spawning, "get_all_handlers") and hasattr(spawning, "append")):
+        raise RuntimeError(
+            f"kopf {metadata.version('kopf')} has no OperatorRegistry._spawning with get_all_handlers() and append():"
+            f" accelpool's leadership registers its peering daemon there and was verified with kopf {KOPF_VERIFIED}.x;"
+            f" install kopf {KOPF_VERIFIED}.x (operator/pyproject.toml pins it)"
+        )
+    return spawning
