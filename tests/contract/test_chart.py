@@ -236,7 +236,7 @@ def test_operator_flags_parse_with_the_defaults(default_objects: Objects) -> Non
         "aws": "ghcr.io/accelpool/accelpool-agent-neuron:0.1.0",
         "google": "ghcr.io/accelpool/accelpool-agent-tpu:0.1.0",
     }
-    assert agent.images == operator_render.AgentSettings().images, "the chart and the operator default alike"
+    assert agent.images == operator_render.AgentRendering().images, "the chart and the operator default alike"
     assert (agent.backend, agent.runtime_class, agent.privileged, agent.priority_class) == (
         None,
         "nvidia",

@@ -84,7 +84,7 @@ def rendered(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     assert checked is not None and not problems, problems
     pool = PoolInput(name=name, spec=checked, uid=f"uid-{name}", generation=1)
     owned, failures = render_owned(
-        plan([pool], [], ConfigState(), PlannerOptions(now=NOW)), render.AgentSettings(), karpenter=True
+        plan([pool], [], ConfigState(), PlannerOptions(now=NOW)), render.AgentRendering(), karpenter=True
     )
     assert not failures, failures
     nodepool = owned[name].nodepool
@@ -364,7 +364,7 @@ def test_a_pool_selecting_on_a_key_karpenter_refuses_is_set_aside(schema: dict[s
     assert checked is not None and not problems
     pool = PoolInput(name="sel", spec=checked, uid="uid-sel", generation=1)
     owned, failures = render_owned(
-        plan([pool], [], ConfigState(), PlannerOptions(now=NOW)), render.AgentSettings(), karpenter=True
+        plan([pool], [], ConfigState(), PlannerOptions(now=NOW)), render.AgentRendering(), karpenter=True
     )
     assert "sel" not in owned
     assert f"nodeSelector key {key!r} cannot be a Karpenter NodePool requirement" in failures["sel"]

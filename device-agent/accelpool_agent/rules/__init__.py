@@ -29,7 +29,7 @@ from accelpool_agent.rules.compute import (
 from accelpool_agent.rules.findings import ACTIONS, findings, severity, with_action
 from accelpool_agent.rules.host import IB_LIMITS, gpu_count_rule, infiniband_rule
 from accelpool_agent.rules.links import NVLINK_LIMITS, fabric_rule, nvlink_rule, pcie_rule
-from accelpool_agent.rules.node import Verdict, node_verdict
+from accelpool_agent.rules.node import NodeVerdict, node_verdict
 from accelpool_agent.rules.policy import Expected, Policy, expected_for
 from accelpool_agent.rules.power import clocks_rule, power_rule
 from accelpool_agent.rules.rates import CounterWindow
@@ -60,8 +60,8 @@ __all__ = [
     "ComputeOutcome",
     "CounterWindow",
     "Expected",
+    "NodeVerdict",
     "Policy",
-    "Verdict",
     "XidRecord",
     "clocks_rule",
     "compute_checks",

@@ -20,7 +20,7 @@ from accelpool_core.protocol import HealthStatus
 
 
 @dataclass(frozen=True)
-class Verdict:
+class NodeVerdict:
     status: HealthStatus
     reason: str
     message: str
@@ -52,7 +52,7 @@ def node_verdict(
     expected_gpus: int | None = None,
     backend_error: str | None = None,
     node_checks: Sequence[CheckResult] = (),
-) -> Verdict:
+) -> NodeVerdict:
     failing = [g for g in gpus if g.status is CheckStatus.FAIL]
     bad = tuple(g.device.index for g in failing)
     node_failing = [c for c in node_checks if c.status is CheckStatus.FAIL and c.check is not Check.GPU_COUNT]
@@ -61,20 +61,20 @@ def node_verdict(
     if missing and not backend_error:  # only a working backend can say that devices are missing
         found = f"found {len(gpus)} of {expected_gpus} GPUs"
         more = "".join(f"; {text}" for text in (_group(failing, CheckStatus.FAIL), node_text) if text)
-        return Verdict(HealthStatus.UNHEALTHY, "GpuMissing", f"{found}{more}", bad)
+        return NodeVerdict(HealthStatus.UNHEALTHY, "GpuMissing", f"{found}{more}", bad)
     if failing:
         first = failing[0]
         text = _group(failing, CheckStatus.FAIL) + (f"; {node_text}" if node_text else "")
-        return Verdict(HealthStatus.UNHEALTHY, first.reason, text[:_MESSAGE_LIMIT], bad)
+        return NodeVerdict(HealthStatus.UNHEALTHY, first.reason, text[:_MESSAGE_LIMIT], bad)
     if node_failing:
-        return Verdict(HealthStatus.UNHEALTHY, node_failing[0].reason, node_text[:_MESSAGE_LIMIT], ())
+        return NodeVerdict(HealthStatus.UNHEALTHY, node_failing[0].reason, node_text[:_MESSAGE_LIMIT], ())
     if backend_error and (missing or not gpus):
         # NVML missing, driver not loaded, init failing: a runtime problem, not missing GPUs.
-        return Verdict(HealthStatus.UNKNOWN, "BackendUnavailable", backend_error[:_MESSAGE_LIMIT], ())
+        return NodeVerdict(HealthStatus.UNKNOWN, "BackendUnavailable", backend_error[:_MESSAGE_LIMIT], ())
     if not gpus:
-        return Verdict(HealthStatus.UNKNOWN, "NoDevices", "no accelerators found on this node", ())
+        return NodeVerdict(HealthStatus.UNKNOWN, "NoDevices", "no accelerators found on this node", ())
     if all(g.status is CheckStatus.SKIP for g in gpus):
-        return Verdict(HealthStatus.UNKNOWN, "NothingChecked", "no check could run on any GPU", ())
+        return NodeVerdict(HealthStatus.UNKNOWN, "NothingChecked", "no check could run on any GPU", ())
     unchecked = [g for g in gpus if g.compute_unchecked]
     if unchecked:  # not checked is never "passed": no verdict yet, and none left by an earlier agent
         why: dict[str, list[int]] = {}
@@ -83,13 +83,13 @@ def node_verdict(
             why.setdefault(skip.reason, []).append(unchecked_gpu.device.index)
         parts = [f"{reason} on GPU{'s' if len(ix) > 1 else ''} {', '.join(map(str, ix))}" for reason, ix in why.items()]
         text = "compute checks not run: " + "; ".join(parts)
-        return Verdict(HealthStatus.UNKNOWN, "ChecksSkipped", text[:_MESSAGE_LIMIT], ())
+        return NodeVerdict(HealthStatus.UNKNOWN, "ChecksSkipped", text[:_MESSAGE_LIMIT], ())
     warning = [g for g in gpus if g.status is CheckStatus.WARN]
     node_warning = "; ".join(c.summary or c.reason for c in node_checks if c.status is CheckStatus.WARN)
     if warning or node_warning:
         text = "; ".join(t for t in (_group(warning, CheckStatus.WARN), node_warning) if t)
-        return Verdict(HealthStatus.HEALTHY, "ChecksPassedWithWarnings", text[:_MESSAGE_LIMIT], ())
+        return NodeVerdict(HealthStatus.HEALTHY, "ChecksPassedWithWarnings", text[:_MESSAGE_LIMIT], ())
     count = len(gpus)
-    return Verdict(
+    return NodeVerdict(
         HealthStatus.HEALTHY, "AllChecksPassed", f"{count} GPU{'s' if count != 1 else ''} passed all checks", ()
     )

@@ -54,7 +54,7 @@ def decide(
     options: PlannerOptions,
     *,
     unplannable: Mapping[str, str],
-    agent: render.AgentSettings,
+    agent: render.AgentRendering,
     current_mig_text: str | None,
     kueue_observed: kueue.KueueObserved | None = None,
 ) -> Desired:
@@ -74,7 +74,7 @@ def decide(
 
 
 def render_owned(
-    result: Plan, agent: render.AgentSettings, *, karpenter: bool
+    result: Plan, agent: render.AgentRendering, *, karpenter: bool
 ) -> tuple[dict[str, OwnedObjects], dict[str, str]]:
     """Renders every planned pool's objects; a pool whose rendering raises is returned apart (name → why)."""
     owned: dict[str, OwnedObjects] = {}

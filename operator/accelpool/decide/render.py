@@ -72,7 +72,7 @@ _KARPENTER_REQUIREMENT_KEY = re.compile(
 
 
 @dataclass(frozen=True)
-class AgentSettings:
+class AgentRendering:
     """How agent DaemonSets are rendered (operator flags `--agent-*`)."""
 
     namespace: str = conventions.DEFAULT_NAMESPACE
@@ -100,7 +100,7 @@ class AgentSettings:
     port: int = AGENT_PORT
 
 
-def agent_backend(spec: api.ComputePoolSpec, settings: AgentSettings) -> str:
+def agent_backend(spec: api.ComputePoolSpec, settings: AgentRendering) -> str:
     """The pool's agent backend: its own `spec.health.backend`, else the operator's one backend, else
     the backend for its accelerator's catalog vendor."""
     if spec.health.backend:
@@ -111,14 +111,14 @@ def agent_backend(spec: api.ComputePoolSpec, settings: AgentSettings) -> str:
     return settings.backends.get(vendor) or api.VENDOR_BACKENDS[vendor]
 
 
-def agent_image(spec: api.ComputePoolSpec, settings: AgentSettings) -> str:
+def agent_image(spec: api.ComputePoolSpec, settings: AgentRendering) -> str:
     """The pool's agent image: its vendor's entry in `images`, else the default `image`; the default
     `image` too when its backend is simulated (`fake`, `cpu`: every image carries them)."""
     vendor = spec.resolve().entry.vendor.value
     return image_for(vendor, agent_backend(spec, settings), settings.image, settings.images)
 
 
-def _security_context(backend: str, settings: AgentSettings) -> dict[str, Any]:
+def _security_context(backend: str, settings: AgentRendering) -> dict[str, Any]:
     """Privileged as root for the backends that open the host's devices; privileged as the image's
     user for NVIDIA with `settings.privileged`; otherwise the restricted Pod Security profile."""
     if host_devices(backend) is not None:
@@ -206,7 +206,7 @@ def daemonset(
     pool: str,
     uid: str,
     spec: api.ComputePoolSpec,
-    settings: AgentSettings,
+    settings: AgentRendering,
     member_tolerations: Sequence[api.Toleration] = (),
 ) -> dict[str, Any]:
     """The pool's agent DaemonSet (with its spec-hash annotation)."""

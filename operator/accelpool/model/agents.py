@@ -3,7 +3,7 @@
 The controller lists, for all pools at once and at most every `--agent-check-interval`, the agent
 DaemonSets, their pods and the FailedCreate Events of DaemonSets in the agent namespace (selectors keep
 each list small); `observe` groups them by pool into an `AgentObservation`, and `judge` turns one
-pool's into the condition (`Verdict`), for `accelpool.decide.poolstatus`. In order of precedence:
+pool's into the condition (`AgentReadiness`), for `accelpool.decide.poolstatus`. In order of precedence:
 
 - RuntimeClassNotFound: the DaemonSet controller's pod creations are refused with
   `pod rejected: RuntimeClass "nvidia" not found`; fix: `agent.runtimeClassName` (`--agent-runtime-class`).
@@ -76,7 +76,7 @@ _COMBINED = "(combined from similar events): "
 
 
 @dataclass(frozen=True)
-class Verdict:
+class AgentReadiness:
     ok: bool
     reason: str
     message: str
@@ -288,18 +288,22 @@ def _current_failure(observation: AgentObservation, now: datetime) -> CreateFail
     return newest
 
 
-def _failure_verdict(failure: CreateFailure, state: DaemonSetState) -> Verdict:
+def _failure_verdict(failure: CreateFailure, state: DaemonSetState) -> AgentReadiness:
     where = f"DaemonSet {state.namespace}/{state.name}"
     short = f"{state.desired - state.current} of {state.desired} agent pods" if state.observed else "its agent pods"
     quoted = f"{where} cannot create {short}: {failure.message}"
     if found := _RUNTIME_CLASS.search(failure.message):
-        return Verdict(False, "RuntimeClassNotFound", f'{quoted}. RuntimeClass "{found.group(1)}": {RUNTIME_CLASS_FIX}')
+        return AgentReadiness(
+            False, "RuntimeClassNotFound", f'{quoted}. RuntimeClass "{found.group(1)}": {RUNTIME_CLASS_FIX}'
+        )
     if found := _SERVICE_ACCOUNT.search(failure.message):
         account = f"{found.group(1)}/{found.group(2)}"
-        return Verdict(False, "ServiceAccountNotFound", f"{quoted}. ServiceAccount {account}: {SERVICE_ACCOUNT_FIX}")
+        return AgentReadiness(
+            False, "ServiceAccountNotFound", f"{quoted}. ServiceAccount {account}: {SERVICE_ACCOUNT_FIX}"
+        )
     if _FORBIDDEN.search(failure.message):
-        return Verdict(False, "PodsForbidden", quoted)
-    return Verdict(False, "FailedCreate", quoted)
+        return AgentReadiness(False, "PodsForbidden", quoted)
+    return AgentReadiness(False, "FailedCreate", quoted)
 
 
 def _pods_text(pods: Sequence[AgentPod]) -> str:
@@ -307,12 +311,12 @@ def _pods_text(pods: Sequence[AgentPod]) -> str:
     return shown + (f" and {len(pods) - MESSAGE_PODS} more" if len(pods) > MESSAGE_PODS else "")
 
 
-def _pod_verdict(pods: Sequence[AgentPod]) -> Verdict | None:
+def _pod_verdict(pods: Sequence[AgentPod]) -> AgentReadiness | None:
     pulling = [p for p in pods if any(reason in IMAGE_PULL_REASONS for reason, _, _ in p.waiting)]
     if pulling:
         reason, message, image = next(w for w in pulling[0].waiting if w[0] in IMAGE_PULL_REASONS)
         detail = f": {message}" if message else ""
-        return Verdict(
+        return AgentReadiness(
             False,
             "ImagePullFailed",
             f"{len(pulling)} agent pod(s) cannot pull {image or 'their image'} ({reason}{detail}): "
@@ -322,7 +326,7 @@ def _pod_verdict(pods: Sequence[AgentPod]) -> Verdict | None:
     if looping:
         first = looping[0]
         exit_text = f"; last exit: {first.last_exit}" if first.last_exit else ""
-        return Verdict(
+        return AgentReadiness(
             False,
             "AgentCrashLooping",
             f"{len(looping)} agent pod(s) in {CRASH_LOOP}: {_pods_text(looping)} ({first.restarts} restarts"
@@ -338,7 +342,7 @@ def judge(
     silent: Sequence[str],
     now: datetime,
     silent_text: str = "",
-) -> Verdict:
+) -> AgentReadiness:
     """The AgentReady condition of a pool (see the module docstring). `silent` are the members without a
     live report; `silent_text` names them for the message. Without an observation (none was made: an
     offline plan, or the lists failed), only the agents' reports count."""
@@ -358,5 +362,5 @@ def judge(
         if observation is not None:
             state = observation.daemonset
             message += f"; {state.summary()}" if state is not None else "; the agent DaemonSet does not exist yet"
-        return Verdict(False, "WaitingForAgents", message)
-    return Verdict(True, "Reporting", f"{len(members)} of {len(members)} members report health")
+        return AgentReadiness(False, "WaitingForAgents", message)
+    return AgentReadiness(True, "Reporting", f"{len(members)} of {len(members)} members report health")

@@ -16,7 +16,7 @@ from typing import Any
 
 from accelpool import api
 from accelpool.api import VENDOR_BACKENDS
-from accelpool.decide.render import AgentSettings
+from accelpool.decide.render import AgentRendering
 from accelpool.model import conventions
 from accelpool_core import catalog
 from accelpool_core.protocol import AGENT_BACKENDS
@@ -106,7 +106,7 @@ class _Option:
         return "ACCELPOOL_" + self.flag.lstrip("-").upper().replace("-", "_")
 
 
-_AGENT_DEFAULTS = AgentSettings()
+_AGENT_DEFAULTS = AgentRendering()
 OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--namespace",
@@ -344,7 +344,7 @@ class OperatorConfig:
     webhook_cert_dir: str = DEFAULT_WEBHOOK_CERT_DIR
     webhook_client_ca: str | None = None
     webhook_client_names: tuple[str, ...] = ()
-    agent: AgentSettings = field(default_factory=AgentSettings)
+    agent: AgentRendering = field(default_factory=AgentRendering)
     events_namespace: str = "default"
     resync_seconds: float = 300.0
     status_resync_seconds: float = 60.0
@@ -371,7 +371,7 @@ class OperatorConfig:
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> OperatorConfig:
         namespace = values.get("namespace") or conventions.DEFAULT_NAMESPACE
-        agent = AgentSettings(
+        agent = AgentRendering(
             namespace=values.get("agent_namespace") or namespace,
             image=values.get("agent_image") or _AGENT_DEFAULTS.image,
             images={**_AGENT_DEFAULTS.images, **(values.get("agent_images") or {})},

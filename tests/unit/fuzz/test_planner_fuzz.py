@@ -206,7 +206,7 @@ def test_validation_never_raises_and_every_admitted_spec_renders(spec: dict[str,
     if checked is None:
         assert problems and all(str(p).startswith(("spec", ".spec", "<nil>: ")) for p in problems)
         return
-    daemonset = render.daemonset("p0", "uid-p0", checked, render.AgentSettings())
+    daemonset = render.daemonset("p0", "uid-p0", checked, render.AgentRendering())
     json.dumps(daemonset)
     if checked.provisioner.type == "karpenter":
         json.dumps(render.nodepool("p0", "uid-p0", checked))

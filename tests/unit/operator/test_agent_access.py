@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from accelpool.decide import agent_access, render
-from accelpool.decide.render import AgentSettings
+from accelpool.decide.render import AgentRendering
 
 from .conftest import pool
 
@@ -25,10 +25,10 @@ DEV_VOLUME = {"name": "dev", "hostPath": {"path": "/dev"}}
 DEV_MOUNT = {"name": "dev", "mountPath": "/dev"}
 
 
-def pod_spec(accelerator: str, settings: AgentSettings | None = None, **health: Any) -> dict[str, Any]:
+def pod_spec(accelerator: str, settings: AgentRendering | None = None, **health: Any) -> dict[str, Any]:
     spec = pool("p", {"accelerator": accelerator, "health": health}).spec
     assert spec is not None
-    found: dict[str, Any] = render.daemonset("p", "uid", spec, settings or AgentSettings())["spec"]["template"]["spec"]
+    found: dict[str, Any] = render.daemonset("p", "uid", spec, settings or AgentRendering())["spec"]["template"]["spec"]
     return found
 
 
@@ -59,7 +59,7 @@ def test_nvidia_agents_stay_unprivileged_behind_the_nvidia_runtime() -> None:
     assert container["image"] == agent_access.DEFAULT_AGENT_IMAGE
     assert (pod["runtimeClassName"], container["securityContext"]) == ("nvidia", RESTRICTED)
     assert DEV_VOLUME not in pod["volumes"]
-    privileged = pod_spec("H100:8", AgentSettings(privileged=True))
+    privileged = pod_spec("H100:8", AgentRendering(privileged=True))
     assert privileged["containers"][0]["securityContext"] == {"privileged": True, "readOnlyRootFilesystem": True}
     assert DEV_VOLUME in privileged["volumes"]
 
@@ -67,7 +67,7 @@ def test_nvidia_agents_stay_unprivileged_behind_the_nvidia_runtime() -> None:
 @pytest.mark.parametrize("accelerator", ["MI300X:8", "Trainium2:16", "TPU-v5p:4"])
 def test_a_simulated_backend_opens_no_device_and_runs_the_default_image(accelerator: str) -> None:
     """kind and the demo load only the default image; `fake` and `cpu` are in every image."""
-    settings = AgentSettings(image="r/agent:1", backend="fake")
+    settings = AgentRendering(image="r/agent:1", backend="fake")
     for pod in (pod_spec(accelerator, settings), pod_spec(accelerator, backend="cpu")):
         (container,) = pod["containers"]
         assert container["securityContext"] == RESTRICTED

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from accelpool import api
 from accelpool.decide import render
-from accelpool.decide.render import AgentSettings
+from accelpool.decide.render import AgentRendering
 from accelpool.runtime.settings import OperatorConfig, add_arguments
 
 from .conftest import pool
@@ -24,13 +24,13 @@ def spec(accelerator: str, **health: Any) -> api.ComputePoolSpec:
     return found
 
 
-def container(spec_: api.ComputePoolSpec, settings: AgentSettings) -> dict[str, Any]:
+def container(spec_: api.ComputePoolSpec, settings: AgentRendering) -> dict[str, Any]:
     daemonset = render.daemonset("p", "uid-p", spec_, settings)
     found: dict[str, Any] = daemonset["spec"]["template"]["spec"]["containers"][0]
     return found
 
 
-def backend_argument(spec_: api.ComputePoolSpec, settings: AgentSettings) -> str:
+def backend_argument(spec_: api.ComputePoolSpec, settings: AgentRendering) -> str:
     args: list[str] = container(spec_, settings)["args"]
     return args[args.index("--backend") + 1]
 
@@ -43,13 +43,13 @@ def config(*argv: str) -> OperatorConfig:
 
 def test_each_vendors_pool_gets_its_vendors_backend() -> None:
     for accelerator, backend in VENDOR_POOLS.items():
-        assert backend_argument(spec(accelerator), AgentSettings()) == backend, accelerator
+        assert backend_argument(spec(accelerator), AgentRendering()) == backend, accelerator
 
 
 def test_a_pools_own_backend_wins_then_the_operators_one_backend() -> None:
-    assert backend_argument(spec("MI300X:8", backend="fake"), AgentSettings(backend="cpu")) == "fake"
-    assert backend_argument(spec("MI300X:8"), AgentSettings(backend="fake")) == "fake"
-    assert backend_argument(spec("MI300X:8"), AgentSettings(backends={"amd": "cpu"})) == "cpu"
+    assert backend_argument(spec("MI300X:8", backend="fake"), AgentRendering(backend="cpu")) == "fake"
+    assert backend_argument(spec("MI300X:8"), AgentRendering(backend="fake")) == "fake"
+    assert backend_argument(spec("MI300X:8"), AgentRendering(backends={"amd": "cpu"})) == "cpu"
 
 
 def test_a_pools_backend_must_be_one_the_agent_has() -> None:
@@ -58,7 +58,7 @@ def test_a_pools_backend_must_be_one_the_agent_has() -> None:
 
 
 def test_each_vendors_pool_gets_its_vendors_image_else_the_default_image() -> None:
-    settings = AgentSettings(image="r/agent:1", images={"amd": "r/agent-rocm:1", "google": "r/agent-tpu:1"})
+    settings = AgentRendering(image="r/agent:1", images={"amd": "r/agent-rocm:1", "google": "r/agent-tpu:1"})
     assert container(spec("MI300X:8"), settings)["image"] == "r/agent-rocm:1"
     assert container(spec("TPU-v5p:4"), settings)["image"] == "r/agent-tpu:1"
     assert container(spec("H100:8"), settings)["image"] == "r/agent:1"

@@ -87,7 +87,7 @@ def pod_body(name: str, node: str, waiting: tuple[str, str] | None = None, **sta
 
 def verdict(
     *events: dict[str, Any], pods: tuple[dict[str, Any], ...] = (), silent: tuple[str, ...] = MEMBERS, **ds: Any
-) -> agents.Verdict:
+) -> agents.AgentReadiness:
     observed = observe([daemonset_body(**ds)], pods, events).get("h100")
     return judge(observed, members=MEMBERS, silent=silent, now=NOW, silent_text=", ".join(silent))
 
@@ -179,7 +179,9 @@ def test_waiting_agents_come_with_the_daemonsets_counts() -> None:
 
 
 def test_reporting_agents_are_ready_whatever_the_counts_say_and_without_observation() -> None:
-    assert verdict(current=2, ready=0, silent=()) == agents.Verdict(True, "Reporting", "2 of 2 members report health")
+    assert verdict(current=2, ready=0, silent=()) == agents.AgentReadiness(
+        True, "Reporting", "2 of 2 members report health"
+    )
     assert judge(None, members=MEMBERS, silent=(), now=NOW).ok
     unobserved = judge(None, members=MEMBERS, silent=("gpu-a1",), now=NOW, silent_text="gpu-a1")
     assert unobserved.message == f"1 of 2 members have no live {conventions.HEALTH_CONDITION} report: gpu-a1"

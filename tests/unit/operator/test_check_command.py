@@ -16,8 +16,8 @@ import pytest
 from accelpool import api, cli
 from accelpool.cli.commands.check import (
     EXIT_TIMEOUT,
+    NodeAnswer,
     UsageError,
-    Verdict,
     exit_code,
     parse_request,
     render_json,
@@ -165,13 +165,13 @@ def report(status: HealthStatus, reason: str, message: str, action: Action = Act
 
 
 def test_the_verdicts_and_the_exit_code() -> None:
-    healthy = Verdict("h100-1", report(HealthStatus.HEALTHY, "AllChecksPassed", "8 GPUs passed all checks"))
+    healthy = NodeAnswer("h100-1", report(HealthStatus.HEALTHY, "AllChecksPassed", "8 GPUs passed all checks"))
     xid = Finding(check="xid", severity=Severity.CRITICAL, reason="XidError79", action=Action.RESTART_OS, gpus=[3])
-    bad = Verdict(
+    bad = NodeAnswer(
         "h100-2",
         report(HealthStatus.UNHEALTHY, "XidError79", "XID 79 on GPU 3", Action.RESTART_OS, findings=[xid]),
     )
-    silent = Verdict("h100-3", None, "its agent's full cycle")
+    silent = NodeAnswer("h100-3", None, "its agent's full cycle")
     assert exit_code([healthy]) == 0
     assert exit_code([healthy, bad]) == 1
     assert exit_code([healthy, bad, silent]) == EXIT_TIMEOUT

@@ -69,7 +69,7 @@ def _decide(body: dict[str, Any], nodes: list[NodeView], generation: int) -> des
         ConfigState(),
         PlannerOptions(now=NOW),
         unplannable={},
-        agent=render.AgentSettings(),
+        agent=render.AgentRendering(),
         current_mig_text=None,
     )
 

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from accelpool import api
 from accelpool.decide import render
-from accelpool.decide.render import AgentSettings
+from accelpool.decide.render import AgentRendering
 from accelpool.model import conventions, nvidia
 from accelpool_agent import server
 
@@ -74,7 +74,7 @@ def test_mig_parted_document_golden() -> None:
 def test_daemonset_golden() -> None:
     gke = api.Toleration(key="nvidia.com/gpu", operator="Equal", value="present", effect="NoSchedule")
     daemonset = render.daemonset(
-        "llm-training", "uid-llm-training", spec("llm-training"), AgentSettings(namespace="accelpool-system"), [gke]
+        "llm-training", "uid-llm-training", spec("llm-training"), AgentRendering(namespace="accelpool-system"), [gke]
     )
     check_golden("daemonset-llm-training.yaml", daemonset)
     env = {e["name"]: e for e in daemonset["spec"]["template"]["spec"]["containers"][0]["env"]}
@@ -94,14 +94,14 @@ def test_each_vendors_daemonset_golden(name: str, accelerator: str) -> None:
     """AMD, Neuron and TPU agents: the vendor's image and backend, privileged as root with the host's /dev."""
     spec_ = pool(name, {"accelerator": accelerator}).spec
     assert spec_ is not None
-    daemonset = render.daemonset(name, f"uid-{name}", spec_, AgentSettings(namespace="accelpool-system"))
+    daemonset = render.daemonset(name, f"uid-{name}", spec_, AgentRendering(namespace="accelpool-system"))
     check_golden(f"daemonset-{name}.yaml", daemonset)
 
 
 def test_agent_is_probed_for_readiness_and_liveness() -> None:
     """A pod whose agent does not answer is taken out of scrapes (readiness) before it is restarted
     (liveness): both ask the agent's own port, readiness every 10s with a 5s timeout, 3 failures."""
-    for settings in (AgentSettings(), AgentSettings(privileged=True, port=9500)):
+    for settings in (AgentRendering(), AgentRendering(privileged=True, port=9500)):
         pod = render.daemonset("llm-training", "uid", spec("llm-training"), settings)["spec"]["template"]
         container = pod["spec"]["containers"][0]
         assert [p["name"] for p in container["ports"]] == ["metrics"]
@@ -122,7 +122,7 @@ def test_daemonset_settings() -> None:
         "mi300x",
         "uid",
         spec("mi300x"),
-        AgentSettings(privileged=True, runtime_class="nvidia", priority_class="system-node-critical", backend="fake"),
+        AgentRendering(privileged=True, runtime_class="nvidia", priority_class="system-node-critical", backend="fake"),
     )
     pod = privileged["spec"]["template"]["spec"]
     assert "runtimeClassName" not in pod, "the NVIDIA runtime is only for NVIDIA pools"
@@ -201,10 +201,10 @@ def test_nodepool_requirements_refuse_selector_keys_karpenter_refuses(key: str, 
 
 
 def test_spec_hash_changes_with_the_rendered_object() -> None:
-    settings = AgentSettings()
+    settings = AgentRendering()
     first = render.daemonset("llm-training", "u", spec("llm-training"), settings)
     same = render.daemonset("llm-training", "u", spec("llm-training"), settings)
-    other = render.daemonset("llm-training", "u", spec("llm-training"), AgentSettings(image="example/agent:2"))
+    other = render.daemonset("llm-training", "u", spec("llm-training"), AgentRendering(image="example/agent:2"))
     key = conventions.SPEC_HASH_ANNOTATION
     assert first["metadata"]["annotations"][key] == same["metadata"]["annotations"][key]
     assert first["metadata"]["annotations"][key] != other["metadata"]["annotations"][key]

@@ -88,7 +88,7 @@ class Request:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class NodeAnswer:
     """One node's answer to the request (`report` None: it did not answer)."""
 
     node: str
@@ -155,13 +155,13 @@ def waiting_for(node: dict[str, Any] | None, token: str, *, pool: bool) -> str:
     return "its agent's full cycle (is the agent running on it?)"
 
 
-def exit_code(verdicts: list[Verdict]) -> int:
+def exit_code(verdicts: list[NodeAnswer]) -> int:
     if any(v.report is None for v in verdicts):
         return EXIT_TIMEOUT
     return 0 if all(v.healthy for v in verdicts) else 1
 
 
-def render_table(verdicts: list[Verdict]) -> str:
+def render_table(verdicts: list[NodeAnswer]) -> str:
     rows: list[tuple[str, ...]] = [("NODE", "STATUS", "REASON", "ACTION", "MESSAGE")]
     for verdict in verdicts:
         report = verdict.report
@@ -172,7 +172,7 @@ def render_table(verdicts: list[Verdict]) -> str:
     return format_table(rows)
 
 
-def render_json(token: str, pool: str | None, verdicts: list[Verdict]) -> str:
+def render_json(token: str, pool: str | None, verdicts: list[NodeAnswer]) -> str:
     nodes = []
     for verdict in verdicts:
         report = verdict.report
@@ -222,7 +222,9 @@ async def read_nodes(client: KubeClient, names: list[str], pool: str | None) -> 
     return {name: await client.get_or_none(f"{NODES}/{name}") for name in names}
 
 
-async def wait(client: KubeClient, names: list[str], token: str, within: float, *, pool: str | None) -> list[Verdict]:
+async def wait(
+    client: KubeClient, names: list[str], token: str, within: float, *, pool: str | None
+) -> list[NodeAnswer]:
     """Read the nodes every `POLL_SECONDS` until each answers `token` or `within` seconds pass."""
     answers: dict[str, HealthReport] = {}
     last_seen: dict[str, dict[str, Any] | None] = {}
@@ -243,7 +245,9 @@ async def wait(client: KubeClient, names: list[str], token: str, within: float, 
             _progress(f"waiting for {len(left)} node(s): {', '.join(left)}")
         await asyncio.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
     return [
-        Verdict(n, answers.get(n), "" if n in answers else waiting_for(last_seen.get(n), token, pool=pool is not None))
+        NodeAnswer(
+            n, answers.get(n), "" if n in answers else waiting_for(last_seen.get(n), token, pool=pool is not None)
+        )
         for n in names
     ]
 
