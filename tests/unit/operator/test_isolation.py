@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from accelpool import api
-from accelpool.decide import planning, poolstatus, render
-from accelpool.decide.planning import ConfigState
+from accelpool.decide import poolstatus, render
+from accelpool.decide.planning import ConfigState, cluster_pass
 from accelpool.model import conventions, nvidia
 
 from .conftest import conditions, device_plugin_key, member, members, node, node_body, pool, run
@@ -72,7 +72,7 @@ def test_a_pool_that_raises_in_planning_is_set_aside_and_the_others_are_planned(
 
         monkeypatch.setattr(nvidia, "device_plugin_config", failing)
     elif where == "pool status":
-        monkeypatch.setattr(planning, "compute_status", _raise_for("bad", poolstatus.compute_status))
+        monkeypatch.setattr(cluster_pass, "compute_status", _raise_for("bad", poolstatus.compute_status))
     else:  # the MIG layout is only expanded for MIG pools
         pools[1] = pool("bad", {"accelerator": "A100-80GB", "nodes": 1, "mig": {"profile": "3g.40gb"}})
         monkeypatch.setattr(api.ComputePoolSpec, "mig_layout", _raise_for_mig(api.ComputePoolSpec.mig_layout))
@@ -106,7 +106,7 @@ def test_config_keys_of_a_set_aside_pool_are_kept_as_they_are(monkeypatch: pytes
     key = device_plugin_key("bad", {"accelerator": "L4", "nodes": 1, "sharing": {"timeSlicing": {"replicas": 2}}})
     written = "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n"
     config = ConfigState(device_plugin={key: written}, device_plugin_managed=frozenset({key}))
-    monkeypatch.setattr(planning, "compute_status", _raise_for("bad", poolstatus.compute_status))
+    monkeypatch.setattr(cluster_pass, "compute_status", _raise_for("bad", poolstatus.compute_status))
     result = run(pools, nodes, config)
     assert result.device_plugin[key] == written
     assert key in result.device_plugin_managed
@@ -124,7 +124,7 @@ def test_several_failing_pools_are_all_found() -> None:
         return original(facts)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(planning, "compute_status", compute)
+        patch.setattr(cluster_pass, "compute_status", compute)
         result = run(pools, nodes)
     assert set(result.unplannable) == failing
     planned = [p.name for p in result.pools if p.valid]
