@@ -19,8 +19,8 @@
 7. **Statuses** (`accelpool.decide.poolstatus`), Events, remediation records, and when to plan again.
 
 `cluster_pass` runs the stages in this order. Each stage is a module with public functions over
-explicit inputs; the values going in and out are in `model`. One pool can never stop the others: `plan` sets aside a pool whose planning
-raises (found by bisection) and plans the rest. Deterministic for equal inputs.
+explicit inputs; the values going in and out are in `model`. One pool can never stop the others:
+`plan` sets aside a pool whose planning raises (found by bisection) and plans the rest. Deterministic for equal inputs.
 
 Callers: the controller (`accelpool.runtime.controller`) on every pass, `accelpool plan`, the tests and
 `benchmarks/planner_scale.py`.
