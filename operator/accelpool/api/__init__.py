@@ -16,7 +16,7 @@ modules behind them, in dependency order:
 - `resolution`: the accelerator resolved against the catalog, and `spec_problems`;
 - `spec`, `status`, `pool`: `ComputePoolSpec`, `ComputePoolStatus`, the whole `ComputePool`.
 
-Pure: no I/O. Callers: `accelpool.admission.crd`, `accelpool.admission.validation`, the planner and the handlers.
+Callers: `accelpool.admission.crd`, `accelpool.admission.validation`, the planner and the handlers.
 """
 
 from accelpool.api.devices import (

@@ -2,8 +2,6 @@
 
 The structural rules live here, on the models; the rules that need the catalog (is this MIG
 profile offered by that GPU, does the layout fit) are in `accelpool.api.resolution`.
-
-Pure: no I/O.
 """
 
 from __future__ import annotations

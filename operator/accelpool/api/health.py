@@ -1,7 +1,4 @@
-"""`spec.health`: how members are checked, what happens to a node that fails, and the durations it is written in.
-
-Pure: no I/O.
-"""
+"""`spec.health`: how members are checked, what happens to a node that fails, and the durations it is written in."""
 
 from __future__ import annotations
 

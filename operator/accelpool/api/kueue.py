@@ -1,7 +1,5 @@
 """`KueueSpec`: whether the operator keeps a Kueue ResourceFlavor for the pool, and which ClusterQueue's
 quota follows the pool's healthy capacity (off by default; `accelpool.decide.planning.kueue` does the work).
-
-Pure: no I/O.
 """
 
 from __future__ import annotations

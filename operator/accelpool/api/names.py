@@ -1,7 +1,4 @@
-"""The API's identity (group, version, kind, plural) and the rules for a ComputePool's name.
-
-Pure: no I/O.
-"""
+"""The API's identity (group, version, kind, plural) and the rules for a ComputePool's name."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""`ComputePool`: the whole object as it comes from the API server or a YAML file.
-
-Pure: no I/O.
-"""
+"""`ComputePool`: the whole object as it comes from the API server or a YAML file."""
 
 from __future__ import annotations
 

@@ -3,8 +3,6 @@
 `Problem` is one reason an object is invalid; `go_value` and `go_float` print a bad value as Go's
 `%v` does; `as_sent` turns a decoded YAML value into what kubectl sends. `accelpool validate`, the
 admission webhook and the emulated API server use them so that all three say the same words.
-
-Pure: no I/O.
 """
 
 from __future__ import annotations

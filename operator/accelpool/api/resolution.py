@@ -3,8 +3,6 @@
 `spec_problems` names the field path, the bad value and what would be valid: an unknown
 accelerator, a memory size or form factor the model does not come in, a MIG profile or layout
 the GPU does not offer, MPS beyond what old GPUs serve, Karpenter for a device AWS does not sell.
-
-Pure: no I/O.
 """
 
 from __future__ import annotations

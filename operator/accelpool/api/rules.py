@@ -2,8 +2,6 @@
 
 `accelpool.admission.crd` writes each model's `rules` into the CRD as `x-kubernetes-validations`; the models
 check the same rules in Python (`RuledModel`), so the schema and `accelpool validate` agree.
-
-Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -4,8 +4,6 @@ The spec's own fields and cross-field rules are here; its parts are in `accelpoo
 (accelerator, MIG, sharing) and `accelpool.api.health`; the catalog-dependent checks are in
 `accelpool.api.resolution`, which the spec runs after its fields unless validated with the
 `structural_only` context.
-
-Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""`ComputePoolStatus`: what the operator reports of a pool, written by the operator only.
-
-Pure: no I/O.
-"""
+"""`ComputePoolStatus`: what the operator reports of a pool, written by the operator only."""
 
 from __future__ import annotations
 

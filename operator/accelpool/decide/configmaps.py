@@ -1,4 +1,4 @@
-"""The two NVIDIA ConfigMaps a reconcile pass writes, each in two versions. Pure.
+"""The two NVIDIA ConfigMaps a reconcile pass writes, each in two versions.
 
 A node selects its config by name (`nvidia.com/device-plugin.config`, `nvidia.com/mig.config`),
 so a pass must never leave a node pointing at a key that is not there. It writes the ConfigMaps

@@ -1,4 +1,4 @@
-"""Raw Kubernetes objects (from the API, the kopf indexes or YAML files) → the planner's inputs. Pure.
+"""Raw Kubernetes objects (from the API, the kopf indexes or YAML files) → the planner's inputs.
 
 - `PoolRecord.from_body(body)`: a ComputePool as the operator keeps it (the kopf index's value, a
   listed pool): plain immutable copies of its metadata, spec and status. Records compare equal

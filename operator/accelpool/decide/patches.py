@@ -1,4 +1,4 @@
-"""The smallest writes that turn what is into what the plan wants. Pure.
+"""The smallest writes that turn what is into what the plan wants.
 
 - `node_patch(view, change)`: a JSON merge patch for a Node carrying only the labels,
   annotations, taints and cordon that differ, plus `metadata.resourceVersion` so the API server

@@ -1,4 +1,4 @@
-"""Why a pool's agents run or not: the `AgentReady` condition from what Kubernetes says about them. Pure.
+"""Why a pool's agents run or not: the `AgentReady` condition from what Kubernetes says about them.
 
 The controller lists, for all pools at once and at most every `--agent-check-interval`, the agent
 DaemonSets, their pods and the FailedCreate Events of DaemonSets in the agent namespace (selectors keep

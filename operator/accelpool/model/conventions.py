@@ -3,7 +3,7 @@
 The planner, the renderers, the controller and the `plan` command all use these names, so the
 ownership rules ("remove only what we set") can be checked against one list. Names derived
 from a pool's name (config keys, DaemonSet and NodePool names) are kept within the 63-character
-limit of label values, since most of them also end up as label values. Pure.
+limit of label values, since most of them also end up as label values.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a drain evicts from a node, how it asks the API server, and what the answers mean. Pure.
+"""What a drain evicts from a node, how it asks the API server, and what the answers mean.
 
 The planner decides which nodes drain (`DrainOrder`, from `accelpool.decide.planning.remediation.ladder`); the
 controller's drain executor (`accelpool.runtime.controller.drain`) lists each one's pods, sorts them with

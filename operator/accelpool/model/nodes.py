@@ -5,7 +5,7 @@ a frozen value: labels, accelpool's own annotations, taints, cordon, readiness, 
 agent's `AcceleratorHealthy` condition and `accelpool.io/health` report, and the detected
 accelerator. Heartbeat timestamps and other churn are left out, so two views compare equal
 exactly when a reconcile could come to a different result. `NodeView.apply` returns the view a
-`NodeChange` would produce (the planner uses it to compute statuses after its own writes). Pure.
+`NodeChange` would produce (the planner uses it to compute statuses after its own writes).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The remediation ladder's records on a node: the `accelpool.io/remediation` and `accelpool.io/quarantine-history`
-annotations, read and written. Pure.
+annotations, read and written.
 
 A member accelpool quarantines carries one `LadderRecord`, written in the same patch as its
 quarantine taint or cordon:

@@ -12,7 +12,7 @@ A real API server judges a ComputePool in three stages, and stops at the first t
 
 `validate_object` runs the same stages on the same models and reports what the server would, word
 for word, so `accelpool validate` and `kubectl apply` agree. The operator uses it too, for the
-`Valid` condition of a pool stored before a rule existed. Pure.
+`Valid` condition of a pool stored before a rule existed.
 
 The modules: `stages` (`validate_object`, `Verdict`), `schema` (the schema stage's checks beyond
 pydantic's), `errors` (pydantic's errors in the API server's words).

@@ -4,8 +4,6 @@ The models in `accelpool.api` check what the CRD's schema and CEL rules check; t
 each pydantic error into the `api.Problem` kube-openapi or the CEL rule would have reported, at
 the same field path: `spec.sharing.timeSlicing.replicas: Invalid value: 1: ... should be greater
 than or equal to 2`. Problems inside the two-shape `accelerator` are the webhook's, in its words.
-
-Pure: no I/O.
 """
 
 from __future__ import annotations

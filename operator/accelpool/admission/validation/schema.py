@@ -4,7 +4,7 @@ The CRD's CEL rules on the object as sent (with the schema's defaults), the patt
 that is also too long, the items of a list that also has too many, the scale subresource's check
 of `.spec.nodes`, and the nulls the server prunes before all of it.
 
-Pure: no I/O (the CRD's schema is generated once, from the models).
+The CRD's schema is generated once, from the models.
 """
 
 from __future__ import annotations

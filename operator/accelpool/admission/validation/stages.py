@@ -2,8 +2,6 @@
 
 Each stage's problems come from `accelpool.admission.validation.errors` and `accelpool.admission.validation.schema`;
 this module orders them as the server does and stops at the first stage that objects.
-
-Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ evaluates each one against a real Prometheus scraping both.
 
 `render()` returns file name → JSON text; `accelpool dashboards` writes them to
 charts/accelpool/dashboards/ (`make dashboards`), and `make check-generated` fails when the
-committed files differ. Pure: no I/O. grafana-foundation-sdk is a development dependency, so
+committed files differ. grafana-foundation-sdk is a development dependency, so
 only the `dashboards` command imports this package.
 
 The modules: `panels` (a panel declared as data), `pools` and `node` (each dashboard's rows),

@@ -2,8 +2,6 @@
 
 `render()` returns file name → JSON text, as committed under charts/accelpool/dashboards/;
 `expressions()` lists the PromQL of every panel of a rendered dashboard.
-
-Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""*GPU Node*, the drill-down into one node's GPUs and its agent's checks, as rows of declared panels.
-
-Pure: no I/O.
-"""
+"""*GPU Node*, the drill-down into one node's GPUs and its agent's checks, as rows of declared panels."""
 
 from __future__ import annotations
 

@@ -2,8 +2,6 @@
 
 `accelpool.cli.dashboards.pools` and `accelpool.cli.dashboards.node` declare their rows with these;
 `accelpool.cli.dashboards.build` turns them into grafana-foundation-sdk builders.
-
-Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -4,8 +4,6 @@ Per pool: members, ready, quarantined, in burn-in, GPUs pods can use and those t
 (by why), driver versions, utilization, memory, power, temperature, measured vs expected TFLOPS,
 driver error events (XID, amdsmi) and ECC, the remediation ladder (nodes per step, drain evictions, hand-offs), and the
 operator's own health.
-
-Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Where an estimate fits: catalog accelerators, counts, MIG slices and time-sliced shares, ranked. Pure.
+"""Where an estimate fits: catalog accelerators, counts, MIG slices and time-sliced shares, ranked.
 
 For each accelerator the smallest placement that holds the workload:
 

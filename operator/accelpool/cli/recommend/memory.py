@@ -1,4 +1,4 @@
-"""The memory model: what a workload needs in accelerator memory, term by term. Pure.
+"""The memory model: what a workload needs in accelerator memory, term by term.
 
 Every term is in bytes; `P` is the parameter count, `T` the trainable (LoRA adapter) count, `s`
 the context (sequence) length, `b` the batch (inference) or micro-batch per device (training),

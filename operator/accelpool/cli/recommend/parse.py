@@ -1,5 +1,5 @@
 """Reading `accelpool recommend`'s arguments into a `Request`; bad input raises `InputError`
-naming the flag, the value and what would be valid. Pure."""
+naming the flag, the value and what would be valid."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which existing ComputePools hold a workload, and how many replicas of it each can hold. Pure.
+"""Which existing ComputePools hold a workload, and how many replicas of it each can hold.
 
 A pool offers units through its resources: whole devices (`nvidia.com/gpu`, `amd.com/gpu`, …),
 MIG instances (`nvidia.com/mig-3g.40gb`, or `nvidia.com/gpu` under the single strategy) or shared

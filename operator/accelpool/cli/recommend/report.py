@@ -1,4 +1,4 @@
-"""`accelpool recommend`'s output: the table and the JSON document (a stable interface). Pure.
+"""`accelpool recommend`'s output: the table and the JSON document (a stable interface).
 
 The JSON document (`document`), every size in GiB (2^30 bytes) unless named `…Bytes`:
 

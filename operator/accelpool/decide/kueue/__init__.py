@@ -1,4 +1,4 @@
-"""Kueue integration: the ResourceFlavor and ClusterQueue quota accelpool keeps for pools that ask. Pure.
+"""Kueue integration: the ResourceFlavor and ClusterQueue quota accelpool keeps for pools that ask.
 
 - `plan`: `decide(plan, previous, observed, now)` → the plan with KueueSynced statuses and a
   `KueuePlan` (flavors to apply, ClusterQueue edits, flavors to delete); `KueueObserved` is what the

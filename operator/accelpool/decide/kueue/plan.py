@@ -1,4 +1,4 @@
-"""What accelpool keeps in Kueue for the pools that ask for it, decided from a plan and what Kueue holds. Pure.
+"""What accelpool keeps in Kueue for the pools that ask for it, decided from a plan and what Kueue holds.
 
 `decide(plan, previous, observed, now)` runs after planning, on the pools' planned statuses:
 

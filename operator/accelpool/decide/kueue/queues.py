@@ -1,4 +1,4 @@
-"""A ClusterQueue's `spec.resourceGroups` with accelpool's flavors set or removed, the rest left as it is. Pure.
+"""A ClusterQueue's `spec.resourceGroups` with accelpool's flavors set or removed, the rest left as it is.
 
 A ClusterQueue belongs to its user: accelpool edits only the entries of its own flavors (the
 ResourceFlavors it keeps for pools), and keeps the groups as Kueue requires them

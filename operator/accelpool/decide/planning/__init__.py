@@ -1,4 +1,4 @@
-"""The planner: from pools, nodes and the current NVIDIA configs, the whole desired state. Pure.
+"""The planner: from pools, nodes and the current NVIDIA configs, the whole desired state.
 
 `plan(pools, nodes, config, options)` decides, in one pass over the cluster (`_plan_once`, below):
 

@@ -1,4 +1,4 @@
-"""What the pass writes on each member of a valid pool: labels, annotations, taints. Pure.
+"""What the pass writes on each member of a valid pool: labels, annotations, taints.
 
 Every member gets the pool label `accelpool.io/pool=<pool>`; members of NVIDIA pools the
 device-plugin config label (the pool's key, named by its content: `accelpool.model.nvidia.member_configs`)

@@ -1,4 +1,4 @@
-"""A pool's on-demand check request, copied to its members. Pure.
+"""A pool's on-demand check request, copied to its members.
 
 `accelpool check --pool POOL` (or `kubectl annotate cpool POOL accelpool.io/check-requested=TOKEN`)
 sets a token on the ComputePool; every member's agent answers a token on its own Node. So each

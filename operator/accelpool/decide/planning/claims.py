@@ -1,4 +1,4 @@
-"""Claims: which free nodes the pools that lack members take. Pure.
+"""Claims: which free nodes the pools that lack members take.
 
 Pools (in claim priority: oldest first, then by name) take free nodes in name order: Ready,
 uncordoned, not quarantined, not unhealthy, not a control-plane node, matching the pool's

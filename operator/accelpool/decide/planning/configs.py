@@ -1,4 +1,4 @@
-"""The two NVIDIA ConfigMaps as the pass wants them: device-plugin configs and mig-parted entries. Pure.
+"""The two NVIDIA ConfigMaps as the pass wants them: device-plugin configs and mig-parted entries.
 
 - `device_plugin_config`: a key per NVIDIA pool (`accelpool-<pool>-<digest>`, named by its content:
   `accelpool.model.nvidia.member_configs`) plus `default`.

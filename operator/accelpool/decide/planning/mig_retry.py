@@ -1,4 +1,4 @@
-"""Retrying a failed MIG config: NVIDIA's MIG manager does not retry by itself. Pure.
+"""Retrying a failed MIG config: NVIDIA's MIG manager does not retry by itself.
 
 The MIG manager reacts only when `nvidia.com/mig.config` changes value (and ignores its
 removal). A config it could not find yet, because the kubelet projects ConfigMap updates into

@@ -5,7 +5,7 @@ Inputs: `PoolInput` (a ComputePool), `ConfigState` (the NVIDIA ConfigMaps now) a
 Outputs: a `Plan`, with one `PoolPlan` per pool, a `NodeChange` per node to write, both
 ConfigMaps' desired data, `EventIntent`s and `Remediation` records. Built by the reconciler
 (`accelpool.runtime.controller`, `accelpool.decide.inputs`) and `accelpool plan`; read back by the reconciler and
-the metrics. Pure.
+the metrics.
 """
 
 from __future__ import annotations

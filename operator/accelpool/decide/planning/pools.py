@@ -1,4 +1,4 @@
-"""The valid, live pools of a pass (`PoolWork`) and which nodes each may hold (`NodeFilter`). Pure.
+"""The valid, live pools of a pass (`PoolWork`) and which nodes each may hold (`NodeFilter`).
 
 `pool_works` resolves each valid pool's accelerator once (pools asking for the same one share
 the resolution) and returns them in claim priority: oldest first, then by name. A `NodeFilter`

@@ -1,4 +1,4 @@
-"""Sizing: how many nodes a static pool lacks, or which of its members are surplus. Pure.
+"""Sizing: how many nodes a static pool lacks, or which of its members are surplus.
 
 Members that cannot serve (quarantined after this pass, cordoned by someone else, NotReady for
 longer than the grace period) are kept but not counted; the claims then look for spares so the

@@ -1,4 +1,4 @@
-"""What a pool offers pods, and the per-member lines of its status. Pure.
+"""What a pool offers pods, and the per-member lines of its status.
 
 - `capacity`: what serving members offer (GPUs, memory, the device plugin's advertised
   resources, measured matmul TFLOPS), counting only members that serve the pool's NVIDIA config

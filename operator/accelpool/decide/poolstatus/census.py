@@ -1,4 +1,4 @@
-"""A valid pool's members sorted into the groups its conditions, phase and counts speak of. Pure.
+"""A valid pool's members sorted into the groups its conditions, phase and counts speak of.
 
 `Census.take` walks the members (given in name order) once per group, so every condition
 function reads the same groups instead of filtering the members again; each group keeps the order.

@@ -1,4 +1,4 @@
-"""The composer: a pool's whole `status` from its `PoolFacts`, one condition function at a time. Pure.
+"""The composer: a pool's whole `status` from its `PoolFacts`, one condition function at a time.
 
 `compute_status` judges the NVIDIA layout (`layout`), sorts the members (`census`), asks each
 condition function (`conditions`) and the phase (`phase`) for its finding, and assembles the

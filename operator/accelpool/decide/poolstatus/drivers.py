@@ -1,4 +1,4 @@
-"""Whether a pool's members run one accelerator driver: the DriversConsistent condition. Pure.
+"""Whether a pool's members run one accelerator driver: the DriversConsistent condition.
 
 Each member's agent reports the driver's version and the CUDA version it supports
 (`HealthReport.driver_version`, `cuda_version`). Members on different versions can give one

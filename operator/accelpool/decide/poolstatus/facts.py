@@ -4,7 +4,7 @@ The planner builds one `PoolFacts` per pool and hands it to `accelpool.decide.po
 `Member` is a node as it will be once the planner's writes land (the pending `NodeChange`
 applied), with the facts every condition asks about computed once. Also here: how a member's
 health reads in messages and taints (`describe_health`, `health_reason`, also used by the
-planner's remediation) and how messages name nodes (`name_list`, `and_more`). Pure.
+planner's remediation) and how messages name nodes (`name_list`, `and_more`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The KueueSynced condition and `status.kueue` of a pool that asks for Kueue (`spec.kueue.enabled`). Pure.
+"""The KueueSynced condition and `status.kueue` of a pool that asks for Kueue (`spec.kueue.enabled`).
 
 `accelpool.decide.kueue` decides what the pool's Kueue objects should be and whether they can be kept
 (Kueue installed, the flavor accelpool's own, the ClusterQueue there); `with_kueue` stamps its

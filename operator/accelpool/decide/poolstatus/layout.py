@@ -6,7 +6,7 @@ previous config. So `judge_layout` counts a member as done only when the device 
 exactly the pool's resources (`status.allocatable`: per resource, per GPU, nothing more and
 nothing less), GFD does not call the layout `-MIG-INVALID`, and GFD runs the strategy the pool's
 config sets (`nvidia.com/mig.strategy`). The MigConfigured and DevicePluginConfigured conditions,
-the phase and the capacity read the result. Pure.
+the phase and the capacity read the result.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A valid pool's phase, why it is in it, and the Ready condition that reports both. Pure.
+"""A valid pool's phase, why it is in it, and the Ready condition that reports both.
 
 Precedence: Pending (no members yet) / Provisioning (karpenter pools short of nodes) > Degraded
 (`degradations`: unhealthy, quarantined, failed burn-in, MIG failed or overridden, not Ready,

@@ -1,4 +1,4 @@
-"""Which node changes could change a plan: the relevance filter in front of the controller's loop. Pure.
+"""Which node changes could change a plan: the relevance filter in front of the controller's loop.
 
 A real cluster's Nodes never sit still: every update moves the resourceVersion, kubelets rewrite
 their status, other controllers add labels and annotations of their own. A plan reads only part

@@ -1,4 +1,4 @@
-"""Burn-in: a node that joins a pool serves pods only after its agent has passed a full check cycle. Pure.
+"""Burn-in: a node that joins a pool serves pods only after its agent has passed a full check cycle.
 
 While the pool's policy asks for it (`spec.health.burnIn`; unset: on for static pools, off for
 Karpenter pools, whose NodePool it would change: `enabled`), whatever the vendor (every vendor's

@@ -1,4 +1,4 @@
-"""The remediation ladder after the quarantine: drain, then hand-off, for one pool's quarantined members. Pure.
+"""The remediation ladder after the quarantine: drain, then hand-off, for one pool's quarantined members.
 
 Each quarantined member carries a `LadderRecord` (`accelpool.model.remediation_record`), written with its quarantine
 (`start`). Every pass, `Ladder.climb` moves a member at most as far as its pool's policy and the

@@ -1,4 +1,4 @@
-"""Remediation: which unhealthy members to quarantine, which quarantines to lift, when to refuse. Pure.
+"""Remediation: which unhealthy members to quarantine, which quarantines to lift, when to refuse.
 
 A member whose `AcceleratorHealthy` is False is quarantined per the pool's policy (taint
 `accelpool.io/quarantined=<reason>:NoSchedule`, or cordon remembered in `accelpool.io/cordoned`),
