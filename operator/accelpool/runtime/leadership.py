@@ -1,40 +1,6 @@
 """Hot standby: the controller writes only while kopf runs this replica, for `accelpool run --peering`.
 
-Several replicas share one ClusterKopfPeering object (kopf.dev/v1, named by `--peering`). Each
-keeps its record there — priority, lastseen, lifetime — renewed every lifetime minus 5-10 s, and
-removed when it exits cleanly. kopf pauses a replica while a live peer has a higher priority, and
-every replica while live peers share one (kopf/_core/engines/peering.py, `process_peering_event`);
-a record older than its lifetime is dead. A paused kopf stops its watchers and its daemons and
-timers (kopf/_core/engines/daemons.py, `daemon_killer`), and after resuming it lists again and
-spawns them anew. So one replica leads: the live one with the highest priority.
-
-The controller's loop is an asyncio task of its own, not a kopf handler, so kopf's pause does not
-reach it. `Leadership` carries it over: a kopf daemon on the peering object (`follow_kopf`) says
-`gained()` when kopf spawns it and `lost()` when kopf stops it, and the controller is resumed and
-paused to match. kopf spawns the daemon only while it runs (after its first listing of every
-indexed resource, so the controller starts from full indexes), and stops it when it pauses, when
-it exits (as it removes its own record, which lets a standby take over at once), and when the
-peering object is deleted (kopf then goes on without peering; this replica stops writing until
-the object is back). The daemon is registered without kopf's finalizer: the public `@kopf.daemon`
-always adds one, and a finalizer on the shared peering object would keep it from ever being
-deleted while no operator runs (kopf discussion #942).
-
-The alternative, reading the peering object here and applying kopf's rule, would duplicate that
-rule and run on its own watch and clock: for a moment it could say "lead" while kopf is still
-paused, or miss kopf's other reasons to pause (a missing peering CRD). The daemon is kopf's own
-decision, with no second opinion; its cost is the one private registry call in `_register`, kept
-to the kopf release it was verified with (`KOPF_VERIFIED`, the same bound as the dependency in
-operator/pyproject.toml): a kopf without that registry stops the operator at startup with an error
-saying so, and a test fails when the installed kopf leaves the verified release.
-
-Priorities (`priority_by_age`): with `--peering` and no `--priority`, a replica's priority is
-minus its start time in microseconds, so the longest-running replica leads and a new or
-restarted one never takes over from a healthy leader (a rolling update hands over once, when the
-leader goes). Two replicas share a priority only if they start in the same microsecond; kopf
-would then pause both, so `--priority` sets one explicitly. All are negative, so `kopf freeze -P
-NAME --lifetime SECONDS` (priority 100) pauses every replica for that long.
-
-Standalone (no `--peering`) there is no `Leadership`: the controller is active from the start.
+How it works and why: docs/design/leadership.md.
 """
 
 from __future__ import annotations

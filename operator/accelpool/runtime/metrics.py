@@ -1,36 +1,6 @@
 """The operator's Prometheus metrics: a custom collector reading the latest plan at scrape time.
 
-The controller keeps its counters in an `OperatorMetrics` object (passed through kopf's memo,
-no global registry) and stores each pass's `Plan` there; `OperatorCollector` turns both into
-metric families when Prometheus scrapes `/metrics` (served by `serve`, an aiohttp app on the
-operator's event loop). A scrape never renders on the loop: it copies the counters there
-(`OperatorMetrics.snapshot`) and renders the copy in a thread of its own; scrapes that arrive
-during a render get that render (`accelpool_core.shared_render`). So 50 scrapers of 300 pools
-cost one render at a time, and reconciliation and the liveness probe keep the loop.
-
-Families (all prefixed `accelpool_`):
-
-| name | type | labels |
-| --- | --- | --- |
-| accelpool_pools | gauge | phase (Pending, Provisioning, Configuring, Ready, Degraded, Failed) |
-| accelpool_pool_phase | gauge (0/1) | pool, phase |
-| accelpool_pool_info | gauge (1) | pool, accelerator, provisioner, mig_strategy, sharing |
-| accelpool_pool_nodes | gauge | pool, state (desired, members, ready, quarantined, burn_in; the ladder's steps) |
-| accelpool_pool_gpus | gauge | pool (devices pods can use now: on serving members) |
-| accelpool_pool_unavailable_gpus | gauge | pool, reason (quarantined, burn_in, unschedulable) |
-| accelpool_pool_driver_versions | gauge | pool (distinct driver/CUDA versions its agents report; > 1: mismatch) |
-| accelpool_pool_measured_tflops | gauge | pool (absent until an agent reports a matmul result) |
-| accelpool_pool_expected_tflops | gauge | pool (catalog dense peak of the policy dtype times the serving GPUs) |
-| accelpool_pool_circuit_breaker_open | gauge (0/1) | pool |
-| accelpool_reconcile_total | counter | result (success, error) |
-| accelpool_reconcile_errors_total | counter | — |
-| accelpool_reconcile_duration_seconds | histogram | — |
-| accelpool_reconcile_last_success_timestamp_seconds | gauge | — |
-| accelpool_remediations_total | counter | pool, action (taint cordon untaint uncordon circuit_breaker drain hand_off) |
-| accelpool_drain_evictions_total | counter | pool, result (evicted, blocked by a PodDisruptionBudget, failed) |
-| accelpool_drain_list_errors_total | counter | pool (a draining node's pods could not be listed) |
-| accelpool_api_writes_total | counter | verb (create, patch, replace, delete), resource |
-| accelpool_node_events_total | counter | relevant (true: could change a plan; false: filtered out) |
+How it works and why: docs/design/operator-metrics.md.
 """
 
 from __future__ import annotations

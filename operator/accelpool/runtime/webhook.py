@@ -1,60 +1,6 @@
 """The HTTPS server of the ComputePool validating admission webhook, served from the operator's event loop.
 
-`serve(cert_dir, port)` listens on `port` (all interfaces) with the serving certificate from
-`cert_dir` (`tls.crt`, `tls.key`: the Secret the chart mounts) and answers POSTs to `PATH` with
-`review.review`: exactly the check `accelpool validate` runs.
-
-The port is open to any pod, so whatever arrives costs the operator bounded work, and none of
-it on the event loop that reconciles pools and answers the liveness probe:
-
-- a body over `MAX_REVIEW_BYTES` is refused with 413 naming the limit (unread when its
-  Content-Length says so);
-- decoding, validating and encoding the answer run in a worker thread (`Reviewer`), at most
-  `MAX_CONCURRENT_REVIEWS` at once; a request that finds them all busy is answered at once with
-  429 and `Retry-After`, not queued. kube-apiserver treats any answer other than 200 as a failed
-  call, may retry it, and otherwise applies the webhook's failurePolicy: with the chart's
-  default (Fail) the write is refused with the 429 in its message and the client can retry;
-  with Ignore it is admitted unchecked and the operator reports `Valid=False` if it breaks a rule;
-- a denial lists at most `review.MAX_PROBLEMS` problems and says how many more were cut, so
-  the answer stays small whatever the object holds.
-
-The operator's startup handler
-starts it when `--webhook-port` is not 0, and `tls_context` refuses to start without readable
-certificate files, naming the path and the chart values. Every minute (`reload_seconds`) the
-files are read again and a changed pair is loaded for new connections, so a certificate that
-cert-manager renews (or a Secret someone replaces) is served without a restart.
-
-Optionally the callers are authenticated too (`ClientAuth`, `--webhook-client-ca`): every
-connection must then present a client certificate that one of the CA file's certificates
-signed, or the TLS handshake fails (`ssl.CERT_REQUIRED`), and with `--webhook-client-names`
-the certificate must also name one of them (subject CN or a DNS SAN), or the request is
-answered 403. kube-apiserver presents one only when its admission configuration says so: the
-ValidatingAdmissionWebhook plugin's `kubeConfigFile` (WebhookAdmissionConfiguration), whose
-`users` entry named after the Service (`<service>.<namespace>.svc`) carries
-`client-certificate`/`client-key` (k8s.io/apiserver pkg/util/webhook/authentication.go
-`defaultAuthenticationInfoResolver.clientConfig`; docs: "Authenticate apiservers" in
-Dynamic Admission Control). Managed control planes (EKS, GKE, AKS) do not let you set that, so
-it is off unless asked for. A changed CA file is read at the same tick; OpenSSL's trust store
-only grows, so a CA added to the file is trusted at once and one removed stays trusted until
-the operator restarts.
-
-A small aiohttp app rather than kopf's admission support (`@kopf.on.validate` served by
-`kopf.WebhookServer`), because of how kopf 1.45 shapes a webhook:
-
-- a denial from `kopf.AdmissionError` is `status: {message, code}` only: no `reason: Invalid`
-  (kubectl then prints "Error from server:" instead of "Error from server (Invalid):") and no
-  per-field causes; here the whole metav1.Status comes from `review.denial_status`;
-- kopf routes by handler id in the URL path and resolves the request's resource against its scan
-  of the cluster's API resources, listening only once that scan is done, so its serving path
-  runs only inside a whole operator connected to an API server; this one is a function the
-  tests start on their own, with the certificates the chart generates;
-- a registered `@kopf.on.validate` handler makes kopf refuse to start without a webhook server,
-  so `--webhook-port=0` would need a handler registered or not at import time.
-
-Either way the webhook is answered on every replica, a kopf peering standby included: kopf runs
-the startup activities (which start this server) on every replica and pauses only the resource
-handling (the watch streams) of a standby. The webhook reads nothing from the cluster, so a standby's
-answer is as good as the active operator's.
+How it works and why: docs/design/webhook.md.
 """
 
 from __future__ import annotations

@@ -1,41 +1,6 @@
 """The controller's loop: one pass at a time over the whole cluster, each pass read top to bottom here.
 
-A pass (`Controller.reconcile_once`):
-
-1. **load**: `ClusterState.snapshot()` — the node informer's views and kopf's pool index with the
-   overlays of this operator's own recent writes, and whatever unwatched object is due for a read
-   (`accelpool.runtime.controller.state`);
-2. **plan**: `Planner.decide()` — pure: the plan, every pool's rendered objects, both versions of
-   the NVIDIA ConfigMaps (`accelpool.runtime.controller.planner`, `accelpool.decide.desired`). When the pass
-   would write and the pools have not been listed for a while (or a write met a 409 since), the
-   pools are listed first, and where the index was stale the pass plans again with the list;
-3. **write the difference**: `Writer.write()` (`accelpool.runtime.controller.writes`), then evict the pods
-   of the nodes the plan drains (`DrainExecutor.drain`, `accelpool.runtime.controller.drain`);
-4. **write statuses**: `StatusWriter` (`accelpool.runtime.controller.status`);
-5. **record**: metrics, which deleted pools are released (the finalizer waits for that), when to
-   plan again.
-
-The loop (`run`) starts a pass when its inputs nudge it (`node_changed` from the controller's own
-node informer, `accelpool.runtime.controller.nodewatch`; `pool_changed` from the kopf handlers), when the
-plan asks for a time-based decision (a hold-down ending), when a status is due, at every
-resync and agent check, when an agent's condition turns stale (`accelpool.runtime.controller.freshness`),
-and after a failure with exponential backoff (`BACKOFF_START` doubling to `BACKOFF_MAX`). A node
-event nudges only when planning could come out differently
-(`accelpool.runtime.controller.relevance`: a resourceVersion, a heartbeat or a label no plan reads never
-costs a pass). Nudges are batched as Karpenter's provisioner batches pods (kubernetes-sigs/karpenter,
-pkg/controllers/provisioning/batcher.go `Batcher.Wait`): the first opens a window that closes once
-no nudge came for `--debounce` (the idle duration), or `BATCH_MAX_SECONDS` after it opened (the
-maximum duration) however many keep coming, so a stream of relevant changes is planned once per
-window, and an agent's `AcceleratorHealthy=False` waits at most `BATCH_MAX_SECONDS` (plus a pass
-in flight) for the pass that quarantines its node. A pass whose writes met a 409 has re-read what
-conflicted; the next one starts at once. Passes never overlap: every decision about nodes and the
-shared ConfigMaps comes from one plan of the whole cluster, so no two pools can claim a node. A
-crash in a pass is logged and counted and never stops the loop.
-
-Hot standby: `pause()` stops the controller writing — no pass starts, and a pass in flight sends
-no further write (`apiserver.Gate`); `resume()` makes the next pass read everything cached again
-(ConfigMaps, DaemonSets, NodePools, the pools, the agents) and start from the stored statuses.
-A controller is active from the start.
+How it works and why: docs/design/controller-loop.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,6 @@
 """The controller's own informer of Nodes: one list, then one watch, kept as `NodeView`s by name.
 
-`NodeWatch.run()` lists every Node once (`on_listed` is called when that list is in), then
-watches from the list's resourceVersion, as client-go's reflector does
-(k8s.io/client-go/tools/cache/reflector.go `ListAndWatch`): a watch that ends is resumed from
-the last resourceVersion seen (bookmarks included); `410 Gone` lists again, and what the new
-list no longer holds is reported deleted; any other error waits (`BACKOFF_START` doubling to
-`BACKOFF_MAX`) and resumes. Every change is parsed once (`NodeView.from_body`, lent the node's
-last view: what came from unchanged labels and annotations is not parsed again) and reported to
-`on_change(name, view)` (None: deleted); the controller decides whether planning could come out
-differently (`accelpool.runtime.controller.relevance`).
-
-Why not a kopf index, as for ComputePools: kopf keeps the operator "not indexed" until every
-object of an indexed resource was processed once, with one readiness toggle per object, and
-every object's worker waits on all of them; each toggle dropped wakes every waiting worker, so
-the first list of N nodes costs N²/2 wake-ups (8 million at 4,000 nodes: over 4 minutes of one
-core before the first pass; kopf 1.45, `kopf/_core/reactor/queueing.py` `watcher` and
-`processing.py` `process_resource_event`). kopf's processing of each later event (its body
-wrappers, diff base, per-object worker) also cost about 1 ms; here an event costs its parse.
+How it works and why: docs/design/node-watch.md.
 """
 
 from __future__ import annotations

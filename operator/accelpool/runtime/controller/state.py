@@ -1,33 +1,6 @@
 """The cluster as the controller sees it: one object owning everything cached between passes.
 
-A pass reads the cluster once, with `ClusterState.snapshot()`, and plans with that `Snapshot`
-alone; its writes report back here (`remember_*`), so the next pass starts from what they did.
-Nobody else keeps cluster state. What `ClusterState` owns:
-
-- The nodes (the controller's own informer, `accelpool.runtime.controller.nodewatch`) and the kopf index
-  of ComputePools (`bind`, from `accelpool.runtime.handlers`): the inputs, kept current by watches, no
-  list call per pass. Overlaid with
-  - **node overlays**: a node this operator patched, as the write's response shows it, until the
-    watch delivers that (or someone else changes the node, or `OVERLAY_TTL_SECONDS` pass), so a
-    pass never re-sends a write the index has not seen yet;
-  - **pool overlays**: the pools as the API server listed them, where the index disagreed (a
-    lagging watch, an operator resumed after a pause), until the index agrees;
-  - **status overlays**: a status this operator wrote, until the index holds it too.
-- The objects that are not watched, read at start, every `--resync-interval` and after
-  `invalidate()`, and kept current from write responses: the two NVIDIA ConfigMaps, the agents'
-  DaemonSets, the Karpenter NodePools (and whether Karpenter is installed at all), Kueue's
-  ResourceFlavors and ClusterQueues (`KueueCache`: whether Kueue is installed).
-- The agents' observation (their DaemonSets, pods and FailedCreate Events, `accelpool.model.agents`),
-  listed at most every `--agent-check-interval` while there are pools; a failed list keeps the last.
-- The drain executor's last visit to each draining node (`accelpool.runtime.controller.drain`), until its
-  drain ends.
-- The pool-list check: a pass that would write lists the pools first when it has not done so for
-  `POOL_CHECK_SECONDS`, or a write met a 409 since (`pool_check_due`, `check_pools`).
-- What the last pass planned with, so that a watch event nudges the loop only when planning could
-  come out differently (`node_event`, `pool_event`; for nodes, `accelpool.runtime.controller.relevance`).
-- When it last saw each node's agent health change, by its own clock
-  (`accelpool.runtime.controller.freshness`): planning judges staleness with it, and the loop wakes when the
-  next condition turns stale (`--agent-silent-after`), so a silent agent is found without any event.
+How it works and why: docs/design/cluster-state.md.
 """
 
 from __future__ import annotations
