@@ -11,7 +11,7 @@ import asyncio
 import pytest
 
 from accelpool.model import conventions
-from accelpool.runtime.controller import state
+from accelpool.runtime.controller import overlays
 
 from .conftest import Cluster, Operator, gpu_node, seed
 
@@ -112,7 +112,7 @@ async def test_a_stored_status_is_not_written_again_at_each_status_interval(
 ) -> None:
     monkeypatch.setenv("ACCELPOOL_STATUS_INTERVAL", "0.2")  # a pass every 0.2 s compares every status
     # What the operator wrote stands in for the index for this long; after it, the index must hold the status.
-    monkeypatch.setattr(state, "OVERLAY_TTL_SECONDS", 0.2)
+    monkeypatch.setattr(overlays, "OVERLAY_TTL_SECONDS", 0.2)
     seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 4)))
     await ready_pool(cluster, operator, {"accelerator": "H100:8", "nodes": 2})
     await cluster.wait_for(lambda: cluster.status("train").get("members"), what="status written")

@@ -9,7 +9,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from accelpool.decide import inputs
 from accelpool.decide.inputs import PoolRecord
@@ -22,14 +22,13 @@ from accelpool.runtime.controller import apiserver
 from accelpool.runtime.controller.apiserver import TRANSIENT
 from accelpool.runtime.controller.freshness import HealthFreshness
 from accelpool.runtime.controller.kueue import KueueCache
+from accelpool.runtime.controller.overlays import Overlays, same_pool
 from accelpool.runtime.controller.relevance import same_for_planning, selector_keys
 from accelpool.runtime.settings import OperatorConfig
 from accelpool_core.kube import KubeClient, NotFoundError
 
 log = logging.getLogger("accelpool.runtime.controller")
 
-OVERLAY_TTL_SECONDS = 30.0
-"""How long a write's result stands in for an object the watch has not caught up with."""
 POOL_CHECK_SECONDS = 10.0
 """A pass that would write lists the pools first when it has not done so for this long (or after a 409):
 a pool deleted while the operator was paused or its watch was down is never written for."""
@@ -64,19 +63,6 @@ class Snapshot:
         return {view.name: view for view in self.nodes}
 
 
-@dataclass
-class _Overlay(Generic[_T]):
-    before: _T | None
-    """What the index held when the write was sent."""
-    after: _T
-    """What the write's response says."""
-    at: float
-
-    def stands_in_for(self, indexed: _T | None, now: float) -> bool:
-        """Whether the index still lags behind the write (neither caught up nor changed by someone else)."""
-        return indexed != self.after and indexed == self.before and now - self.at <= OVERLAY_TTL_SECONDS
-
-
 class ClusterState:
     """See the module docstring. One per controller; `clock` is the event loop's (a fake one in tests)."""
 
@@ -91,10 +77,7 @@ class ClusterState:
         self._clock = clock
         self._node_source: Callable[[], Iterable[NodeView]] = lambda: ()
         self._pool_source: Callable[[], Iterable[PoolRecord]] = lambda: ()
-        self._node_overlays: dict[str, _Overlay[NodeView]] = {}
-        self._pool_overlays: dict[str, PoolRecord | None] = {}
-        self._pool_overlays_at = 0.0
-        self._status_overlays: dict[str, _Overlay[Mapping[str, Any]]] = {}
+        self._overlays = Overlays(clock)
         self._pools_listed_at: float | None = None
         self._pools_suspect = False
         self._pools_relist = False
@@ -125,7 +108,7 @@ class ClusterState:
         if view is None:
             self._freshness.forget(name)
             return planned is not None
-        overlay = self._node_overlays.get(name)
+        written = self._overlays.written_node(name)
         now = self._clock()
         unchanged_for = self._freshness.unchanged_for(name, now)  # before this view: had it gone stale?
         self._freshness.observe(view, now)
@@ -133,9 +116,9 @@ class ClusterState:
         return not (
             same_for_planning(planned, view, selector_keys=keys, unchanged_for=unchanged_for, stale_seconds=stale)
             or (
-                overlay is not None
+                written is not None
                 and same_for_planning(
-                    overlay.after, view, selector_keys=keys, unchanged_for=unchanged_for, stale_seconds=stale
+                    written, view, selector_keys=keys, unchanged_for=unchanged_for, stale_seconds=stale
                 )
             )
         )
@@ -177,8 +160,7 @@ class ClusterState:
         self._planned_nodes = snapshot.nodes_by_name
         self._planned_pools = dict(snapshot.pools)
         self._selector_keys = selector_keys([record.spec for record in snapshot.pools.values()])
-        self._node_overlays = {n: o for n, o in self._node_overlays.items() if n in snapshot.nodes_by_name}
-        self._status_overlays = {n: o for n, o in self._status_overlays.items() if n in snapshot.pools}
+        self._overlays.keep(snapshot.nodes_by_name, snapshot.pools)
 
     def list_pools_first(self) -> None:
         """The next snapshot lists the pools (kopf's pool index may not hold them all yet)."""
@@ -189,9 +171,7 @@ class ClusterState:
         self._loaded_at = None
         self._agents_at = None
         self._pools_relist = True
-        self._node_overlays.clear()
-        self._pool_overlays.clear()
-        self._status_overlays.clear()
+        self._overlays.clear()
         self._planned_nodes, self._planned_pools = {}, {}
 
     def wake_at(self) -> float | None:
@@ -281,16 +261,7 @@ class ClusterState:
 
     def _nodes(self) -> list[NodeView]:
         now = self._clock()
-        views: list[NodeView] = []
-        for view in self._node_source():
-            overlay = self._node_overlays.get(view.name)
-            if overlay is not None:
-                if overlay.stands_in_for(view, now):
-                    view = overlay.after
-                else:
-                    del self._node_overlays[view.name]
-            views.append(view)
-        return views
+        return [self._overlays.node(view, now) for view in self._node_source()]
 
     def indexed_nodes(self) -> dict[str, NodeView]:
         """The node index as it is now, without overlays (what a write's overlay stands in for)."""
@@ -298,25 +269,13 @@ class ClusterState:
 
     def remember_node(self, before: NodeView | None, written: Mapping[str, Any]) -> None:
         """A node as a write (or a re-read after a 409) returned it, until the index shows it."""
-        view = NodeView.from_body(written, before)
-        self._node_overlays[view.name] = _Overlay(before=before, after=view, at=self._clock())
+        self._overlays.remember_node(before, NodeView.from_body(written, before))
 
     # ------------------------------------------------------------ pools and their statuses
 
     def _pools(self) -> dict[str, PoolRecord]:
         """The index's pools, overlaid with a fresher list until the index agrees (or the overlay expires)."""
-        records = {r.name: r for r in self._pool_source()}
-        if self._pool_overlays and self._clock() - self._pool_overlays_at > OVERLAY_TTL_SECONDS:
-            self._pool_overlays = {}
-        for name, listed in list(self._pool_overlays.items()):
-            indexed = records.get(name)
-            if _same_pool(indexed, listed):
-                del self._pool_overlays[name]
-            elif listed is None:
-                records.pop(name, None)
-            else:
-                records[name] = listed
-        return records
+        return self._overlays.pools({r.name: r for r in self._pool_source()})
 
     def pool_check_due(self) -> bool:
         listed = self._pools_listed_at
@@ -331,27 +290,20 @@ class ClusterState:
         listed = {r.name: r for r in map(PoolRecord.from_body, await self._client.list(apiserver.POOLS))}
         self._pools_listed_at = self._clock()
         self._pools_suspect = self._pools_relist = False
-        stale = {n for n in set(records) | set(listed) if not _same_pool(records.get(n), listed.get(n))}
+        stale = {n for n in set(records) | set(listed) if not same_pool(records.get(n), listed.get(n))}
         if not stale:
             return False
         log.warning("the pool index is stale (%s); planning with the listed pools", ", ".join(sorted(stale)[:10]))
-        self._pool_overlays = {name: listed.get(name) for name in stale}
-        self._pool_overlays_at = self._clock()
+        self._overlays.listed_pools({name: listed.get(name) for name in stale})
         return True
 
     def pool_status(self, record: PoolRecord) -> Mapping[str, Any]:
         """The pool's status as stored: the one this operator wrote until the index holds it, else the index's."""
-        overlay = self._status_overlays.get(record.name)
-        if overlay is None:
-            return record.status
-        if overlay.stands_in_for(record.status, self._clock()):
-            return overlay.after
-        del self._status_overlays[record.name]
-        return record.status
+        return self._overlays.status(record)
 
     def remember_status(self, record: PoolRecord, written: Mapping[str, Any]) -> None:
         """The status a write stored (its response's), standing in for the index's until the watch delivers it."""
-        self._status_overlays[record.name] = _Overlay(before=record.status, after=written, at=self._clock())
+        self._overlays.remember_status(record, written)
 
     # ------------------------------------------------------------ ConfigMaps, DaemonSets, NodePools
 
@@ -373,12 +325,6 @@ class ClusterState:
             self._owned[kind].pop(name, None)
         else:
             self._owned[kind][name] = stored
-
-
-def _same_pool(a: PoolRecord | None, b: PoolRecord | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return (a.uid, a.spec_key, a.deleting, a.generation) == (b.uid, b.spec_key, b.deleting, b.generation)
 
 
 def _managed(obj: Mapping[str, Any]) -> bool:
