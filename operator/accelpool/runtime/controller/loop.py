@@ -18,6 +18,7 @@ from accelpool.decide.inputs import PoolRecord
 from accelpool.decide.planning import Plan
 from accelpool.model.nodes import NodeView
 from accelpool.runtime.controller.apiserver import TRANSIENT, Gate, Paused, Permit
+from accelpool.runtime.controller.deadlines import Deadlines
 from accelpool.runtime.controller.drain import DrainExecutor
 from accelpool.runtime.controller.events import EventRecorder
 from accelpool.runtime.controller.nodewatch import NodeWatch
@@ -87,8 +88,9 @@ class Controller:
         self._pass_done = asyncio.Condition()
         self._exclusive = asyncio.Lock()
         self._started = 0
-        self._requeue_at: float | None = None
-        self._retry_at: float | None = None
+        self._deadlines = Deadlines()
+        self._state.due_at(self._deadlines)
+        self._status.due_at(self._deadlines)
         self._backoff = BACKOFF_START
         self._released: set[str] = set()
         self._breakers_seen: set[tuple[str, str]] = set()
@@ -199,26 +201,27 @@ class Controller:
             self._dirty.clear()
             result = await self.reconcile_once()
             if result.ok:
-                self._backoff, self._retry_at = BACKOFF_START, None
+                self._backoff = BACKOFF_START
+                self._deadlines.set("retry", None)
                 if result.conflicts:
                     self._dirty.set()  # re-read already: plan again with the fresh objects, no backoff
             else:
-                self._retry_at = self._clock() + self._backoff
+                self._deadlines.set("retry", self._clock() + self._backoff)
                 self._backoff = min(self._backoff * 2, BACKOFF_MAX)
                 self._dirty.set()
 
     async def _wait_for_work(self) -> None:
         """Until a nudge or the earliest deadline (requeue, resync, agent check, stale health, a due status), then
         any backoff."""
-        candidates = (self._requeue_at, self._retry_at, self._state.wake_at(), self._status.wake_at())
-        deadlines = [t for t in candidates if t is not None]
-        wait = max(0.0, min(deadlines) - self._clock()) if deadlines else None
+        earliest = self._deadlines.next()
+        wait = max(0.0, earliest[0] - self._clock()) if earliest is not None else None
         if wait is None or wait > 0:
             with contextlib.suppress(TimeoutError):  # asyncio.timeout: a cancellation is never lost
                 async with asyncio.timeout(wait):
                     await self._dirty.wait()
-        if self._retry_at is not None and self._clock() < self._retry_at:
-            await asyncio.sleep(self._retry_at - self._clock())
+        retry = self._deadlines.at("retry")
+        if retry is not None and self._clock() < retry:
+            await asyncio.sleep(retry - self._clock())
 
     async def _gather(self) -> None:
         """The batching window (see the module docstring): until `--debounce` passes without a nudge,
@@ -316,7 +319,7 @@ class Controller:
                     continue
             self.metrics.remediations[(remediation.pool, remediation.action)] += 1
         self._breakers_seen = breakers
-        self._requeue_at = self._clock() + plan.requeue_after if plan.requeue_after is not None else None
+        self._deadlines.set("requeue", self._clock() + plan.requeue_after if plan.requeue_after is not None else None)
 
 
 def _loop_time() -> float:

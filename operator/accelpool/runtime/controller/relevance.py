@@ -19,7 +19,7 @@ is left out here before two views are compared (`same_for_planning`):
   changes no plan, unless the condition had gone stale by the operator's clock (`unchanged_for`,
   from `accelpool.runtime.controller.freshness`: unchanged for `--agent-silent-after`), when the node was
   planned as `AgentSilent` and now reads its agent's verdict again. An agent that stops writing
-  sends no event at all: the loop wakes when its condition turns stale (`ClusterState.wake_at`).
+  sends no event at all: the loop wakes when its condition turns stale (`ClusterState.due_at`).
 
 The health condition's status, reason and message, and the health annotation's report, are
 compared in full: an `AcceleratorHealthy=False` is always relevant.

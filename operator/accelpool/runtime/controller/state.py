@@ -20,6 +20,7 @@ from accelpool.model.evictions import DrainObservation, DrainOrder
 from accelpool.model.nodes import NodeView
 from accelpool.runtime.controller import apiserver
 from accelpool.runtime.controller.apiserver import TRANSIENT
+from accelpool.runtime.controller.deadlines import Deadlines
 from accelpool.runtime.controller.freshness import HealthFreshness
 from accelpool.runtime.controller.kueue import KueueCache
 from accelpool.runtime.controller.overlays import Overlays, same_pool
@@ -174,19 +175,25 @@ class ClusterState:
         self._overlays.clear()
         self._planned_nodes, self._planned_pools = {}, {}
 
-    def wake_at(self) -> float | None:
-        """When the cache needs a pass: the next resync, the next agent check while there are pools, and when
-        the next condition planned fresh turns stale."""
-        deadlines = []
-        if self._loaded_at is not None:
-            deadlines.append(self._loaded_at + self._config.resync_seconds)
-        if self._agents_at is not None and self._planned_pools:
-            deadlines.append(self._agents_at + self._config.agent_check_seconds)
-        if self._freshness_at is not None:
-            stale = self._freshness.turns_stale(self._config.health_stale_seconds, after=self._freshness_at)
-            if stale is not None:
-                deadlines.append(stale)
-        return min(deadlines, default=None)
+    def due_at(self, deadlines: Deadlines) -> None:
+        """Tell `deadlines` when the cache needs a pass: the next resync, the next agent check while there are
+        pools, and when the next condition planned fresh turns stale."""
+        deadlines.watch("resync", self._resync_at)
+        deadlines.watch("agent check", self._agent_check_at)
+        deadlines.watch("stale health", self._stale_at)
+
+    def _resync_at(self) -> float | None:
+        return None if self._loaded_at is None else self._loaded_at + self._config.resync_seconds
+
+    def _agent_check_at(self) -> float | None:
+        if self._agents_at is None or not self._planned_pools:
+            return None
+        return self._agents_at + self._config.agent_check_seconds
+
+    def _stale_at(self) -> float | None:
+        if self._freshness_at is None:
+            return None
+        return self._freshness.turns_stale(self._config.health_stale_seconds, after=self._freshness_at)
 
     @property
     def planned_counts(self) -> tuple[int, int]:

@@ -32,6 +32,7 @@ from accelpool.decide.inputs import PoolRecord
 from accelpool.decide.planning import Plan
 from accelpool.runtime.controller import apiserver
 from accelpool.runtime.controller.apiserver import TRANSIENT, Permit
+from accelpool.runtime.controller.deadlines import Deadlines
 from accelpool.runtime.controller.state import ClusterState
 from accelpool.runtime.metrics import OperatorMetrics
 from accelpool.runtime.settings import OperatorConfig
@@ -145,12 +146,19 @@ class StatusWriter:
         self._state.remember_status(record, dict(response.get("status") or {}))
         return True
 
-    def wake_at(self) -> float | None:
-        """When a pass is needed for statuses: the earliest due one, and the next `--status-interval` check."""
-        deadlines = [p.due for p in self._planned.values() if p.due is not None]
-        if self._planned and self._published_at is not None:
-            deadlines.append(self._published_at + self._config.status_resync_seconds)
-        return min(deadlines, default=None)
+    def due_at(self, deadlines: Deadlines) -> None:
+        """Tell `deadlines` when a pass is needed for statuses: the earliest due one, and the next
+        `--status-interval` check."""
+        deadlines.watch("status due", self._status_due_at)
+        deadlines.watch("status check", self._status_check_at)
+
+    def _status_due_at(self) -> float | None:
+        return min((p.due for p in self._planned.values() if p.due is not None), default=None)
+
+    def _status_check_at(self) -> float | None:
+        if not self._planned or self._published_at is None:
+            return None
+        return self._published_at + self._config.status_resync_seconds
 
     def forget(self) -> None:
         """Drops every planned status (a resumed controller starts from the stored ones)."""
