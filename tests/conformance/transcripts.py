@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from tests.conftest import missing
+from tests.support.environment import missing
 
 ROOT = Path(__file__).resolve().parents[2]
 DIRECTORY = ROOT.parent / "shared" / "fidelity" / "kubernetes"

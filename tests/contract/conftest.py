@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import require_tool
 from tests.contract.chart import (
     FULL_VALUES,
     Objects,
     render,
 )
+from tests.support.environment import require_tool
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import require_tool
+from tests.support.environment import require_tool
 
 pytestmark = pytest.mark.contract
 

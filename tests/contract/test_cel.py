@@ -19,10 +19,10 @@ from cel_expr_python import cel
 from accelpool.api import DURATION_PATTERN
 from accelpool.api.rules import cel_string
 from accelpool_demo.apiserver.cel import CompileError, check_rules, environment, evaluate, rules_of
-from tests.cel_cost import UnmodelledCEL, estimate_schema
 from tests.conformance import transcripts
-from tests.conftest import require_shared
 from tests.contract.chart import one, render
+from tests.support.cel_cost import UnmodelledCEL, estimate_schema
+from tests.support.environment import require_shared
 
 pytestmark = pytest.mark.contract
 CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -65,7 +65,7 @@ def test_the_recorded_server_refused_and_accepted_the_same_rules() -> None:
 
 
 def test_the_recorded_server_refused_the_same_rules_for_their_cost() -> None:
-    """The cost estimate (tests/cel_cost) of each CRD the real server was sent whose rules compile: the
+    """The cost estimate (tests/support/cel_cost) of each CRD the real server was sent whose rules compile: the
     Forbidden causes it answers are the server's, field for field and word for word. A rule the estimate
     does not model (`UnmodelledCEL`) is allowed only where the server refused nothing for cost."""
     refused_for_cost = 0

@@ -1,5 +1,5 @@
 """The CEL cost budget: every rule of the committed CRD, estimated as a Kubernetes API server estimates it
-when the CRD is created (tests/cel_cost.py), fits the server's limits; and the estimator agrees with the
+when the CRD is created (tests/support/cel_cost/), fits the server's limits; and the estimator agrees with the
 API server's own expected costs, rejects what a server rejects, and refuses what it does not model.
 
 Limits: StaticEstimatedCostLimit and StaticEstimatedCRDCostLimit in kubernetes/kubernetes
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cel_cost import (
+from tests.support.cel_cost import (
     MAX_REQUEST_SIZE_BYTES,
     PER_CALL_LIMIT,
     STATIC_ESTIMATED_COST_LIMIT,
@@ -31,7 +31,7 @@ from tests.cel_cost import (
     estimate_crd,
     estimate_schema,
 )
-from tests.conftest import missing
+from tests.support.environment import missing
 
 pytestmark = pytest.mark.contract
 ROOT = Path(__file__).resolve().parents[2]

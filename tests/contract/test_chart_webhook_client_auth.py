@@ -27,8 +27,6 @@ from accelpool.runtime import webhook as webhook_server
 from accelpool_demo import webhook as demo_webhook
 from accelpool_demo.apiserver.resources import StatusError
 from accelpool_demo.apiserver.webhooks import Attributes, Webhooks
-from tests.admission_webhook import ChartCertificates
-from tests.cases import pool
 from tests.contract.chart import (
     CHART,
     NAMESPACE,
@@ -45,6 +43,8 @@ from tests.contract.chart import (
     run_helm,
     template_text,
 )
+from tests.support.admission_webhook import ChartCertificates
+from tests.support.cases import pool
 
 pytestmark = pytest.mark.contract
 

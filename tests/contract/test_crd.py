@@ -21,8 +21,8 @@ from accelpool.admission.validation import validate_object
 from accelpool.textio import one_line
 from accelpool_core.kube import ApiError
 from accelpool_demo.apiserver import serving
-from tests.admission import Answer, Create
-from tests.cases import CASES, Case, pool
+from tests.support.admission import Answer, Create
+from tests.support.cases import CASES, Case, pool
 from tests.unit.api.test_examples import expected_rejection
 from tests.unit.api.test_properties import JSONISH, SPECS
 

@@ -40,10 +40,10 @@ from accelpool_demo.apiserver.webhooks import (
     denied,
     read_admission_kubeconfig,
 )
-from tests.admission_webhook import ChartCertificates, RunningWebhook
-from tests.cases import pool
-from tests.conftest import require_shared
 from tests.contract.chart import one, render
+from tests.support.admission_webhook import ChartCertificates, RunningWebhook
+from tests.support.cases import pool
+from tests.support.environment import require_shared
 
 pytestmark = pytest.mark.contract
 REFUSED = pool({"accelerator": "H100", "mig": {"profile": "9g.99gb"}}, name="refused")

@@ -1,7 +1,7 @@
 """The karpenter.sh/v1 NodePools the operator renders are accepted by Karpenter's published CRD
 (../shared/crds/karpenter.sh_nodepools.yaml, kubernetes-sigs/karpenter pkg/apis/crds/): defaults
 applied as the API server applies them, the structural schema with unknown fields refused
-(tests/structural.py), and every x-kubernetes-validations rule evaluated with Google's CEL in
+(tests/support/structural.py), and every x-kubernetes-validations rule evaluated with Google's CEL in
 Kubernetes' environment (accelpool_demo/apiserver/cel.py), transition rules on updates.
 
 NodePools come from the operator's own path: planning (member labels) then `desired.render_owned`.
@@ -32,8 +32,8 @@ from accelpool_demo.apiserver.cel import (
     unsupported_functions,
     uses_old_self,
 )
-from tests.conftest import require_shared
-from tests.structural import apply_defaults, schema_errors
+from tests.support.environment import require_shared
+from tests.support.structural import apply_defaults, schema_errors
 
 pytestmark = pytest.mark.contract
 ROOT = Path(__file__).resolve().parents[2]

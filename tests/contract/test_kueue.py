@@ -1,8 +1,8 @@
 """What the operator writes for Kueue is accepted by Kueue's published CRDs (../shared/crds/,
 kubernetes-sigs/kueue config/components/crd/bases, storage version v1beta2; without them every test here is
-skipped, and fails under REQUIRE_TOOLS=1: tests/kueue.py): defaults, the structural
+skipped, and fails under REQUIRE_TOOLS=1: tests/support/kueue.py): defaults, the structural
 schema with unknown fields refused, every `x-kubernetes-validations` rule (accelpool_demo/apiserver/cel.py), and, for
-ClusterQueues, Kueue's validating webhook on resource groups (tests/kueue.py).
+ClusterQueues, Kueue's validating webhook on resource groups (tests/support/kueue.py).
 
 The objects come from the operator's own path: planning, then `accelpool.decide.kueue.decide`, for pools of
 every device layout (whole GPUs, MIG single and mixed, time-slicing, other vendors, other controllers'
@@ -22,7 +22,7 @@ from accelpool.decide.kueue import KueueObserved
 from accelpool.decide.planning import Plan
 from accelpool.model import conventions
 from accelpool_demo.apiserver.cel import rules_of, unsupported_functions
-from tests import kueue as installed
+from tests.support import kueue as installed
 from tests.unit.operator.conftest import NOW, member, pool, run
 
 pytestmark = [pytest.mark.contract]

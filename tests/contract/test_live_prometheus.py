@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import require_tool
 from tests.contract.live_cluster import BATCH, INFERENCE, NAMESPACE, TRAINING, LiveCluster, Topology
 from tests.contract.prometheus import Prometheus, ScrapeTarget, wait_for
+from tests.support.environment import require_tool
 
 pytestmark = [pytest.mark.contract, pytest.mark.timeout(420)]
 

@@ -20,9 +20,9 @@ from accelpool.admission import review, validation
 from accelpool.runtime import webhook as webhook_server
 from accelpool.runtime.settings import OperatorConfig
 from accelpool_demo.apiserver.cel import evaluate
-from tests.admission_webhook import ChartCertificates, RunningWebhook, WebhookErrors
-from tests.cases import pool
 from tests.contract.chart import FULL_VALUES, NAMESPACE, RELEASE, as_installed, find, one, render, render_upgrade
+from tests.support.admission_webhook import ChartCertificates, RunningWebhook, WebhookErrors
+from tests.support.cases import pool
 
 pytestmark = pytest.mark.contract
 

@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.conftest import ROOT, TOOLS_BIN
 from tests.contract.prometheus import wait_for
+from tests.support.environment import ROOT, TOOLS_BIN
 
 KIND_CONFIG = Path(__file__).resolve().parent / "kind-config.yaml"
 NAMESPACE = "accelpool-system"

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT
 from tests.e2e.conftest import NAMESPACE, RELEASE, Cluster
+from tests.support.environment import ROOT
 from tests.unit.api.test_examples import expected_rejection
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]

@@ -69,7 +69,7 @@ real kube-apiserver v1.36.2 by tests/conformance (whose known_differences.py lis
   deleted; their objects get the schema's defaults, unknown fields pruned (400 with
   `fieldValidation=Strict`), the structural schema (`structural`) and, when a test gives the store an
   evaluator (`Store.cel`), the CRD's CEL rules, each refusal a 422 naming the fields (how the tests
-  install Kueue's published CRDs: tests/kueue.py);
+  install Kueue's published CRDs: tests/support/kueue.py);
 - for tests: refusals injected before anything is written (`ApiServer.fail`), kmock's reactions (a
   write stored and its answer replaced), a log of served requests with their User-Agent and status
   (`ApiServer.served`), listeners told of every request, direct access to the stored objects

@@ -10,7 +10,7 @@ import pytest
 
 from accelpool_demo import cluster
 from accelpool_demo.run import NAMESPACE, POOLS_PATH, inject, pool_rows, simulated_cluster
-from tests.integration.demo.waiting import HANG_GUARD, eventually
+from tests.support.waiting import HANG_GUARD, eventually
 
 pytestmark = [pytest.mark.integration, HANG_GUARD]
 

@@ -20,8 +20,8 @@ from accelpool_demo import webhook as demo_webhook
 from accelpool_demo.apiserver import NAME_ALPHABET, ApiServer, serving
 from accelpool_demo.daemonsets import DaemonSetController
 from accelpool_demo.simulators import Kubelet
-from tests.cases import defaulted
-from tests.conftest import ROOT, require_tool
+from tests.support.cases import defaulted
+from tests.support.environment import ROOT, require_tool
 from tests.unit.api.test_examples import expected_rejection
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

@@ -15,7 +15,7 @@ from accelpool.model import conventions
 from accelpool_core.protocol import HealthReport
 from accelpool_demo import cluster
 from accelpool_demo.run import POOLS_PATH, inject, simulated_cluster
-from tests.integration.demo.waiting import HANG_GUARD, SAFETY_SECONDS, eventually
+from tests.support.waiting import HANG_GUARD, SAFETY_SECONDS, eventually
 
 pytestmark = [pytest.mark.integration, HANG_GUARD]
 

@@ -25,8 +25,8 @@ from accelpool_demo.run import (
     load_fleet,
     simulated_cluster,
 )
-from tests.conftest import require_tool
-from tests.integration.demo.waiting import HANG_GUARD, SAFETY_SECONDS, eventually
+from tests.support.environment import require_tool
+from tests.support.waiting import HANG_GUARD, SAFETY_SECONDS, eventually
 
 pytestmark = [pytest.mark.integration, HANG_GUARD]
 ROOT = Path(__file__).resolve().parents[3]

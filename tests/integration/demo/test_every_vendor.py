@@ -22,7 +22,7 @@ import yaml
 from accelpool.model import conventions
 from accelpool_demo import cluster
 from accelpool_demo.run import NAMESPACE, POOLS_PATH, SimulatedCluster, inject, simulated_cluster
-from tests.integration.demo.waiting import HANG_GUARD, SAFETY_SECONDS, eventually
+from tests.support.waiting import HANG_GUARD, SAFETY_SECONDS, eventually
 
 pytestmark = [pytest.mark.integration, HANG_GUARD]
 

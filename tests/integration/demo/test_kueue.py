@@ -17,8 +17,8 @@ from accelpool_demo import kueue as demo_kueue
 from accelpool_demo.apiserver import serving
 from accelpool_demo.kueue import schema
 from accelpool_demo.run import POOLS_PATH, example_pools, inject, load_fleet, simulated_cluster
-from tests import kueue
-from tests.integration.demo.waiting import HANG_GUARD, first_version
+from tests.support import kueue
+from tests.support.waiting import HANG_GUARD, first_version
 from tests.unit.demo.test_kueue_crds import written
 
 pytestmark = [pytest.mark.integration, HANG_GUARD]

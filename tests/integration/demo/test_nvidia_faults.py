@@ -10,7 +10,7 @@ import pytest
 from accelpool.model import conventions
 from accelpool_demo import cluster, nvidia
 from accelpool_demo.run import POOLS_PATH, inject, simulated_cluster
-from tests.integration.demo.waiting import HANG_GUARD, eventually
+from tests.support.waiting import HANG_GUARD, eventually
 
 pytestmark = [pytest.mark.integration, HANG_GUARD]
 

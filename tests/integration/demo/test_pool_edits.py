@@ -34,7 +34,7 @@ import pytest
 from accelpool.model import conventions
 from accelpool_demo import cluster
 from accelpool_demo.run import POOLS_PATH, simulated_cluster
-from tests.integration.demo.waiting import HANG_GUARD, History, eventually, recorded
+from tests.support.waiting import HANG_GUARD, History, eventually, recorded
 
 pytestmark = [pytest.mark.integration, HANG_GUARD]
 

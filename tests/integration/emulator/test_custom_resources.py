@@ -13,7 +13,7 @@ from accelpool.admission import crd
 from accelpool.runtime.controller.apiserver import POOLS as POOLS_PATH
 from accelpool_core.kube import ApiError, KubeClient, NotFoundError
 from accelpool_demo.apiserver import RunningApiServer
-from tests import cases, kueue
+from tests.support import cases, kueue
 
 FLAVOR = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "h100"}}
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from accelpool_core.kube import KubeClient
 from accelpool_demo.apiserver import RunningApiServer
-from tests.conftest import require_tool
+from tests.support.environment import require_tool
 
 from .conftest import NAMESPACE
 from .workloads import APPS, BUDGETS, PODS, budget, controlled_by, pod, start

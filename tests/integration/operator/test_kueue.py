@@ -12,7 +12,7 @@ import pytest
 
 from accelpool.decide.kueue import IN_USE_FINALIZER
 from accelpool.model import conventions
-from tests import kueue
+from tests.support import kueue
 
 from .conftest import Cluster, Operator, gpu_node, seed
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from accelpool.model import conventions
-from tests.cases import defaulted
+from tests.support.cases import defaulted
 
 from .conftest import Cluster, Operator, gpu_node, seed
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tomllib
 
-from tests.conftest import ROOT
+from tests.support.environment import ROOT
 
 
 def test_the_gpu_group_is_the_agents_cuda_extra_plus_torch() -> None:

@@ -12,7 +12,7 @@ import yaml
 from accelpool import cli
 from accelpool.admission.validation import validate_object, validate_spec
 from accelpool_core import catalog
-from tests.cases import CASES, Case, pool
+from tests.support.cases import CASES, Case, pool
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)

@@ -24,7 +24,7 @@ from aiohttp.test_utils import TestServer
 from accelpool_core import credentials
 from accelpool_core.credentials import Credentials, FileToken, token_refresh_time
 from accelpool_core.kube import ApiError, KubeClient
-from tests.conftest import require_tool
+from tests.support.environment import require_tool
 
 UTC = datetime.UTC
 

@@ -15,7 +15,7 @@ from accelpool.decide import kueue
 from accelpool.decide.kueue import KueueObserved
 from accelpool_demo import kueue as demo_kueue
 from accelpool_demo.kueue import schema
-from tests.structural import schema_errors
+from tests.support.structural import schema_errors
 from tests.unit.operator.conftest import NOW, member, pool, run
 
 ENV = demo_kueue.PUBLISHED_ENV

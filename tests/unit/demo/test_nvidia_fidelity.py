@@ -23,7 +23,7 @@ from accelpool.model import conventions
 from accelpool_core import catalog
 from accelpool_demo import nvidia
 from accelpool_demo.nvidia import ConfigManager, Gpu, Installation
-from tests.conftest import require_shared
+from tests.support.environment import require_shared
 
 FIDELITY = "fidelity/nvidia"
 

@@ -11,7 +11,7 @@ import yaml
 
 from accelpool import cli
 from accelpool.admission import review, validation
-from tests.cases import CASES, pool
+from tests.support.cases import CASES, pool
 
 ROOT = Path(__file__).resolve().parents[3]
 INVALID_EXAMPLES = sorted((ROOT / "examples" / "invalid").glob("*.yaml"))

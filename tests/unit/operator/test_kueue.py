@@ -12,7 +12,7 @@ from accelpool.decide import kueue
 from accelpool.decide.kueue import KueueObserved, edit_groups
 from accelpool.decide.planning import Plan
 from accelpool.model import conventions
-from tests.kueue import CPU_AND_MEMORY, cluster_queue, webhook_problems
+from tests.support.kueue import CPU_AND_MEMORY, cluster_queue, webhook_problems
 from tests.unit.operator.conftest import NOW, member, pool, run
 
 GPU = "nvidia.com/gpu"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from accelpool_core.kube import KubeClient
-from tests import kueue
+from tests.support import kueue
 
 from .conftest import MIG_OFF, node_body
 from .emulated import CONTROLLER, Cluster, pool_body

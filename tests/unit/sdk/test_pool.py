@@ -18,7 +18,7 @@ from accelpool import api, textio
 from accelpool.admission.validation import validate_object
 from accelpool_demo.apiserver import RunningApiServer, serving
 from accelpool_sdk.cluster import FIELD_MANAGER, POOLS
-from tests.cases import defaulted
+from tests.support.cases import defaulted
 
 
 def test_the_spec_is_the_apis_model_and_the_manifest_is_what_it_admits() -> None:

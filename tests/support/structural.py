@@ -1,6 +1,6 @@
 """What a Kubernetes API server does with a custom object before its CEL rules run: defaulting and the
 structural schema, with strict field validation (what `kubectl apply` asks for by default). Shared by
-the admission emulation of accelpool's own CRD (tests/admission.py) and of the published CRDs
+the admission emulation of accelpool's own CRD (tests/support/admission.py) and of the published CRDs
 accelpool writes objects for (tests/contract/test_karpenter_nodepool.py).
 
 Defaulting follows kubernetes/kubernetes staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/

@@ -36,10 +36,20 @@ of one expression: `estimate`), `crd` (every rule of a schema, times its cardina
 limits: `estimate_schema`, `estimate_crd`).
 """
 
-from tests.cel_cost.coster import estimate
-from tests.cel_cost.crd import RuleCost, SchemaCost, cost_error_message, estimate_crd, estimate_schema
-from tests.cel_cost.expr import Call, Comprehension, Expr, Ident, ListLiteral, Literal, MapLiteral, Select, parse
-from tests.cel_cost.limits import (
+from tests.support.cel_cost.coster import estimate
+from tests.support.cel_cost.crd import RuleCost, SchemaCost, cost_error_message, estimate_crd, estimate_schema
+from tests.support.cel_cost.expr import (
+    Call,
+    Comprehension,
+    Expr,
+    Ident,
+    ListLiteral,
+    Literal,
+    MapLiteral,
+    Select,
+    parse,
+)
+from tests.support.cel_cost.limits import (
     MAX_REQUEST_SIZE_BYTES,
     PER_CALL_LIMIT,
     STATIC_ESTIMATED_COST_LIMIT,
@@ -47,7 +57,7 @@ from tests.cel_cost.limits import (
     CELCompileError,
     UnmodelledCEL,
 )
-from tests.cel_cost.types import DeclType, schema_decl_type
+from tests.support.cel_cost.types import DeclType, schema_decl_type
 
 __all__ = [
     "MAX_REQUEST_SIZE_BYTES",

@@ -40,8 +40,8 @@ from accelpool import api
 from accelpool.admission import review, validation
 from accelpool.runtime import webhook
 from accelpool.textio import one_line
-from tests.conftest import require_tool
 from tests.contract.chart import one, render
+from tests.support.environment import require_tool
 
 TIMEOUT_SECONDS = 30.0
 

@@ -10,7 +10,7 @@ Kueue's kinds served uses `install_as_the_demo`: the demo's own minimal CRDs (`a
 stand in for the published ones where those are missing.
 
 `admit(kind, obj, old)` is what the API server and Kueue's webhooks do with a ResourceFlavor or a
-ClusterQueue: the storage version's defaults and structural schema (tests/structural.py), every
+ClusterQueue: the storage version's defaults and structural schema (tests/support/structural.py), every
 `x-kubernetes-validations` rule (accelpool_demo/apiserver/cel.py), then, for a ClusterQueue, Kueue's validating
 webhook on its resource groups (kubernetes-sigs/kueue pkg/webhooks/clusterqueue_webhook.go
 `validateResourceGroups`: a resource and a flavor in one group at most, each flavor's resources named
@@ -32,8 +32,8 @@ from accelpool.decide.kueue import quantity_number
 from accelpool_demo import kueue as demo_kueue
 from accelpool_demo.apiserver import ApiServer
 from accelpool_demo.apiserver.cel import ABSENT, evaluate_rules
-from tests.conftest import missing
-from tests.structural import apply_defaults, schema_errors
+from tests.support.environment import missing
+from tests.support.structural import apply_defaults, schema_errors
 
 FILES = demo_kueue.FILES
 CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"

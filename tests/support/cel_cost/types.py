@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.cel_cost.limits import (
+from tests.support.cel_cost.limits import (
     _JSON_DATE_SIZE,
     _MAX_DATETIME_SIZE_JSON,
     _MAX_DURATION_SIZE_JSON,

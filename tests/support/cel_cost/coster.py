@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tests.cel_cost.checker import _COMPARISONS, _Checker
-from tests.cel_cost.expr import (
+from tests.support.cel_cost.checker import _COMPARISONS, _Checker
+from tests.support.cel_cost.expr import (
     _ACCUMULATOR,
     Call,
     Comprehension,
@@ -19,7 +19,7 @@ from tests.cel_cost.expr import (
     Select,
     parse,
 )
-from tests.cel_cost.limits import (
+from tests.support.cel_cost.limits import (
     _CONST_COST,
     _LIST_CREATE_BASE_COST,
     _MAP_CREATE_BASE_COST,
@@ -34,7 +34,7 @@ from tests.cel_cost.limits import (
     _factor,
     _mul,
 )
-from tests.cel_cost.types import _SCALAR_KINDS, DeclType, schema_decl_type
+from tests.support.cel_cost.types import _SCALAR_KINDS, DeclType, schema_decl_type
 
 # --- the cost of an expression: cel-go checker/cost.go (coster), k8s library/cost.go ---
 

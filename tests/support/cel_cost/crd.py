@@ -6,8 +6,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tests.cel_cost.coster import estimate
-from tests.cel_cost.limits import (
+from tests.support.cel_cost.coster import estimate
+from tests.support.cel_cost.limits import (
     MAX_REQUEST_SIZE_BYTES,
     STATIC_ESTIMATED_COST_LIMIT,
     STATIC_ESTIMATED_CRD_COST_LIMIT,
@@ -16,7 +16,7 @@ from tests.cel_cost.limits import (
     _add,
     _mul,
 )
-from tests.cel_cost.types import schema_decl_type
+from tests.support.cel_cost.types import schema_decl_type
 
 # --- a CRD's rules, their cardinality and the limits: apiextensions validation.go, cel_validation.go ---
 

@@ -9,7 +9,7 @@ import celpy
 import lark
 from celpy.evaluation import celbytes, celstr
 
-from tests.cel_cost.limits import CELCompileError, UnmodelledCEL
+from tests.support.cel_cost.limits import CELCompileError, UnmodelledCEL
 
 # --- the expression tree, as cel-go's parser builds it (macros expanded: parser/macro.go) ---
 

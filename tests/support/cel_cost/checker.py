@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tests.cel_cost.expr import Call, Comprehension, Expr, Ident, ListLiteral, Literal, MapLiteral, Select
-from tests.cel_cost.limits import CELCompileError, UnmodelledCEL
-from tests.cel_cost.types import DeclType
+from tests.support.cel_cost.expr import Call, Comprehension, Expr, Ident, ListLiteral, Literal, MapLiteral, Select
+from tests.support.cel_cost.limits import CELCompileError, UnmodelledCEL
+from tests.support.cel_cost.types import DeclType
 
 # --- a type checker for the subset: what cel-go's checker decides that the cost depends on ---
 
