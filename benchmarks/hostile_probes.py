@@ -5,8 +5,10 @@ demo fleet, NVIDIA's simulated components, a kubelet running one real `accelpool
 the fake backend, and the real operator with its webhook, /metrics and liveness ports). Two pools take
 the fleet's five H100 nodes: `probe-a` (2) and `probe-b` (3), `holdDown` 1s. Each XID below is injected
 as `accelpool demo inject NODE xid=79` does (the kubelet restarts the node's agent with the fault), on a
-node of `probe-b` that serves, and timed until the node carries `accelpool.io/quarantined`; the fault is
-then cleared, and the next XID goes to the next of the pool's nodes that serves again.
+node of `probe-b` that serves, and timed until the node carries `accelpool.io/quarantined` (DESIGN.md: ≤ 5 s),
+noting the operator's share: from the agent's `AcceleratorHealthy=False` to the taint, both as first seen
+(polled every 50 ms); the rest is the agent's restart, which a loaded machine slows most. The fault is then
+cleared, and the next XID goes to the next of the pool's nodes that serves again.
 
 1. **XID quarantine latency**, normally (`--rounds`), then once per malformed `accelpool.io/remediation`
    record written just before it on three nodes of other standing (`probe-a`'s quarantined member, its
@@ -25,6 +27,8 @@ then cleared, and the next XID goes to the next of the pool's nodes that serves 
    clients POST an AdmissionReview of about 1.7 MB (a ComputePool with 100,000 unknown fields) to the
    webhook in a loop, ignoring 429's Retry-After (one of them first sends one of 5 MiB: 413 expected),
    and `--scrapers` clients GET /metrics in a loop. Meanwhile: XID latency (`--attack-rounds`) and the scale.
+   Before it starts, the attacker answers one such review with the operator's own code (`webhook.answer`)
+   in its process, to note what one costs (CPU seconds, peak RSS growth, the answer's size).
 
 Throughout, the operator's liveness endpoint is probed as kubelet does by default (every second, 1 s
 timeout; success is 200-399, three failures in a row restart the container) and its RSS is sampled from
@@ -33,7 +37,9 @@ timeout; success is 200-399, three failures in a row restart the container) and 
     .venv/bin/python benchmarks/hostile_probes.py [--json] [--pools 300 --scrapers 50 --webhook-clients 3]
 
 Measured against the code of the working tree it runs in (no GPU involved); `make bench` runs it with the
-others, `benchmarks/run.py --only hostile_probes` (`make bench-hostile`) alone.
+others, `benchmarks/run.py --only hostile_probes` (`make bench-hostile`) alone. About 5 minutes on an idle
+2-core machine. Every process (emulator, agents, operator, attacker) shares the machine, so the load average
+at the start and the end is noted: on a machine busy with other work, every latency grows with it.
 """
 
 from __future__ import annotations
@@ -91,8 +97,10 @@ STRING_CAP = conventions.MAX_MESSAGE
 """The longest string accelpool writes into a status, an Event or a metric label (conditions' messages)."""
 ANNOTATION_CAP = 4 * conventions.MAX_MESSAGE
 """An annotation accelpool writes holds at most a message of `MAX_MESSAGE` and a few short fields."""
-HOSTILE_INPUTS = (conventions.HEALTH_ANNOTATION, conventions.REMEDIATION_ANNOTATION, "accelpool.io/demo-fault")
-"""Annotations this benchmark writes itself: read as accelpool's own only once accelpool rewrote them."""
+HOSTILE_INPUTS = (conventions.HEALTH_ANNOTATION, "accelpool.io/demo-fault")
+"""Annotations of the agent and the demo, not accelpool's. (The malformed remediation records this benchmark writes
+are gone before the first scan: the operator rewrote those on members, the benchmark removes its own from the
+node of no pool.)"""
 
 
 # ---------------------------------------------------------------------------------------------- the operator
@@ -470,7 +478,7 @@ def hostile_review(fields: int = UNKNOWN_FIELDS, size: int = REVIEW_BYTES) -> by
         review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
         return json.dumps(review, separators=(",", ":")).encode()
 
-    return encoded(max(0, (size - len(encoded(0))) // fields))
+    return encoded(max(0, round((size - len(encoded(0))) / fields)))
 
 
 def oversized_review(size: int = OVERSIZED_REVIEW_BYTES) -> bytes:
@@ -573,7 +581,10 @@ def cost_of_one_review(review: bytes) -> dict[str, Any]:
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     cpu = time.process_time()
-    answered = operator_webhook.answer(review)
+    try:
+        answered = operator_webhook.answer(review)
+    except Exception as error:  # the webhook's code changed shape: the attack is measured all the same
+        return {"error": f"{type(error).__name__}: {error}"}
     return {
         "cpu_s": time.process_time() - cpu,
         "peak_growth_mb": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak) / 1024,
@@ -759,12 +770,13 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             _, report["pools_seconds"] = await load_pools(demo, args.pools - 2)
             say(f"{args.pools} pools seen in {report['pools_seconds']:.1f} s")
             await asyncio.sleep(args.settle)
-            phase = time.monotonic()
+            phase, cpu = time.monotonic(), ProcessStats.of(where.pid).cpu_seconds
             report["scrape"] = await one_scrape(where.metrics)
             report["loaded"] = [await quarantines.one() for _ in range(args.rounds)]
             report["loaded_scale"] = await scale(demo, SCALED_POOL, 1)
             await scale(demo, SCALED_POOL, 0)
             report["loaded_window"] = prober.window(phase, time.monotonic())
+            report["loaded_cores"] = (ProcessStats.of(where.pid).cpu_seconds - cpu) / (time.monotonic() - phase)
 
             worker = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -845,7 +857,7 @@ def _outcomes(found: dict[str, Any]) -> str:
     )
 
 
-def _xid_row(what: str, xids: list[Xid], share: float, note: str) -> dict[str, Any]:
+def _xid_row(what: str, xids: list[Xid], share: float, note: str, *, each: bool = True) -> dict[str, Any]:
     """A row of XID latencies: from the injection (DESIGN.md's ≤ 5 s), none missed; the operator's share noted."""
     label = "median" if share == 0.5 else f"p{share * 100:.0f}" if share < 1 else "slowest"
     value = _p(_totals(xids), share)
@@ -855,8 +867,8 @@ def _xid_row(what: str, xids: list[Xid], share: float, note: str) -> dict[str, A
         "unit": "s",
         "target": "≤ 5 s, none missed",
         "met": value <= 5 and not _missed(xids),
-        "note": f"{note}each: {_each(xids)}; the operator's share (AcceleratorHealthy=False → taint) "
-        f"{label} {_p(_shares(xids), share):.2f} s",
+        "note": f"{note}{f'each: {_each(xids)}; ' if each else ''}the operator's share (AcceleratorHealthy=False → "
+        f"taint) {label} {_p(_shares(xids), share):.2f} s",
     }
 
 
@@ -910,7 +922,8 @@ def results(args: argparse.Namespace, report: dict[str, Any]) -> list[dict[str, 
             + "; ".join(f"{r['record']} {describe(r['xid'])}" for r in malformed)
             + ". The records afterwards: "
             + "; ".join(f"{role}: {dict(c)}" for role, c in fates.items())
-            + ". ",
+            + "; ",
+            each=False,
         ),
         {
             "what": "non-finite or oversized numbers in pool status, accelpool annotations, Events, /metrics "
@@ -949,7 +962,7 @@ def results(args: argparse.Namespace, report: dict[str, Any]) -> list[dict[str, 
             0.95,
             f"{loaded_w.describe()}; {pools} pools took {report['pools_seconds']:.1f} s to create and be seen; "
             f"one /metrics scrape: {scrape['series']:,} series, {_kb(scrape['bytes'])}, "
-            f"{scrape['seconds'] * 1000:.0f} ms; ",
+            f"{scrape['seconds'] * 1000:.0f} ms; operator CPU {report['loaded_cores']:.2f} cores; ",
         ),
         _xid_row(
             f"XID 79 → quarantine taint, {clients}",
@@ -999,11 +1012,15 @@ def results(args: argparse.Namespace, report: dict[str, Any]) -> list[dict[str, 
             f"{UNKNOWN_FIELDS:,} unknown fields; largest answer)",
             "value": round(largest_answer / 1000, 1),
             "unit": "kB",
-            "target": "413 over 4 MiB; 429 when busy; ≤ 1 MB",
-            "met": "413" in oversized and largest_answer <= 1_000_000,
+            "target": "413 over 4 MiB (or refused before reading); 429 when busy; ≤ 1 MB",
+            "met": ("413" in oversized or not any(o.isdigit() for o in oversized)) and largest_answer <= 1_000_000,
             "note": f"{_outcomes(reviews)}; one of {_kb(attack['oversized_bytes'])}: {_outcomes(oversized)}; "
-            f"answering one such review alone, in a process of its own: {one['cpu_s']:.2f} s CPU, peak RSS "
-            f"+{one['peak_growth_mb']:.0f} MB, {one['status']} with {_kb(one['bytes'])}",
+            + (
+                f"answering one such review alone, in a process of its own: {one['cpu_s']:.2f} s CPU, peak RSS "
+                f"+{one['peak_growth_mb']:.0f} MB, {one['status']} with {_kb(one['bytes'])}"
+                if "error" not in one
+                else f"one review alone not measured: {one['error']}"
+            ),
         },
         {
             "what": f"/metrics scrapes answered, {clients} (p95 seconds)",
