@@ -731,8 +731,21 @@ async def one_scrape(metrics: str) -> dict[str, Any]:
         async with session.get(metrics) as response:
             text = await response.text()
         seconds = time.monotonic() - started
-    series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
-    return {"series": series, "bytes": len(text.encode()), "seconds": seconds}
+    samples = [line for line in text.splitlines() if line and not line.startswith("#")]
+    passes = {
+        name: float(line.rpartition(" ")[2])
+        for line in samples
+        for name in ("count", "sum")
+        if line.startswith(f"accelpool_reconcile_duration_seconds_{name} ")
+    }
+    return {"series": len(samples), "bytes": len(text.encode()), "seconds": seconds, "passes": passes}
+
+
+def passes_between(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """The operator's passes between two scrapes, and their mean duration (its reconcile histogram)."""
+    count = after["passes"].get("count", 0.0) - before["passes"].get("count", 0.0)
+    spent = after["passes"].get("sum", 0.0) - before["passes"].get("sum", 0.0)
+    return f"{count:.0f} passes, {spent / count:.2f} s each on average" if count else "no pass"
 
 
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -775,6 +788,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             report["loaded"] = [await quarantines.one() for _ in range(args.rounds)]
             report["loaded_scale"] = await scale(demo, SCALED_POOL, 1)
             await scale(demo, SCALED_POOL, 0)
+            report["loaded_passes"] = passes_between(report["scrape"], await one_scrape(where.metrics))
             report["loaded_window"] = prober.window(phase, time.monotonic())
             report["loaded_cores"] = (ProcessStats.of(where.pid).cpu_seconds - cpu) / (time.monotonic() - phase)
 
@@ -793,6 +807,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             await worker.stdout.readline()
             phase, cpu = time.monotonic(), ProcessStats.of(where.pid).cpu_seconds
             say("attack started")
+            attack_started = await one_scrape(where.metrics)
             await asyncio.sleep(args.warmup)
             report["attacked"] = [await quarantines.one() for _ in range(args.attack_rounds)]
             report["attacked_scale"] = await scale(demo, SCALED_POOL, 1)
@@ -804,6 +819,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             report["attack_cores"] = (ProcessStats.of(where.pid).cpu_seconds - cpu) / (time.monotonic() - phase)
             report["attack"] = json.loads(out.decode().strip().splitlines()[-1])
             say("attack ended")
+            report["attack_passes"] = passes_between(attack_started, await one_scrape(where.metrics))
             final = Scan()
             await scan(demo, where.metrics, final)
             report["final_scan"] = final
@@ -962,13 +978,15 @@ def results(args: argparse.Namespace, report: dict[str, Any]) -> list[dict[str, 
             0.95,
             f"{loaded_w.describe()}; {pools} pools took {report['pools_seconds']:.1f} s to create and be seen; "
             f"one /metrics scrape: {scrape['series']:,} series, {_kb(scrape['bytes'])}, "
-            f"{scrape['seconds'] * 1000:.0f} ms; operator CPU {report['loaded_cores']:.2f} cores; ",
+            f"{scrape['seconds'] * 1000:.0f} ms; operator CPU {report['loaded_cores']:.2f} cores, "
+            f"{report['loaded_passes']}; ",
         ),
         _xid_row(
             f"XID 79 → quarantine taint, {clients}",
             attacked,
             0.95,
-            f"operator CPU {report['attack_cores']:.2f} cores over {attack_w.seconds:.0f} s of attack; ",
+            f"operator CPU {report['attack_cores']:.2f} cores over {attack_w.seconds:.0f} s of attack, "
+            f"{report['attack_passes']}; ",
         ),
         {
             "what": f"AcceleratorHealthy=False → quarantine taint (the operator's share), {clients} (p95)",
