@@ -51,6 +51,7 @@ import datetime
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import threading
@@ -738,14 +739,23 @@ async def one_scrape(metrics: str) -> dict[str, Any]:
         for name in ("count", "sum")
         if line.startswith(f"accelpool_reconcile_duration_seconds_{name} ")
     }
-    return {"series": len(samples), "bytes": len(text.encode()), "seconds": seconds, "passes": passes}
+    writes = Counter[str]()
+    for line in samples:
+        if line.startswith("accelpool_api_writes_total{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+            writes[f"{labels.get('verb')} {labels.get('resource')}"] += int(float(line.rpartition(" ")[2]))
+    return {"series": len(samples), "bytes": len(text.encode()), "seconds": seconds, "passes": passes, "writes": writes}
 
 
 def passes_between(before: dict[str, Any], after: dict[str, Any]) -> str:
     """The operator's passes between two scrapes, and their mean duration (its reconcile histogram)."""
     count = after["passes"].get("count", 0.0) - before["passes"].get("count", 0.0)
     spent = after["passes"].get("sum", 0.0) - before["passes"].get("sum", 0.0)
-    return f"{count:.0f} passes, {spent / count:.2f} s each on average" if count else "no pass"
+    writes = after["writes"] - before["writes"]
+    written = ", ".join(f"{what} {n}" for what, n in writes.most_common(3)) or "none"
+    return (f"{count:.0f} passes, {spent / count:.2f} s each on average" if count else "no pass") + (
+        f", {writes.total()} API writes ({written})"
+    )
 
 
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
