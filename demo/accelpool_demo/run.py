@@ -23,7 +23,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -244,7 +244,11 @@ def _shown(path: Path, cwd: Path) -> str:
 
 @dataclass
 class SimulatedCluster:
-    """A running demo cluster: its URL, an API client, and where its processes log."""
+    """A running demo cluster: its URL, an API client, and where its processes log.
+
+    `operator` is the operator process running now: `kill_operator` kills it as the kernel would (SIGKILL: no
+    handler runs, nothing is flushed) and `start_operator` starts another on the same webhook and metrics ports,
+    as a Deployment's next pod; the demo stops whichever runs when it ends."""
 
     server: str
     client: KubeClient
@@ -252,6 +256,21 @@ class SimulatedCluster:
     operator: asyncio.subprocess.Process
     kubelet: Kubelet
     nvidia: NvidiaComponents
+    _launch: Callable[[], Awaitable[asyncio.subprocess.Process]] | None = field(default=None, repr=False)
+
+    async def kill_operator(self) -> None:
+        """SIGKILL the operator and reap it."""
+        if self.operator.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.operator.kill()
+        await self.operator.wait()
+
+    async def start_operator(self) -> None:
+        """Start a new operator process once the previous one has exited; returns when it serves its webhook."""
+        assert self._launch is not None, "this cluster cannot start operators"
+        if self.operator.returncode is None:
+            raise RuntimeError("the operator still runs: kill it first")
+        self.operator = await self._launch()
 
 
 @contextlib.asynccontextmanager
@@ -304,18 +323,25 @@ async def _cluster_logging_to(
             await _seed(client, fleet, workloads)
             certificates = webhook.Certificates.generate()
             certificates.write(log_dir / WEBHOOK_CERT_DIR)
-            webhook_port = free_port()
-            operator = await _start_operator(
-                server, operator_metrics_port or free_port(), log_dir, installation.propagation_seconds, webhook_port
-            )
-            await _listening(LOCALHOST, webhook_port, operator)
+            webhook_port, metrics_port = free_port(), operator_metrics_port or free_port()
+
+            async def launch() -> asyncio.subprocess.Process:
+                nonlocal operator
+                operator = await _start_operator(
+                    server, metrics_port, log_dir, installation.propagation_seconds, webhook_port
+                )
+                await _listening(LOCALHOST, webhook_port, operator)
+                return operator
+
+            await launch()
+            assert operator is not None
             webhook.install(api.server, (LOCALHOST, webhook_port), certificates.ca)
             tasks = [
                 asyncio.create_task(components.run()),
                 asyncio.create_task(controller.run()),
                 asyncio.create_task(kubelet.run()),
             ]
-            yield SimulatedCluster(server, client, log_dir, operator, kubelet, components)
+            yield SimulatedCluster(server, client, log_dir, operator, kubelet, components, launch)
         finally:
             # Stop the simulators first (no agent is restarted meanwhile), then every process at
             # once, each with a bounded grace: the API server stops only when nothing calls it.

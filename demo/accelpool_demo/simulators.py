@@ -22,14 +22,14 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from accelpool.model import conventions
 from accelpool_core import catalog
-from accelpool_core.kube import ApiError, KubeClient
+from accelpool_core.kube import ApiError, GoneError, KubeClient
 from accelpool_demo import nvidia
 from accelpool_demo.injection import agent_fault_argument
 
@@ -62,10 +62,71 @@ def _labels(node: dict[str, Any]) -> dict[str, str]:
     return labels
 
 
+async def follow(
+    client: KubeClient,
+    collection: str,
+    on_list: Callable[[list[dict[str, Any]]], None],
+    on_event: Callable[[str, dict[str, Any]], None],
+) -> None:
+    """Follow a collection as an informer does: `on_list` with its objects after each list (at the start, and
+    after a 410 Gone: what came between is lost), `on_event` with each watch event's type and object."""
+    after: str | None = None
+    while True:
+        try:
+            if after is None:
+                listed = await client.request("GET", collection)
+                on_list(list(listed.get("items") or []))
+                after = str(listed["metadata"]["resourceVersion"])
+            async for event in client.watch(collection, resource_version=after, timeout_seconds=60):
+                obj: dict[str, Any] = event["object"]
+                after = str(obj["metadata"]["resourceVersion"])
+                if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                    on_event(str(event["type"]), obj)
+        except GoneError:
+            after = None
+        except (ApiError, OSError) as error:
+            log.warning("watch of %s: %s", collection, error)
+            await asyncio.sleep(POLL_SECONDS)
+
+
+@dataclass
+class LabelHistory:
+    """Every value one node label took, from a watch of the nodes: what an informer's UpdateFunc is handed.
+
+    NVIDIA's MIG manager follows `nvidia.com/mig.config` with an informer, which sees each watch event
+    (`accelpool_demo.nvidia.MigManager`), while the components here step every `POLL_SECONDS` from a list of
+    the nodes: a value that came and went between two lists (a label taken off and put back) is in the
+    history. After a 410 the watch lists again and what came between is lost, as an informer's relist loses it.
+    """
+
+    label: str
+    _values: dict[str, list[tuple[int, str | None]]] = field(default_factory=dict)
+
+    def event(self, kind: str, node: dict[str, Any]) -> None:
+        metadata = node["metadata"]
+        if kind != "DELETED":
+            value = (metadata.get("labels") or {}).get(self.label)
+            self._values.setdefault(str(metadata["name"]), []).append((int(metadata["resourceVersion"]), value))
+
+    def take(self, node: str, version: str) -> list[str | None]:
+        """The values of `node`'s events up to its resourceVersion `version` (as just listed), oldest first; each
+        is handed over once."""
+        values = self._values.pop(node, [])
+        later = [(v, value) for v, value in values if v > int(version)]
+        if later:
+            self._values[node] = later
+        return [value for v, value in values if v <= int(version)]
+
+
 @dataclass
 class NvidiaComponents:
     """Drives `accelpool_demo.nvidia.Simulation` against the API: NVIDIA's GFD, device plugin, config-manager
-    sidecar and MIG manager on every NVIDIA node, reading the operator's two ConfigMaps."""
+    sidecar and MIG manager on every NVIDIA node, reading the operator's two ConfigMaps.
+
+    Two watches run beside the steps, as the real components' informers do: one of the two ConfigMaps, which
+    the kubelet watches (its ConfigMap manager's default `Watch` change-detection strategy), so the projection
+    delay counts from when a ConfigMap was written, not from the next step; and one of the nodes, which hands
+    the MIG manager every value its node's `nvidia.com/mig.config` took between two steps (`LabelHistory`)."""
 
     client: KubeClient
     namespace: str
@@ -74,28 +135,63 @@ class NvidiaComponents:
     simulation: nvidia.Simulation = field(default_factory=lambda: nvidia.Simulation(DEMO_INSTALLATION))
     clock: Callable[[], float] = time.monotonic
     _events: itertools.count[int] = field(default_factory=itertools.count)
+    _mig_labels: LabelHistory = field(default_factory=lambda: LabelHistory(conventions.MIG_CONFIG_LABEL))
+    _config_maps: dict[str, dict[str, str] | None] = field(default_factory=dict)
 
     async def run(self) -> None:
-        while True:
-            try:
-                await self.step()
-            except (ApiError, OSError) as error:
-                log.warning("nvidia components: %s", error)
-            await asyncio.sleep(POLL_SECONDS)
+        async with self.watching():
+            while True:
+                try:
+                    await self.step()
+                except (ApiError, OSError) as error:
+                    log.warning("nvidia components: %s", error)
+                await asyncio.sleep(POLL_SECONDS)
+
+    @contextlib.asynccontextmanager
+    async def watching(self) -> AsyncIterator[None]:
+        """The two watches, for as long as the block runs (`run` steps inside it; a test may call `step`)."""
+        configmaps = f"/api/v1/namespaces/{self.namespace}/configmaps"
+        watches = [
+            asyncio.create_task(follow(self.client, configmaps, self._configmaps_listed, self._configmap_event)),
+            asyncio.create_task(follow(self.client, "/api/v1/nodes", lambda _: None, self._mig_labels.event)),
+        ]
+        try:
+            yield
+        finally:
+            for watch in watches:
+                watch.cancel()
+            await asyncio.gather(*watches, return_exceptions=True)
+
+    def _configmaps_listed(self, items: list[dict[str, Any]]) -> None:
+        listed = {str(item["metadata"]["name"]): item for item in items}
+        for name in (self.device_plugin_config_map, self.mig_config_map):
+            self._config_maps[name] = _data(listed.get(name))
+        self._observe()
+
+    def _configmap_event(self, kind: str, config_map: dict[str, Any]) -> None:
+        name = str(config_map["metadata"]["name"])
+        if name in (self.device_plugin_config_map, self.mig_config_map):
+            self._config_maps[name] = None if kind == "DELETED" else _data(config_map)
+            self._observe()
+
+    def _observe(self) -> None:
+        self.simulation.observe(
+            self._config_maps.get(self.device_plugin_config_map),
+            self._config_maps.get(self.mig_config_map),
+            self.clock(),
+        )
 
     async def step(self) -> None:
         now = self.clock()
         base = f"/api/v1/namespaces/{self.namespace}/configmaps"
-        device_plugin = await self.client.get_or_none(f"{base}/{self.device_plugin_config_map}")
-        mig = await self.client.get_or_none(f"{base}/{self.mig_config_map}")
         policy = await self.client.get_or_none(f"{base}/{GPU_OPERATOR_CONFIG_MAP}")
         override = ((policy or {}).get("data") or {}).get(MIG_STRATEGY_KEY) or None
         self.simulation.set_strategy_override(override if override in ("single", "mixed") else None, now)
-        self.simulation.observe(_data(device_plugin), _data(mig), now)
         for node in await self.client.list("/api/v1/nodes"):
             name = node["metadata"]["name"]
             broken = (node["metadata"].get("annotations") or {}).get(MIG_FAULT_ANNOTATION) == "broken"
-            changes = self.simulation.node(node, now, broken=broken)
+            history = self._mig_labels.take(name, node["metadata"]["resourceVersion"])
+            changes = self.simulation.node(node, now, broken=broken, mig_labels=history)
             if changes.labels:
                 await self.client.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": changes.labels}})
             if changes.resources:

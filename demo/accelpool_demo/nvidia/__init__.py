@@ -35,7 +35,8 @@ Modelled, each after NVIDIA's own code (paths inside the public repositories):
   sync delay (up to about a minute in real clusters).
 - The MIG manager, `MigManager` (NVIDIA/mig-parted `cmd/nvidia-mig-manager/main.go`,
   `pkg/mig/reconfigure/reconfigure.go`): reacts to changes of `nvidia.com/mig.config`
-  (`SyncableMigConfig`: values coalesce, a removed label wakes nothing); an entry missing from
+  (`SyncableMigConfig`: values coalesce, a removed label wakes nothing, but every value its informer
+  is handed counts, so a label taken off and put back wakes it to run again); an entry missing from
   the mounted file → `failed`, not retried until the label changes; each device spec of an entry
   applies to the GPUs its `device-filter` (PCI device IDs, `devices.PCI_DEVICE_IDS`) and `devices`
   select; an entry already applied → `success`; otherwise `pending` → (`rebooting`, when a MIG

@@ -3,7 +3,7 @@ entry to the GPUs (`apply_entry`), and the states it writes."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -81,7 +81,14 @@ class MigStep:
 
 @dataclass(frozen=True)
 class MigManager:
-    """NVIDIA's MIG manager on one node: `SyncableMigConfig` fed by the node informer, and the reconfigure loop."""
+    """NVIDIA's MIG manager on one node: `SyncableMigConfig` fed by the node informer, and the reconfigure loop.
+
+    NVIDIA/mig-parted `cmd/nvidia-mig-manager/main.go`: `ContinuouslySyncMigConfigChanges` calls `Set` from
+    AddFunc, and from UpdateFunc whenever an event's value differs from the previous object's; client-go hands
+    every watch event to the handler, oldest first (kubernetes/client-go `tools/cache/controller.go`
+    `processDeltas`; `delta_fifo.go` `dedupDeltas` merges only deletions). `Set` broadcasts any non-empty value;
+    `Get` waits only while `lastRead == current`, and a single `if` (no loop) returns after any broadcast: a
+    value set away and back between two runs wakes it, and it runs the same config again."""
 
     started: bool = False
     label: str = ""
@@ -107,15 +114,21 @@ class MigManager:
         installation: Installation,
         *,
         broken: bool = False,
+        seen: Sequence[str | None] = (),
     ) -> MigStep:
+        """One step at `now`; `label` is the node's value now, `seen` the values its watch events carried since the
+        last step (oldest first): the informer hands every event to UpdateFunc, so a value that came and went
+        between two steps still wakes the manager."""
         if configs is None:  # the ConfigMap has not reached the node: the pod is not running yet
             return MigStep(self, gpus)
-        value = label or ""
         manager = self
-        if not manager.started:  # the informer's AddFunc
+        if not manager.started:  # the informer's AddFunc: its first list shows only the value now
+            value = label or ""
             manager = replace(manager, started=True, label=value)._set(value)
-        elif value != manager.label:  # UpdateFunc: only a changed value
-            manager = replace(manager, label=value)._set(value)
+        for event in (*seen, label) if self.started else ():
+            value = event or ""
+            if value != manager.label:  # UpdateFunc: only a changed value
+                manager = replace(manager, label=value)._set(value)
         states: list[str] = []
         events: list[str] = []
         restarted = False

@@ -3,7 +3,7 @@ node's state between steps for the drivers."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -78,13 +78,22 @@ def node_step(
     installation: Installation,
     *,
     broken: bool = False,
+    mig_labels: Sequence[str | None] = (),
 ) -> tuple[NodeState, NodeChanges]:
     """One step of every NVIDIA component on a node: the MIG manager, the sidecar, then GFD and the plugin.
 
-    `resources` is the node's current `status.capacity`; the changes hold only what differs.
+    `resources` is the node's current `status.capacity`; the changes hold only what differs. `mig_labels`: the
+    values of `nvidia.com/mig.config` the node's watch events carried since the last step, oldest first
+    (`MigManager.step`).
     """
     mig = state.mig_manager.step(
-        labels.get(conventions.MIG_CONFIG_LABEL), mounted.mig_configs, state.gpus, now, installation, broken=broken
+        labels.get(conventions.MIG_CONFIG_LABEL),
+        mounted.mig_configs,
+        state.gpus,
+        now,
+        installation,
+        broken=broken,
+        seen=mig_labels,
     )
     manager = state.config_manager
     if mig.restarted_clients:
@@ -147,8 +156,12 @@ class Simulation:
         }
         self._seen.clear()
 
-    def node(self, node: Mapping[str, Any], now: float, *, broken: bool = False) -> NodeChanges:
-        """What NVIDIA's components would write on this Node object now."""
+    def node(
+        self, node: Mapping[str, Any], now: float, *, broken: bool = False, mig_labels: Sequence[str | None] = ()
+    ) -> NodeChanges:
+        """What NVIDIA's components would write on this Node object now; `mig_labels`: the values of
+        `nvidia.com/mig.config` its watch events carried since the last call, oldest first (a driver that
+        only lists nodes passes none, and misses a value that came and went between two calls)."""
         metadata = node.get("metadata") or {}
         name = str(metadata.get("name"))
         labels: Mapping[str, str] = metadata.get("labels") or {}
@@ -162,9 +175,11 @@ class Simulation:
         dp_version, dp = self.device_plugin.mounted(now)
         mig_version, mig = self.mig.mounted(now)
         seen = (metadata.get("resourceVersion"), dp_version, mig_version, broken)
-        if name in self.nodes and not state.busy and self._seen.get(name) == seen:
+        if name in self.nodes and not state.busy and not mig_labels and self._seen.get(name) == seen:
             return NodeChanges()  # nothing it watches changed since its last step
-        state, changes = node_step(state, labels, capacity, Mounted(dp, mig), now, self.installation, broken=broken)
+        state, changes = node_step(
+            state, labels, capacity, Mounted(dp, mig), now, self.installation, broken=broken, mig_labels=mig_labels
+        )
         self.nodes[name] = state
         self._seen[name] = seen
         return changes

@@ -267,8 +267,9 @@ OPTIONS: tuple[_Option, ...] = (
         "--config-sync",
         "config_sync_seconds",
         60.0,
-        "move a member of an edited pool to its new NVIDIA config only once that config has been stored this "
-        "long: the kubelet projects ConfigMap updates into NVIDIA's pods up to about a minute later",
+        "move a member of an edited pool to its new NVIDIA config, and give a joining node its MIG config, only "
+        "once that config has been stored this long: the kubelet projects ConfigMap updates into NVIDIA's pods "
+        "up to about a minute later",
         parse=seconds,
     ),
     _Option("--debounce", "debounce_seconds", 0.1, "gather changes this long before a reconcile pass", parse=seconds),

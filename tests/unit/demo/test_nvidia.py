@@ -198,10 +198,10 @@ class Node:
                 self.labels[key] = value
         self.version += 1
 
-    def step(self, now: float, *, broken: bool = False) -> nvidia.NodeChanges:
+    def step(self, now: float, *, broken: bool = False, mig_labels: tuple[str | None, ...] = ()) -> nvidia.NodeChanges:
         body = {"metadata": {"name": "n", "labels": dict(self.labels), "resourceVersion": str(self.version)},
                 "status": {"capacity": dict(self.capacity)}}  # fmt: skip
-        changes = self.simulation.node(body, now, broken=broken)
+        changes = self.simulation.node(body, now, broken=broken, mig_labels=mig_labels)
         for key, value in changes.labels.items():
             if value is None:
                 self.labels.pop(key, None)
@@ -406,6 +406,31 @@ def test_mig_manager_ignores_a_removed_label() -> None:
     assert removed.states == () and removed.gpus == step.gpus
     back = run(removed.manager, "a", 2.0, gpus=step.gpus)
     assert back.states == ("success",), "the same value again wakes it: already applied"
+
+
+def test_mig_manager_sees_a_label_taken_off_and_put_back_between_two_steps() -> None:
+    """Its informer is handed every watch event: the retry accelpool makes (label off, then on again) wakes it
+    even when both happened since its last step, and a `failed` config runs again."""
+    step = run(nvidia.MigManager(), "nope", 0.0)
+    assert step.states == ("failed",)
+    missed = run(step.manager, "nope", 1.0)
+    assert missed.states == (), "the same value, no event in between: nothing wakes it"
+    retried = run(missed.manager, "a", 2.0, seen=("nope", None, "a"))
+    assert retried.states == ("pending", "success")
+    again = run(retried.manager, "a", 3.0, gpus=retried.gpus, seen=(None, "a"))
+    assert again.states == ("success",), "off and on again: it runs the same config, already applied"
+
+
+def test_a_node_woken_by_a_label_that_came_and_went_between_two_steps() -> None:
+    node = Node(simulation(split=entry({"3g.40gb": 2})))
+    node.label(mig="split", dp="single")
+    node.step(0.0)
+    assert node.states == ["success"]
+    node.labels[MIG_STATE] = "pending"  # accelpool's retry: the label taken off, then put back with `pending`
+    node.version += 2
+    assert node.step(1.0).labels == {}, "a lister sees the same value as before: nothing wakes the manager"
+    node.version += 1
+    assert node.step(2.0, mig_labels=(None, "split")).labels == {MIG_STATE: "success"}
 
 
 def test_mig_manager_reports_success_for_a_profile_the_gpu_does_not_offer() -> None:

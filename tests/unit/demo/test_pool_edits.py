@@ -11,7 +11,7 @@ config it cannot read: no exit, no `failed`, no retry.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -243,8 +243,10 @@ def test_a_mig_manager_that_created_nothing_is_retried_once_repaired() -> None:
     loop.pool({"accelerator": "A100-40GB:8", "mig": {"profile": "1g.5gb"}})
     original = loop.simulation.node
 
-    def broken(node: Mapping[str, Any], now: float, *, broken: bool = False) -> NodeChanges:
-        return original(node, now, broken=loop.second < 120)
+    def broken(
+        node: Mapping[str, Any], now: float, *, broken: bool = False, mig_labels: Sequence[str | None] = ()
+    ) -> NodeChanges:
+        return original(node, now, broken=loop.second < 120, mig_labels=mig_labels)
 
     loop.simulation.node = broken  # type: ignore[method-assign]  # the demo's mig-broken fault, cleared at 120 s
     loop.until_ready({"nvidia.com/gpu": 56}, within=900)

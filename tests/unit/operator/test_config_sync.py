@@ -4,7 +4,9 @@ The kubelet projects a ConfigMap's update into the pods that mount it up to abou
 moved at once to a key its config-manager cannot read yet makes the sidecar exit (and crash-loop, backing
 off); moved to an entry the MIG manager cannot read yet, it goes `failed` and waits for a retry. So the
 pass writes the new config and keeps the member in the one it serves until the new one has been stored for
-`--config-sync`; a joining node, which serves nothing yet, is labelled at once.
+`--config-sync`. A joining node, which serves nothing yet, gets its device-plugin key at once (the sidecar
+that exits reads the label again when it restarts) but its MIG entry only once the MIG manager can read it: it
+would fail, and never look again until a retry a backoff later changes the label.
 """
 
 from __future__ import annotations
@@ -133,6 +135,34 @@ def test_a_joining_node_is_labelled_at_once_and_offline_plans_never_wait() -> No
     view = l4_member(TWO)
     offline = run([pool("p", FOUR, generation=2)], [view], stored(("p", TWO)))
     assert labels_after(offline, view)[DP] == device_plugin_key("p", FOUR)
+
+
+def test_a_joining_node_waits_for_its_mig_entry_and_keeps_what_it_had() -> None:
+    """A pool created while the MIG ConfigMap exists: its entry is new, and the MIG manager of a node labelled
+    with it now would report `failed` and wait for the label to change (a retry, 60 s later)."""
+    entry = mig_entry_name("p", SMALL)
+    fresh = node("h100-1")
+    first = run([pool("p", SMALL)], [fresh], stored(), config_sync=sync())
+    after = labels_after(first, fresh)
+    assert after[conventions.POOL_LABEL] == "p" and after[DP] == device_plugin_key("p", SMALL), "joined at once"
+    assert MIG not in after and STATE not in after, "no entry the MIG manager cannot read yet"
+    assert entry in first.mig_document["mig-configs"], "the entry is written this pass"
+    assert first.requeue_after is not None and first.requeue_after <= 60
+    assert conditions(first, "p")["MigConfigured"] == ("False", "Pending")
+
+    joined = NodeView.from_body(node_body("h100-1")).apply(first.changes["h100-1"])
+    config = stored(("p", SMALL))
+    waiting = run([pool("p", SMALL)], [joined], config, config_sync=sync(mig={entry: 30}))
+    assert MIG not in labels_after(waiting, joined)
+    labelled = run([pool("p", SMALL)], [joined], config, config_sync=sync(mig={entry: 60}))
+    assert (labels_after(labelled, joined)[MIG], labels_after(labelled, joined)[STATE]) == (entry, "pending")
+
+    owned = node("h100-2", labels={MIG: "all-1g.10gb", STATE: "success"})  # its owner's NVIDIA default entry
+    held = run([pool("p", SMALL)], [owned], stored(), config_sync=sync())
+    after = labels_after(held, owned)
+    assert (after[MIG], after[STATE]) == ("all-1g.10gb", "success"), "what it had, until the entry can be read"
+    prior = owned.apply(held.changes["h100-2"]).annotations[conventions.PRIOR_LABELS_ANNOTATION]
+    assert "all-1g.10gb" in prior, "and given back when it leaves"
 
 
 @pytest.mark.looptime

@@ -69,7 +69,9 @@ def member_changes(ledger: Ledger, work: PoolWork, now: datetime, sync: ConfigSy
     """Put the pool's labels, annotations and taints on each member, those Karpenter launched included.
 
     A member already in another config of the pool's (an edited pool) moves to the new one only once its
-    pods can read it (`sync`, `_held`); a joining node is labelled at once."""
+    pods can read it (`sync`, `_held`). A joining node gets the device-plugin key at once (a sidecar that
+    cannot read it yet exits, and reads the label again when the kubelet restarts it) but its MIG entry only
+    once the MIG manager can read it (`_set_mig_label`)."""
     config = MemberConfig.of(work)
     labels = config.labels
     pool, karpenter, dedicated = work.name, work.karpenter, work.spec.dedicated
@@ -84,13 +86,18 @@ def member_changes(ledger: Ledger, work: PoolWork, now: datetime, sync: ConfigSy
         edit.labels[conventions.POOL_LABEL] = pool
         if config.device_plugin is not None:
             key_now = edit.label(conventions.DEVICE_PLUGIN_CONFIG_LABEL)
-            held = sync is not None and _held(sync, sync.device_plugin, key_now, config.device_plugin, new, ledger, now)
+            held = (
+                sync is not None
+                and not new
+                and key_now is not None
+                and _held(sync, sync.device_plugin, key_now, config.device_plugin, ledger, now)
+            )
             edit.labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] = key_now if held else config.device_plugin
         elif ledger.ours(edit.label(conventions.DEVICE_PLUGIN_CONFIG_LABEL)):  # the pool left NVIDIA behind
             edit.labels[conventions.DEVICE_PLUGIN_CONFIG_LABEL] = prior.pop(
                 conventions.DEVICE_PLUGIN_CONFIG_LABEL, None
             )
-        _set_mig_label(edit, original, config, prior, ledger, now, None if new else sync)
+        _set_mig_label(edit, original, config, prior, ledger, now, sync)
         if not karpenter:
             edit.annotations[conventions.JOINED_ANNOTATION] = (
                 joined if new else (original.annotations.get(conventions.JOINED_ANNOTATION) or joined)
@@ -132,11 +139,16 @@ def _set_mig_label(
     sync: ConfigSync | None,
 ) -> None:
     """The MIG config label (retried when failed; `sync`: held until the MIG manager can read a new one), and its
-    state `pending` whenever the config changes."""
+    state `pending` whenever the config changes.
+
+    A joining node waits for its entry too, unlike for its device-plugin key: the MIG manager reports `failed`
+    for an entry missing from its file and looks again only when the label changes (NVIDIA/mig-parted
+    `cmd/nvidia-mig-manager/main.go`: the reconfigure loop waits in `SyncableMigConfig.Get`), which would cost
+    the member a retry's backoff (`mig_retry`)."""
     mig_now = edit.label(conventions.MIG_CONFIG_LABEL)
     mig_want = mig_now
     if config.mig is not None:
-        if sync is None or not _held(sync, sync.mig, mig_now, config.mig, False, ledger, now):
+        if sync is None or not _held(sync, sync.mig, mig_now, config.mig, ledger, now):
             mig_want = _mig_step(edit, original, config.mig, config, ledger, now)
     elif ledger.ours(mig_now):  # the pool no longer sets MIG: back to what the node had
         mig_want = prior.pop(conventions.MIG_CONFIG_LABEL, None) or conventions.MIG_DISABLED_CONFIG
@@ -163,18 +175,12 @@ def _mig_step(
 
 
 def _held(
-    sync: ConfigSync,
-    seen: Mapping[str, datetime],
-    current: str | None,
-    wanted: str,
-    new: bool,
-    ledger: Ledger,
-    now: datetime,
+    sync: ConfigSync, seen: Mapping[str, datetime], current: str | None, wanted: str, ledger: Ledger, now: datetime
 ) -> bool:
-    """Whether a member stays in its `current` config this pass: it is in one (a joining or unlabelled node is
-    not), `wanted` is another, and the kubelet may not have projected `wanted` into its pods yet (`ConfigSync`).
-    The pass is requeued for when it may move."""
-    if new or current is None or current == wanted:
+    """Whether a member keeps its `current` config (or stays without one) this pass: `wanted` is another, and
+    the kubelet may not have projected `wanted` into its pods yet (`ConfigSync`; `seen` is `sync.device_plugin`
+    or `sync.mig`). The pass is requeued for when it may move."""
+    if current == wanted:
         return False
     wait = sync.wait(seen, wanted, now)
     if wait <= 0:

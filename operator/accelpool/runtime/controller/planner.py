@@ -61,8 +61,9 @@ class Planner:
             for record in snapshot.pools.values()
             if record.validation_key in self._set_aside
         }
+        now = self._now()
         options = PlannerOptions(
-            now=self._now(),
+            now=now,
             release_orphans=True,
             not_ready_grace_seconds=self._config.not_ready_grace_seconds,
             karpenter_available=snapshot.karpenter,
@@ -72,7 +73,7 @@ class Planner:
             healthy_since=self._healthy_since(snapshot.nodes),
             agents=snapshot.agents,
             drains=snapshot.drains,
-            config_sync=self._config_sync(snapshot.config),
+            config_sync=self._config_sync(snapshot.config, now),
         )
         desired = decide(
             pools,
@@ -108,11 +109,12 @@ class Planner:
                 )
         return checked
 
-    def _config_sync(self, config: ConfigState) -> ConfigSync:
-        """When each config now stored was first seen (`ConfigSync`); configs no longer stored are forgotten."""
+    def _config_sync(self, config: ConfigState, now: datetime) -> ConfigSync:
+        """When each config now stored was first seen (`ConfigSync`); configs no longer stored are forgotten. `now`
+        is the pass's own (`PlannerOptions.now`): a config first seen this pass has waited exactly 0 s, so a
+        `--config-sync` of 0 holds nothing."""
         mig_configs = (config.mig or {}).get("mig-configs") if isinstance(config.mig, dict) else None
         stored = (config.device_plugin or {}, mig_configs if isinstance(mig_configs, dict) else {})
-        now = self._now()
         self._configs_seen = (
             {key: self._configs_seen[0].get(key) or now for key in stored[0]},
             {name: self._configs_seen[1].get(name) or now for name in stored[1]},
