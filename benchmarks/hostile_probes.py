@@ -66,8 +66,9 @@ from typing import Any
 
 import aiohttp
 
-from accelpool import api, conventions
-from accelpool import webhook as operator_webhook
+from accelpool import api
+from accelpool.model import conventions
+from accelpool.runtime import webhook as operator_webhook
 from accelpool_core.kube import ApiError
 from accelpool_demo.run import POOLS_PATH, SimulatedCluster, inject, load_fleet, simulated_cluster
 from bench_cluster import ProcessStats

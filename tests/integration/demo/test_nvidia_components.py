@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 import yaml
 
-from accelpool import conventions
+from accelpool.model import conventions
 from accelpool_demo import cluster, nvidia
 from accelpool_demo.apiserver import serving
 from accelpool_demo.simulators import NvidiaComponents
-from tests.integration.demo.waiting import HANG_GUARD, eventually
+from tests.support.waiting import HANG_GUARD, eventually
 
 pytestmark = [pytest.mark.integration, HANG_GUARD]
 

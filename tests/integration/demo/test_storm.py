@@ -12,7 +12,7 @@ Every version the API server stores of the nodes, pools and Events is recorded (
 
 - no MIG manager ever reports `failed` for the entry its node is labelled with: a member labelled with an entry
   the MIG manager cannot read yet (the kubelet projects a ConfigMap's update seconds to a minute later) fails,
-  and only a retry changes its label again, a backoff later (60 s first, `accelpool.planning.mig_retry`: twenty
+  and only a retry changes its label again, a backoff later (60 s first, `accelpool.decide.planning.mig_retry`: twenty
   of the demo's config syncs). So no `MigConfigRetried` Event either: the storm converges in sync periods, with
   no retry;
 - every pool ends `MigConfigured=True` and `DevicePluginConfigured=True` for its last generation, with all
@@ -23,7 +23,7 @@ Every version the API server stores of the nodes, pools and Events is recorded (
   annotation, no config label naming an `accelpool-` key, only NVIDIA's default entries and accelpool's
   `default` key in the ConfigMaps; MIG nodes end in `all-disabled`.
 
-`SEEDS` are storms that failed before a joining node waited for its MIG entry (`accelpool.planning.changes`):
+`SEEDS` are storms that failed before a joining node waited for its MIG entry (`accelpool.decide.planning.changes`):
 a member of a pool created mid-storm was labelled with an entry its MIG manager could not read yet, reported
 `failed`, and waited for the retry. Left to the retry, such a storm converged a minute after it ended, or
 never: the retry takes the label off and puts it back on the next pass, and the simulated MIG manager, which
@@ -47,7 +47,7 @@ from typing import Any
 import pytest
 import yaml
 
-from accelpool import conventions, nvidia
+from accelpool.model import conventions, nvidia
 from accelpool_core.kube import KubeClient
 from accelpool_demo import cluster
 from accelpool_demo.run import (
@@ -59,7 +59,7 @@ from accelpool_demo.run import (
     simulated_cluster,
 )
 from accelpool_demo.simulators import DEMO_INSTALLATION
-from tests.integration.demo.waiting import HANG_GUARD, History, eventually, recorded
+from tests.support.waiting import HANG_GUARD, History, eventually, recorded
 
 pytestmark = [pytest.mark.integration, HANG_GUARD]
 
@@ -91,7 +91,7 @@ MIG = conventions.MIG_CONFIG_LABEL
 MIG_STATE = conventions.MIG_CONFIG_STATE_LABEL
 EVENTS = "/api/v1/namespaces/default/events"
 OWN = "accelpool-"
-"""How accelpool's content-named config keys and mig-parted entries begin (`accelpool.nvidia.member_configs`)."""
+"""How accelpool's content-named config keys and mig-parted entries begin (`accelpool.model.nvidia.member_configs`)."""
 
 
 # ---------------------------------------------------------------- the storm, from its seed
