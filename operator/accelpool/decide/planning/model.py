@@ -72,7 +72,7 @@ class ConfigSync:
     its pods cannot read yet fails: the config-manager exits (and crash-loops, backing off), the MIG
     manager reports `failed` and waits for the label to change again. So a member already in a config
     moves to another one only once that one has been stored for `seconds` (`wait`), and a joining node gets
-    a MIG entry only then (`accelpool.planning.changes`).
+    a MIG entry only then (`accelpool.decide.planning.changes`).
     """
 
     seconds: float
