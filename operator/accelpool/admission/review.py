@@ -68,7 +68,8 @@ def check(request: Mapping[str, Any]) -> validation.Verdict | None:
     new = request["object"]
     if request["operation"] == "UPDATE" and _same(new.get("spec"), request["oldObject"].get("spec")):
         return None
-    return validation.validate_object({key: value for key, value in new.items() if key != "status"})
+    body = {key: value for key, value in new.items() if key != "status"}
+    return validation.validate_object(body, limit=MAX_PROBLEMS)
 
 
 CAUSE_REASONS = {
@@ -91,19 +92,16 @@ def denial_message(verdict: validation.Verdict) -> str:
     cut = cut_note(verdict)
     if cut is None:
         return validation.listed(lines)
-    heading = f"{len(verdict.problems)} problems, the first {MAX_PROBLEMS} listed:\n"
+    heading = f"{verdict.total} problems, the first {MAX_PROBLEMS} listed:\n"
     return heading + "\n".join(f"* {line}" for line in [*lines, cut])
 
 
 def cut_note(verdict: validation.Verdict) -> str | None:
     """The line saying how many problems a denial leaves out; None when it lists them all."""
-    left_out = len(verdict.problems) - MAX_PROBLEMS
+    left_out = verdict.total - MAX_PROBLEMS
     if left_out <= 0:
         return None
-    return (
-        f"{left_out} more problems not listed ({len(verdict.problems)} in all; "
-        f"the webhook reports the first {MAX_PROBLEMS})"
-    )
+    return f"{left_out} more problems not listed ({verdict.total} in all; the webhook reports the first {MAX_PROBLEMS})"
 
 
 def denial_status(verdict: validation.Verdict) -> dict[str, Any]:

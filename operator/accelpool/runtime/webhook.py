@@ -30,7 +30,11 @@ MAX_REVIEW_BYTES = 4 * 1024 * 1024
 """A larger request is refused (413) unread. An AdmissionReview carries the object and the old
 one, each at most etcd's 1.5 MiB request limit; a real ComputePool is a few kB."""
 MAX_CONCURRENT_REVIEWS = 2
-"""Reviews validated at once, each in its own worker thread; more get a 429 at once."""
+"""Reviews validated at once, each in its own worker thread."""
+MAX_WAITING_REVIEWS = 8
+"""Reviews that wait for a worker, in arrival order; more get a 429 at once. A client that sends one
+review after another holds at most one place, so the API server's call waits behind a few cheap
+reviews (the work on each is bounded: `validate_object(limit=...)`) instead of being refused."""
 RETRY_AFTER_SECONDS = 1
 LOG_CHARS = 2000
 """A denial's log line is cut to this many characters."""
@@ -261,29 +265,36 @@ def answer(body: bytes) -> Answer:
 
 
 class Reviewer:
-    """Answers requests in `workers` threads of its own, never more at once; past that, `None` at once.
+    """Answers requests in `workers` threads of its own, `waiting` more queued; past that, `None` at once.
 
-    A request that finds every worker busy is not queued (a queue would hold its body in memory
-    and answer it late): the server answers it 429 straight away. A worker keeps its slot until
-    its review is done, even when the client has gone, so a client that disconnects cannot
-    start more work than `workers`.
+    A request that finds every worker busy and the queue full is answered 429 straight away. A
+    request keeps its place until its review is done, even when the client has gone, so a client
+    that disconnects cannot start more work than `workers` nor hold more bodies than the queue.
     """
 
-    def __init__(self, workers: int = MAX_CONCURRENT_REVIEWS) -> None:
+    def __init__(self, workers: int = MAX_CONCURRENT_REVIEWS, waiting: int = MAX_WAITING_REVIEWS) -> None:
         self.workers = workers
-        self.busy = 0
+        self.waiting = waiting
+        self.admitted = 0
+        self._slots = asyncio.Semaphore(workers)
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="accelpool-webhook")
 
     async def __call__(self, body: bytes) -> Answer | None:
-        if self.busy >= self.workers:
+        if self.admitted >= self.workers + self.waiting:
             return None
-        self.busy += 1
+        self.admitted += 1
+        try:
+            await self._slots.acquire()
+        except BaseException:
+            self.admitted -= 1
+            raise
         future = asyncio.get_running_loop().run_in_executor(self._executor, answer, body)
         future.add_done_callback(self._done)
         return await asyncio.shield(future)
 
     def _done(self, _: asyncio.Future[Answer]) -> None:
-        self.busy -= 1
+        self._slots.release()
+        self.admitted -= 1
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -335,7 +346,10 @@ def application(reviewer: Reviewer | None = None, client_auth: ClientAuth | None
             return web.Response(
                 status=429,
                 headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-                text=f"busy: {reviewer.workers} AdmissionReviews are being validated; try again",
+                text=(
+                    f"busy: {reviewer.workers} AdmissionReviews are being validated and {reviewer.waiting} wait;"
+                    " try again"
+                ),
             )
         return web.Response(status=done.status, body=done.body, content_type=done.content_type)
 

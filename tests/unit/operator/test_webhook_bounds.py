@@ -76,8 +76,54 @@ class BlockingReview:
 
 @pytest.fixture
 async def client() -> AsyncIterator[TestClient[Any, Any]]:
-    async with TestClient(TestServer(webhook.application(webhook.Reviewer(workers=1)))) as running:
+    async with TestClient(TestServer(webhook.application(webhook.Reviewer(workers=1, waiting=0)))) as running:
         yield running
+
+
+class CountingReviewer(webhook.Reviewer):
+    """Says when a request reached it (it takes its place before it first waits)."""
+
+    def __init__(self, workers: int, waiting: int) -> None:
+        super().__init__(workers, waiting)
+        self.called: asyncio.Queue[None] = asyncio.Queue()
+
+    async def __call__(self, body: bytes) -> webhook.Answer | None:
+        self.called.put_nowait(None)
+        return await super().__call__(body)
+
+
+async def test_a_review_waits_for_a_worker_in_the_queue_and_past_it_gets_429(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hostile clients sending one review after another must not get the API server's call refused: it waits
+    its turn (each review's work is bounded); only a full queue answers 429."""
+    fake = BlockingReview(asyncio.get_running_loop())
+    monkeypatch.setattr(review, "review", fake)
+    reviewer = CountingReviewer(workers=1, waiting=1)
+    async with TestClient(TestServer(webhook.application(reviewer))) as running:
+        try:
+            first = asyncio.create_task(running.post(webhook.PATH, json=review_document({"accelerator": "H100:8"})))
+            await asyncio.wait_for(fake.entered.wait(), HANG_GUARD_SECONDS)
+            queued = asyncio.create_task(
+                running.post(webhook.PATH, json=review_document({"accelerator": "H100:8"}, uid="u-2"))
+            )
+            await asyncio.wait_for(reviewer.called.get(), HANG_GUARD_SECONDS)
+            await asyncio.wait_for(reviewer.called.get(), HANG_GUARD_SECONDS)  # the second has its place in the queue
+            assert reviewer.admitted == 2
+            full = await running.post(webhook.PATH, json=review_document({"accelerator": "H100:8"}, uid="u-3"))
+            assert full.status == 429 and not queued.done()
+        finally:
+            fake.release.set()
+        answers = [await asyncio.wait_for(task, HANG_GUARD_SECONDS) for task in (first, queued)]
+        assert [a.status for a in answers] == [200, 200]
+        assert (await answers[1].json())["response"] == {"uid": "u-2", "allowed": True}
+    assert reviewer.admitted == 0
+
+
+def test_a_hostile_review_is_examined_only_as_far_as_its_answer_lists() -> None:
+    """100,000 unknown fields: the first ones are described, the rest only counted, in the answer's words."""
+    verdict = review.check(review_document(hostile_spec())["request"])
+    assert verdict is not None and verdict.stage == "decode"
+    assert len(verdict.problems) <= 3 * review.MAX_PROBLEMS < UNKNOWN_FIELDS
+    assert verdict.total == UNKNOWN_FIELDS
 
 
 async def test_validation_runs_off_the_loop_which_keeps_serving(

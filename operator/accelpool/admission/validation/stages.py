@@ -27,6 +27,10 @@ from accelpool.admission.validation.schema import (
 Stage = Literal["decode", "schema", "webhook"]
 
 
+EXAMINED_PER_PROBLEM = 3
+"""With a `limit`, errors examined per problem listed: a union's members each report one error for a field."""
+
+
 @dataclass(frozen=True)
 class Verdict:
     """One document's result: the parsed pool when valid, else its problems and the stage that found them."""
@@ -36,10 +40,17 @@ class Verdict:
     pool: api.ComputePool | None
     problems: tuple[api.Problem, ...]
     stage: Stage | None = None
+    unexamined: int = 0
+    """Errors past the first ones that were counted but not described (`validate_object(limit=...)`)."""
 
     @property
     def valid(self) -> bool:
         return not self.problems
+
+    @property
+    def total(self) -> int:
+        """How many problems the object has: those described and those only counted."""
+        return len(self.problems) + self.unexamined
 
     @property
     def label(self) -> str:
@@ -79,8 +90,12 @@ def listed(lines: list[str]) -> str:
     return f"{len(lines)} problems:\n" + "\n".join(f"* {line}" for line in lines)
 
 
-def validate_object(document: Any) -> Verdict:
-    """Validate one decoded object (a dict from YAML or the API), stage by stage, as the API server does."""
+def validate_object(document: Any, *, limit: int | None = None) -> Verdict:
+    """Validate one decoded object (a dict from YAML or the API), stage by stage, as the API server does.
+
+    `limit` bounds the work on a hostile object (the webhook's): past `EXAMINED_PER_PROBLEM` times
+    `limit` errors of one kind, the rest are counted (`Verdict.unexamined`), not described.
+    """
     if not isinstance(document, Mapping):
         return Verdict(
             "?", "?", None, (api.Problem("(document)", document, "expected a mapping (a Kubernetes object)"),)
@@ -92,10 +107,13 @@ def validate_object(document: Any) -> Verdict:
     body = {key: api.as_sent(value) for key, value in document.items() if key != "status"}
     if isinstance(body.get("spec"), Mapping):
         body["spec"] = without_nulls(api.ComputePoolSpec, body["spec"])
+    fields: Mapping[str, Any] = metadata if isinstance(metadata, Mapping) else {}
+    unknown_keys = [key for key in fields if key not in OBJECT_META_FIELDS]
+    examined = len(unknown_keys) if limit is None else EXAMINED_PER_PROBLEM * limit
+    unexamined = max(0, len(unknown_keys) - examined)
     unknown_metadata = [
-        api.Problem(f"metadata.{key}", value, f'unknown field "metadata.{key}"', error_type="UnknownField")
-        for key, value in (metadata.items() if isinstance(metadata, Mapping) else ())
-        if key not in OBJECT_META_FIELDS
+        api.Problem(f"metadata.{key}", fields[key], f'unknown field "metadata.{key}"', error_type="UnknownField")
+        for key in unknown_keys[:examined]
     ]
     unknown_metadata += unknown_in_status(document.get("status"))
     naming = api.name_problems(metadata.get("name", "")) if isinstance(metadata, Mapping) else []
@@ -104,11 +122,15 @@ def validate_object(document: Any) -> Verdict:
         # by wire names only: `hold_down` is no field of the API (the models also take Python's names)
         pool = api.ComputePool.model_validate(body, by_name=False, context={"structural_only": True})
     except ValidationError as error:
-        problems = unknown_metadata + naming + int_or_string(merge(field_problem(e) for e in error.errors()))
+        errors = error.errors(include_url=False)
+        if limit is not None and len(errors) > EXAMINED_PER_PROBLEM * limit:
+            unexamined += len(errors) - EXAMINED_PER_PROBLEM * limit
+            errors = errors[: EXAMINED_PER_PROBLEM * limit]
+        problems = unknown_metadata + naming + int_or_string(merge(field_problem(e) for e in errors))
         problems += checked_anyway(problems)
         unknown = [p for p in problems if p.error_type == "UnknownField"]
         if unknown:
-            return Verdict(kind, name, None, tuple(unknown), "decode")
+            return Verdict(kind, name, None, tuple(unknown), "decode", unexamined)
         schema = [p for p in problems if not webhook_only(p) and p.message not in CEL_RULES] + scale_problems(body)
         if any(p.error_type in BLOCKING for p in schema):
             # Type, required, enum, length and count errors stop the CEL rules from running
@@ -117,10 +139,10 @@ def validate_object(document: Any) -> Verdict:
         else:
             schema += rule_problems(api.ComputePoolSpec, body.get("spec"), "spec")
         if schema:
-            return Verdict(kind, name, None, tuple(schema), "schema")
-        return Verdict(kind, name, None, tuple(p for p in problems if webhook_only(p)), "webhook")
+            return Verdict(kind, name, None, tuple(schema), "schema", unexamined)
+        return Verdict(kind, name, None, tuple(p for p in problems if webhook_only(p)), "webhook", unexamined)
     if unknown_metadata:
-        return Verdict(kind, name, None, tuple(unknown_metadata), "decode")
+        return Verdict(kind, name, None, tuple(unknown_metadata), "decode", unexamined)
     schema = naming + scale_problems(body)
     if any(p.error_type in BLOCKING for p in schema):
         schema.append(RULES_NOT_CHECKED)
