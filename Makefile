@@ -184,7 +184,7 @@ bench: install ## run the benchmarks in benchmarks/ and rewrite benchmarks/RESUL
 bench-scale: install ## only the 10,000-node benchmarks (growth, update stream); RESULTS.md keeps the other rows
 	$(BIN)/python benchmarks/run.py --scale --output benchmarks/RESULTS.md
 
-bench-hostile: install ## only the hostile-input probes (issue 26); RESULTS.md keeps the other rows
+bench-hostile: install ## only the hostile-input probes (bad records, hostile webhook clients, scrapers); RESULTS.md keeps the other rows
 	$(BIN)/python benchmarks/run.py --only hostile_probes --output benchmarks/RESULTS.md
 
 clean: ## remove the virtualenv, tools and caches

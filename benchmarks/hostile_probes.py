@@ -1,9 +1,9 @@
-"""Hostile input against the operator of `accelpool demo` (issue 26): figures, normal beside under attack.
+"""Hostile input against the operator of `accelpool demo` (bad records, hostile clients): figures, normal beside under attack.
 
 The demo's simulated cluster runs (`accelpool_demo.run.simulated_cluster`: the emulated API server, the
 demo fleet, NVIDIA's simulated components, a kubelet running one real `accelpool-agent` per member with
 the fake backend, and the real operator with its webhook, /metrics and liveness ports). Two pools take
-the fleet's five H100 nodes: `probe-a` (2) and `probe-b` (3), `holdDown` 1s. Each XID below is injected
+the fleet's five H100 nodes: `probe-a` (2) and `probe-b` (3), `holdDown` at its floor (10s). Each XID below is injected
 as `accelpool demo inject NODE xid=79` does (the kubelet restarts the node's agent with the fault), on a
 node of `probe-b` that serves, and timed until the node carries `accelpool.io/quarantined` (DESIGN.md: ≤ 5 s),
 noting the operator's share: from the agent's `AcceleratorHealthy=False` to the taint, both as first seen
@@ -74,7 +74,7 @@ from accelpool_demo.run import POOLS_PATH, SimulatedCluster, inject, load_fleet,
 from bench_cluster import ProcessStats
 
 SCRIPT = Path(__file__).resolve()
-TITLE = "Hostile input (issue 26): the operator of `accelpool demo`, normal and under attack"
+TITLE = "Hostile input (bad records, hostile clients): the operator of `accelpool demo`, normal and under attack"
 POOL_A, POOL_B = "probe-a", "probe-b"
 SCALED_POOL = "load-scale"
 LOAD_ACCELERATORS = ("H100-80GB", "A100-40GB", "H200-141GB", "L4", "MI300X", "T4", "L40S", "A100-80GB", "TPU-v5p")
@@ -223,7 +223,7 @@ class ProbeWindow:
 
 
 def pool(name: str, accelerator: str, nodes: int, max_unavailable: int | None = None) -> dict[str, Any]:
-    health: dict[str, Any] = {"holdDown": "1s"}
+    health: dict[str, Any] = {"holdDown": api.MIN_HOLD_DOWN}
     if max_unavailable is not None:
         health["maxUnavailable"] = max_unavailable
     spec = {"accelerator": accelerator, "nodes": nodes, "health": health}
@@ -292,6 +292,9 @@ class Quarantines:
             return serves(await node(self.demo, name))
 
         await until(serving, SERVING_WITHIN, f"{name} serving again")
+        # Each XID is a new fault, not a flapping GPU: start its hold-down afresh (no doubling by history).
+        forget = {"metadata": {"annotations": {conventions.QUARANTINE_HISTORY_ANNOTATION: None}}}
+        await self.demo.client.patch(f"/api/v1/nodes/{name}", forget)
         started = time.monotonic()
         await inject(self.demo.server, name, "xid=79")
         reported: float | None = None
