@@ -1,4 +1,4 @@
-"""Hostile input against the operator of `accelpool demo` (bad records, hostile clients): figures, normal beside under attack.
+"""Hostile input against the operator of `accelpool demo`: figures, normal beside under attack.
 
 The demo's simulated cluster runs (`accelpool_demo.run.simulated_cluster`: the emulated API server, the
 demo fleet, NVIDIA's simulated components, a kubelet running one real `accelpool-agent` per member with
