@@ -1044,7 +1044,7 @@ def results(args: argparse.Namespace, report: dict[str, Any]) -> list[dict[str, 
             f"{UNKNOWN_FIELDS:,} unknown fields; largest answer)",
             "value": round(largest_answer / 1000, 1),
             "unit": "kB",
-            "target": "413 over 4 MiB (or refused before reading); 429 when busy; ≤ 1 MB",
+            "target": "413 over 4 MiB (or refused unread); 400 over 10,000 fields; 429 when queued out; ≤ 1 MB",
             "met": ("413" in oversized or not any(o.isdigit() for o in oversized)) and largest_answer <= 1_000_000,
             "note": f"{_outcomes(reviews)}; one of {_kb(attack['oversized_bytes'])}: {_outcomes(oversized)}; "
             + (

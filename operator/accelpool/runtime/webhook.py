@@ -35,6 +35,10 @@ MAX_WAITING_REVIEWS = 8
 """Reviews that wait for a worker, in arrival order; more get a 429 at once. A client that sends one
 review after another holds at most one place, so the API server's call waits behind a few cheap
 reviews (the work on each is bounded: `validate_object(limit=...)`) instead of being refused."""
+MAX_REVIEW_FIELDS = 10_000
+"""Fields (mapping keys and list items, at any depth) an AdmissionReview may hold. A ComputePool has about a
+hundred; the API server prunes unknown fields before it calls a webhook, so only a client other than
+the API server sends more, and its review is refused before it costs a validation."""
 RETRY_AFTER_SECONDS = 1
 LOG_CHARS = 2000
 """A denial's log line is cut to this many characters."""
@@ -247,6 +251,12 @@ def answer(body: bytes) -> Answer:
         document = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         return Answer(400, f"the request body is not JSON: {error}".encode())
+    if not within_fields(document, MAX_REVIEW_FIELDS):
+        return Answer(
+            400,
+            f"the AdmissionReview holds more than {MAX_REVIEW_FIELDS} fields (MAX_REVIEW_FIELDS); the API server"
+            " prunes unknown fields before it calls this webhook".encode(),
+        )
     try:
         reviewed = review.review(document)
     except review.MalformedReview as error:
@@ -262,6 +272,19 @@ def answer(body: bytes) -> Answer:
             one_line(response["status"]["message"], LOG_CHARS),
         )
     return Answer(200, json.dumps(reviewed).encode(), "application/json")
+
+
+def within_fields(document: Any, most: int) -> bool:
+    """Whether `document` (decoded JSON) holds at most `most` fields; stops counting past `most`."""
+    count, stack = 0, [document]
+    while stack:
+        item = stack.pop()
+        values = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        count += len(values)
+        if count > most:
+            return False
+        stack.extend(value for value in values if isinstance(value, dict | list))
+    return True
 
 
 class Reviewer:

@@ -132,7 +132,7 @@ async def test_validation_runs_off_the_loop_which_keeps_serving(
     fake = BlockingReview(asyncio.get_running_loop())
     monkeypatch.setattr(review, "review", fake)
     try:
-        large = asyncio.create_task(client.post(webhook.PATH, json=review_document(hostile_spec())))
+        large = asyncio.create_task(client.post(webhook.PATH, json=review_document({"accelerator": "H100:8", "x": 1})))
         await asyncio.wait_for(fake.entered.wait(), HANG_GUARD_SECONDS)
         assert fake.on_loop == 0, "the review was validated on the event loop"
         assert all(name.startswith("accelpool-webhook") for name in fake.threads), fake.threads
@@ -159,9 +159,29 @@ async def test_validation_runs_off_the_loop_which_keeps_serving(
     assert (await again.json())["response"] == {"uid": "u-3", "allowed": True}
 
 
-async def test_a_review_with_100k_unknown_fields_gets_a_bounded_answer_naming_the_cut(
-    client: TestClient[Any, Any],
+async def test_a_review_with_more_fields_than_any_pool_is_refused_before_validation(
+    client: TestClient[Any, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The API server prunes unknown fields before it calls a webhook: only another client sends 100,000."""
+    checked: list[Any] = []
+    monkeypatch.setattr(review, "review", checked.append)
+    response = await client.post(webhook.PATH, json=review_document(hostile_spec()))
+    assert response.status == 400 and checked == []
+    assert f"more than {webhook.MAX_REVIEW_FIELDS} fields (MAX_REVIEW_FIELDS)" in await response.text()
+
+
+@pytest.mark.parametrize(
+    ("document", "within"),
+    [({}, True), ({"a": [1, 2, {"b": 3}]}, True), ({"a": list(range(6))}, False), ([[[[1, 2, 3, 4, 5, 6]]]], False)],
+)
+def test_fields_are_counted_at_every_depth(document: Any, within: bool) -> None:
+    assert webhook.within_fields(document, 5) is within
+
+
+async def test_a_review_with_many_unknown_fields_gets_a_bounded_answer_naming_the_cut(
+    client: TestClient[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(webhook, "MAX_REVIEW_FIELDS", 2 * UNKNOWN_FIELDS)
     response = await client.post(webhook.PATH, json=review_document(hostile_spec()))
     body = await response.read()
     assert response.status == 200
