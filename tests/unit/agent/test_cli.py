@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -135,37 +132,6 @@ def test_human_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 1
     assert "Unhealthy — WrongResults" in out
     assert "fail: correctness: WrongResults" in out
-
-
-def test_console_script_end_to_end() -> None:
-    """The installed `accelpool-agent` entry point, as a user or CI runs it."""
-    script = Path(sys.executable).parent / "accelpool-agent"
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "accelpool_agent"]
-    done = subprocess.run(
-        [*command, "check", "--backend", "fake", "--fake-gpus", "H100:8", "--fault", "3:xid=79", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        env={**os.environ, "LOG_LEVEL": "ERROR"},
-        check=False,
-    )
-    assert done.returncode == 1, done.stderr
-    report = json.loads(done.stdout)
-    assert (report["healthy"], report["reason"], report["bad_gpus"]) == (False, "XidError79", [3])
-
-
-def test_python_dash_m_works_with_spawned_children() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "accelpool_agent", "check", "--backend", "fake", "--fake-gpus", "L4:2", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "LOG_LEVEL": "ERROR"},
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["healthy"] is True
 
 
 def test_check_reads_infiniband_under_the_sysfs_root(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

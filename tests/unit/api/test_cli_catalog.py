@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from accelpool import cli
-from accelpool.admission import crd
 from accelpool_core import catalog
 
 
@@ -69,11 +65,3 @@ def test_unknown_entry_suggests(capsys: pytest.CaptureFixture[str]) -> None:
 def test_whole_catalog_as_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["catalog", "-o", "json"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == len(catalog.ACCELERATORS)
-
-
-def test_console_scripts_run() -> None:
-    bin_dir = Path(sys.executable).parent
-    out = subprocess.run([bin_dir / "accelpool", "crd"], capture_output=True, text=True, check=True).stdout
-    assert out == crd.render_yaml()
-    detail = subprocess.run([bin_dir / "accelpool", "catalog", "l4"], capture_output=True, text=True, check=True)
-    assert "L4  (nvidia L4, 24GB, PCIe)" in detail.stdout
