@@ -9,8 +9,6 @@ import pytest
 
 from accelpool_agent.cli import main
 
-ROOT = Path(__file__).resolve().parents[3]
-
 
 def run_check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, object]]:
     code = main(["check", "--backend", "fake", "--json", "--log-level", "ERROR", *args])
