@@ -73,6 +73,7 @@ from accelpool.runtime import webhook as operator_webhook
 from accelpool_core.kube import ApiError
 from accelpool_demo.run import POOLS_PATH, SimulatedCluster, inject, load_fleet, simulated_cluster
 from bench_cluster import ProcessStats
+from report import print_results
 
 SCRIPT = Path(__file__).resolve()
 TITLE = "Hostile input (bad records, hostile clients): the operator of `accelpool demo`, normal and under attack"
@@ -1092,11 +1093,7 @@ def main() -> int:
         return 0
     report = asyncio.run(measure(args))
     found = results(args, report)
-    if args.json:
-        print(json.dumps({"title": TITLE, "results": found}))
-    else:
-        for result in found:
-            print(f"{result['what']}: {result['value']} {result['unit']} (target {result['target']}; {result['note']})")
+    print_results(TITLE, found, as_json=args.json)
     return 0
 
 

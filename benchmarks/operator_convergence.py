@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from typing import Any
 from accelpool import api
 from accelpool.decide.planning.remediation import burnin
 from bench_cluster import POOLS_KEY, ProcessStats, live, operator_writes, pools, running
+from report import print_results
 
 
 def burn_in_members(pool: dict[str, Any]) -> int:
@@ -160,11 +160,7 @@ def main() -> int:
         profile = args.profile / "operator.prof" if args.profile is not None else None
         report = asyncio.run(measure(nodes, pool_count, args.idle, log, profile))
         found += results(nodes, pool_count, report, args.idle)
-    if args.json:
-        print(json.dumps({"title": "Operator convergence on the emulator", "results": found}))
-    else:
-        for result in found:
-            print(f"{result['what']}: {result['value']} {result['unit']} (target {result['target']}; {result['note']})")
+    print_results("Operator convergence on the emulator", found, as_json=args.json)
     return 0
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 from operator_convergence import measure
 from png_chart import BLUE, ORANGE, Panel, chart
+from report import print_results
 
 HERE = Path(__file__).resolve().parent
 NODES_PER_POOL = 20
@@ -110,11 +110,7 @@ def main() -> int:
         print(f"{nodes} nodes: {sizes[-1][1]['seconds']:.1f} s", file=sys.stderr, flush=True)
     plot(sizes, args.plot)
     found = results(sizes)
-    if args.json:
-        print(json.dumps({"title": "Growth: the operator from 1,000 to 10,000 nodes", "results": found}))
-    else:
-        for result in found:
-            print(f"{result['what']}: {result['value']} {result['unit']} (target {result['target']}; {result['note']})")
+    print_results("Growth: the operator from 1,000 to 10,000 nodes", found, as_json=args.json)
     return 0
 
 

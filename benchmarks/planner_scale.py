@@ -16,7 +16,6 @@ Target (DESIGN.md): 10,000 nodes x 500 pools <= 0.3 s; time(10k) / time(1k) <= 1
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -27,6 +26,7 @@ from typing import Any
 from accelpool.admission import validation
 from accelpool.decide.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
 from accelpool.model.nodes import NodeView
+from report import print_results
 
 NOW = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)
 MODELS: list[tuple[str, dict[str, str], int]] = [
@@ -169,11 +169,7 @@ def main() -> int:
             "note": f"steady: {large['steady'] / small['steady']:.2f}x",
         },
     ]
-    if args.json:
-        print(json.dumps({"title": "Planner (pure) at scale", "results": results}))
-    else:
-        for result in results:
-            print(f"{result['what']}: {result['value']} {result['unit']} (target {result['target']}; {result['note']})")
+    print_results("Planner (pure) at scale", results, as_json=args.json)
     return 0
 
 

@@ -37,6 +37,7 @@ from typing import Any
 
 from accelpool.model import conventions
 from bench_cluster import NODES, Running, live, operator_writes, pools, running
+from report import print_results
 
 TICK_SECONDS = 0.05
 EVENTS = ('accelpool_node_events_total{relevant="true"}', 'accelpool_node_events_total{relevant="false"}')
@@ -242,11 +243,7 @@ def main() -> int:
     report = asyncio.run(measure(args, log))
     found = results(args, report)
     title = "A stream of unrelated node updates (load generator)"
-    if args.json:
-        print(json.dumps({"title": title, "results": found}))
-    else:
-        for result in found:
-            print(f"{result['what']}: {result['value']} {result['unit']} (target {result['target']}; {result['note']})")
+    print_results(title, found, as_json=args.json)
     return 0
 
 
