@@ -10,7 +10,7 @@ accelpool demo inject h100-1 clear     remove h100-1's faults (and bring the Run
 
 Where it finds what it runs, from any working directory (never relative to where you are):
 the simulated fleet is the demo's own data, shipped with it (accelpool_demo/demo-cluster.yaml,
-package data); the pools applied are the repository's examples/ (the files the README and the
+package data); the pools applied are the repository's examples/ (the files the docs and the
 tests apply), read from the source tree accelpool-demo is installed from (editable, as
 `make install` does) rather than from a copy. An installed wheel has no source tree: pass
 --examples (and --cluster for another fleet).

@@ -419,18 +419,19 @@ async def test_credentials_it_cannot_use_fail_the_call(
         )
 
 
-def _readme_block(first_line: str) -> str:
-    """The README's fenced block that starts with `first_line`."""
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def _docs_block(first_line: str) -> str:
+    """The fenced block of docs/install/webhook.md that starts with `first_line`."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "install" / "webhook.md").read_text()
     start = text.index(f"```yaml\n{first_line}\n") + len("```yaml\n")
     return text[start : text.index("```", start)]
 
 
-async def test_the_readmes_admission_configuration_gives_the_webhook_its_certificate(tmp_path: Path) -> None:
-    """README "Securing the webhook": its two files, as kube-apiserver reads them, make the emulated API server
-    present the certificate to the chart's webhook (release accelpool in accelpool-system), which admits pools."""
-    admission = _readme_block("# /etc/kubernetes/admission/admission-configuration.yaml")
-    kubeconfig = _readme_block("# /etc/kubernetes/admission/webhook-kubeconfig.yaml")
+async def test_the_docs_admission_configuration_gives_the_webhook_its_certificate(tmp_path: Path) -> None:
+    """docs/install/webhook.md, "Securing the webhook": its two files, as kube-apiserver reads them, make the
+    emulated API server present the certificate to the chart's webhook (release accelpool in accelpool-system),
+    which admits pools."""
+    admission = _docs_block("# /etc/kubernetes/admission/admission-configuration.yaml")
+    kubeconfig = _docs_block("# /etc/kubernetes/admission/webhook-kubeconfig.yaml")
     client = demo_webhook.ClientCertificates.generate()
     (tmp_path / "accelpool-webhook-client.crt").write_bytes(client.certificate)
     (tmp_path / "accelpool-webhook-client.key").write_bytes(client.key)

@@ -17,7 +17,7 @@ cycle; `action` is the agent's recommended action (`HealthReport.action`), raise
 report asks for more. `blocked` and `timedOut` note what was reported once in the current step
 (a `DrainBlocked`, a `DrainTimedOut`). `earlier` counts the node's quarantines in the `api.FLAP_MEMORY`
 before this one: each doubles its hold-down (`api.HealthSpec.damped_hold_down_seconds`). Other tools read
-this annotation and the `accelpool.io/remediation-action` label of a handed-off node (README, "The
+this annotation and the `accelpool.io/remediation-action` label of a handed-off node (docs/concepts/health.md, "The
 remediation ladder").
 
 The record goes with the quarantine; what `earlier` is counted from stays: a `QuarantineHistory`, in

@@ -205,8 +205,8 @@ def test_an_unreachable_cluster_is_an_error(capsys: pytest.CaptureFixture[str]) 
     assert code == 2 and out == "" and err.startswith("error: cannot read the cluster:")
 
 
-def test_the_readmes_example_is_what_the_command_prints(capsys: pytest.CaptureFixture[str]) -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_example_is_what_the_command_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (ROOT / "docs" / "tasks" / "recommend.md").read_text()
     shown = readme.split("$ accelpool recommend 70B --top 6 --nodes nodes.yaml -f examples/\n", 1)[1].split("```", 1)[0]
     code, out, _ = recommend(capsys, "70B", "--top", "6", "--nodes", str(LOCAL_FIXTURE), "-f", str(ROOT / "examples"))
     assert code == 0 and out == shown
