@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.metadata
 import json
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 from accelpool import cli
 from accelpool.model import conventions, nvidia
-from accelpool.runtime.settings import OperatorConfig, add_arguments
+from accelpool.runtime.settings import OPTIONS, OperatorConfig, add_arguments, as_flag
 
 from .conftest import LOCAL_FIXTURE, ROOT, device_plugin_key, mig_entry_name
 
@@ -227,6 +228,19 @@ def test_run_settings_flags_over_environment_over_defaults() -> None:
     chart_style = parser.parse_args(["--config-namespace", "nv", "--liveness", "http://0.0.0.0:9/healthz"])
     assert OperatorConfig.from_args(chart_style).liveness_endpoint == "http://0.0.0.0:9/healthz"
     assert OperatorConfig.from_args(chart_style).namespace == "nv"
+
+
+def test_every_setting_is_a_flag_declared_once_with_its_default() -> None:
+    """`OperatorConfig`'s fields are the flags: no field without a flag, and each default written in the form
+    its flag parses to, so the help, the environment and the dataclass cannot disagree."""
+    assert [option.dest for option in OPTIONS] == [f.name for f in dataclasses.fields(OperatorConfig)]
+    parser = argparse.ArgumentParser()
+    add_arguments(parser, {})
+    assert OperatorConfig.from_args(parser.parse_args([])) == OperatorConfig() == OperatorConfig.from_env({})
+    for option in OPTIONS:
+        if option.parse is not str and option.default is not None:
+            assert option.parse(as_flag(option.default)) == option.default, option.flag
+    assert "default:'nvidia.com/gpu,amd.com/gpu," in "".join(parser.format_help().split())
 
 
 def test_webhook_settings_default_on_and_port_zero_turns_it_off() -> None:

@@ -304,9 +304,7 @@ async def test_an_agent_daemonset_is_applied_only_when_what_is_rendered_changes(
     same = await cluster.harness(pools)
     await same.controller.reconcile_once()
     assert [w for w in cluster.writes() if w[1] == path] == [("APPLY", path)]
-    from accelpool.decide.render import AgentRendering
-
-    upgraded = await cluster.harness(pools, agent=AgentRendering(image="registry.example/agent:2"))
+    upgraded = await cluster.harness(pools, agent_image="registry.example/agent:2")
     await upgraded.controller.reconcile_once()
     assert [w for w in cluster.writes() if w[1] == path] == [("APPLY", path)] * 2
     assert cluster.daemonset_image(path) == "registry.example/agent:2"
