@@ -23,8 +23,8 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# The repository's four distributions (see pyproject.toml), installed editable from their directories.
-PACKAGES := core operator device-agent demo sdk
+# The repository's six distributions (see pyproject.toml), installed editable from their directories.
+PACKAGES := core api operator device-agent demo sdk
 PACKAGE_MANIFESTS := $(foreach p,$(PACKAGES),$(p)/pyproject.toml)
 
 # Every dependency comes from requirements-dev.lock, each file checked against its hash; accelpool's
@@ -38,7 +38,7 @@ install: $(VENV)/.installed ## create .venv and install accelpool with its dev d
 
 # Lock files with hashes, universal (Linux x86_64 and aarch64, CPython 3.11 and 3.12 alike): the dev
 # environment (make install, CI: every distribution's dependencies and the dev group), the operator
-# image (core + operator), the agent images (core + device-agent; no kopf): NVIDIA's with the cuda
+# image (core + api + operator), the agent images (core + device-agent; no kopf): NVIDIA's with the cuda
 # extra, AMD's with the rocm extra, Neuron's with none, TPU's with the tpu extra; and the build
 # backend the images build the wheels with. hack/requirements.py lists each one's third-party
 # requirements from the pyproject.toml files. Existing pins are kept unless LOCK_ARGS=--upgrade

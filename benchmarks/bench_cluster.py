@@ -37,9 +37,8 @@ from typing import Any
 import aiohttp
 import kmock
 
-from accelpool import api
-from accelpool.admission import crd
-from accelpool.model import conventions
+import accelpool_api as api
+from accelpool_api import conventions, crd
 from accelpool_core import catalog
 from accelpool_demo import nvidia
 from accelpool_demo.apiserver import ApiServer, Served, writes

@@ -17,7 +17,7 @@ import statistics
 import time
 from typing import Any
 
-from accelpool import api
+import accelpool_api as api
 from accelpool_demo.run import POOLS_PATH, inject, load_fleet, simulated_cluster
 
 QUARANTINE_TAINT = "accelpool.io/quarantined"

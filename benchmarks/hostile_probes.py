@@ -66,10 +66,10 @@ from typing import Any
 
 import aiohttp
 
-from accelpool import api
-from accelpool.api.status import MAX_CONDITION_MESSAGE
-from accelpool.model import conventions
+import accelpool_api as api
 from accelpool.runtime import webhook as operator_webhook
+from accelpool_api import conventions
+from accelpool_api.status import MAX_CONDITION_MESSAGE
 from accelpool_core.kube import ApiError
 from accelpool_demo.run import POOLS_PATH, SimulatedCluster, inject, load_fleet, simulated_cluster
 from bench_cluster import ProcessStats

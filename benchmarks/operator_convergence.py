@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide.planning.remediation import burnin
 from bench_cluster import POOLS_KEY, ProcessStats, live, operator_writes, pools, running
 from report import print_results

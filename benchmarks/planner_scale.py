@@ -23,9 +23,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from accelpool.admission import validation
 from accelpool.decide.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
 from accelpool.model.nodes import NodeView
+from accelpool_api import validation
 from report import print_results
 
 NOW = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)

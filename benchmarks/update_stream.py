@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from accelpool.model import conventions
+from accelpool_api import conventions
 from bench_cluster import NODES, Running, live, operator_writes, pools, running
 from report import print_results
 

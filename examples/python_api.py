@@ -1,6 +1,6 @@
 """A ComputePool from Python, notebook style: build it, apply it, wait until Ready, print the pod-spec fragment.
 
-    pip install ./core ./operator ./sdk           # accelpool-sdk; add [agent] for instance_info() in a pod
+    pip install ./core ./api ./sdk                # accelpool-sdk: no operator, no kopf
     python examples/python_api.py                 # the cluster of $KUBECONFIG / ~/.kube/config, or in-cluster
     python examples/python_api.py --server http://127.0.0.1:18080   # `make demo`'s emulated cluster
 

@@ -4,8 +4,8 @@
     python hack/requirements.py dev|operator|agent|agent-rocm|agent-neuron|agent-tpu|build \
         | uv pip compile - -o requirements-X.lock
 
-accelpool's own distributions (accelpool-core, accelpool, accelpool-agent, accelpool-demo, accelpool-sdk) are left
-out: they are installed from the source tree, not from an index. `make lock` calls this.
+accelpool's own distributions (accelpool-core, accelpool-api, accelpool, accelpool-agent, accelpool-demo,
+accelpool-sdk) are left out: they are installed from the source tree, not from an index. `make lock` calls this.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OWN = {"accelpool-core", "accelpool", "accelpool-agent", "accelpool-demo", "accelpool-sdk"}
+OWN = {"accelpool-core", "accelpool-api", "accelpool", "accelpool-agent", "accelpool-demo", "accelpool-sdk"}
 # Which distributions (directory, extras) each lock installs.
 LOCKS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
-    "operator": [("core", ()), ("operator", ())],
+    "operator": [("core", ()), ("api", ()), ("operator", ())],
     "agent": [("core", ()), ("device-agent", ("cuda",))],
     "agent-rocm": [("core", ()), ("device-agent", ("rocm",))],
     "agent-neuron": [("core", ()), ("device-agent", ())],
     "agent-tpu": [("core", ()), ("device-agent", ("tpu",))],
-    "dev": [("core", ()), ("operator", ()), ("device-agent", ()), ("demo", ()), ("sdk", ())],
+    "dev": [("core", ()), ("api", ()), ("operator", ()), ("device-agent", ()), ("demo", ()), ("sdk", ())],
 }
 
 

@@ -30,12 +30,11 @@ from typing import Any, TextIO
 
 import yaml
 
-from accelpool import api
-from accelpool.admission import crd
-from accelpool.model import conventions
-from accelpool.textio import format_table
+import accelpool_api as api
+from accelpool_api import conventions, crd
 from accelpool_core.credentials import Credentials
 from accelpool_core.kube import ApiError, KubeClient
+from accelpool_core.textio import format_table
 from accelpool_demo import cluster, daemonsets, kueue, nvidia, webhook
 from accelpool_demo.apiserver import serving
 from accelpool_demo.injection import Injection, InjectionError, InjectionKind, check_gpus, parse_injection

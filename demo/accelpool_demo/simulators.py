@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accelpool.model import conventions
+from accelpool_api import conventions
 from accelpool_core import catalog
 from accelpool_core.kube import ApiError, GoneError, KubeClient
 from accelpool_demo import nvidia

@@ -34,9 +34,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from accelpool import api
-from accelpool.model import conventions
+import accelpool_api as api
 from accelpool.runtime import webhook as operator_webhook
+from accelpool_api import conventions
 from accelpool_demo.apiserver import ApiServer, resources
 from accelpool_demo.apiserver.webhooks import read_admission_kubeconfig
 

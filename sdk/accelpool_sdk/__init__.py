@@ -21,7 +21,7 @@ variants chosen with `memory` and `form_factor`), `count` is devices per node, s
 (`sharing=ap.TimeSlicing(replicas=4)`), and `instance_info()` describes the devices this host sees
 through the device agent's backends, not a cluster topology.
 
-Modules: `accelerator` (`CatalogAccelerator`, validated through `accelpool.admission.validation` as the CRD and
+Modules: `accelerator` (`CatalogAccelerator`, validated through `accelpool_api.validation` as the CRD and
 `accelpool validate` are), `factories` (generated: `Accelerator`, `NVIDIA`, `AMD`, `AWS`, `Google`, the
 name Literal types), `pool` (`ComputePool`), `fragment` (the pod-spec fragment), `waiting` (readiness),
 `cluster` (`Cluster`: the API client with a loop of its own), `instance` (inside a pod; needs the
@@ -30,7 +30,7 @@ name Literal types), `pool` (`ComputePool`), `fragment` (the pod-spec fragment),
 Importing this package imports neither kopf nor the device agent (tests/unit/sdk/test_packaging.py).
 """
 
-from accelpool.api import HealthSpec, MpsSpec, TimeSlicingSpec
+from accelpool_api import HealthSpec, MpsSpec, TimeSlicingSpec
 from accelpool_core.kube import ApiError
 from accelpool_sdk.accelerator import CatalogAccelerator
 from accelpool_sdk.cluster import Cluster

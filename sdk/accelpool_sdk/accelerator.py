@@ -4,7 +4,7 @@
 (`Accelerator.NVIDIA.H100(count=8, mig="3g.40gb")`): the request as a ComputePool's `spec.accelerator`
 and `spec.mig` say it (`request`, `mig_spec`: the API's own models) and the catalog entry it resolves
 to (`entry`: memory, peak TFLOPS, bandwidth, vendor, MIG profiles). It is built only through the
-validation `accelpool validate` and the API server use (`accelpool.admission.validation.validate_spec`), so a
+validation `accelpool validate` and the API server use (`accelpool_api.validation.validate_spec`), so a
 bad value fails here with the same words: field path, value, and what would be valid.
 
 Pure: no I/O.
@@ -16,9 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
-from accelpool import api
-from accelpool.admission import validation
-from accelpool.api import AcceleratorRequest, MigSpec
+import accelpool_api as api
+from accelpool_api import AcceleratorRequest, MigSpec, validation
 from accelpool_core import catalog
 from accelpool_sdk.errors import InvalidSpecError
 

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, Self, TypeVar
 
-from accelpool import api
+import accelpool_api as api
 from accelpool_core.credentials import Credentials
 from accelpool_core.kube import GoneError, JsonObject, KubeClient
 from accelpool_sdk.errors import PoolGoneError

@@ -1,6 +1,6 @@
 """The SDK's errors: a spec the API would refuse, and a pool that did not become Ready.
 
-`InvalidSpecError` carries the same `accelpool.api.Problem`s `accelpool validate` and the API server
+`InvalidSpecError` carries the same `accelpool_api.Problem`s `accelpool validate` and the API server
 report (field path, bad value, what would be valid), prefixed with the Python call that made them.
 
 Pure: no I/O.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from accelpool import api
-from accelpool.admission.validation import listed
+import accelpool_api as api
+from accelpool_api.validation import listed
 
 
 class InvalidSpecError(ValueError):

@@ -1,10 +1,10 @@
 """The pod-spec fragment that lands a pod on a pool and requests its devices.
 
 A pod needs three things from a pool: the pool's `nodeSelector` and `tolerations` (the operator
-writes them into `status.scheduling`: `accelpool.decide.poolstatus` composes them, the pool taint of a
-dedicated pool plus other controllers' lasting taints), and a resource limit for what the pool's
-devices are advertised as. That is what the operator's `accelpool.model.nvidia.resources_per_gpu` says one
-GPU advertises under the pool's device-plugin config:
+writes them into `status.scheduling`, from `accelpool_api.workloads.scheduling_tolerations`: the pool
+taint of a dedicated pool plus other controllers' lasting taints), and a resource limit for what the
+pool's devices are advertised as. That is what `accelpool_api.workloads.resources_per_gpu`, which the
+operator counts with too, says one GPU advertises under the pool's device-plugin config:
 
 - whole devices: the catalog's resource (`nvidia.com/gpu`, `amd.com/gpu`, `aws.amazon.com/neuron`,
   `google.com/tpu`), as many as `devices` (default: the pool's count per node, else 1);
@@ -16,7 +16,7 @@ GPU advertises under the pool's device-plugin config:
 
 Extended resources are set as limits only: the API server defaults requests to them.
 Before the operator has written a status, the scheduling block is the one it will write for a pool
-without members (`poolstatus.scheduling_tolerations`, the same function). Pure: no I/O.
+without members (`workloads.scheduling_tolerations`, the same function). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from accelpool import api
-from accelpool.decide import poolstatus
-from accelpool.model import conventions, nvidia
+import accelpool_api as api
+from accelpool_api import conventions, workloads
 from accelpool_core import catalog
 
 
@@ -52,7 +51,7 @@ def expected_scheduling(name: str, spec: api.ComputePoolSpec) -> api.Scheduling:
     """`status.scheduling` as the operator writes it for a pool that has no members yet."""
     return api.Scheduling(
         node_selector={conventions.POOL_LABEL: name},
-        tolerations=poolstatus.scheduling_tolerations(name, spec.dedicated, []),
+        tolerations=workloads.scheduling_tolerations(name, spec.dedicated, []),
     )
 
 
@@ -75,7 +74,7 @@ def limits(spec: api.ComputePoolSpec, *, devices: int | None = None, profile: st
     """The container's resource limits for the pool's devices; ValueError names a bad `devices` or `profile`."""
     if devices is not None and devices < 1:
         raise ValueError(f"devices={devices!r}: a pod requests at least 1 device")
-    per_gpu = nvidia.resources_per_gpu(spec)
+    per_gpu = workloads.resources_per_gpu(spec)
     strategy = spec.mig_strategy()
     if strategy == "mixed":
         layout = spec.mig_layout()

@@ -6,8 +6,8 @@ and give the pod-spec fragment that lands a workload on it.
     pool.wait_until_ready(timeout=600)        # a line per change; progress=callback or False
     pool.pod_spec_fragment()                  # nodeSelector, tolerations, limits
 
-The spec is the API's own model (`accelpool.api.ComputePoolSpec`), built through the validation
-`accelpool validate` and the API server run (`accelpool.admission.validation.validate_object`): a pool the API
+The spec is the API's own model (`accelpool_api.ComputePoolSpec`), built through the validation
+`accelpool validate` and the API server run (`accelpool_api.validation.validate_object`): a pool the API
 would refuse is refused here, with the same field errors. The cluster calls go through
 `accelpool_sdk.cluster.Cluster` (the default one: `Cluster.connect()`, made on first use).
 """
@@ -19,8 +19,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Self
 
-from accelpool import api, textio
-from accelpool.admission import validation
+import accelpool_api as api
+from accelpool_api import validation
+from accelpool_core import textio
 from accelpool_sdk import fragment, waiting
 from accelpool_sdk.accelerator import CatalogAccelerator
 from accelpool_sdk.cluster import Cluster
@@ -89,7 +90,7 @@ class ComputePool:
     @classmethod
     def from_yaml(cls, text: str, cluster: Cluster | None = None) -> Self:
         """The one ComputePool in a manifest's YAML (or JSON) text, read as kubectl reads it
-        (`accelpool.textio`: `nodes: 1:30` is the string "1:30", `dedicated: y` is true), where
+        (`accelpool_core.textio`: `nodes: 1:30` is the string "1:30", `dedicated: y` is true), where
         `yaml.safe_load` reads YAML 1.1 (90, and the string "y")."""
         try:
             documents = textio.load_yaml(text, "ComputePool.from_yaml")

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from accelpool import api
+import accelpool_api as api
 
 Stage = Literal["ready", "failed", "waiting"]
 

@@ -44,8 +44,8 @@ from typing import Any, TypeVar
 
 import kmock
 
-from accelpool import api
-from accelpool.admission import crd
+import accelpool_api as api
+from accelpool_api import crd
 from accelpool_core.credentials import Credentials
 from accelpool_core.kube import ApiError, KubeClient
 from accelpool_demo import cluster, daemonsets, nvidia

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from cel_expr_python import cel
 
-from accelpool.api import DURATION_PATTERN
-from accelpool.api.rules import cel_string
+from accelpool_api import DURATION_PATTERN
+from accelpool_api.rules import cel_string
 from accelpool_demo.apiserver.cel import CompileError, check_rules, environment, evaluate, rules_of
 from tests.conformance import transcripts
 from tests.contract.chart import one, render

@@ -18,7 +18,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from accelpool import api, cli
+import accelpool_api as api
+from accelpool import cli
 from accelpool.decide import render as operator_render
 from accelpool.runtime import leadership
 from tests.contract.chart import (

@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide import render as operator_render
 from tests.contract.chart import (
     CHART,

@@ -24,7 +24,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide import render as operator_render
 from accelpool_demo.apiserver.selectors import selects
 from tests.contract.chart import (

@@ -22,7 +22,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.runtime import webhook as webhook_server
 from accelpool_demo import webhook as demo_webhook
 from accelpool_demo.apiserver.resources import StatusError

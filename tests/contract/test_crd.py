@@ -14,12 +14,12 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from accelpool import api
-from accelpool.admission import crd
+import accelpool_api as api
 from accelpool.admission.review import PROBLEM_CHARS
-from accelpool.admission.validation import validate_object
-from accelpool.textio import one_line
+from accelpool_api import crd
+from accelpool_api.validation import validate_object
 from accelpool_core.kube import ApiError
+from accelpool_core.textio import one_line
 from accelpool_demo.apiserver import serving
 from tests.support.admission import Answer, Create
 from tests.support.cases import CASES, Case, pool

@@ -26,7 +26,7 @@ import pytest
 import yaml
 from aiohttp import web
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.runtime import webhook as webhook_server
 from accelpool_core.kube import ApiError
 from accelpool_demo import webhook as demo_webhook

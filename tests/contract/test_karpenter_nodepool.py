@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 import yaml
 
-from accelpool import api
-from accelpool.admission import validation
+import accelpool_api as api
 from accelpool.decide import render
 from accelpool.decide.desired import render_owned
 from accelpool.decide.planning import ConfigState, PlannerOptions, PoolInput, plan
+from accelpool_api import validation
 from accelpool_core import catalog
 from accelpool_demo.apiserver.cel import (
     ABSENT,

@@ -20,7 +20,7 @@ import pytest
 from accelpool.decide import kueue
 from accelpool.decide.kueue import KueueObserved
 from accelpool.decide.planning import Plan
-from accelpool.model import conventions
+from accelpool_api import conventions
 from accelpool_demo.apiserver.cel import rules_of, unsupported_functions
 from tests.support import kueue as installed
 from tests.unit.operator.conftest import NOW, member, pool, run

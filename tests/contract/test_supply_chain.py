@@ -18,8 +18,8 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from accelpool.api import VENDOR_BACKENDS
 from accelpool.decide import agent_access
+from accelpool_api import VENDOR_BACKENDS
 from tests.contract.chart import (
     CHART,
 )
@@ -268,7 +268,7 @@ def test_vendor_system_packages_come_from_a_pinned_release() -> None:
 
 def test_build_lock_pins_the_build_backend() -> None:
     pins = _lock("requirements-build.lock")
-    for directory in ("core", "operator", "device-agent", "demo"):
+    for directory in ("core", "api", "operator", "device-agent", "demo", "sdk"):
         manifest = tomllib.loads((ROOT / directory / "pyproject.toml").read_text())
         for text in manifest["build-system"]["requires"]:
             requirement = Requirement(text)

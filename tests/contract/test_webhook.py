@@ -16,9 +16,10 @@ import pytest
 import yaml
 
 from accelpool import cli
-from accelpool.admission import review, validation
+from accelpool.admission import review
 from accelpool.runtime import webhook as webhook_server
 from accelpool.runtime.settings import OperatorConfig
+from accelpool_api import validation
 from accelpool_demo.apiserver.cel import evaluate
 from tests.contract.chart import FULL_VALUES, NAMESPACE, RELEASE, as_installed, find, one, render, render_upgrade
 from tests.support.admission_webhook import ChartCertificates, RunningWebhook, WebhookErrors

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from accelpool.admission import crd
+from accelpool_api import crd
 from tests.support.environment import ROOT
 
 

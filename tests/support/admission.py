@@ -26,10 +26,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.admission.review import PROBLEM_CHARS
-from accelpool.api import as_sent
-from accelpool.textio import one_line
+from accelpool_api import as_sent
+from accelpool_core.textio import one_line
 from accelpool_demo import webhook as demo_webhook
 from accelpool_demo.apiserver import serving
 

@@ -36,10 +36,11 @@ from typing import Any, Protocol
 
 import pytest
 
-from accelpool import api
-from accelpool.admission import review, validation
+import accelpool_api as api
+from accelpool.admission import review
 from accelpool.runtime import webhook
-from accelpool.textio import one_line
+from accelpool_api import validation
+from accelpool_core.textio import one_line
 from tests.contract.chart import one, render
 from tests.support.environment import require_tool
 

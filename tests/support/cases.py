@@ -17,7 +17,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from accelpool.admission import crd
+from accelpool_api import crd
 from accelpool_demo.apiserver.structural import apply_defaults
 
 Layer = Literal["valid", "decode", "schema", "webhook"]

@@ -15,8 +15,8 @@ import hashlib
 import json
 from typing import Any
 
-from accelpool import api
-from accelpool.admission import crd
+import accelpool_api as api
+from accelpool_api import crd
 from accelpool_demo.apiserver import resources
 from accelpool_demo.apiserver.writes import JsonObject
 

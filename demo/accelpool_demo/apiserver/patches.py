@@ -18,7 +18,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from accelpool.api import go_float
+from accelpool_api import go_float
 from accelpool_demo.apiserver.resources import error, internal
 
 JsonObject = dict[str, Any]

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import kmock
 
-from accelpool import api
+import accelpool_api as api
 
 SERVER_VERSION = {"major": "1", "minor": "35", "gitVersion": "v1.35.0", "platform": "linux/amd64"}
 """What `/version` answers: the release kubectl in .tools/bin is, and whose API server this follows."""

@@ -25,7 +25,7 @@ from typing import Any
 
 import kmock
 
-from accelpool.admission import crd
+from accelpool_api import crd
 from accelpool_demo.apiserver import (
     admission,
     apply,

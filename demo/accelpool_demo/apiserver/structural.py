@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from accelpool import api
+import accelpool_api as api
 
 _TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
 

@@ -17,7 +17,7 @@ import datetime
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from accelpool.admission import crd
+from accelpool_api import crd
 from accelpool_demo.apiserver.resources import BUDGETS, EVENTS, NODES, POOLS
 from accelpool_demo.apiserver.writes import JsonObject
 

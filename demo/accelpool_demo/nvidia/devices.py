@@ -9,8 +9,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from accelpool.model import conventions
 from accelpool.model import nvidia as nvidia_configs
+from accelpool_api import conventions
 from accelpool_core import catalog
 
 Strategy = Literal["none", "single", "mixed"]

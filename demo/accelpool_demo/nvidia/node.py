@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from accelpool.model import conventions, detection
+from accelpool.model import detection
+from accelpool_api import conventions
 from accelpool_core import catalog
 from accelpool_demo.nvidia.config_manager import ConfigManager, Projection, mig_configs
 from accelpool_demo.nvidia.devices import (

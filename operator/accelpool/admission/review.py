@@ -33,9 +33,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from accelpool import api
-from accelpool.admission import validation
-from accelpool.textio import one_line
+import accelpool_api as api
+from accelpool_api import validation
+from accelpool_core.textio import one_line
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"

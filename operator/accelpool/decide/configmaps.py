@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelpool.decide.planning import ConfigState, Plan
-from accelpool.model import conventions, nvidia
+from accelpool.model import nvidia
+from accelpool_api import conventions
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@
   when everything planning reads is equal (the status is not compared), and `validation_key`
   names the one validation a (uid, spec) ever needs.
 - `pool_input(record, checked=..., previous=...)`: a record → `PoolInput`, validated with
-  `accelpool.admission.validation` unless the caller passes a cached result (`validate(record.spec)`); an
+  `accelpool_api.validation` unless the caller passes a cached result (`validate(record.spec)`); an
   invalid spec gives `spec=None` and its problems, which become `Valid=False`. A name longer
   than 63 characters is a problem too: it could not be the value of the pool label.
 - `pool_from_file(document)`: the same for a ComputePool read from a file, whose `status` is
@@ -17,7 +17,7 @@
   `api.Problem` with a field path; the commands add the file and the document.
 - `nodes_from_yaml(text)`: a `kubectl get nodes -o yaml` snapshot (a v1 List, a NodeList, or a
   stream of Node documents) → `NodeView`s, for text the caller trusts (test fixtures); the
-  commands read files with `accelpool.textio.read_objects`, which bounds what a file may cost.
+  commands read files with `accelpool_core.textio.read_objects`, which bounds what a file may cost.
 - `config_state(device_plugin, mig)`: the two NVIDIA ConfigMaps → `ConfigState`.
 
 Callers: the controller (`accelpool.runtime.controller`), `accelpool plan` and `accelpool validate`.
@@ -35,12 +35,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from accelpool import api
-from accelpool.admission import validation
+import accelpool_api as api
 from accelpool.decide.patches import parse_managed
 from accelpool.decide.planning import ConfigState, PoolInput
-from accelpool.model import conventions, nvidia
+from accelpool.model import nvidia
 from accelpool.model.nodes import NodeView
+from accelpool_api import conventions, validation
 
 
 def _name_problems(name: str) -> list[str]:

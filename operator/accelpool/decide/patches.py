@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeChange, NodeView, merge_taints
+from accelpool_api import conventions
 
 
 def node_patch(view: NodeView, change: NodeChange) -> dict[str, Any] | None:

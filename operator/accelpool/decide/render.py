@@ -44,9 +44,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide.agent_access import DEFAULT_AGENT_IMAGE, DEFAULT_VENDOR_IMAGES, host_devices, image_for
-from accelpool.model import conventions
+from accelpool_api import conventions
 from accelpool_core import catalog
 from accelpool_core.protocol import CONFIG_ENV, AgentConfig, MatmulPolicy
 

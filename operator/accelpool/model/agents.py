@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from accelpool.model import conventions
 from accelpool.model.nodes import parse_time
+from accelpool_api import conventions
 
 FAILURE_WINDOW_SECONDS = 20 * 60.0
 """A FailedCreate Event older than this no longer explains anything (the controller's retries are closer)."""

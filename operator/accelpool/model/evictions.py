@@ -28,7 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from accelpool.model import agents, conventions
+from accelpool.model import agents
+from accelpool_api import conventions
 
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
 """`policyv1.DisruptionBudgetCause`: the cause type of a 429 a PodDisruptionBudget answers."""

@@ -20,8 +20,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from accelpool.model import conventions
 from accelpool.model.detection import Detected, detect, label_problems
+from accelpool_api import conventions
 from accelpool_core.protocol import HealthReport
 
 _KEPT_ANNOTATIONS = (conventions.HEALTH_ANNOTATION,)

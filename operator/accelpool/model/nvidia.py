@@ -17,6 +17,8 @@
   `mig-configs` entry per pool (`devices: all, mig-enabled: true, mig-devices: {profile: n}`).
 - `serving_difference(...)`: how what a node's device plugin advertises differs from exactly a
   pool's resources (None when it is exactly them).
+- what one GPU advertises under a pool's config is `accelpool_api.workloads.resources_per_gpu`
+  (the Python API requests from it too);
 - `dump` / `load`: the YAML text stored in the ConfigMaps (stable key order).
 
 Formats are in the shared reference `nvidia.md`. Pure; used by the planner, the status and the tests.
@@ -32,8 +34,9 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from accelpool import api
-from accelpool.model import conventions
+import accelpool_api as api
+from accelpool_api import conventions
+from accelpool_api.workloads import mig_devices
 from accelpool_core import catalog
 
 CONFIG_VERSION = "v1"
@@ -100,14 +103,6 @@ def _fail_requests_greater_than_one(sharing: api.SharingSpec) -> bool:
         return sharing.time_slicing.fail_requests_greater_than_one
     assert sharing.mps is not None
     return sharing.mps.fail_requests_greater_than_one
-
-
-def mig_devices(layout: Sequence[str]) -> dict[str, int]:
-    """Per-GPU profile counts in first-appearance order: [3g.40gb, 1g.10gb, 1g.10gb] → {3g.40gb: 1, 1g.10gb: 2}."""
-    counts: dict[str, int] = {}
-    for profile in layout:
-        counts[profile] = counts.get(profile, 0) + 1
-    return counts
 
 
 def mig_parted_entry(layout: Sequence[str]) -> list[dict[str, Any]]:
@@ -236,17 +231,6 @@ def mig_parted_document(entries: Mapping[str, Any]) -> dict[str, Any]:
         if name != conventions.MIG_DISABLED_CONFIG:
             configs[name] = entries[name]
     return {"version": CONFIG_VERSION, "mig-configs": configs}
-
-
-def resources_per_gpu(spec: api.ComputePoolSpec, resolved: api.ResolvedAccelerator | None = None) -> dict[str, int]:
-    """What one physical GPU of a member advertises to pods under this pool's config."""
-    entry = (resolved or spec.resolve()).entry
-    strategy = spec.mig_strategy()
-    if strategy == "mixed":
-        return {catalog.mig_resource(profile): count for profile, count in mig_devices(spec.mig_layout()).items()}
-    if strategy == "single":
-        return {entry.resource: len(spec.mig_layout())}
-    return {entry.resource: spec.sharing.replicas if spec.sharing is not None else 1}
 
 
 def dump(document: Any) -> str:

@@ -33,9 +33,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, get_args
 
-from accelpool import api
-from accelpool.model import conventions
+import accelpool_api as api
 from accelpool.model.nodes import NodeView, format_time, parse_time
+from accelpool_api import conventions
 from accelpool_core.protocol import Action
 
 Step = Literal["quarantined", "draining", "drained", "handed-off"]

@@ -34,7 +34,7 @@ from typing import Any
 
 import kopf
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide.inputs import PoolRecord
 from accelpool.runtime import leadership, webhook
 from accelpool.runtime.controller import Controller

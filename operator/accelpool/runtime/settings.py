@@ -17,10 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelpool import api
-from accelpool.api import VENDOR_BACKENDS
+import accelpool_api as api
 from accelpool.decide.render import AgentRendering
-from accelpool.model import conventions
+from accelpool_api import VENDOR_BACKENDS, conventions
 from accelpool_core import catalog
 from accelpool_core.protocol import AGENT_BACKENDS
 

@@ -20,7 +20,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from accelpool.admission import review
-from accelpool.textio import one_line
+from accelpool_core.textio import one_line
 
 PATH = "/validate-computepools"
 """The URL path the chart's ValidatingWebhookConfiguration calls."""

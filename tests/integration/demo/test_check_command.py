@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from accelpool import cli
-from accelpool.model import conventions
+from accelpool_api import conventions
 from accelpool_core.protocol import HealthReport
 from accelpool_demo import cluster
 from accelpool_demo.run import POOLS_PATH, inject, simulated_cluster

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from accelpool.model import conventions
+from accelpool_api import conventions
 from accelpool_demo.run import (
     NAMESPACE,
     POOLS_PATH,

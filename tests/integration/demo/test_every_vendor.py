@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from accelpool.model import conventions
+from accelpool_api import conventions
 from accelpool_demo import cluster
 from accelpool_demo.run import NAMESPACE, POOLS_PATH, SimulatedCluster, inject, simulated_cluster
 from tests.support.waiting import HANG_GUARD, SAFETY_SECONDS, eventually

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from accelpool.model import conventions
+from accelpool_api import conventions
 from accelpool_demo import cluster, nvidia
 from accelpool_demo.apiserver import serving
 from accelpool_demo.simulators import NvidiaComponents

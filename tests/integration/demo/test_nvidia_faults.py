@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from accelpool.model import conventions
+from accelpool_api import conventions
 from accelpool_demo import cluster, nvidia
 from accelpool_demo.run import POOLS_PATH, inject, simulated_cluster
 from tests.support.waiting import HANG_GUARD, eventually

@@ -31,7 +31,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from accelpool.model import conventions
+from accelpool_api import conventions
 from accelpool_demo import cluster
 from accelpool_demo.run import POOLS_PATH, simulated_cluster
 from tests.support.waiting import HANG_GUARD, History, eventually, recorded

@@ -47,7 +47,8 @@ from typing import Any
 import pytest
 import yaml
 
-from accelpool.model import conventions, nvidia
+from accelpool.model import nvidia
+from accelpool_api import conventions
 from accelpool_core.kube import KubeClient
 from accelpool_demo import cluster
 from accelpool_demo.run import (

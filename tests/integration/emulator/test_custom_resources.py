@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from accelpool.admission import crd
 from accelpool.runtime.controller.apiserver import POOLS as POOLS_PATH
+from accelpool_api import crd
 from accelpool_core.kube import ApiError, KubeClient, NotFoundError
 from accelpool_demo.apiserver import RunningApiServer
 from tests.support import cases, kueue

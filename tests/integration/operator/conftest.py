@@ -41,9 +41,9 @@ import kmock
 import pytest
 from kopf.testing import KopfRunner
 
-from accelpool import api
-from accelpool.model import conventions
+import accelpool_api as api
 from accelpool.model.nvidia import MemberConfigs
+from accelpool_api import conventions
 from accelpool_core import catalog
 from accelpool_demo import daemonsets, nvidia
 from accelpool_demo.apiserver import ApiServer, RunningApiServer, Served, serving
@@ -496,8 +496,8 @@ async def operator(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> AsyncIt
 
 def configs_of(pool: str, spec: Mapping[str, Any]) -> MemberConfigs:
     """The content-named device-plugin key and mig-parted entry of a pool with this spec."""
-    from accelpool.admission import validation
     from accelpool.model import nvidia as nvidia_configs
+    from accelpool_api import validation
 
     checked, problems = validation.validate_spec(dict(spec))
     assert checked is not None, problems

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from accelpool.model import conventions
+from accelpool_api import conventions
 from accelpool_demo import daemonsets
 
 from .conftest import AGENT_SERVICE_ACCOUNT, NAMESPACE, RUNTIME_CLASSES, Cluster, Operator, gpu_node, seed

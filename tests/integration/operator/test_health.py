@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from accelpool.model import conventions
 from accelpool.model.nodes import format_time
+from accelpool_api import conventions
 
 from .conftest import Cluster, Operator, gpu_node, seed
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from accelpool.decide.kueue import IN_USE_FINALIZER
-from accelpool.model import conventions
+from accelpool_api import conventions
 from tests.support import kueue
 
 from .conftest import Cluster, Operator, gpu_node, seed

@@ -6,7 +6,8 @@ import json
 
 import yaml
 
-from accelpool.model import conventions, nvidia
+from accelpool.model import nvidia
+from accelpool_api import conventions
 
 from .conftest import DP_CONFIGMAP, MIG_CONFIGMAP, NAMESPACE, Cluster, Operator, configs_of, gpu_node, seed
 

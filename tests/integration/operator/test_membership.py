@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from accelpool.model import conventions
+from accelpool_api import conventions
 
 from .conftest import Cluster, Operator, gpu_node, seed
 

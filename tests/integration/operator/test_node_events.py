@@ -10,8 +10,8 @@ import asyncio
 
 import pytest
 
-from accelpool.model import conventions
 from accelpool.runtime.controller import overlays
+from accelpool_api import conventions
 
 from .conftest import Cluster, Operator, gpu_node, seed
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import aiohttp
 import kmock
 
-from accelpool.model import conventions
+from accelpool_api import conventions
 from accelpool_demo.apiserver import VERBS
 
 from .conftest import Cluster, Operator, configs_of, gpu_node, seed

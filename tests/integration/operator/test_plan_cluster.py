@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from accelpool import cli
-from accelpool.model import conventions
+from accelpool_api import conventions
 
 from .conftest import NAMESPACE, Cluster, gpu_node, seed
 

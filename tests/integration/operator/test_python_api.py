@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from accelpool.model import conventions
+from accelpool_api import conventions
 from tests.support.cases import defaulted
 
 from .conftest import Cluster, Operator, gpu_node, seed

@@ -7,7 +7,7 @@ from typing import Any
 
 import kmock
 
-from accelpool.model import conventions
+from accelpool_api import conventions
 
 from .conftest import DP_CONFIGMAP, WAIT_GUARD_SECONDS, Cluster, Operator, gpu_node, seed
 

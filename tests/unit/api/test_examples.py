@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from accelpool.admission.validation import validate_object
-from accelpool.textio import read_objects
+from accelpool_api.validation import validate_object
+from accelpool_core.textio import read_objects
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from accelpool import api
-from accelpool.admission.validation import validate_spec
+import accelpool_api as api
+from accelpool_api.validation import validate_spec
 from accelpool_core import catalog
 
 # The reference table, verbatim: "GPU | profiles × max instances per GPU". The GH200 rows carry `+me`, as

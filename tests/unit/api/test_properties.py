@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accelpool.admission.validation import validate_object, validate_spec
+from accelpool_api.validation import validate_object, validate_spec
 from accelpool_core import catalog
 
 NAMES = st.sampled_from([*(a.name for a in catalog.ACCELERATORS), "H100:8", "a100-80gb:4", "nope", "", "H100:0"])

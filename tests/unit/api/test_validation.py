@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from accelpool import cli
-from accelpool.admission.validation import validate_object, validate_spec
+from accelpool_api.validation import validate_object, validate_spec
 from accelpool_core import catalog
 from tests.support.cases import CASES, Case, pool
 

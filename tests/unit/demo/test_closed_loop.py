@@ -12,11 +12,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from accelpool.admission.validation import validate_spec
 from accelpool.decide import patches
 from accelpool.decide.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
-from accelpool.model import conventions, nvidia
+from accelpool.model import nvidia
 from accelpool.model.nodes import NodeView
+from accelpool_api import conventions
+from accelpool_api.validation import validate_spec
 from accelpool_demo.apiserver.writes import merge_patch
 from accelpool_demo.nvidia import Installation, Simulation
 

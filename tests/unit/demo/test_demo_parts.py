@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from accelpool.cli import build_parser
-from accelpool.textio import format_table
+from accelpool_core.textio import format_table
 from accelpool_demo import cluster
 from accelpool_demo.run import SOURCE_EXAMPLES, SOURCE_TREE, banner, example_pools, inject, load_fleet, pool_rows
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from accelpool.model import conventions
 from accelpool.model import nvidia as accelpool_nvidia
+from accelpool_api import conventions
 from accelpool_core import catalog
 from accelpool_demo import nvidia
 from accelpool_demo.nvidia import Gpu, Installation, PluginConfig, Replicated

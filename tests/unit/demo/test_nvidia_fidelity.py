@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from accelpool.model import conventions
+from accelpool_api import conventions
 from accelpool_core import catalog
 from accelpool_demo import nvidia
 from accelpool_demo.nvidia import ConfigManager, Gpu, Installation

@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
-from accelpool.admission.validation import validate_spec
 from accelpool.decide import patches
 from accelpool.decide.planning import ConfigState, ConfigSync, Plan, PlannerOptions, PoolInput, plan
-from accelpool.model import conventions, nvidia
+from accelpool.model import nvidia
 from accelpool.model.nodes import NodeView
+from accelpool_api import conventions
+from accelpool_api.validation import validate_spec
 from accelpool_demo.apiserver.writes import merge_patch
 from accelpool_demo.nvidia import Installation, NodeChanges, Simulation
 

@@ -23,12 +23,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accelpool import api
-from accelpool.admission.validation import validate_spec
+import accelpool_api as api
 from accelpool.decide import render
 from accelpool.decide.planning import ConfigState, PlannerOptions, PoolInput, plan
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView
+from accelpool_api import conventions
+from accelpool_api.validation import validate_spec
 from accelpool_core import catalog
 
 NOW = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from accelpool.admission import validation
 from accelpool.decide import inputs
 from accelpool.decide.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
-from accelpool.model import conventions, nvidia
+from accelpool.model import nvidia
 from accelpool.model.nodes import NodeView
+from accelpool_api import conventions, validation
 from accelpool_core import catalog
 
 from .emulated import Cluster, emulated_cluster

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide.inputs import PoolRecord
 from accelpool.model.nodes import NodeView
 from accelpool.runtime.controller import Controller

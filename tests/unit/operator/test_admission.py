@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from accelpool import cli
-from accelpool.admission import review, validation
+from accelpool.admission import review
+from accelpool_api import validation
 from tests.support.cases import CASES, pool
 
 ROOT = Path(__file__).resolve().parents[3]

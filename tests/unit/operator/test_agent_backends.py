@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide import render
 from accelpool.decide.render import AgentRendering
 from accelpool.runtime.settings import OperatorConfig, add_arguments

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from accelpool.model import agents, conventions
+from accelpool.model import agents
 from accelpool.model.agents import AgentObservation, CreateFailure, DaemonSetState, judge, observe
+from accelpool_api import conventions
 
 NOW = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)
 NAMESPACE = "accelpool-system"

@@ -16,8 +16,8 @@ from typing import Any
 
 from accelpool.decide import render
 from accelpool.decide.planning import Plan
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView, Taint, format_time
+from accelpool_api import conventions
 
 from .conftest import NOW, applied, member, members, node, pool, run
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from accelpool.model import conventions
 from accelpool.model.nodes import format_time
+from accelpool_api import conventions
 
 from .conftest import MIG_OFF, node_body
 from .emulated import NODES, START, Cluster, Harness, pool_body

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from accelpool import api, cli
+import accelpool_api as api
+from accelpool import cli
 from accelpool.cli.commands.check import (
     EXIT_TIMEOUT,
     NodeAnswer,
@@ -23,7 +24,7 @@ from accelpool.cli.commands.check import (
     render_json,
     render_table,
 )
-from accelpool.model import conventions
+from accelpool_api import conventions
 from accelpool_core.protocol import Action, Finding, HealthReport, HealthStatus, Severity
 from accelpool_demo.apiserver import RunningApiServer, serving
 

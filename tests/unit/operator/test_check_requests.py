@@ -7,8 +7,8 @@ from typing import Any
 
 from accelpool.decide.inputs import PoolRecord, pool_input
 from accelpool.decide.planning import Plan, PoolInput
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView
+from accelpool_api import conventions
 
 from .conftest import applied, member, pool, run
 

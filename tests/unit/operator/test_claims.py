@@ -6,8 +6,8 @@ from collections import Counter
 
 from accelpool.decide.planning.claims import Claim, ClaimRequest, ReservingTaints, claim, not_claimable
 from accelpool.decide.planning.pools import NodeFilter
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView
+from accelpool_api import conventions
 
 from .conftest import node
 

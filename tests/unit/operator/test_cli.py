@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from accelpool import cli
-from accelpool.model import conventions, nvidia
+from accelpool.model import nvidia
 from accelpool.runtime.settings import OPTIONS, OperatorConfig, add_arguments, as_flag
+from accelpool_api import conventions
 
 from .conftest import LOCAL_FIXTURE, ROOT, device_plugin_key, mig_entry_name
 

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from accelpool.decide.planning import ConfigState, ConfigSync, Plan
-from accelpool.model import conventions, nvidia
+from accelpool.model import nvidia
 from accelpool.model.nodes import NodeView
+from accelpool_api import conventions
 
 from .conftest import NOW, conditions, device_plugin_key, member, mig_entry_name, node, node_body, pool, run
 from .emulated import Cluster, pool_body

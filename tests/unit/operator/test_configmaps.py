@@ -13,7 +13,8 @@ import yaml
 
 from accelpool.decide import configmaps, inputs
 from accelpool.decide.planning import ConfigState
-from accelpool.model import conventions, nvidia
+from accelpool.model import nvidia
+from accelpool_api import conventions
 
 from .conftest import device_plugin_key, fixture_nodes, mig_entry_name, node, pool, run
 from .test_render import POOLS, check_golden

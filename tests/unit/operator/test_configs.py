@@ -5,7 +5,8 @@ from __future__ import annotations
 from accelpool.decide.planning import ConfigState
 from accelpool.decide.planning.configs import device_plugin_config, foreign_config_keys, mig_config
 from accelpool.decide.planning.pools import pool_works
-from accelpool.model import conventions, nvidia
+from accelpool.model import nvidia
+from accelpool_api import conventions
 
 from .conftest import device_plugin_key, mig_entry_name, pool
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from accelpool.model import conventions
 from accelpool.model.detection import detect
 from accelpool.model.nodes import NodeView
+from accelpool_api import conventions
 from accelpool_core import catalog
 
 from .conftest import fixture_nodes, member, members, mig_entry_name, node_body, pool, run

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from accelpool.model import conventions
 from accelpool.model.nodes import format_time
+from accelpool_api import conventions
 from accelpool_core.protocol import Action, HealthReport, HealthStatus
 
 from .conftest import member, node_body

@@ -13,7 +13,7 @@ from typing import Any
 
 from accelpool.decide.poolstatus import Member
 from accelpool.decide.poolstatus.drivers import drivers_consistent
-from accelpool.model import conventions
+from accelpool_api import conventions
 from accelpool_core import catalog
 
 from .conftest import applied, member, members, node, pool, run

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from accelpool.model import conventions
 from accelpool.model.evictions import (
     Answer,
     DrainOrder,
@@ -15,6 +14,7 @@ from accelpool.model.evictions import (
     read_answer,
     sort_pods,
 )
+from accelpool_api import conventions
 
 
 def pod(name: str, node: str = "n1", *, phase: str = "Running", **metadata: Any) -> dict[str, Any]:

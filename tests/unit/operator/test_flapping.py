@@ -16,13 +16,12 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from accelpool import api
-from accelpool.admission import validation
+import accelpool_api as api
 from accelpool.decide import inputs
 from accelpool.decide.planning import Plan
-from accelpool.model import conventions
 from accelpool.model.nodes import HealthCondition, NodeView, format_time
 from accelpool.model.remediation_record import QuarantineHistory, history_of, record_of
+from accelpool_api import conventions, validation
 
 from .conftest import NOW, applied, member, pool, run
 

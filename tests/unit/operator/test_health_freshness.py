@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 
 from accelpool.decide.planning.membership import judge_health
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView, format_time
 from accelpool.runtime.controller.freshness import HealthFreshness
 from accelpool.runtime.controller.relevance import same_for_planning
 from accelpool.runtime.settings import OperatorConfig, add_arguments
+from accelpool_api import conventions
 
 from .conftest import NOW, member, node_body
 from .emulated import NODES, START, Cluster, Harness, pool_body

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from accelpool import cli, textio
+from accelpool import cli
+from accelpool_core import textio
 
 from .conftest import LOCAL_FIXTURE
 

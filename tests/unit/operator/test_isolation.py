@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide import poolstatus, render
 from accelpool.decide.planning import ConfigState, cluster_pass
-from accelpool.model import conventions, nvidia
+from accelpool.model import nvidia
+from accelpool_api import conventions
 
 from .conftest import conditions, device_plugin_key, member, members, node, node_body, pool, run
 from .emulated import Cluster, pool_body

@@ -17,8 +17,8 @@ import pytest
 
 from accelpool.decide import desired, render
 from accelpool.decide.planning import ConfigState, PlannerOptions
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView
+from accelpool_api import conventions
 
 from .conftest import NOW, applied, device_plugin_key, node, pool
 

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from accelpool import cli, textio
-from accelpool.admission import validation
-from accelpool.textio import goyaml, json_stream
+from accelpool import cli
+from accelpool_api import validation
+from accelpool_core import textio
+from accelpool_core.textio import goyaml, json_stream
 
 POOL_HEAD = "apiVersion: accelpool.io/v1alpha1\nkind: ComputePool\nmetadata: {name: p}\n"
 

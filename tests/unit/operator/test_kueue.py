@@ -11,7 +11,7 @@ import pytest
 from accelpool.decide import kueue
 from accelpool.decide.kueue import KueueObserved, edit_groups
 from accelpool.decide.planning import Plan
-from accelpool.model import conventions
+from accelpool_api import conventions
 from tests.support.kueue import CPU_AND_MEMORY, cluster_queue, webhook_problems
 from tests.unit.operator.conftest import NOW, member, pool, run
 

@@ -9,10 +9,10 @@ from datetime import timedelta
 from typing import Any
 
 from accelpool.decide.planning import Plan
-from accelpool.model import conventions
 from accelpool.model.evictions import Answer, DrainObservation, PodRef
 from accelpool.model.nodes import NodeView, format_time
 from accelpool.model.remediation_record import LadderRecord, record_of
+from accelpool_api import conventions
 from accelpool_core.protocol import Action, HealthReport, HealthStatus
 
 from .conftest import NOW, applied, member, pool, run

@@ -7,8 +7,8 @@ from datetime import timedelta
 from accelpool.decide.planning.ledger import Ledger
 from accelpool.decide.planning.membership import judge_health, sort_nodes
 from accelpool.decide.planning.pools import pool_works
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView, format_time
+from accelpool_api import conventions
 
 from .conftest import NOW, device_plugin_key, member, node, node_body, pool
 

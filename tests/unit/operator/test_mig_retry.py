@@ -8,8 +8,8 @@ import pytest
 
 from accelpool.decide.planning import format_mig_retry, mig_retry_delay, parse_mig_retry
 from accelpool.decide.planning.mig_retry import MigRetryStep, next_step
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView
+from accelpool_api import conventions
 
 from .conftest import NOW, member
 

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from accelpool import api
-from accelpool.admission.validation import validate_spec
+import accelpool_api as api
 from accelpool.model import nvidia
+from accelpool_api import workloads
+from accelpool_api.validation import validate_spec
 from accelpool_core import catalog
 
 
@@ -73,7 +74,7 @@ def test_the_device_plugin_reads_back_what_is_written() -> None:
 def test_resources_per_gpu_are_named_as_the_device_plugin_names_them(
     body: dict[str, Any], expected: dict[str, int]
 ) -> None:
-    assert nvidia.resources_per_gpu(spec(body)) == expected
+    assert workloads.resources_per_gpu(spec(body)) == expected
 
 
 def test_no_mig_resource_carries_a_plus() -> None:

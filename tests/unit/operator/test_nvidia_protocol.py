@@ -20,8 +20,8 @@ import yaml
 
 from accelpool import cli
 from accelpool.decide.planning import Plan
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView
+from accelpool_api import conventions
 
 from .conftest import NOW, conditions, device_plugin_key, members, mig_entry_name, node, node_body, pool, run
 

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accelpool.decide.planning import ConfigState
-from accelpool.model import conventions, nvidia
+from accelpool.model import nvidia
+from accelpool_api import conventions
 
 from .conftest import conditions, device_plugin_key, member, members, node, pool, run
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from accelpool.decide.patches import configmap_patch, merge_diff, node_patch
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeChange, Taint
+from accelpool_api import conventions
 
 from .conftest import node
 

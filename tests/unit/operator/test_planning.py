@@ -8,8 +8,9 @@ from dataclasses import replace
 from datetime import timedelta
 
 from accelpool.decide.planning import ConfigState
-from accelpool.model import conventions, nvidia
+from accelpool.model import nvidia
 from accelpool.model.nodes import NodeView, Taint
+from accelpool_api import conventions
 
 from .conftest import (
     NOW,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide.poolstatus import Breaker, Finding, Member, Selection
 from accelpool.decide.poolstatus.census import Census
 from accelpool.decide.poolstatus.compose import ConditionHistory
@@ -21,7 +21,8 @@ from accelpool.decide.poolstatus.conditions import (
     valid,
 )
 from accelpool.decide.poolstatus.layout import Layout, PoolShape, judge_layout
-from accelpool.model import agents, conventions
+from accelpool.model import agents
+from accelpool_api import conventions
 
 from .conftest import NOW, member, mig_entry_name, pool
 

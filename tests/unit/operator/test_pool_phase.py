@@ -7,7 +7,7 @@ from accelpool.decide.poolstatus.capacity import capacity
 from accelpool.decide.poolstatus.census import Census
 from accelpool.decide.poolstatus.layout import Layout, PoolShape, judge_layout
 from accelpool.decide.poolstatus.phase import PhaseDecision, configuring, decide_phase, degradations
-from accelpool.model import conventions
+from accelpool_api import conventions
 from accelpool_core import catalog
 
 from .conftest import member, pool

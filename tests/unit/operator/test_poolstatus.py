@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide.planning import PoolInput
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView
+from accelpool_api import conventions
 
 from .conftest import NOW, conditions, member, mig_entry_name, pool, run
 

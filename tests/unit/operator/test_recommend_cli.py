@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from accelpool import api, cli
+import accelpool_api as api
+from accelpool import cli
 from accelpool_demo.apiserver import serving
 
 from .conftest import LOCAL_FIXTURE, ROOT, member, pool, run

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.cli.recommend import Kind, Placement, Request, Workload, estimate, known_model, placements
 from accelpool.cli.recommend.fit import DEFAULT_MFU, device_counts, mig_memory_bytes, time_sliced, whole_devices
 from accelpool.cli.recommend.memory import PRECISIONS, Estimate, GiB

@@ -22,8 +22,8 @@ import asyncio
 import kmock
 import pytest
 
-from accelpool.model import conventions
 from accelpool.runtime.controller.apiserver import POOLS
+from accelpool_api import conventions
 from accelpool_demo.apiserver import Served
 
 from .conftest import member, node_body

@@ -6,9 +6,9 @@ import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView
 from accelpool.runtime.controller.relevance import same_for_planning, selector_keys
+from accelpool_api import conventions
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 

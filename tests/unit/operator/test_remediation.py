@@ -7,8 +7,8 @@ from typing import Any
 
 from accelpool.decide.planning.ledger import NodeEdit
 from accelpool.decide.planning.remediation.quarantine import RemediationDecision, apply_quarantine, remediate
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView, Taint
+from accelpool_api import conventions
 
 from .conftest import NOW, applied, conditions, member, members, node, pool, run
 

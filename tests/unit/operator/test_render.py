@@ -15,11 +15,12 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide import render
 from accelpool.decide.render import AgentRendering
-from accelpool.model import conventions, nvidia
+from accelpool.model import nvidia
 from accelpool_agent import server
+from accelpool_api import conventions
 
 from .conftest import fixture_nodes, pool, run
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from accelpool.model import conventions
 from accelpool.runtime.settings import OperatorConfig
+from accelpool_api import conventions
 
 from .conftest import conditions, members, node, pool, run
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from accelpool.decide.planning.sizing import SizingDecision, joined, size
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView
+from accelpool_api import conventions
 
 from .conftest import NOW, member
 

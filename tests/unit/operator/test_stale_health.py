@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from accelpool.decide import patches
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView, format_time
+from accelpool_api import conventions
 
 from .conftest import NOW, conditions, member, members, node_body, pool, run
 from .emulated import Cluster

@@ -11,8 +11,8 @@ import asyncio
 
 import pytest
 
-from accelpool.model import conventions
 from accelpool.runtime.controller.apiserver import POOLS
+from accelpool_api import conventions
 
 from .conftest import node_body
 from .emulated import Cluster, pool_body

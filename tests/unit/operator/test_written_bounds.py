@@ -9,11 +9,11 @@ from datetime import timedelta
 
 import pytest
 
-from accelpool import api
-from accelpool.api.status import MAX_CONDITION_MESSAGE
+import accelpool_api as api
 from accelpool.decide.planning import Plan
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView, format_time
+from accelpool_api import conventions
+from accelpool_api.status import MAX_CONDITION_MESSAGE
 from accelpool_core.protocol import Action, HealthReport, HealthStatus
 
 from .conftest import NOW, member, pool, run

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import accelpool_sdk as ap
-from accelpool.admission.validation import validate_spec
+from accelpool_api.validation import validate_spec
 from accelpool_core import catalog
 from accelpool_sdk import factories, generate
 

@@ -1,5 +1,6 @@
-"""The pod-spec fragment: the pool's scheduling block and a limit for what its devices are advertised as (the
-operator's own `nvidia.resources_per_gpu`), for whole devices of every vendor, MIG slices and shared replicas."""
+"""The pod-spec fragment: the pool's scheduling block and a limit for what its devices are advertised as
+(`accelpool_api.workloads.resources_per_gpu`, which the operator counts with), for whole devices of every
+vendor, MIG slices and shared replicas."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
+import accelpool_api as api
 import accelpool_sdk as ap
-from accelpool import api
-from accelpool.model import nvidia
+from accelpool_api import workloads
 from accelpool_sdk import fragment
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -80,7 +81,7 @@ def test_each_example_pools_fragment_asks_for_what_its_nodes_advertise(path: Pat
             continue
         pool = ap.ComputePool.from_manifest(document)
         (resource,) = pool.pod_spec_fragment().limits
-        assert resource in nvidia.resources_per_gpu(pool.spec)
+        assert resource in workloads.resources_per_gpu(pool.spec)
 
 
 def test_before_a_status_the_scheduling_block_is_the_one_the_operator_writes_for_a_pool() -> None:

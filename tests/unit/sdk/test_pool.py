@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+import accelpool_api as api
 import accelpool_sdk as ap
-from accelpool import api, textio
-from accelpool.admission.validation import validate_object
+from accelpool_api.validation import validate_object
+from accelpool_core import textio
 from accelpool_demo.apiserver import RunningApiServer, serving
 from accelpool_sdk.cluster import FIELD_MANAGER, POOLS
 from tests.support.cases import defaulted

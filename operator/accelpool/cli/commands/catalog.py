@@ -8,9 +8,9 @@ import json
 import sys
 from typing import Any
 
-from accelpool import api
-from accelpool.textio import format_table
+import accelpool_api as api
 from accelpool_core import catalog
+from accelpool_core.textio import format_table
 
 
 def register(subparsers: Any) -> None:

@@ -39,13 +39,13 @@ from typing import Any
 import aiohttp
 from pydantic import ValidationError
 
-from accelpool import api
-from accelpool.model import conventions
+import accelpool_api as api
 from accelpool.runtime.settings import seconds
-from accelpool.textio import format_table
+from accelpool_api import conventions
 from accelpool_core.credentials import Credentials
 from accelpool_core.kube import ApiError, KubeClient, NotFoundError
 from accelpool_core.protocol import HealthReport, HealthStatus
+from accelpool_core.textio import format_table
 
 NODES = "/api/v1/nodes"
 POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from accelpool.admission import crd
+from accelpool_api import crd
 
 
 def register(subparsers: Any) -> None:

@@ -37,15 +37,15 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide import inputs
 from accelpool.decide.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView, parse_time
 from accelpool.runtime.settings import seconds
-from accelpool.textio import MAX_SNAPSHOT_BYTES, add_filename_argument, format_table, read_objects, scan_objects
+from accelpool_api import conventions
 from accelpool_core.credentials import Credentials
 from accelpool_core.kube import ApiError, KubeClient, NotFoundError
+from accelpool_core.textio import MAX_SNAPSHOT_BYTES, add_filename_argument, format_table, read_objects, scan_objects
 
 POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 HIDDEN_LABELS = frozenset({conventions.MIG_CONFIG_STATE_LABEL})

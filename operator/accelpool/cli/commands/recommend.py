@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.cli.commands.plan import read_nodes
 from accelpool.cli.recommend import (
     Arguments,
@@ -47,9 +47,9 @@ from accelpool.cli.recommend.pools import devices_per_node, member_devices
 from accelpool.cli.recommend.report import document, table
 from accelpool.decide import inputs
 from accelpool.decide.planning import ConfigState, PlannerOptions, plan
-from accelpool.textio import read_objects
 from accelpool_core.credentials import Credentials
 from accelpool_core.kube import ApiError, KubeClient, NotFoundError
+from accelpool_core.textio import read_objects
 
 POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 

@@ -1,6 +1,6 @@
 """`accelpool validate -f FILE`: check ComputePools offline, as the API server and operator would.
 
-The files are read as kubectl reads them (`accelpool.textio`): `nodes: 1:30` is the string
+The files are read as kubectl reads them (`accelpool_core.textio`): `nodes: 1:30` is the string
 "1:30", `dedicated: y` is true, `1e1` is 10. Exit 0 when every object is valid; 1 with one line
 per problem (object, field path, bad value, what would be valid); 2 when a file cannot be read
 as Kubernetes objects: it is missing, too large, not YAML, a YAML bomb, holds a value kubectl
@@ -17,9 +17,9 @@ import json
 import sys
 from typing import Any
 
-from accelpool.admission import validation
 from accelpool.decide import inputs
-from accelpool.textio import add_filename_argument, brief, one_line, read_objects
+from accelpool_api import validation
+from accelpool_core.textio import add_filename_argument, brief, one_line, read_objects
 
 
 def register(subparsers: Any) -> None:

@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.cli.recommend.fit import USABLE, Kind, device_counts, fits, mig_memory_bytes
 from accelpool.cli.recommend.memory import Estimate, GiB
-from accelpool.model import nvidia
+from accelpool_api import workloads
 from accelpool_core import catalog
 
 
@@ -78,8 +78,8 @@ def member_devices(capacity: api.Capacity) -> int:
 
 
 def planned_resources(spec: api.ComputePoolSpec, gpus: int) -> dict[str, int]:
-    """What `gpus` devices will advertise once their members serve: per GPU (`nvidia.resources_per_gpu`) x GPUs."""
-    return {name: count * gpus for name, count in nvidia.resources_per_gpu(spec).items()}
+    """What `gpus` devices will advertise once their members serve: per GPU (`workloads.resources_per_gpu`) x GPUs."""
+    return {name: count * gpus for name, count in workloads.resources_per_gpu(spec).items()}
 
 
 def pool_units(name: str, spec: api.ComputePoolSpec, resources: Mapping[str, int], per_node: int) -> list[PoolUnits]:

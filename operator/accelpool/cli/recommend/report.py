@@ -26,7 +26,7 @@ from typing import Any
 from accelpool.cli.recommend.fit import Placement, Unfit
 from accelpool.cli.recommend.memory import Estimate, GiB, Workload
 from accelpool.cli.recommend.pools import PoolFit
-from accelpool.textio import format_table
+from accelpool_core.textio import format_table
 
 
 def gib(value: float) -> float:

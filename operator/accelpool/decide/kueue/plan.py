@@ -26,12 +26,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide import render
 from accelpool.decide.kueue.queues import edit_groups, nominal_quota, same_groups
 from accelpool.decide.planning import EventIntent, Plan, PoolPlan
 from accelpool.decide.poolstatus import Finding, with_kueue
-from accelpool.model import conventions
+from accelpool_api import conventions
 
 GROUP = "kueue.x-k8s.io"
 VERSION = "v1beta2"

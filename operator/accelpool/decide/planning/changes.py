@@ -30,8 +30,9 @@ from accelpool.decide.planning.model import ConfigSync
 from accelpool.decide.planning.pools import PoolWork
 from accelpool.decide.planning.remediation.burnin import apply_burn_in
 from accelpool.decide.planning.remediation.quarantine import apply_quarantine
-from accelpool.model import conventions, nvidia
+from accelpool.model import nvidia
 from accelpool.model.nodes import NodeView, Taint, format_time
+from accelpool_api import conventions, workloads
 
 _CONFIG_LABELS = (conventions.DEVICE_PLUGIN_CONFIG_LABEL, conventions.MIG_CONFIG_LABEL)
 
@@ -51,7 +52,7 @@ class MemberConfig:
     @classmethod
     def of(cls, work: PoolWork) -> MemberConfig:
         found = nvidia.member_configs(work.name, work.spec, work.resolved)
-        return cls(work.name, found.device_plugin, found.mig, nvidia.resources_per_gpu(work.spec, work.resolved))
+        return cls(work.name, found.device_plugin, found.mig, workloads.resources_per_gpu(work.spec, work.resolved))
 
     @property
     def labels(self) -> dict[str, str]:

@@ -15,7 +15,7 @@ would only log them.
 from __future__ import annotations
 
 from accelpool.decide.planning.ledger import NodeEdit
-from accelpool.model import conventions
+from accelpool_api import conventions
 from accelpool_core.protocol import check_request_problem
 
 

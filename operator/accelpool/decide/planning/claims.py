@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from accelpool.decide.planning.pools import NodeFilter
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView, Taint, tolerated
+from accelpool_api import conventions
 
 
 @dataclass(frozen=True)

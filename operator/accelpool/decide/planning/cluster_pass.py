@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide.planning import claims, configs, membership, sizing
 from accelpool.decide.planning.changes import member_changes
 from accelpool.decide.planning.ledger import Ledger
@@ -21,9 +21,10 @@ from accelpool.decide.planning.model import (
 from accelpool.decide.planning.pools import PoolWork, claim_priority, pool_works
 from accelpool.decide.planning.remediation import burnin, quarantine
 from accelpool.decide.poolstatus import Member, PoolFacts, Selection, compute_status, driver_versions, invalid_status
-from accelpool.model import conventions, nvidia
+from accelpool.model import nvidia
 from accelpool.model.agents import AgentObservation
 from accelpool.model.nodes import NodeChange, NodeView
+from accelpool_api import conventions
 
 
 def plan(

@@ -21,7 +21,8 @@ from typing import Any
 
 from accelpool.decide.planning.model import ConfigState, PoolInput
 from accelpool.decide.planning.pools import PoolWork
-from accelpool.model import conventions, nvidia
+from accelpool.model import nvidia
+from accelpool_api import conventions
 
 
 @dataclass(frozen=True)

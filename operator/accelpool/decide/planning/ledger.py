@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from accelpool.decide.planning.model import EventIntent, Remediation
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeChange, NodeView, Taint
+from accelpool_api import conventions
 
 
 class NodeEdit:

@@ -24,8 +24,9 @@ from accelpool.decide.planning.ledger import Ledger
 from accelpool.decide.planning.mig_retry import parse_mig_retry
 from accelpool.decide.planning.model import PoolInput
 from accelpool.decide.planning.pools import PoolWork
-from accelpool.model import conventions, remediation_record
+from accelpool.model import remediation_record
 from accelpool.model.nodes import HealthCondition, NodeView, format_time, parse_time
+from accelpool_api import conventions
 
 
 @dataclass

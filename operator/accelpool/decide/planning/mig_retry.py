@@ -17,8 +17,8 @@ from datetime import datetime
 from typing import NamedTuple
 
 from accelpool.decide.planning.model import EventIntent
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView, format_time, parse_time
+from accelpool_api import conventions
 
 
 def mig_retry_delay(retries: int) -> float:

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from accelpool import api
-from accelpool.model import conventions
+import accelpool_api as api
 from accelpool.model.agents import AgentObservation
 from accelpool.model.evictions import DrainObservation, DrainOrder
 from accelpool.model.nodes import NodeChange
+from accelpool_api import conventions
 
 # ---------------------------------------------------------------- inputs
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide.planning.model import PoolInput
 from accelpool.decide.planning.remediation.burnin import NO_BURN_IN, BurnInDecision
 from accelpool.decide.planning.remediation.quarantine import NO_REMEDIATION, RemediationDecision

@@ -12,12 +12,12 @@ Each condition is computed by its own pure function; a small composer assembles 
 - `drivers`: DriversConsistent, from the driver and CUDA versions the members' agents report.
 - `phase`: Pending / Provisioning > Degraded > Configuring > Ready, and the Ready condition.
 - `capacity`: what serving members offer (GPUs, memory, advertised resources, TFLOPS), the GPUs
-  of the others by why they do not serve, tolerations, the member list.
+  of the others by why they do not serve, the member list (the tolerations come from
+  `accelpool_api.workloads.scheduling_tolerations`, which the Python API shares).
 - `compose`: `compute_status` and `invalid_status` (phase Failed), with transition times kept.
 - `kueue`: `with_kueue`, the KueueSynced condition and `status.kueue` of a pool that asks for Kueue.
 """
 
-from accelpool.decide.poolstatus.capacity import scheduling_tolerations
 from accelpool.decide.poolstatus.compose import compute_status, invalid_status
 from accelpool.decide.poolstatus.conditions import CONDITION_TYPES, STRATEGY_OVERRIDE_FIX, Finding, parse_retries
 from accelpool.decide.poolstatus.drivers import driver_versions
@@ -54,6 +54,5 @@ __all__ = [
     "health_reason",
     "invalid_status",
     "parse_retries",
-    "scheduling_tolerations",
     "with_kueue",
 ]

@@ -3,8 +3,6 @@
 - `capacity`: what serving members offer (GPUs, memory, the device plugin's advertised
   resources, measured matmul TFLOPS), counting only members that serve the pool's NVIDIA config
   exactly, and the GPUs of quarantined, burn-in, unconfigured and unschedulable members apart.
-- `scheduling_tolerations`: what a pod needs to tolerate to land on every member (the pool taint
-  of a dedicated pool plus other controllers' lasting taints; transient ones are left out).
 - `status_members`: each member's health, reason, MIG state and TFLOPS, bounded in number (`listed_members`:
   those that need attention first; the status counts the rest in `membersOmitted`).
 """
@@ -13,25 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide.poolstatus.census import Census
 from accelpool.decide.poolstatus.facts import Member, MemberHealth, health_reason
 from accelpool.decide.poolstatus.layout import advertised
-from accelpool.model import conventions
-from accelpool.model.nodes import Taint, format_time
+from accelpool.model.nodes import format_time
+from accelpool_api import conventions
 from accelpool_core import catalog
-
-# Taints that come and go with a node's lifecycle or mark it bad: pods should not tolerate them.
-_TRANSIENT_TAINT_PREFIXES = (
-    "node.kubernetes.io/",
-    "node.cloudprovider.kubernetes.io/",
-    "karpenter.sh/",
-    "karpenter.k8s.aws/",
-    "cluster-autoscaler.kubernetes.io/",
-    "nvidia.com/gpu-xid",
-    f"{conventions.DOMAIN}/",
-)
-_TRANSIENT_TAINT_KEYS = frozenset({"ToBeDeletedByClusterAutoscaler", "DeletionCandidateOfClusterAutoscaler"})
 
 
 def capacity(census: Census, entry: catalog.Accelerator, per_gpu: Mapping[str, int], dtype: str) -> api.Capacity:
@@ -70,29 +56,6 @@ def capacity(census: Census, entry: catalog.Accelerator, per_gpu: Mapping[str, i
         unconfigured_gpus=unconfigured,
         unschedulable_gpus=everyone - gpus - quarantined - burn_in - unconfigured,
     )
-
-
-def scheduling_tolerations(pool: str, dedicated: bool, members: Sequence[Member]) -> list[api.Toleration]:
-    """Tolerations a pod needs on every member: the pool taint plus other controllers' lasting taints."""
-    found: dict[tuple[str, str | None, str], Taint] = {}
-    for member in members:
-        for taint in member.taints:
-            if taint.effect not in ("NoSchedule", "NoExecute") or taint.key in _TRANSIENT_TAINT_KEYS:
-                continue
-            if taint.key.startswith(_TRANSIENT_TAINT_PREFIXES):
-                continue
-            found[(taint.key, taint.value, taint.effect)] = taint
-    tolerations: list[api.Toleration] = []
-    if dedicated:
-        tolerations.append(
-            api.Toleration(key=conventions.POOL_TAINT_KEY, operator="Equal", value=pool, effect=conventions.NO_SCHEDULE)
-        )
-    for key, value, effect in sorted(found, key=lambda k: (k[0], k[1] or "", k[2])):
-        if value is None:
-            tolerations.append(api.Toleration(key=key, operator="Exists", effect=effect))
-        else:
-            tolerations.append(api.Toleration(key=key, operator="Equal", value=value, effect=effect))
-    return tolerations
 
 
 def listed_members(members: Sequence[Member]) -> tuple[list[Member], int]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from accelpool.decide.poolstatus.facts import Member
 from accelpool.decide.poolstatus.layout import Layout, PoolShape
-from accelpool.model import conventions
+from accelpool_api import conventions
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide.poolstatus import capacity, conditions, drivers, phase
 from accelpool.decide.poolstatus.census import Census
 from accelpool.decide.poolstatus.conditions import Finding
 from accelpool.decide.poolstatus.facts import ConditionStatus, PoolFacts
 from accelpool.decide.poolstatus.layout import Layout, PoolShape, judge_layout
-from accelpool.model import conventions
 from accelpool.model.nodes import format_time
+from accelpool_api import conventions, workloads
 
 
 class ConditionHistory:
@@ -124,7 +124,9 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
         capacity=capacity.capacity(census, shape.entry, per_gpu, spec.health.matmul.dtype),
         scheduling=api.Scheduling(
             node_selector={conventions.POOL_LABEL: facts.name},
-            tolerations=capacity.scheduling_tolerations(facts.name, spec.dedicated, census.members),
+            tolerations=workloads.scheduling_tolerations(
+                facts.name, spec.dedicated, (t for m in census.members for t in m.taints)
+            ),
         ),
         members=capacity.status_members(census.members, mig_pool=shape.mig),
         members_omitted=max(0, len(census.members) - api.MAX_STATUS_MEMBERS) or None,

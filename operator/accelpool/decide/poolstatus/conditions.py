@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
-from accelpool.api.status import MAX_CONDITION_MESSAGE
 from accelpool.decide.poolstatus.census import Census
 from accelpool.decide.poolstatus.facts import (
     MESSAGE_NODES,
@@ -35,8 +34,10 @@ from accelpool.decide.poolstatus.facts import (
     name_list,
 )
 from accelpool.decide.poolstatus.layout import Layout, PoolShape
-from accelpool.model import agents, conventions, nvidia
+from accelpool.model import agents
 from accelpool.model.remediation_record import LadderRecord
+from accelpool_api import conventions, workloads
+from accelpool_api.status import MAX_CONDITION_MESSAGE
 
 CONDITION_TYPES = (
     "Valid",
@@ -124,7 +125,7 @@ def mig_configured(shape: PoolShape, layout: Layout, members: int) -> Finding:
         )
     if not shape.mig:
         return Finding(True, "Disabled", f"MIG off on {members} members (whole GPUs)")
-    devices = ", ".join(f"{n}x {p}" for p, n in nvidia.mig_devices(shape.spec.mig_layout()).items())
+    devices = ", ".join(f"{n}x {p}" for p, n in workloads.mig_devices(shape.spec.mig_layout()).items())
     return Finding(True, "Configured", f"{devices} per GPU on {members} members")
 
 

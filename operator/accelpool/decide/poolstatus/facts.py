@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from accelpool import api
-from accelpool.model import agents, conventions, remediation_record
+import accelpool_api as api
+from accelpool.model import agents, remediation_record
 from accelpool.model.nodes import NodeChange, NodeView, Taint
+from accelpool_api import conventions
 from accelpool_core.protocol import HealthReport
 
 ConditionStatus = Literal["True", "False", "Unknown"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide.poolstatus.compose import ConditionHistory
 from accelpool.decide.poolstatus.conditions import Finding
 

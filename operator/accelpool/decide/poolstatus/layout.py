@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide.poolstatus.facts import Member
-from accelpool.model import conventions, nvidia
+from accelpool.model import nvidia
+from accelpool_api import conventions, workloads
 from accelpool_core import catalog
 
 
@@ -54,7 +55,7 @@ class PoolShape:
         set_field(self, "mig_config", configs.mig or conventions.MIG_DISABLED_CONFIG)
 
     def resources_per_gpu(self) -> dict[str, int]:
-        return nvidia.resources_per_gpu(self.spec, self.resolved)
+        return workloads.resources_per_gpu(self.spec, self.resolved)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from accelpool.decide.poolstatus.census import Census
 from accelpool.decide.poolstatus.conditions import Finding
 from accelpool.decide.poolstatus.facts import Phase, Selection, name_list
 from accelpool.decide.poolstatus.layout import Layout
-from accelpool.model import conventions
+from accelpool_api import conventions
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import asyncio
 
 import aiohttp
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide import kueue
 from accelpool_core.kube import ApiError
 

@@ -24,12 +24,13 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection, Sequence
 
-from accelpool.model import conventions, evictions
+from accelpool.model import evictions
 from accelpool.model.evictions import Answer, DrainOrder, PodRef
 from accelpool.runtime.controller.apiserver import TRANSIENT, Permit
 from accelpool.runtime.controller.state import ClusterState
 from accelpool.runtime.metrics import OperatorMetrics
 from accelpool.runtime.settings import OperatorConfig
+from accelpool_api import conventions
 from accelpool_core.kube import ApiError, KubeClient
 
 log = logging.getLogger("accelpool.runtime.controller")

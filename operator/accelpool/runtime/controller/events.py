@@ -13,11 +13,11 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide.planning import EventIntent
-from accelpool.model import conventions
 from accelpool.runtime.controller.apiserver import TRANSIENT, Permit
 from accelpool.runtime.metrics import OperatorMetrics
+from accelpool_api import conventions
 from accelpool_core.kube import KubeClient
 
 log = logging.getLogger("accelpool.runtime.controller")

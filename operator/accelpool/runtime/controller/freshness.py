@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from accelpool.model import conventions
 from accelpool.model.nodes import HealthCondition, NodeView
+from accelpool_api import conventions
 
 
 @dataclass

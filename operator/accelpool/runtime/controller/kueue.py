@@ -32,9 +32,9 @@ from typing import Any
 
 from accelpool.decide import kueue
 from accelpool.decide.kueue import KueueObserved, KueuePlan
-from accelpool.model import conventions
 from accelpool.runtime.controller import apiserver
 from accelpool.runtime.controller.apiserver import TRANSIENT, Permit
+from accelpool_api import conventions
 from accelpool_core.kube import ApiError, ConflictError, KubeClient, NotFoundError
 
 log = logging.getLogger("accelpool.runtime.controller")

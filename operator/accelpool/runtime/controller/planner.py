@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide import inputs
 from accelpool.decide.desired import Desired, decide
 from accelpool.decide.inputs import Checked, PoolRecord

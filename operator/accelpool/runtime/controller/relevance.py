@@ -30,8 +30,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection, Mapping
 
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView
+from accelpool_api import conventions
 
 PLANNED_LABEL_PREFIXES = (f"{conventions.DOMAIN}/", "nvidia.com/", "node-role.kubernetes.io/")
 """Label keys planning reads besides the pools' selectors and what detection makes of the labels."""

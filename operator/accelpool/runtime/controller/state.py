@@ -15,7 +15,7 @@ from accelpool.decide import inputs
 from accelpool.decide.inputs import PoolRecord
 from accelpool.decide.kueue import KueueObserved
 from accelpool.decide.planning import ConfigState
-from accelpool.model import agents, conventions
+from accelpool.model import agents
 from accelpool.model.evictions import DrainObservation, DrainOrder
 from accelpool.model.nodes import NodeView
 from accelpool.runtime.controller import apiserver
@@ -26,6 +26,7 @@ from accelpool.runtime.controller.kueue import KueueCache
 from accelpool.runtime.controller.overlays import Overlays, same_pool
 from accelpool.runtime.controller.relevance import same_for_planning, selector_keys
 from accelpool.runtime.settings import OperatorConfig
+from accelpool_api import conventions
 from accelpool_core.kube import KubeClient, NotFoundError
 
 log = logging.getLogger("accelpool.runtime.controller")

@@ -26,7 +26,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide import patches
 from accelpool.decide.inputs import PoolRecord
 from accelpool.decide.planning import Plan

@@ -33,7 +33,6 @@ from accelpool.decide import patches
 from accelpool.decide.configmaps import ConfigMapsVersion
 from accelpool.decide.desired import Desired, OwnedObjects
 from accelpool.decide.planning import EventIntent, Plan
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView
 from accelpool.runtime.controller import apiserver
 from accelpool.runtime.controller.apiserver import TRANSIENT, Permit
@@ -42,6 +41,7 @@ from accelpool.runtime.controller.kueue import KueueWriter, KueueWrites
 from accelpool.runtime.controller.state import ClusterState, Owned, Snapshot
 from accelpool.runtime.metrics import OperatorMetrics
 from accelpool.runtime.settings import OperatorConfig
+from accelpool_api import conventions
 from accelpool_core.kube import ConflictError, KubeClient, NotFoundError
 
 log = logging.getLogger("accelpool.runtime.controller")

@@ -29,12 +29,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide.planning.ledger import NodeEdit
 from accelpool.decide.planning.model import EventIntent
 from accelpool.decide.poolstatus import describe_health
-from accelpool.model import conventions
 from accelpool.model.nodes import NodeView, Taint
+from accelpool_api import conventions
 from accelpool_core.protocol import HealthStatus
 
 

@@ -30,13 +30,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide.planning.model import EventIntent, Remediation
 from accelpool.decide.poolstatus import describe_health, health_reason
-from accelpool.model import conventions
 from accelpool.model.evictions import DrainObservation, DrainOrder, pod_list
 from accelpool.model.nodes import NodeView, format_time
 from accelpool.model.remediation_record import LadderRecord, record_of
+from accelpool_api import conventions
 from accelpool_core.protocol import Action
 
 

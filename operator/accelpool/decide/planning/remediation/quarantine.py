@@ -34,15 +34,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from accelpool import api
+import accelpool_api as api
 from accelpool.decide.planning.ledger import NodeEdit
 from accelpool.decide.planning.model import EventIntent, Remediation
 from accelpool.decide.planning.remediation.ladder import Ladder, reported_action, start
 from accelpool.decide.poolstatus import MESSAGE_NODES, Breaker, describe_health, health_reason
-from accelpool.model import conventions
 from accelpool.model.evictions import DrainObservation, DrainOrder
 from accelpool.model.nodes import NodeView, Taint
 from accelpool.model.remediation_record import LadderRecord, QuarantineHistory, history_of, record_of
+from accelpool_api import conventions
 from accelpool_core.protocol import Action
 
 NO_BREAKER = Breaker()

@@ -1,6 +1,6 @@
 """pydantic's validation errors → the API server's field errors, word for word.
 
-The models in `accelpool.api` check what the CRD's schema and CEL rules check; this module turns
+The models in `accelpool_api` check what the CRD's schema and CEL rules check; this module turns
 each pydantic error into the `api.Problem` kube-openapi or the CEL rule would have reported, at
 the same field path: `spec.sharing.timeSlicing.replicas: Invalid value: 1: ... should be greater
 than or equal to 2`. Problems inside the two-shape `accelerator` are the webhook's, in its words.
@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from accelpool import api
+import accelpool_api as api
 
 WEBHOOK_FIELDS = ("spec.accelerator",)
 """Fields the CRD's schema leaves open (two shapes) but requires: only the webhook judges what is in them."""

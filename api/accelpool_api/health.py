@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from accelpool.api.rules import Model, Rule, RuledModel, cel_string
+from accelpool_api.rules import Model, Rule, RuledModel, cel_string
 from accelpool_core.protocol import AgentBackend
 
 DURATION_PATTERN = r"^([0-9]{1,5}(\.[0-9]{1,9})?(ms|s|m|h)){1,4}$"

@@ -1,6 +1,6 @@
 """The base of every ComputePool model, and `Rule`: one cross-field rule in CEL and in Python.
 
-`accelpool.admission.crd` writes each model's `rules` into the CRD as `x-kubernetes-validations`; the models
+`accelpool_api.crd` writes each model's `rules` into the CRD as `x-kubernetes-validations`; the models
 check the same rules in Python (`RuledModel`), so the schema and `accelpool validate` agree.
 """
 

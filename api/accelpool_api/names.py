@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from accelpool.api.problems import Problem
+from accelpool_api.problems import Problem
 
 GROUP = "accelpool.io"
 VERSION = "v1alpha1"

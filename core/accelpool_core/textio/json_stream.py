@@ -7,7 +7,7 @@ one document, sent as it is written. Python's `json` reads those values as the A
 first value is not JSON, kubectl reads the whole stream as YAML instead: `NotJson` says so here.
 
 `documents` parses the stream a chunk at a time; the items of a top-level object's `items` list
-can come out one by one as they are parsed (see `accelpool.textio.safe_yaml`), so a
+can come out one by one as they are parsed (see `accelpool_core.textio.safe_yaml`), so a
 snapshot of many Nodes needs the memory of the largest one. Line numbers are counted as it goes.
 
 Pure: no I/O beyond the `read` function it is given.
@@ -21,8 +21,8 @@ import re
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, NoReturn
 
-from accelpool.textio.lines import one_line, size_text
-from accelpool.textio.safe_yaml import MAX_DEPTH, Document, Item, SourceError
+from accelpool_core.textio.lines import one_line, size_text
+from accelpool_core.textio.safe_yaml import MAX_DEPTH, Document, Item, SourceError
 
 CHUNK_CHARS = 1 << 20
 _SPACE = re.compile(r"[ \t\n\r]*")
@@ -152,7 +152,7 @@ def documents(
     label: str, read: Callable[[int], str], limit: int, stream_items: bool = False
 ) -> Iterator[Document | Item]:
     """Each value of a JSON stream as a document; `limit` bounds one value (one item, when streamed).
-    With `stream_items`, as `accelpool.textio.safe_yaml.documents`.
+    With `stream_items`, as `accelpool_core.textio.safe_yaml.documents`.
 
     Raises `NotJson` when the first value does not parse and no item came out, `SourceError` for
     any other problem.

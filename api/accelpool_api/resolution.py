@@ -11,15 +11,15 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from accelpool.api.devices import MPS_LIMIT_CAPABILITY, MPS_MAX_CLIENTS_BEFORE_7_5, AcceleratorRequest, MigSpec, MpsSpec
-from accelpool.api.health import ANY_VENDOR_BACKENDS
-from accelpool.api.names import GROUP
-from accelpool.api.problems import Problem
+from accelpool_api.devices import MPS_LIMIT_CAPABILITY, MPS_MAX_CLIENTS_BEFORE_7_5, AcceleratorRequest, MigSpec, MpsSpec
+from accelpool_api.health import ANY_VENDOR_BACKENDS
+from accelpool_api.names import GROUP
+from accelpool_api.problems import Problem
 from accelpool_core import catalog
 from accelpool_core.protocol import VENDOR_BACKENDS
 
 if TYPE_CHECKING:
-    from accelpool.api.spec import ComputePoolSpec
+    from accelpool_api.spec import ComputePoolSpec
 
 
 @dataclass(frozen=True)

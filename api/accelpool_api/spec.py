@@ -1,8 +1,8 @@
 """`ComputePoolSpec`: what a platform engineer asks for, checked structurally and against the catalog.
 
-The spec's own fields and cross-field rules are here; its parts are in `accelpool.api.devices`
-(accelerator, MIG, sharing) and `accelpool.api.health`; the catalog-dependent checks are in
-`accelpool.api.resolution`, which the spec runs after its fields unless validated with the
+The spec's own fields and cross-field rules are here; its parts are in `accelpool_api.devices`
+(accelerator, MIG, sharing) and `accelpool_api.health`; the catalog-dependent checks are in
+`accelpool_api.resolution`, which the spec runs after its fields unless validated with the
 `structural_only` context.
 """
 
@@ -12,11 +12,11 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from accelpool.api.devices import AcceleratorRequest, MigSpec, SharingSpec
-from accelpool.api.health import HealthSpec
-from accelpool.api.kueue import KueueSpec
-from accelpool.api.resolution import ResolvedAccelerator, max_instances_that_fit, resolve_accelerator, spec_problems
-from accelpool.api.rules import Model, Rule, RuledModel
+from accelpool_api.devices import AcceleratorRequest, MigSpec, SharingSpec
+from accelpool_api.health import HealthSpec
+from accelpool_api.kueue import KueueSpec
+from accelpool_api.resolution import ResolvedAccelerator, max_instances_that_fit, resolve_accelerator, spec_problems
+from accelpool_api.rules import Model, Rule, RuledModel
 
 MAX_NODES = 10_000
 

@@ -1,7 +1,7 @@
 """`spec.accelerator`, `spec.mig` and `spec.sharing`: which accelerator a pool wants, and how each GPU is divided.
 
 The structural rules live here, on the models; the rules that need the catalog (is this MIG
-profile offered by that GPU, does the layout fit) are in `accelpool.api.resolution`.
+profile offered by that GPU, does the layout fit) are in `accelpool_api.resolution`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from accelpool.api.rules import Model, Rule, RuledModel
+from accelpool_api.rules import Model, Rule, RuledModel
 from accelpool_core import catalog
 
 ACCELERATOR_STRING_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._ -]*(:[1-9][0-9]*)?$"

@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from accelpool import api
-from accelpool.admission import crd
-from accelpool.admission.validation.errors import WEBHOOK_FIELDS, json_type, model_of, wire_fields
+import accelpool_api as api
+from accelpool_api import crd
+from accelpool_api.validation.errors import WEBHOOK_FIELDS, json_type, model_of, wire_fields
 
 
 def checked_anyway(problems: list[api.Problem]) -> list[api.Problem]:

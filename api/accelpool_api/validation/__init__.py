@@ -4,7 +4,7 @@ A real API server judges a ComputePool in three stages, and stops at the first t
 
 1. decoding: an unknown field fails strict field validation (kubectl's default) before anything
    else: `strict decoding error: unknown field "spec.gpus"`;
-2. the CRD's structural schema and its CEL rules (generated from `accelpool.api` by `accelpool.admission.crd`):
+2. the CRD's structural schema and its CEL rules (generated from `accelpool_api` by `accelpool_api.crd`):
    `spec.sharing.timeSlicing.replicas: Invalid value: 1: spec.sharing.timeSlicing.replicas in body
    should be greater than or equal to 2`;
 3. the validating admission webhook (`accelpool.admission.review`), which runs this package: what needs the
@@ -18,9 +18,9 @@ The modules: `stages` (`validate_object`, `Verdict`), `schema` (the schema stage
 pydantic's), `errors` (pydantic's errors in the API server's words).
 """
 
-from accelpool.admission.validation.errors import json_type
-from accelpool.admission.validation.schema import INT32_MAX, go_plain, go_type
-from accelpool.admission.validation.stages import (
+from accelpool_api.validation.errors import json_type
+from accelpool_api.validation.schema import INT32_MAX, go_plain, go_type
+from accelpool_api.validation.stages import (
     OBJECT_META_FIELDS,
     Stage,
     Verdict,

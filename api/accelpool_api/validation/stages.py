@@ -1,6 +1,6 @@
 """`validate_object`: one document through the API server's three stages (decode, schema, webhook).
 
-Each stage's problems come from `accelpool.admission.validation.errors` and `accelpool.admission.validation.schema`;
+Each stage's problems come from `accelpool_api.validation.errors` and `accelpool_api.validation.schema`;
 this module orders them as the server does and stops at the first stage that objects.
 """
 
@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from accelpool import api
-from accelpool.admission.validation.errors import CEL_RULES, field_problem, merge, unknown_field, webhook_only
-from accelpool.admission.validation.schema import (
+import accelpool_api as api
+from accelpool_api.validation.errors import CEL_RULES, field_problem, merge, unknown_field, webhook_only
+from accelpool_api.validation.schema import (
     BLOCKING,
     RULES_NOT_CHECKED,
     checked_anyway,

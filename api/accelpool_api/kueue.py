@@ -8,8 +8,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-from accelpool.api.names import DNS1123_SUBDOMAIN
-from accelpool.api.rules import Model
+from accelpool_api.names import DNS1123_SUBDOMAIN
+from accelpool_api.rules import Model
 
 KUEUE_NAME_PATTERN = f"^{DNS1123_SUBDOMAIN}$"
 """What Kueue's CRDs require of a ResourceFlavor's and a ClusterQueue's name (a DNS-1123 subdomain)."""

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from accelpool.api.spec import ComputePoolSpec
-from accelpool.api.status import ComputePoolStatus
+from accelpool_api.spec import ComputePoolSpec
+from accelpool_api.status import ComputePoolStatus
 
 
 class ObjectMeta(BaseModel):

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from accelpool.api.rules import Model
+from accelpool_api.rules import Model
 
 MAX_CONDITION_MESSAGE = 4096
 """The longest condition message accelpool writes; a longer one is cut and ends with `… (cut)`."""

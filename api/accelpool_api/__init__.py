@@ -1,12 +1,12 @@
 """The ComputePool API (`accelpool.io/v1alpha1`): pydantic models for spec and status, and their validation.
 
 This package is the one model everything else is generated from: the CRD schema and its CEL
-rules (`accelpool.admission.crd`), `accelpool validate`, and the operator's `Valid` condition all call
+rules (`accelpool_api.crd`), `accelpool validate`, and the operator's `Valid` condition all call
 into it. Structural rules (types, ranges, exclusive fields) live on the models; rules that need
 the catalog (is this MIG profile offered by that GPU, does the layout fit) live in
 `spec_problems`, which names the field path, the bad value and what would be valid.
 
-Callers use the names re-exported here (`from accelpool import api`; `api.ComputePoolSpec`); the
+Callers use the names re-exported here (`import accelpool_api as api`; `api.ComputePoolSpec`); the
 modules behind them, in dependency order:
 
 - `problems`: `Problem`, a field error in the API server's words, and `go_value`/`as_sent`;
@@ -16,10 +16,19 @@ modules behind them, in dependency order:
 - `resolution`: the accelerator resolved against the catalog, and `spec_problems`;
 - `spec`, `status`, `pool`: `ComputePoolSpec`, `ComputePoolStatus`, the whole `ComputePool`.
 
-Callers: `accelpool.admission.crd`, `accelpool.admission.validation`, the planner and the handlers.
+Beside the models, in the same distribution (`accelpool-api`: pure, no kopf and no HTTP, so that the
+Python API installs without the operator):
+
+- `validation`: a pool judged in the API server's own words (schema, CEL rules, the webhook's checks);
+- `crd`: the CustomResourceDefinition generated from the models;
+- `conventions`: every label, taint, annotation and object name accelpool reads or writes;
+- `workloads`: what a pod needs to land on a pool (its tolerations, the resources one GPU advertises).
+
+Callers: the operator (`accelpool`: the planner, the handlers, the webhook, `accelpool validate`), the
+Python API (`accelpool_sdk`) and the demo.
 """
 
-from accelpool.api.devices import (
+from accelpool_api.devices import (
     ACCELERATOR_STRING_PATTERN,
     MAX_TIME_SLICING_REPLICAS,
     MEMORY_PATTERN,
@@ -33,7 +42,7 @@ from accelpool.api.devices import (
     SharingSpec,
     TimeSlicingSpec,
 )
-from accelpool.api.health import (
+from accelpool_api.health import (
     ANY_VENDOR_BACKENDS,
     DURATION_PATTERN,
     FLAP_DOUBLINGS,
@@ -51,8 +60,8 @@ from accelpool.api.health import (
     format_duration,
     parse_duration,
 )
-from accelpool.api.kueue import KUEUE_NAME_MAX, KUEUE_NAME_PATTERN, KueueSpec
-from accelpool.api.names import (
+from accelpool_api.kueue import KUEUE_NAME_MAX, KUEUE_NAME_PATTERN, KueueSpec
+from accelpool_api.names import (
     API_VERSION,
     CATEGORIES,
     DNS1123_SUBDOMAIN,
@@ -67,12 +76,12 @@ from accelpool.api.names import (
     metadata_problems,
     name_problems,
 )
-from accelpool.api.pool import ComputePool, ObjectMeta
-from accelpool.api.problems import AUTO, ErrorType, Problem, as_sent, go_float, go_value
-from accelpool.api.resolution import ResolvedAccelerator, max_instances_that_fit, resolve_accelerator, spec_problems
-from accelpool.api.rules import Model, Rule, RuledModel
-from accelpool.api.spec import MAX_NODES, ComputePoolSpec, ProvisionerSpec
-from accelpool.api.status import (
+from accelpool_api.pool import ComputePool, ObjectMeta
+from accelpool_api.problems import AUTO, ErrorType, Problem, as_sent, go_float, go_value
+from accelpool_api.resolution import ResolvedAccelerator, max_instances_that_fit, resolve_accelerator, spec_problems
+from accelpool_api.rules import Model, Rule, RuledModel
+from accelpool_api.spec import MAX_NODES, ComputePoolSpec, ProvisionerSpec
+from accelpool_api.status import (
     MAX_STATUS_MEMBERS,
     Capacity,
     ComputePoolStatus,

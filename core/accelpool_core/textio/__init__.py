@@ -1,6 +1,6 @@
 """Plain-text input and output shared by the commands: YAML and JSON sources named on the command
 line, and column-aligned tables. Used by `accelpool validate`, `plan`, `recommend`, `catalog`
-and `demo`.
+and `demo`, and by the Python API (`ComputePool.from_yaml`, `to_yaml`).
 
 `read_objects` is the one reader of the files the commands are given (`scan_objects` the same,
 item by item, for a Node snapshot), and it reads them as kubectl does, treating them as
@@ -50,11 +50,11 @@ within the limits), `json_stream` (JSON, in chunks), `goyaml` (one scalar, as ku
 `lines` (bounded text for error lines, and tables).
 """
 
-from accelpool.textio.lines import LINE_CHARS, VALUE_CHARS, brief, format_table, one_line
-from accelpool.textio.safe_yaml import MAX_DEPTH, SourceError
-from accelpool.textio.safe_yaml import dump as dump_yaml
-from accelpool.textio.safe_yaml import load as load_yaml
-from accelpool.textio.sources import (
+from accelpool_core.textio.lines import LINE_CHARS, VALUE_CHARS, brief, format_table, one_line
+from accelpool_core.textio.safe_yaml import MAX_DEPTH, SourceError
+from accelpool_core.textio.safe_yaml import dump as dump_yaml
+from accelpool_core.textio.safe_yaml import load as load_yaml
+from accelpool_core.textio.sources import (
     MAX_OBJECT_BYTES,
     MAX_SNAPSHOT_BYTES,
     MAX_SOURCE_BYTES,

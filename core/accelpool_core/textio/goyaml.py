@@ -5,7 +5,7 @@ called from k8s.io/cli-runtime pkg/resource/visitor.go `StreamVisitor`): each do
 sigs.k8s.io/yaml `Unmarshal` (yaml.go), which decodes it with go.yaml.in/yaml/v2 (v2.4.2, the
 go-yaml v2 branch) into Go values and then writes those as JSON (`convertToJSONableObject`,
 `json.Marshal`). What the API server receives is that JSON. This module reproduces both steps for
-one scalar; `accelpool.textio.safe_yaml` applies them to whole documents.
+one scalar; `accelpool_core.textio.safe_yaml` applies them to whole documents.
 
 go-yaml v2 `resolve.go` (`resolve`, `resolveTable`, `resolveMap`), for a plain (unquoted, untagged)
 scalar:

@@ -3,11 +3,11 @@
 `documents` builds each document of a YAML stream straight from the parser's events (libyaml,
 through PyYAML), in one pass and without PyYAML's node tree: it refuses deep nesting, recursive
 aliases and alias bombs as it goes, resolves every scalar as go-yaml v2 does and makes the result
-what sigs.k8s.io/yaml turns it into (`accelpool.textio.goyaml`), merges `<<` keys as go-yaml v2
+what sigs.k8s.io/yaml turns it into (`accelpool_core.textio.goyaml`), merges `<<` keys as go-yaml v2
 does, and, when asked, hands the items of a document's top-level `items` list out one at a time
 instead of keeping them, so that a snapshot of thousands of Nodes needs the memory of one.
 `yaml_error` words PyYAML's errors as `FILE:LINE:COL: message`. The rules are in
-`accelpool.textio`'s docstring.
+`accelpool_core.textio`'s docstring.
 
 Pure: no I/O (the parser reads the stream it is given).
 """
@@ -32,8 +32,8 @@ from yaml.events import (
 )
 from yaml.reader import ReaderError
 
-from accelpool.textio import goyaml
-from accelpool.textio.lines import one_line
+from accelpool_core.textio import goyaml
+from accelpool_core.textio.lines import one_line
 
 try:
     from yaml import CSafeLoader as _SafeLoader

@@ -2,9 +2,9 @@
 
 `read_objects` is the one reader of the files the commands are given, `scan_objects` the same for a
 Node snapshot that may be large: it hands out the items of a List as they are read. See
-`accelpool.textio`.
+`accelpool_core.textio`.
 
-Reads files and standard input; parsing is `accelpool.textio.safe_yaml`'s and `json_stream`'s.
+Reads files and standard input; parsing is `accelpool_core.textio.safe_yaml`'s and `json_stream`'s.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from accelpool.textio import json_stream
-from accelpool.textio.lines import brief, one_line, size_text
-from accelpool.textio.safe_yaml import Document, Item, SourceError, documents
+from accelpool_core.textio import json_stream
+from accelpool_core.textio.lines import brief, one_line, size_text
+from accelpool_core.textio.safe_yaml import Document, Item, SourceError, documents
 
 MAX_SOURCE_BYTES = 8 * 1024 * 1024
 """Per file of objects read whole (`read_objects`): a ComputePool file is a few KiB."""
