@@ -7,7 +7,9 @@ import argparse
 import os
 import re
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -59,7 +61,7 @@ def test_anchors_are_githubs() -> None:
 # the API
 
 
-def _definition(spec: dict[str, object]) -> dict[str, object]:
+def _definition(spec: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "spec": {
             "group": "example.io",
@@ -81,7 +83,7 @@ def _definition(spec: dict[str, object]) -> dict[str, object]:
 
 
 def test_the_api_page_gives_type_default_constraints_and_rules() -> None:
-    spec = {
+    spec: dict[str, Any] = {
         "type": "object",
         "description": "What it should be.",
         "required": ["size"],
@@ -120,7 +122,7 @@ def test_the_api_page_says_provisioner_is_an_object() -> None:
 
 # metrics
 
-AGENT_LIKE = '''
+AGENT_LIKE = """
 LABELS = ("node", "pool")
 
 
@@ -133,7 +135,7 @@ def collect(snapshot):
     info = InfoMetricFamily("x_build", "Build facts.", labels=[*LABELS, "version"])
     yield HistogramMetricFamily("x_seconds", "Durations.", buckets=[])
     yield CounterMetricFamily("x_runs", "Runs.", value=3)
-'''
+"""
 
 
 def test_declarations_are_read_from_the_collectors_source() -> None:
@@ -174,7 +176,7 @@ def _exposed(exposition: str) -> set[str]:
 
 
 def test_the_page_lists_every_family_a_real_agent_scrape_shows() -> None:
-    """Cross-check of the syntax-tree reading: the agent's golden scrape (fake H100 ×4) shows no family the
+    """Cross-check of the syntax-tree reading: the agent's golden scrape (four fake H100s) shows no family the
     page leaves out."""
     golden = (ROOT / "tests" / "unit" / "agent" / "golden" / "metrics_fake_h100x4.prom").read_text()
     missing = _exposed(golden) - _documented(RENDERED["docs/reference/metrics.md"])
@@ -189,7 +191,7 @@ def test_the_page_lists_every_family_the_operator_exposes() -> None:
 
 # alerts
 
-RULES = {
+RULES: dict[str, Any] = {
     "groups": [
         {
             "name": "g",
@@ -211,14 +213,15 @@ RULES = {
 def test_each_alert_has_its_heading_expression_and_runbook() -> None:
     page = alerts.render(alerts.alerts(RULES))
     assert "[SomethingWrong](#somethingwrong) | critical | `5m` |" in page
-    assert "### SomethingWrong\n" in page and "```promql\nx > 1\n```" in page and "```text\n1. look\n2. fix\n```" in page
+    assert "### SomethingWrong\n" in page and "```promql\nx > 1\n```" in page
+    assert "```text\n1. look\n2. fix\n```" in page
     assert "x:sum" not in page
 
 
 def test_an_alert_without_a_runbook_is_an_error() -> None:
-    rule = RULES["groups"][0]["rules"][1]  # type: ignore[index]
+    rule = RULES["groups"][0]["rules"][1]
     broken = {"groups": [{"name": "g", "rules": [{**rule, "annotations": {"summary": "s"}}]}]}
-    with pytest.raises(alerts.AlertError, match="SomethingWrong has no annotations.description"):
+    with pytest.raises(alerts.AlertError, match=r"SomethingWrong has no annotations\.description"):
         alerts.alerts(broken)
 
 
@@ -234,7 +237,7 @@ def test_the_alerts_page_has_every_alert_of_the_chart_under_its_lower_case_ancho
 
 # Helm values
 
-SCHEMA = {
+SCHEMA: dict[str, Any] = {
     "type": "object",
     "definitions": {"port": {"type": "integer", "minimum": 1, "maximum": 65535}},
     "properties": {
