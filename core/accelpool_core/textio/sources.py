@@ -49,6 +49,13 @@ def add_filename_argument(parser: argparse.ArgumentParser) -> None:
         help="ComputePool YAML or JSON (one or many documents): a file, a directory of *.yaml, or '-' for "
         f"standard input; repeatable; at most {MAX_SOURCE_BYTES // 2**20} MiB a file",
     )
+    parser.add_argument(
+        "-R",
+        "--recursive",
+        action="store_true",
+        help="read the directories given to -f and every directory below them (as kubectl's -R); "
+        "without it, only the files directly in a directory",
+    )
 
 
 @dataclass(frozen=True)
@@ -93,11 +100,14 @@ class Objects:
     errors: list[str] = field(default_factory=list)
 
 
-def read_objects(names: Sequence[str]) -> Objects:
-    """Every object in the named sources (files, directories, '-'), each document read whole."""
+def read_objects(names: Sequence[str], *, recursive: bool = False) -> Objects:
+    """Every object in the named sources (files, directories, '-'), each document read whole.
+
+    A directory gives its `*.yaml` and `*.yml` files; `recursive` (kubectl's `-R`) those of every
+    directory below it too, in path order."""
     found = Objects()
     for name in names:
-        for result in _scan(name, MAX_SOURCE_BYTES, stream=False):
+        for result in _scan(name, MAX_SOURCE_BYTES, stream=False, recursive=recursive):
             if isinstance(result, SourceObject):
                 found.objects.append(result)
             else:
@@ -115,9 +125,9 @@ def scan_objects(name: str, limit: int | None = None) -> Iterator[SourceObject |
     return _scan(name, MAX_SNAPSHOT_BYTES if limit is None else limit, stream=True)
 
 
-def _scan(name: str, limit: int, stream: bool) -> Iterator[SourceObject | str]:
+def _scan(name: str, limit: int, stream: bool, recursive: bool = False) -> Iterator[SourceObject | str]:
     try:
-        sources = list(_sources(name))
+        sources = list(_sources(name, recursive))
     except SourceError as error:
         yield str(error)
         return
@@ -132,12 +142,13 @@ def _scan(name: str, limit: int, stream: bool) -> Iterator[SourceObject | str]:
 Opener = Callable[[int], IO[bytes]]
 
 
-def _sources(name: str) -> list[tuple[str, Opener]]:
+def _sources(name: str, recursive: bool = False) -> list[tuple[str, Opener]]:
     if name == "-":
         return [("<stdin>", lambda limit: _spool_stdin(limit))]
     path = Path(name)
+    within = "**/" if recursive else ""
     try:
-        files = sorted([*path.glob("*.yaml"), *path.glob("*.yml")]) if path.is_dir() else [path]
+        files = sorted([*path.glob(f"{within}*.yaml"), *path.glob(f"{within}*.yml")]) if path.is_dir() else [path]
     except OSError as error:
         raise SourceError(f"{name}: cannot read: {error.strerror}") from None
     return [(str(f), _file_opener(f)) for f in files]

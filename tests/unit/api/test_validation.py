@@ -121,3 +121,28 @@ def test_a_form_factor_in_several_memory_sizes_needs_the_memory(monkeypatch: pyt
     ]
     spec, _ = validate_spec({"accelerator": {"name": "V100", "memory": "48GB", "formFactor": "PCIe"}})
     assert spec is not None and spec.resolve().entry.name == "V100-48GB-PCIE"
+
+
+def test_a_directory_is_read_flat_and_recursive_descends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """kubectl's semantics: `-f DIR` reads the directory's files; `-R` the directories below it too."""
+    good = next(c for c in CASES if c.layer == "valid")
+    (tmp_path / "sub" / "deeper").mkdir(parents=True)
+    for place, name in (("", "top"), ("sub", "middle"), ("sub/deeper", "bottom")):
+        (tmp_path / place / f"{name}.yaml").write_text(yaml.safe_dump(pool(good.spec, name=name)))
+    assert cli.main(["validate", "-f", str(tmp_path)]) == 0
+    assert "1 valid, 0 invalid" in capsys.readouterr().err
+    assert cli.main(["validate", "-R", "-f", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(": ")[1] for line in out] == ["ComputePool/bottom", "ComputePool/middle", "ComputePool/top"]
+
+
+def test_every_example_is_reached_by_validate_recursive(capsys: pytest.CaptureFixture[str]) -> None:
+    """`accelpool validate -R -f examples/` (what the docs show) checks every pool in examples/, the
+    Karpenter ones included; those in examples/invalid/ are invalid on purpose."""
+    examples = Path(__file__).resolve().parents[3] / "examples"
+    files = sorted(p for p in examples.glob("**/*.yaml") if "kind: ComputePool" in p.read_text())
+    assert any(p.parent.name == "karpenter" for p in files)
+    assert cli.main(["validate", "--recursive", "-o", "json", "-f", str(examples)]) == 1
+    report = yaml.safe_load(capsys.readouterr().out)
+    assert sorted({Path(r["file"]) for r in report}) == files
+    assert all(r["valid"] == (Path(r["file"]).parent.name != "invalid") for r in report)

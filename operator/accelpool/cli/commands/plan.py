@@ -194,10 +194,10 @@ def render_table(result: Plan, views: dict[str, NodeView]) -> str:
     return "\n".join(lines)
 
 
-def _file_pools(names: list[str], errors: list[str]) -> list[PoolInput]:
+def _file_pools(names: list[str], errors: list[str], *, recursive: bool = False) -> list[PoolInput]:
     pools: list[PoolInput] = []
     for name in names:
-        found = read_objects([name])
+        found = read_objects([name], recursive=recursive)
         errors += found.errors
         for obj in found.objects:
             shape = inputs.object_problems(obj.body)
@@ -233,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: --now {args.now!r} is not an RFC 3339 time like 2026-11-01T00:00:00Z", file=sys.stderr)
         return 2
     errors: list[str] = []
-    file_pools = _file_pools(args.filename, errors)
+    file_pools = _file_pools(args.filename, errors, recursive=args.recursive)
     file_nodes = None if args.nodes is None else read_nodes(args.nodes, errors)
     if errors:
         for error in errors:

@@ -1,5 +1,7 @@
 """`accelpool validate -f FILE`: check ComputePools offline, as the API server and operator would.
 
+`-f DIR` reads the directory's *.yaml files; `-R` the directories below it too (kubectl's `-R`).
+
 The files are read as kubectl reads them (`accelpool_core.textio`): `nodes: 1:30` is the string
 "1:30", `dedicated: y` is true, `1e1` is 10. Exit 0 when every object is valid; 1 with one line
 per problem (object, field path, bad value, what would be valid); 2 when a file cannot be read
@@ -38,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     errors: list[str] = []
     results: list[tuple[str, validation.Verdict]] = []
     for name in args.filename:
-        found = read_objects([name])
+        found = read_objects([name], recursive=args.recursive)
         errors += found.errors
         for obj in found.objects:
             shape = inputs.object_problems(obj.body)
