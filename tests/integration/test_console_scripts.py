@@ -50,3 +50,33 @@ def test_python_dash_m_works_with_spawned_children() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["healthy"] is True
+
+
+_IMPORTED = """
+import contextlib, io, sys
+from accelpool.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        main(sys.argv[1:])
+    except SystemExit:
+        pass
+heavy = ("kopf", "aiohttp", "accelpool.runtime", "accelpool.decide", "accelpool.cli.recommend")
+print(" ".join(sorted({m.split(".")[0] if m.split(".")[0] in ("kopf", "aiohttp") else m
+                       for m in sys.modules if m.startswith(heavy)})))
+"""
+
+
+def test_help_and_validate_import_only_what_they_use() -> None:
+    """`accelpool --help` and `accelpool validate` load neither kopf, aiohttp, the operator's runtime nor the
+    planner (what made every command take a second); `accelpool run` does."""
+
+    def imported(*argv: str) -> set[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", _IMPORTED, *argv], capture_output=True, text=True, check=True, cwd=ROOT
+        )
+        return set(done.stdout.split())
+
+    assert imported("--help") == set()
+    assert imported("validate", "-f", "examples/h100-training.yaml") == set()
+    assert imported("catalog") == set()
+    assert {"kopf", "accelpool.runtime"} <= imported("run", "--help")

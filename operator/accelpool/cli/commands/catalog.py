@@ -9,14 +9,13 @@ import sys
 from typing import Any
 
 import accelpool_api as api
+from accelpool.cli.commands import SUMMARIES
 from accelpool_core import catalog
 from accelpool_core.textio import format_table
 
 
 def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "catalog", help="list the accelerator catalog, or show one entry", description=__doc__
-    )
+    parser: argparse.ArgumentParser = subparsers.add_parser("catalog", help=SUMMARIES["catalog"], description=__doc__)
     parser.add_argument("name", nargs="?", help="a name or alias, e.g. H100, a100-80gb, nvidia-l4")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
     parser.set_defaults(func=run)

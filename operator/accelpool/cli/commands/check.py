@@ -40,6 +40,7 @@ import aiohttp
 from pydantic import ValidationError
 
 import accelpool_api as api
+from accelpool.cli.commands import SUMMARIES
 from accelpool.runtime.settings import seconds
 from accelpool_api import conventions
 from accelpool_core.credentials import Credentials
@@ -64,7 +65,7 @@ class UsageError(Exception):
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "check",
-        help="run a full check cycle on nodes or a pool now, and show the verdicts",
+        help=SUMMARIES["check"],
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

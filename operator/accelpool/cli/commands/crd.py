@@ -6,13 +6,12 @@ import argparse
 import sys
 from typing import Any
 
+from accelpool.cli.commands import SUMMARIES
 from accelpool_api import crd
 
 
 def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "crd", help="print the ComputePool CRD (YAML)", description=__doc__
-    )
+    parser: argparse.ArgumentParser = subparsers.add_parser("crd", help=SUMMARIES["crd"], description=__doc__)
     parser.set_defaults(func=run)
 
 

@@ -12,10 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from accelpool.cli.commands import SUMMARIES
+
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "dashboards", help="generate the Grafana dashboards (JSON)", description=__doc__
+        "dashboards", help=SUMMARIES["dashboards"], description=__doc__
     )
     parser.add_argument("-o", "--output-dir", type=Path, default=Path("charts/accelpool/dashboards"), metavar="DIR")
     parser.add_argument("--check", action="store_true", help="exit 1 if DIR is stale; write nothing")

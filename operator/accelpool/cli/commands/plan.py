@@ -38,8 +38,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import accelpool_api as api
+from accelpool.cli.commands import SUMMARIES
 from accelpool.decide import inputs
 from accelpool.decide.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
+from accelpool.model import shapes
 from accelpool.model.nodes import NodeView, parse_time
 from accelpool.runtime.settings import seconds
 from accelpool_api import conventions
@@ -55,7 +57,7 @@ HIDDEN_LABELS = frozenset({conventions.MIG_CONFIG_STATE_LABEL})
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "plan",
-        help="show what the operator would do with these pools",
+        help=SUMMARIES["plan"],
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -200,7 +202,7 @@ def _file_pools(names: list[str], errors: list[str], *, recursive: bool = False)
         found = read_objects([name], recursive=recursive)
         errors += found.errors
         for obj in found.objects:
-            shape = inputs.object_problems(obj.body)
+            shape = shapes.object_problems(obj.body)
             if shape:
                 errors += [obj.problem(p.path, p.message, p.value) for p in shape]
             elif obj.body.get("kind") == api.KIND:
@@ -216,10 +218,10 @@ def read_nodes(name: str, errors: list[str]) -> list[NodeView]:
         if isinstance(obj, str):
             errors.append(obj)
             continue
-        shape = inputs.object_problems(obj.body)
+        shape = shapes.object_problems(obj.body)
         if not shape and obj.body.get("kind", "Node") != "Node":
             continue
-        shape = shape or inputs.node_problems(obj.body)
+        shape = shape or shapes.node_problems(obj.body)
         if shape:
             errors += [obj.problem(p.path, p.message, p.value) for p in shape]
         else:

@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import accelpool_api as api
+from accelpool.cli.commands import SUMMARIES
 from accelpool.cli.commands.plan import read_nodes
 from accelpool.cli.recommend import (
     Arguments,
@@ -47,6 +48,7 @@ from accelpool.cli.recommend.pools import devices_per_node, member_devices
 from accelpool.cli.recommend.report import document, table
 from accelpool.decide import inputs
 from accelpool.decide.planning import ConfigState, PlannerOptions, plan
+from accelpool.model import shapes
 from accelpool_core.credentials import Credentials
 from accelpool_core.kube import ApiError, KubeClient, NotFoundError
 from accelpool_core.textio import read_objects
@@ -57,7 +59,7 @@ POOLS_PATH = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "recommend",
-        help="size a model's workload: memory per term, accelerators that fit, pools that hold it",
+        help=SUMMARIES["recommend"],
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -210,7 +212,7 @@ def _objects(names: list[str], kind: str, errors: list[str]) -> list[Any]:
     errors += read.errors
     chosen = []
     for obj in read.objects:
-        shape = inputs.object_problems(obj.body)
+        shape = shapes.object_problems(obj.body)
         if shape:
             errors += [obj.problem(p.path, p.message, p.value) for p in shape]
         elif obj.body.get("kind", "Node") == kind:

@@ -29,6 +29,7 @@ from typing import Any
 
 import kopf
 
+from accelpool.cli.commands import SUMMARIES
 from accelpool.runtime import leadership, webhook
 from accelpool.runtime.settings import OperatorConfig, add_arguments
 
@@ -36,7 +37,7 @@ from accelpool.runtime.settings import OperatorConfig, add_arguments
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "run",
-        help="run the operator",
+        help=SUMMARIES["run"],
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

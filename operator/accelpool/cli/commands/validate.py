@@ -19,7 +19,8 @@ import json
 import sys
 from typing import Any
 
-from accelpool.decide import inputs
+from accelpool.cli.commands import SUMMARIES
+from accelpool.model import shapes
 from accelpool_api import validation
 from accelpool_core.textio import add_filename_argument, brief, one_line, read_objects
 
@@ -27,7 +28,7 @@ from accelpool_core.textio import add_filename_argument, brief, one_line, read_o
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "validate",
-        help="validate ComputePool YAML files",
+        help=SUMMARIES["validate"],
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         found = read_objects([name], recursive=args.recursive)
         errors += found.errors
         for obj in found.objects:
-            shape = inputs.object_problems(obj.body)
+            shape = shapes.object_problems(obj.body)
             errors += [obj.problem(p.path, p.message, p.value) for p in shape]
             if not shape:
                 results.append((obj.source, validation.validate_object(obj.body)))
