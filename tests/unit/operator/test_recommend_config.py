@@ -179,6 +179,7 @@ def test_a_mixture_of_experts_holds_every_expert_and_computes_with_the_active_on
     shape = read(MIXTRAL_8X7B)
     one = estimate(Request(shape, PRECISIONS["bf16"], Workload.INFERENCE, context=4096, batch=1))
     assert one.term("weights") == shape.params * 2
+    assert one.terms[0].formula == "46.7B params (12.9B active) x 2 B (bf16)"
     assert one.flops_per_token == 2 * shape.active_params
     assert one.bytes_per_step == shape.active_params * 2 + one.term("kv_cache")
     many = estimate(Request(shape, PRECISIONS["bf16"], Workload.INFERENCE, context=4096, batch=64))

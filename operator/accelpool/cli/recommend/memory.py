@@ -199,7 +199,9 @@ def estimate(request: Request) -> Estimate:
 
 def _weights(request: Request) -> Term:
     p, w = request.model.params, request.precision.weight_bytes
-    return Term("weights", p * w, f"{_n(p)} params x {w:g} B ({request.precision.name})", Scope.SHARDED)
+    active = request.model.active_params
+    count = f"{_n(p)} params" + (f" ({_n(active)} active)" if active < p else "")
+    return Term("weights", p * w, f"{count} x {w:g} B ({request.precision.name})", Scope.SHARDED)
 
 
 def _overhead() -> Term:
