@@ -265,7 +265,7 @@ class AMD:
     def MI250X(count: int | None = None) -> Accelerator:
         """MI250X: `count` devices per node (None: any).
 
-        MI250X: 128 GB OAM, peak TFLOPS fp32 95.7, fp16 383, bf16 383; 3277 GB/s; 560 W
+        MI250X: 64 GB OAM, peak TFLOPS fp32 47.85, fp16 191.5, bf16 191.5; 1638.4 GB/s; 280 W
         """
         return Accelerator.from_name("MI250X", count, call="Accelerator.AMD.MI250X")
 
@@ -285,7 +285,7 @@ class AWS:
     def Trainium(count: int | None = None) -> Accelerator:
         """Trainium: `count` devices per node (None: any).
 
-        Trainium: 32 GB ASIC, peak TFLOPS fp32 47.5, fp16 190, bf16 190, fp8 190; 820 GB/s; 500 W
+        Trainium: 32 GB ASIC, peak TFLOPS fp32 47.5, tf32 190, fp16 190, bf16 190, fp8 190; 820 GB/s; 500 W
         """
         return Accelerator.from_name("Trainium", count, call="Accelerator.AWS.Trainium")
 
@@ -293,7 +293,7 @@ class AWS:
     def Trainium2(count: int | None = None) -> Accelerator:
         """Trainium2: `count` devices per node (None: any).
 
-        Trainium2: 96 GB ASIC, peak TFLOPS fp32 181, fp16 667, bf16 667, fp8 1299; 2900 GB/s; 500 W
+        Trainium2: 96 GB ASIC, peak TFLOPS fp32 181, tf32 667, fp16 667, bf16 667, fp8 1299; 2900 GB/s; 500 W
         """
         return Accelerator.from_name("Trainium2", count, call="Accelerator.AWS.Trainium2")
 
@@ -301,7 +301,7 @@ class AWS:
     def Inferentia2(count: int | None = None) -> Accelerator:
         """Inferentia2: `count` devices per node (None: any).
 
-        Inferentia2: 32 GB ASIC, peak TFLOPS fp32 47.5, fp16 190, bf16 190, fp8 190; 820 GB/s; 150 W
+        Inferentia2: 32 GB ASIC, peak TFLOPS fp32 47.5, tf32 190, fp16 190, bf16 190, fp8 190; 820 GB/s; 150 W
         """
         return Accelerator.from_name("Inferentia2", count, call="Accelerator.AWS.Inferentia2")
 

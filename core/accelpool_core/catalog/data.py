@@ -48,6 +48,9 @@ MIG_A30_24GB = (
     MigProfile("4g.24gb", 4, 4, 1),
 )
 
+_TPU_MODES = "bf16 (and int8) only: no fp16 or fp8 mode; fp32 unpublished, half of bf16 (estimate)"
+"""What Cloud TPU pages state of the dtypes: a bf16 and an int8 peak per chip, nothing else."""
+
 NVIDIA_GPU = "nvidia.com/gpu"
 AMD_GPU = "amd.com/gpu"
 AWS_NEURON = "aws.amazon.com/neuron"
@@ -438,15 +441,25 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         name="MI250X",
         model="MI250X",
         vendor=Vendor.AMD,
-        memory_gb=128,
+        # One GCD, the unit `amd.com/gpu` counts: the package's two dies are two PCI functions, and
+        # ROCm/k8s-device-plugin `internal/pkg/amdgpu/amdgpu.go` `GetAMDGPUs` makes one device of each;
+        # ROCr and Slurm treat each GCD as a GPU with 64 GB at 1.6 TB/s (OLCF Frontier user guide,
+        # olcf/olcf-user-docs `systems/frontier_user_guide.rst`, "AMD GPUs"). The package: 128 GB,
+        # 3.2768 TB/s, 560 W, matrix FP32 95.7 and FP16/BF16 383 TFLOPS; each GCD half of it.
+        memory_gb=64,
         form_factor=FormFactor.OAM,
-        peaks=Peaks(fp32=95.7, tf32=None, fp16=383, bf16=383, fp8=None),
-        bandwidth_gbps=3277,
-        tdp_watts=560,
+        peaks=Peaks(fp32=47.85, tf32=None, fp16=191.5, bf16=191.5, fp8=None),
+        bandwidth_gbps=1638.4,
+        tdp_watts=280,
         resource=AMD_GPU,
         detection=Detection(amd_products=("Instinct_MI250X", "Instinct_MI250X_MI250")),
         aliases=("instinct-mi250x", "amd-mi250x"),
-        source="[vendor]† AMD Instinct MI250X product page (matrix FP32 95.7, FP16/BF16 383, 3.2 TB/s)",
+        units_per_package=2,
+        source=(
+            "[vendor]† AMD Instinct MI250X product page, halved per GCD (package: matrix FP32 95.7, "
+            "FP16/BF16 383 TFLOPS, no TF32 or FP8 mode (CDNA 2); 128 GB HBM2e, 3.2768 TB/s, 560 W); "
+            "GCD = one amd.com/gpu: ROCm/k8s-device-plugin GetAMDGPUs, OLCF Frontier user guide"
+        ),
     ),
     Accelerator(
         name="MI300X",
@@ -472,7 +485,7 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         vendor=Vendor.AWS,
         memory_gb=32,
         form_factor=FormFactor.ASIC,
-        peaks=Peaks(fp32=47.5, tf32=None, fp16=190, bf16=190, fp8=190),
+        peaks=Peaks(fp32=47.5, tf32=190, fp16=190, bf16=190, fp8=190),
         bandwidth_gbps=820,
         tdp_watts=500,
         resource=AWS_NEURON,
@@ -482,7 +495,10 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         ),
         aliases=("trainium1", "trn1", "aws-trainium"),
         default_count=16,
-        source="[vendor]† AWS Trainium page (per chip: 190 TFLOPS FP16/BF16, 32 GB, 820 GB/s); [lbl] labels",
+        source=(
+            "[vendor] AWS Neuron docs, Trainium Architecture (per chip: 190 FP16/BF16/cFP8/TF32 TFLOPS, "
+            "47.5 FP32; 32 GiB, 820 GiB/s); [lbl] labels"
+        ),
     ),
     Accelerator(
         name="Trainium2",
@@ -490,7 +506,7 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         vendor=Vendor.AWS,
         memory_gb=96,
         form_factor=FormFactor.ASIC,
-        peaks=Peaks(fp32=181, tf32=None, fp16=667, bf16=667, fp8=1299),
+        peaks=Peaks(fp32=181, tf32=667, fp16=667, bf16=667, fp8=1299),
         bandwidth_gbps=2900,
         tdp_watts=500,
         resource=AWS_NEURON,
@@ -500,7 +516,10 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         ),
         aliases=("trn2", "aws-trainium2"),
         default_count=16,
-        source="[vendor]† AWS Trainium2 page (per chip: 667 TFLOPS BF16 dense, 96 GB, 2.9 TB/s)",
+        source=(
+            "[vendor] AWS Neuron docs, Trainium2 Architecture (per chip: 1,299 FP8, 667 BF16/FP16/TF32, "
+            "181 FP32 TFLOPS dense; 96 GiB, 2.9 TB/s)"
+        ),
     ),
     Accelerator(
         name="Inferentia2",
@@ -508,7 +527,7 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         vendor=Vendor.AWS,
         memory_gb=32,
         form_factor=FormFactor.ASIC,
-        peaks=Peaks(fp32=47.5, tf32=None, fp16=190, bf16=190, fp8=190),
+        peaks=Peaks(fp32=47.5, tf32=190, fp16=190, bf16=190, fp8=190),
         bandwidth_gbps=820,
         tdp_watts=150,
         resource=AWS_NEURON,
@@ -518,7 +537,14 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         ),
         aliases=("inf2", "aws-inferentia2"),
         default_count=1,
-        source="[vendor]† AWS Inferentia2 page (per chip: 190 TFLOPS FP16/BF16, 32 GB, 820 GB/s); [lbl] inf2",
+        # AWS Neuron docs: Inferentia2 is "the second generation AWS purpose-built Machine Learning
+        # inference accelerator"; the Neuron SDK setup guide: training on Trn1/Trn2/Trn3, Inf2 for inference.
+        training=False,
+        source=(
+            "[vendor] AWS Neuron docs, Inferentia2 Architecture (per chip: 190 FP16/BF16/cFP8/TF32 TFLOPS, "
+            "47.5 FP32; 32 GiB, 820 GiB/s; an inference accelerator: the Neuron SDK trains on Trn "
+            "instances only); [vendor]† 150 W; [lbl] inf2"
+        ),
     ),
     # ---------------------------------------------------------------- Google TPU
     Accelerator(
@@ -537,7 +563,10 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         ),
         aliases=("tpu-v5-lite", "v5e", "tpuv5e"),
         default_count=4,
-        source="[vendor]† Cloud TPU v5e page (197 TFLOPS BF16, 16 GB HBM2, 819 GB/s); [lbl] GKE TPU labels",
+        source=(
+            "[vendor]† Cloud TPU v5e page (197 TFLOPS BF16, 16 GB HBM2, 819 GB/s; " + _TPU_MODES + "); "
+            "[lbl] GKE TPU labels"
+        ),
     ),
     Accelerator(
         name="TPU-v5p",
@@ -552,7 +581,10 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         detection=Detection(gke_accelerators=("tpu-v5p-slice",), instance_types={"ct5p-hightpu-4t": 4}),
         aliases=("v5p", "tpuv5p"),
         default_count=4,
-        source="[vendor]† Cloud TPU v5p page (459 TFLOPS BF16, 95 GB HBM2e, 2,765 GB/s); [lbl] GKE TPU labels",
+        source=(
+            "[vendor]† Cloud TPU v5p page (459 TFLOPS BF16, 95 GB HBM2e, 2,765 GB/s; " + _TPU_MODES + "); "
+            "[lbl] GKE TPU labels"
+        ),
     ),
     Accelerator(
         name="TPU-v6e",
@@ -570,6 +602,9 @@ ACCELERATORS: tuple[Accelerator, ...] = (
         ),
         aliases=("trillium", "v6e", "tpuv6e"),
         default_count=4,
-        source="[vendor]† Cloud TPU v6e page (918 TFLOPS BF16, 32 GB HBM, 1,640 GB/s); [lbl] GKE TPU labels",
+        source=(
+            "[vendor]† Cloud TPU v6e page (918 TFLOPS BF16, 32 GB HBM, 1,640 GB/s; " + _TPU_MODES + "); "
+            "[lbl] GKE TPU labels"
+        ),
     ),
 )

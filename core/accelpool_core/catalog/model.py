@@ -80,7 +80,11 @@ class Detection:
 
 @dataclass(frozen=True)
 class Peaks:
-    """Dense (no sparsity) peak TFLOPS per dtype; None where the part has no such mode."""
+    """Dense (no sparsity) peak TFLOPS per dtype; None where the part has no such mode.
+
+    The catalog's only statement of dtype support: `accelpool recommend` leaves a part out for a
+    dtype it has no peak for, and the agent's matmul check measures only the dtypes given here.
+    """
 
     fp32: float
     tf32: float | None
@@ -92,10 +96,20 @@ class Peaks:
         value: float | None = getattr(self, Dtype(dtype).value)
         return value
 
+    @property
+    def dtypes(self) -> tuple[Dtype, ...]:
+        """The dtypes the part computes in: those with a peak (the catalog's one statement of dtype support)."""
+        return tuple(d for d in Dtype if self.get(d) is not None)
+
 
 @dataclass(frozen=True)
 class Accelerator:
-    """One accelerator SKU (model + memory + form factor)."""
+    """One accelerator SKU (model + memory + form factor), described per unit a pod requests.
+
+    The unit is what `resource` counts: one GPU, one Neuron device, one TPU chip, and on AMD MI250X
+    one GCD (the device plugin advertises each of the package's two dies as one `amd.com/gpu`):
+    memory, peaks, bandwidth and power are the unit's (`units_per_package` says how many a package holds).
+    """
 
     name: str
     """Canonical name, e.g. `H100-80GB-SXM`."""
@@ -123,12 +137,20 @@ class Accelerator:
     """CUDA compute capability (major, minor) of NVIDIA GPUs [cc]; None for other vendors."""
     default_count: int = 8
     """Devices on the usual node of this SKU (used by the demo and the fake backend)."""
+    units_per_package: int = 1
+    """Units (`resource` devices) per physical package: 2 on MI250X (two GCDs per OAM), 1 elsewhere."""
+    training: bool = True
+    """False for parts the vendor offers for inference only (Inferentia2): no training or fine-tuning."""
     source: str = ""
     """Where the numbers come from (see the module docstring)."""
 
     @property
     def mig_capable(self) -> bool:
         return bool(self.mig_profiles)
+
+    def supports(self, dtype: Dtype | str) -> bool:
+        """Whether the part computes in `dtype`: it has a peak for it (`Peaks.dtypes`)."""
+        return self.peaks.get(dtype) is not None
 
     def mig_profile(self, name: str) -> MigProfile | None:
         for profile in self.mig_profiles:

@@ -6,8 +6,10 @@ import pytest
 
 from accelpool_core import catalog
 
+Row = tuple[str, int, float, float | None, float | None, float | None, float | None, float]
+
 # (catalog name, memory GB, fp32, tf32, fp16, bf16, fp8, bandwidth GB/s) — reference/hardware.md, dense.
-HARDWARE_TABLE = [
+HARDWARE_TABLE: list[Row] = [
     ("T4", 16, 8.1, None, 65, None, None, 320),
     ("L4", 24, 30.3, 60, 121, 121, 242.5, 300),
     ("L40S", 48, 91.6, 183, 362, 362, 733, 864),
@@ -26,13 +28,29 @@ HARDWARE_TABLE = [
     ("MI300X", 192, 163.4, 653.7, 1307, 1307, 2615, 5300),
 ]
 
+# (catalog name, memory GB, fp32, tf32, fp16, bf16, fp8, bandwidth GB/s) for parts hardware.md lacks, from
+# the vendor: AWS Neuron docs' Trainium, Trainium2 and Inferentia2 Architecture pages (per chip:
+# "190 FP16/BF16/cFP8/TF32 TFLOPS, and 47.5 FP32"; Trainium2 "1,299 FP8, 667 BF16/FP16/TF32, 181 FP32");
+# AMD's MI250X product page per package (matrix FP32 95.7, FP16/BF16 383, no TF32 or FP8; 128 GB,
+# 3,276.8 GB/s) halved to one GCD, the unit `amd.com/gpu` counts (OLCF Frontier user guide: "each GPU
+# contains 64 GB ... at a peak bandwidth of 1.6 TB/s"); Cloud TPU pages (bf16 only of these dtypes).
+VENDOR_TABLE: list[Row] = [
+    ("Trainium", 32, 47.5, 190, 190, 190, 190, 820),
+    ("Trainium2", 96, 181, 667, 667, 667, 1299, 2900),
+    ("Inferentia2", 32, 47.5, 190, 190, 190, 190, 820),
+    ("MI250X", 64, 47.85, None, 191.5, 191.5, None, 1638.4),
+    ("TPU-v5e", 16, 98.5, None, None, 197, None, 819),
+    ("TPU-v5p", 95, 229.5, None, None, 459, None, 2765),
+    ("TPU-v6e", 32, 459, None, None, 918, None, 1640),
+]
+
 DESIGN_LIST = [
     "T4", "L4", "L40S", "A10G", "V100", "A100-40GB", "A100-80GB", "H100", "H100-PCIe", "H100-NVL", "H200", "GH200",
     "B200", "MI250X", "MI300X", "Trainium", "Trainium2", "Inferentia2", "TPU-v5e", "TPU-v5p", "TPU-v6e",
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("row", HARDWARE_TABLE, ids=lambda r: r[0])
+@pytest.mark.parametrize("row", HARDWARE_TABLE + VENDOR_TABLE, ids=lambda r: r[0])
 def test_peaks_and_bandwidth_match_the_reference(row: tuple[object, ...]) -> None:
     name, memory, fp32, tf32, fp16, bf16, fp8, bandwidth = row
     entry = catalog.BY_NAME[str(name)]
@@ -174,3 +192,34 @@ def test_a_mig_table_that_does_not_fit_its_gpu_is_refused() -> None:
             detection=catalog.Detection(),
             mig_profiles=(catalog.MigProfile("1g.1gb", 1, 1, 1),),
         )
+
+
+def test_dtype_support_is_read_from_the_peaks() -> None:
+    """One statement of support: a dtype with a peak. The parts the issue named lack these modes."""
+    lacking = {
+        "bf16": {"T4", "V100-16GB", "V100-32GB"},
+        "fp8": {"T4", "V100-16GB", "V100-32GB", "A10G", "A30", "A100-40GB", "A100-80GB", "A100-80GB-PCIE", "MI250X"},
+    }
+    for dtype, names in lacking.items():
+        for name in names:
+            entry = catalog.BY_NAME[name]
+            assert not entry.supports(dtype) and catalog.Dtype(dtype) not in entry.peaks.dtypes, (name, dtype)
+    assert catalog.BY_NAME["H100-80GB"].peaks.dtypes == tuple(catalog.Dtype)
+    assert catalog.BY_NAME["T4"].peaks.dtypes == (catalog.Dtype.FP32, catalog.Dtype.FP16)
+    for tpu in ("TPU-v5e", "TPU-v5p", "TPU-v6e"):
+        assert catalog.BY_NAME[tpu].peaks.dtypes == (catalog.Dtype.FP32, catalog.Dtype.BF16), tpu
+
+
+def test_only_inferentia2_is_inference_only() -> None:
+    """AWS: Inferentia2 is "purpose-built ... inference"; the Neuron SDK trains on Trn instances only."""
+    assert [e.name for e in catalog.ACCELERATORS if not e.training] == ["Inferentia2"]
+    assert catalog.lookup("inf2").source.count("inference accelerator") == 1
+
+
+def test_mi250x_is_described_per_gcd() -> None:
+    """`amd.com/gpu` counts GCDs: one unit of the catalog entry is half a package."""
+    mi250x = catalog.lookup("MI250X")
+    assert (mi250x.memory_gb, mi250x.units_per_package, mi250x.resource) == (64, 2, catalog.AMD_GPU)
+    assert mi250x.memory_gb * mi250x.units_per_package == 128
+    assert mi250x.peaks.bf16 is not None and mi250x.peaks.bf16 * mi250x.units_per_package == 383
+    assert all(e.units_per_package == 1 for e in catalog.ACCELERATORS if e.name != "MI250X")

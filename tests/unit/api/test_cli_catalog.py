@@ -65,3 +65,13 @@ def test_unknown_entry_suggests(capsys: pytest.CaptureFixture[str]) -> None:
 def test_whole_catalog_as_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["catalog", "-o", "json"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == len(catalog.ACCELERATORS)
+
+
+def test_an_entry_says_its_unit_and_whether_it_trains(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["catalog", "MI250X", "-o", "json"]) == 0
+    entry = json.loads(capsys.readouterr().out)
+    assert (entry["memoryGB"], entry["unitsPerPackage"], entry["training"]) == (64, 2, True)
+    assert cli.main(["catalog", "MI250X"]) == 0
+    assert "one of 2 per package (what amd.com/gpu counts)" in capsys.readouterr().out
+    assert cli.main(["catalog", "inf2"]) == 0
+    assert "inference only" in capsys.readouterr().out

@@ -85,7 +85,12 @@ def test_small_models_get_mig_slices_and_tiny_ones_time_sliced_shares(capsys: py
 
 def test_the_json_document_is_the_documented_schema(capsys: pytest.CaptureFixture[str]) -> None:
     document = as_json(capsys, "llama-3.1-8b", "--workload", "lora", "--dtype", "int4", "--context", "2048")
-    assert set(document) == {"model", "request", "memory", "placements", "doesNotFit"}
+    assert set(document) == {"model", "request", "memory", "placements", "leftOut", "doesNotFit"}
+    assert set(document["model"]) == {
+        "name", "params", "activeParams", "layers", "hidden", "heads", "kvHeads", "headDim", "intermediate",
+        "vocab", "tiedEmbeddings", "maxPositions", "experts", "latentAttention", "source",
+    }  # fmt: skip
+    assert (document["model"]["vocab"], document["model"]["experts"]) == (128256, None)
     assert document["model"]["source"] == "huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json"
     assert document["request"] == {
         "workload": "lora",
@@ -135,6 +140,17 @@ def test_bad_input_names_the_flag_the_value_and_what_is_valid(
     code, out, err = recommend(capsys, *args)
     assert (code, out) == (2, "")
     assert err.startswith(named), err
+
+
+def test_the_table_says_which_accelerators_were_left_out_and_why(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = recommend(capsys, "70B", "--workload", "full")
+    assert code == 0
+    (line,) = [line for line in out.splitlines() if line.startswith("Left out: ")]
+    assert "T4, V100-16GB, V100-32GB (no bf16 mode; computes in fp32, fp16)" in line
+    assert "Inferentia2 (inference only: no full (training) workloads)" in line
+    document = as_json(capsys, "8B", "--dtype", "fp8")
+    assert {u["accelerator"] for u in document["leftOut"]} >= {"A100-40GB", "A10G", "A30", "T4", "V100-16GB", "MI250X"}
+    assert not {p["accelerator"] for p in document["placements"]} & {u["accelerator"] for u in document["leftOut"]}
 
 
 def test_shape_flags_override_the_derived_shape(capsys: pytest.CaptureFixture[str]) -> None:

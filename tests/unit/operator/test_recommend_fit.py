@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 import accelpool_api as api
-from accelpool.cli.recommend import Kind, Placement, Request, Workload, estimate, known_model, placements
+from accelpool.cli.recommend import Kind, Placement, Reason, Request, Workload, estimate, known_model, placements
 from accelpool.cli.recommend.fit import DEFAULT_MFU, device_counts, mig_memory_bytes, time_sliced, whole_devices
 from accelpool.cli.recommend.memory import PRECISIONS, Estimate, GiB
 from accelpool.cli.recommend.pools import fit_pool, planned_resources, pool_units
@@ -106,10 +106,55 @@ def test_training_speed_is_peak_times_mfu_over_6n() -> None:
     assert "TFLOPS bf16" in h200.basis
 
 
-def test_parts_without_bf16_use_their_fp16_peak() -> None:
-    result = sized("llama-3.2-1b", workload=Workload.FULL, context=1024)
-    t4 = on("T4", result)
+def left_out(result: Estimate) -> dict[str, str]:
+    _, unfit = placements(result)
+    return {u.accelerator.name: u.why for u in unfit if u.reason is Reason.UNSUPPORTED}
+
+
+def offered(result: Estimate) -> set[str]:
+    found, _ = placements(result)
+    return {p.accelerator.name for p in found}
+
+
+def test_a_dtype_the_part_has_no_mode_for_leaves_it_out() -> None:
+    """The issue's lists: no bf16 on T4 and V100; no fp8 on A100, A10G, A30, T4, V100 and MI250X."""
+    bf16 = sized("llama-3.2-1b")
+    assert set(left_out(bf16)) == {"T4", "V100-16GB", "V100-32GB"}
+    assert left_out(bf16)["T4"] == "no bf16 mode; computes in fp32, fp16"
+    assert not offered(bf16) & {"T4", "V100-16GB", "V100-32GB"}
+    fp8 = sized("llama-3.2-1b", "fp8")
+    no_fp8 = {"A100-40GB", "A100-80GB", "A100-80GB-PCIE", "A10G", "A30", "T4", "V100-16GB", "V100-32GB", "MI250X"}
+    assert no_fp8 <= set(left_out(fp8)) and not offered(fp8) & no_fp8
+    assert {"H100-80GB", "L4", "L40S", "MI300X", "Trainium2"} <= offered(fp8)
+    assert {"TPU-v5e", "TPU-v5p", "TPU-v6e"} <= set(left_out(sized("llama-3.2-1b", "fp16"))), "TPUs: bf16, no fp16"
+
+
+def test_weight_only_quantisation_dequantises_to_fp16_where_bf16_is_missing() -> None:
+    qlora = sized("llama-3.2-1b", "int4", Workload.LORA, context=1024)
+    assert "T4" not in left_out(qlora)
+    t4 = on("T4", qlora)
     assert t4 is not None and "TFLOPS fp16" in t4.basis
+    h100 = on("H100", qlora)
+    assert h100 is not None and "TFLOPS bf16" in h100.basis
+    fp16 = on("T4", sized("llama-3.2-1b", "fp16", Workload.FULL, context=1024))
+    assert fp16 is not None and "65 TFLOPS fp16" in fp16.basis
+
+
+def test_training_leaves_out_inference_only_parts() -> None:
+    """AWS Neuron docs: Inferentia2 is an inference accelerator; training runs on Trainium."""
+    full = sized("llama-3.1-70b", workload=Workload.FULL, context=4096)
+    assert left_out(full)["Inferentia2"] == "inference only: no full (training) workloads"
+    assert "Inferentia2" not in offered(full) and "Trainium2" in offered(full)
+    assert "Inferentia2" in left_out(sized("llama-3.1-8b", workload=Workload.LORA, context=4096))
+    assert "Inferentia2" in offered(sized("llama-3.1-8b"))
+
+
+def test_an_mi250x_unit_is_one_gcd() -> None:
+    """amd.com/gpu is one GCD, 64 GB: 70B bf16 (~141 GB of weights) takes 4 of them, not 2 packages' worth."""
+    result = sized("llama-3.1-70b")
+    mi250x = on("MI250X", result)
+    assert mi250x is not None and mi250x.devices == 4 and mi250x.unit_bytes == 64 * GiB
+    assert mi250x.tokens_per_second == pytest.approx(4 * 1638.4e9 / result.bytes_per_step)
 
 
 def test_nothing_fits_is_said_per_accelerator() -> None:
@@ -162,3 +207,21 @@ def test_a_time_sliced_pool_counts_memory_per_share() -> None:
     assert fit is not None and fit.fits and fit.replicas == 8
     fit = fit_pool(sized("llama-3.1-8b"), units)
     assert fit is not None and not fit.fits and "1/4 share of L4" in fit.why
+
+
+def test_a_pool_of_parts_without_the_dtype_holds_nothing() -> None:
+    pool = spec({"accelerator": "T4", "nodes": 2})
+    units = pool_units("t4", pool, {"nvidia.com/gpu": 2}, 1)
+    fit = fit_pool(sized("llama-3.2-1b"), units)
+    assert fit is not None and not fit.fits and fit.why == "T4: no bf16 mode; computes in fp32, fp16"
+    fit = fit_pool(sized("llama-3.2-1b", "fp16"), units)
+    assert fit is not None and fit.fits and fit.replicas == 2
+
+
+def test_an_mi250x_pool_counts_gcds() -> None:
+    """Four MI250X packages per node advertise amd.com/gpu: 8; 70B bf16 takes 4 of them: two replicas a node."""
+    pool = spec({"accelerator": "MI250X:8", "nodes": 1})
+    units = pool_units("amd", pool, {"amd.com/gpu": 8}, 8)
+    fit = fit_pool(sized("llama-3.1-70b"), units)
+    assert fit is not None and fit.fits and (fit.units_per_replica, fit.replicas) == (4, 2)
+    assert fit.unit_bytes == 64 * GiB

@@ -34,6 +34,8 @@ def entry_json(entry: catalog.Accelerator) -> dict[str, Any]:
         "peakTFLOPS": {k: v for k, v in dataclasses.asdict(entry.peaks).items() if v is not None},
         "bandwidthGBps": entry.bandwidth_gbps,
         "tdpWatts": entry.tdp_watts,
+        "unitsPerPackage": entry.units_per_package,
+        "training": entry.training,
         "computeCapability": entry.compute_capability_text,
         "migCapable": entry.mig_capable,
         "migComputeSlices": entry.mig_compute_slices,
@@ -89,6 +91,12 @@ def _detail(entry: catalog.Accelerator) -> str:
         *([f"  compute capability: {entry.compute_capability_text}"] if entry.compute_capability else []),
         f"  peak TFLOPS (dense): {peaks}",
         f"  bandwidth:  {entry.bandwidth_gbps:g} GB/s;  board power {entry.tdp_watts} W",
+        *(
+            [f"  unit:       one of {entry.units_per_package} per package (what {entry.resource} counts); per unit"]
+            if entry.units_per_package > 1
+            else []
+        ),
+        *(["  workloads:  inference only (no training or fine-tuning)"] if not entry.training else []),
         f"  source:     {entry.source}",
     ]
     if entry.mig_capable:

@@ -1,12 +1,16 @@
-"""`accelpool recommend MODEL [--dtype D] [--workload W] [...] [-o table|json]`: size a workload.
+"""`accelpool recommend MODEL|--model-config PATH|JSON [--dtype D] [--workload W] [...] [-o table|json]`.
 
 MODEL is a parameter count (`8B`, `70B`, `1.5e9`, `405000M`) or a known model (`llama-3.1-8b`,
-`llama-3.1-70b`, `llama-3.1-405b`, `llama-3.2-1b`, `llama-3.2-3b`). Prints each memory term with
-its formula (weights, KV cache, gradients, optimizer states, activations, overhead), then every
-catalog accelerator's smallest placement that holds it (whole devices with tensor parallelism,
-whole nodes, a MIG slice, a time-sliced share), tightest memory fit first, with a tokens/s
-estimate and its basis. The formulas and their sources: `accelpool.cli.recommend.memory`; the
-placement and ranking rules: `accelpool.cli.recommend.fit`; the JSON schema: `accelpool.cli.recommend.report`.
+`llama-3.1-70b`, `llama-3.1-405b`, `llama-3.2-1b`, `llama-3.2-3b`). Any other decoder-only
+transformer, mixture of experts included: `--model-config` with its Hugging Face `config.json`
+(a path, `-` for stdin, or the JSON itself); its parameters and KV cache are counted from the shape.
+Prints each memory term with its formula (weights, KV cache, gradients, optimizer states,
+activations, overhead), then every catalog accelerator's smallest placement that holds it (whole
+devices with tensor parallelism, whole nodes, a MIG slice, a time-sliced share), tightest memory
+fit first, with a tokens/s estimate and its basis; then the accelerators left out (no mode in the
+dtype, or inference-only for training) and those nothing fits. The formulas and their sources:
+`accelpool.cli.recommend.memory` and `.shape`; the placement and ranking rules:
+`accelpool.cli.recommend.fit`; the JSON schema: `accelpool.cli.recommend.report`.
 
 Existing pools, and how many replicas each holds:
   --kubeconfig/--server   the cluster's ComputePools, by their status' healthy capacity;
@@ -26,6 +30,7 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import accelpool_api as api
@@ -63,7 +68,17 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("model", metavar="MODEL", help="parameters (8B, 70B, 1.5e9) or a known model (llama-3.1-70b)")
+    parser.add_argument(
+        "model",
+        metavar="MODEL",
+        nargs="?",
+        help="parameters (8B, 70B, 1.5e9) or a known model (llama-3.1-70b); with --model-config, a name to show",
+    )
+    parser.add_argument(
+        "--model-config",
+        metavar="PATH|JSON",
+        help="a Hugging Face config.json (a path, '-' for stdin, or the JSON text) of a decoder-only transformer",
+    )
     parser.add_argument("--dtype", help="fp32, fp16, bf16, fp8, int8, int4 (4bit, nf4); default bf16, int4 for qlora")
     parser.add_argument(
         "--workload",
@@ -94,7 +109,36 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def model_config(given: str) -> tuple[dict[str, Any], str]:
+    """The parsed config.json `--model-config` names (a path, `-`, or JSON text) and how errors name it."""
+    text, label = given, "--model-config JSON"
+    if not given.lstrip().startswith("{"):
+        label = f"--model-config {given}"
+        try:
+            text = sys.stdin.read() if given == "-" else Path(given).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+            raise InputError(
+                "--model-config",
+                given,
+                f"cannot read it ({reason}): a path to a config.json, '-' for stdin, or the JSON text itself",
+            ) from None
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(label, _short(text), f"not JSON ({error}): a Hugging Face config.json") from None
+    if not isinstance(parsed, dict):
+        raise InputError(label, type(parsed).__name__, "a JSON object (the contents of config.json)")
+    return parsed, label
+
+
+def _short(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
 def arguments(args: argparse.Namespace) -> Arguments:
+    config, label = model_config(args.model_config) if args.model_config is not None else (None, "--model-config")
     return Arguments(
         model=args.model,
         dtype=args.dtype,
@@ -110,6 +154,8 @@ def arguments(args: argparse.Namespace) -> Arguments:
         kv_heads=args.kv_heads,
         head_dim=args.head_dim,
         intermediate=args.intermediate,
+        model_config=config,
+        model_config_label=label,
     )
 
 

@@ -1,6 +1,12 @@
 """Where an estimate fits: catalog accelerators, counts, MIG slices and time-sliced shares, ranked.
 
-For each accelerator the smallest placement that holds the workload:
+First, what the part supports: an accelerator is left out (`Unfit`, reason `unsupported`) when
+the catalog gives it no peak in any dtype the request's matmuls can run in (`Precision.compute`:
+bf16 leaves out T4 and V100, fp8 every part before Hopper/Ada and MI300X; the catalog's `Peaks`
+is the one statement of dtype support), or when the workload trains (LoRA, full fine-tuning,
+pre-training) and the catalog marks the part inference-only (Inferentia2).
+
+For each accelerator that remains, the smallest placement that holds the workload:
 
 - **whole devices**: 1, 2, 4, … up to the node's device count (tensor parallelism within a node),
   then whole nodes (2, 4, … up to `MAX_NODES`): training across nodes shards weights, gradients and
@@ -25,7 +31,8 @@ basis are shown with each placement:
 - inference is memory-bandwidth bound at decode: every step reads the weights and the batch's KV
   cache once, so tokens/s ≈ batch x bandwidth / bytes per step (a ceiling: no efficiency factor);
 - training is compute bound: tokens/s ≈ devices x peak TFLOPS x MFU / FLOPs per token (6P; 4P for
-  LoRA), the peak in the dtype's matmul precision, MFU 0.4 by default (large runs report 0.35-0.55).
+  LoRA; P the active parameters), the peak in the first of the request's matmul dtypes the part
+  has, MFU 0.4 by default (large runs report 0.35-0.55).
 
 A MIG slice gets the GPU's bandwidth in proportion to its memory slices and its peak in proportion
 to its compute slices; a time-sliced share a 1/k turn of both.
@@ -89,10 +96,30 @@ class Placement:
         return f"{self.devices}" + (f" ({self.parallelism}={self.devices})" if self.devices > 1 else "")
 
 
+class Reason(enum.StrEnum):
+    MEMORY = "memory"
+    """Nothing up to the most nodes tried holds it."""
+    UNSUPPORTED = "unsupported"
+    """The part lacks the dtype, or is inference-only and the workload trains."""
+
+
 @dataclass(frozen=True)
 class Unfit:
     accelerator: catalog.Accelerator
     why: str
+    reason: Reason = Reason.MEMORY
+
+
+def unsupported(estimate: Estimate, accelerator: catalog.Accelerator) -> str | None:
+    """Why the part cannot run the request at all (see the module docstring), or None."""
+    request = estimate.request
+    if request.workload is not Workload.INFERENCE and not accelerator.training:
+        return f"inference only: no {request.workload.value} (training) workloads"
+    if not any(accelerator.supports(d) for d in request.precision.compute):
+        has = ", ".join(d.value for d in accelerator.peaks.dtypes)
+        wanted = " or ".join(request.precision.compute)
+        return f"no {wanted} mode; computes in {has}"
+    return None
 
 
 def node_devices(accelerator: catalog.Accelerator) -> int:
@@ -190,22 +217,27 @@ def throughput(
     return flops / estimate.flops_per_token, basis
 
 
-def peak_tflops(accelerator: catalog.Accelerator, dtype: str) -> tuple[str, float]:
-    """The catalog's dense peak in `dtype`, falling back to fp16 then fp32 where the part lacks it."""
-    for name in (dtype, "fp16", "bf16", "fp32"):
+def peak_tflops(accelerator: catalog.Accelerator, dtypes: Sequence[str]) -> tuple[str, float]:
+    """The catalog's dense peak in the first of `dtypes` the part has; ValueError where it has none
+    (`placements` leaves such parts out first: see `unsupported`)."""
+    for name in dtypes:
         value = accelerator.peaks.get(name)
-        if value:
+        if value is not None:
             return name, value
-    return "fp32", accelerator.peaks.fp32
+    raise ValueError(f"{accelerator.name} has no peak in {', '.join(dtypes)}")
 
 
 def placements(
     estimate: Estimate, accelerators: Iterable[catalog.Accelerator] = catalog.ACCELERATORS, mfu: float = DEFAULT_MFU
 ) -> tuple[list[Placement], list[Unfit]]:
-    """Every accelerator's fitting placements, ranked, and the accelerators where nothing fits."""
+    """Every accelerator's fitting placements, ranked, and the accelerators left out or where nothing fits."""
     found: list[Placement] = []
     unfit: list[Unfit] = []
     for accelerator in accelerators:
+        why = unsupported(estimate, accelerator)
+        if why is not None:
+            unfit.append(Unfit(accelerator, why, Reason.UNSUPPORTED))
+            continue
         mig = mig_slice(estimate, accelerator, mfu)
         shared = time_sliced(estimate, accelerator, mfu) if mig is None else None
         options = [p for p in (mig, shared, whole_devices(estimate, accelerator, mfu)) if p is not None]

@@ -15,7 +15,7 @@ the context (sequence) length, `b` the batch (inference) or micro-batch per devi
   (the model's 16-bit dtype, 1 for fp8, or `--kv-dtype`): a key and a value per layer per token
   ([vllm] §2; the same formula in [hf31], whose table gives 8B 15.62 GiB and 70B 39.06 GiB for
   128k tokens; its 405B row doubles the formula for the 8 KV heads of Meta's config.json, which
-  we follow).
+  we follow). With latent attention (DeepSeek) `L x (r_kv + d_rope) x k x s x b` (`shape`).
 - **gradients**, **optimizer** (full fine-tune and pre-training: mixed-precision Adam, [zero] §3.1):
   16-bit weights 2P, 16-bit gradients 2P, and 12P of optimizer state: the fp32 master weights 4P
   plus Adam's two fp32 moments 8P: 16 bytes a parameter (the paper's 7.5B model needs 120 GB). In
@@ -24,7 +24,8 @@ the context (sequence) length, `b` the batch (inference) or micro-batch per devi
   dtype (`P x w`); the adapters, rank r on every linear layer (PEFT's `all-linear`), train in fp32
   with Adam: adapter weights 4T, gradients 4T, moments 8T, where each adapted matrix adds
   `r x (d_in + d_out)`: `T = r x L x ((h+q) + 2(h+kv) + (q+h) + 2(h+i) + (i+h))` for q, k, v, o,
-  gate, up and down (q = heads x d_head, kv = n_kv x d_head, i the MLP's intermediate size).
+  gate, up and down (q = heads x d_head, kv = n_kv x d_head, i the MLP's intermediate size); a
+  mixture of experts adapts every expert's and shared expert's gate, up and down (`shape.lora_params`).
 - **activations** (training), kept per device for one micro-batch, 16-bit ([act] §4, quoted in
   [tm101] *Activations and Batch Size*): with full activation checkpointing each layer keeps only its input,
   `2 x s x b x h x L`; without, `34 x s x b x h x L` (attention scores not stored, as with
@@ -36,6 +37,9 @@ the context (sequence) length, `b` the batch (inference) or micro-batch per devi
 Compute per token: 2P FLOPs for inference (forward), 6P for full fine-tuning and pre-training
 (forward 2P + backward 4P, [tm101] *Compute Requirements*), 4P for LoRA (the
 backward pass computes activation gradients through the frozen base but no weight gradients).
+For a mixture of experts P is the active parameters (`Architecture.active_params`): a token runs
+through k of E experts. Memory holds every expert; a decode step reads the active weights of each
+sequence of the batch, at most all of them (`min(P_total, b x P_active)`).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import enum
 from dataclasses import dataclass
 
 from accelpool.cli.recommend.architectures import Architecture
+from accelpool.cli.recommend.shape import lora_params as lora_params
 
 GiB = 2**30
 OVERHEAD_BYTES = 1 * GiB
@@ -83,20 +88,21 @@ class Precision:
 
     name: str
     weight_bytes: float
-    compute: str
-    """The catalog peak to use (weight-only int8/int4 dequantise to bf16 for their matmuls)."""
+    compute: tuple[str, ...]
+    """The dtypes its matmuls can run in, preferred first: the part needs a catalog peak in one of them
+    (weight-only int8/int4 dequantise to bf16, or to fp16 on parts without bf16, as GPTQ/AWQ kernels do)."""
     kv_bytes: float
     trainable: bool
     """Full fine-tuning and pre-training can train weights held in it."""
 
 
 PRECISIONS: dict[str, Precision] = {
-    "fp32": Precision("fp32", 4, "fp32", 4, True),
-    "fp16": Precision("fp16", 2, "fp16", 2, True),
-    "bf16": Precision("bf16", 2, "bf16", 2, True),
-    "fp8": Precision("fp8", 1, "fp8", 1, False),
-    "int8": Precision("int8", 1, "bf16", 2, False),
-    "int4": Precision("int4", 0.5, "bf16", 2, False),
+    "fp32": Precision("fp32", 4, ("fp32",), 4, True),
+    "fp16": Precision("fp16", 2, ("fp16",), 2, True),
+    "bf16": Precision("bf16", 2, ("bf16",), 2, True),
+    "fp8": Precision("fp8", 1, ("fp8",), 1, False),
+    "int8": Precision("int8", 1, ("bf16", "fp16"), 2, False),
+    "int4": Precision("int4", 0.5, ("bf16", "fp16"), 2, False),
 }
 PRECISION_ALIASES = {
     "float32": "fp32",
@@ -170,15 +176,8 @@ class Estimate:
 
 
 def kv_cache_bytes(model: Architecture, kv_bytes: float, context: int, batch: int) -> float:
-    """`2 x L x n_kv x d_head x k x s x b`."""
-    return 2 * model.layers * model.kv_width * kv_bytes * context * batch
-
-
-def lora_params(model: Architecture, rank: int) -> float:
-    """Adapter parameters, rank r on q, k, v, o, gate, up and down of every layer: r x (d_in + d_out) each."""
-    h, q, kv, i = model.hidden, model.heads * model.head_dim, model.kv_width, model.intermediate
-    per_layer = (h + q) + 2 * (h + kv) + (q + h) + 2 * (h + i) + (i + h)
-    return float(rank * per_layer * model.layers)
+    """`2 x L x n_kv x d_head x k x s x b` (latent attention: `L x (r_kv + d_rope) x k x s x b`)."""
+    return model.layers * model.kv_values_per_layer * kv_bytes * context * batch
 
 
 def activation_bytes(request: Request) -> float:
@@ -200,7 +199,9 @@ def estimate(request: Request) -> Estimate:
 
 def _weights(request: Request) -> Term:
     p, w = request.model.params, request.precision.weight_bytes
-    return Term("weights", p * w, f"{_n(p)} params x {w:g} B ({request.precision.name})", Scope.SHARDED)
+    active = request.model.active_params
+    count = f"{_n(p)} params" + (f" ({_n(active)} active)" if active < p else "")
+    return Term("weights", p * w, f"{count} x {w:g} B ({request.precision.name})", Scope.SHARDED)
 
 
 def _overhead() -> Term:
@@ -212,13 +213,14 @@ def _inference(request: Request) -> Estimate:
     k = request.kv_bytes if request.kv_bytes is not None else request.precision.kv_bytes
     kv = kv_cache_bytes(m, k, request.context, request.batch)
     weights = _weights(request)
-    kv_term = Term(
-        "kv_cache",
-        kv,
-        f"2 x {m.layers} layers x {m.kv_heads}x{m.head_dim} x {k:g} B x {request.context} tokens x {request.batch}",
-        Scope.SHARDED,
-    )
-    return Estimate(request, (weights, kv_term, _overhead()), 0.0, 2 * m.params, weights.bytes + kv)
+    if m.latent is None:
+        per_token = f"2 x {m.layers} layers x {m.kv_heads}x{m.head_dim}"
+    else:
+        per_token = f"{m.layers} layers x ({m.latent.kv_rank}+{m.latent.rope_dim}) latent"
+    formula = f"{per_token} x {k:g} B x {request.context} tokens x {request.batch}"
+    kv_term = Term("kv_cache", kv, formula, Scope.SHARDED)
+    weights_read = min(m.params, request.batch * m.active_params) * request.precision.weight_bytes
+    return Estimate(request, (weights, kv_term, _overhead()), 0.0, 2 * m.active_params, weights_read + kv)
 
 
 def _activations(request: Request) -> Term:
@@ -246,7 +248,7 @@ def _lora(request: Request) -> Estimate:
         _activations(request),
         _overhead(),
     )
-    return Estimate(request, terms, t, 4 * m.params, 0.0)
+    return Estimate(request, terms, t, 4 * m.active_params, 0.0)
 
 
 def _full_training(request: Request) -> Estimate:
@@ -260,7 +262,7 @@ def _full_training(request: Request) -> Estimate:
         _activations(request),
         _overhead(),
     )
-    return Estimate(request, terms, p, 6 * p, 0.0)
+    return Estimate(request, terms, p, 6 * request.model.active_params, 0.0)
 
 
 def _n(count: float) -> str:

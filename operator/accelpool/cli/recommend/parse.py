@@ -4,8 +4,11 @@ naming the flag, the value and what would be valid."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from accelpool.cli.recommend import hfconfig
 from accelpool.cli.recommend.architectures import Architecture, known_model, known_names, nearest_shape
 from accelpool.cli.recommend.memory import (
     DEFAULT_LORA_RANK,
@@ -33,7 +36,8 @@ class InputError(ValueError):
 class Arguments:
     """The command line's values, as given (None where left out)."""
 
-    model: str
+    model: str | None
+    """A size or a known model; with `model_config`, only the name to show (None: the config's)."""
     dtype: str | None = None
     """None: bf16, or int4 for QLoRA."""
     workload: str = "inference"
@@ -48,6 +52,10 @@ class Arguments:
     kv_heads: int | None = None
     head_dim: int | None = None
     intermediate: int | None = None
+    model_config: Mapping[str, Any] | None = None
+    """A parsed config.json (`--model-config`), read by `hfconfig`."""
+    model_config_label: str = "--model-config"
+    """How errors name it: `--model-config PATH`, or `--model-config JSON`."""
 
 
 def parse_size(text: str) -> float:
@@ -55,7 +63,10 @@ def parse_size(text: str) -> float:
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?(?:e\d+)?)\s*([kmbt]?)\s*", text.lower())
     if not match:
         raise InputError(
-            "MODEL", text, f"a size like 8B, 70B, 1.5e9 or 405000M, or a known model: {', '.join(known_names())}"
+            "MODEL",
+            text,
+            f"a size like 8B, 70B, 1.5e9 or 405000M, or a known model: {', '.join(known_names())} "
+            "(any other: --model-config PATH|JSON, its config.json)",
         )
     value = float(match.group(1)) * SUFFIXES[match.group(2)]
     if not match.group(2) and value < 1e4:
@@ -65,9 +76,27 @@ def parse_size(text: str) -> float:
     return value
 
 
+def base_shape(args: Arguments) -> Architecture:
+    """The config's shape, the known model named, or the nearest shape for a size."""
+    if args.model_config is not None:
+        try:
+            return hfconfig.read(args.model_config, args.model, _config_source(args))
+        except hfconfig.ConfigError as bad:
+            raise InputError(f"{args.model_config_label}: {bad.field}", bad.value, bad.valid) from None
+    if args.model is None:
+        raise InputError("MODEL", "", "a size (8B), a known model, or --model-config PATH|JSON (a config.json)")
+    return known_model(args.model) or nearest_shape(parse_size(args.model))
+
+
+def _config_source(args: Arguments) -> str:
+    label = args.model_config_label.removeprefix("--model-config").strip()
+    return f"config.json {label}" if label else "config.json given as JSON"
+
+
 def model_shape(args: Arguments) -> Architecture:
-    """The known model named, or the nearest shape for a size; each given shape flag replaces its field."""
-    shape = known_model(args.model) or nearest_shape(parse_size(args.model))
+    """The base shape (`base_shape`); each given shape flag replaces its field. Parameters counted from
+    a config are counted again; a size given stays as given."""
+    shape = base_shape(args)
     overrides = {
         "layers": ("--layers", args.layers),
         "hidden": ("--hidden", args.hidden),
@@ -89,17 +118,7 @@ def model_shape(args: Arguments) -> Architecture:
     if not changes:
         return shape
     flags = ", ".join(overrides[k][0] for k in changes)
-    return Architecture(
-        name=shape.name,
-        params=shape.params,
-        layers=changes.get("layers", shape.layers),
-        hidden=changes.get("hidden", shape.hidden),
-        heads=changes.get("heads", shape.heads),
-        kv_heads=changes.get("kv_heads", shape.kv_heads),
-        head_dim=changes.get("head_dim", shape.head_dim),
-        intermediate=changes.get("intermediate", shape.intermediate),
-        source=f"{shape.source}; overridden: {flags}",
-    )
+    return shape.recounted(**changes, source=f"{shape.source}; overridden: {flags}")
 
 
 def request(args: Arguments) -> Request:
@@ -135,9 +154,17 @@ def request(args: Arguments) -> Request:
         if kv_key not in KV_DTYPES:
             raise InputError("--kv-dtype", args.kv_dtype, f"one of {', '.join(KV_DTYPES)}")
         kv_bytes = KV_DTYPES[kv_key]
-    context = args.context if args.context is not None else DEFAULT_CONTEXT.get(workload, TRAINING_CONTEXT)
+    model = model_shape(args)
+    longest = model.max_positions
+    if args.context is None:
+        context = DEFAULT_CONTEXT.get(workload, TRAINING_CONTEXT)
+        context = min(context, longest) if longest else context
+    elif longest and args.context > longest:
+        raise InputError("--context", args.context, f"at most the model's max_position_embeddings ({longest})")
+    else:
+        context = args.context
     return Request(
-        model=model_shape(args),
+        model=model,
         precision=precision,
         workload=workload,
         context=_positive("--context", context),

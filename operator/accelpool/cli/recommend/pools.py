@@ -11,7 +11,10 @@ A workload placed on whole devices takes the fewest of a node's devices that hol
 two, `fit.device_counts`), or whole nodes: replicas = serving nodes x (devices per node ÷ devices
 needed), or serving nodes ÷ nodes needed. On a MIG instance or a shared replica it takes one unit
 (a unit's memory: the profile's, or the device's divided by the replicas sharing it, as time-slicing
-isolates no memory): replicas = units offered.
+isolates no memory): replicas = units offered. A pool of parts that cannot run the request at all
+(no mode in its dtype, or inference-only for a training workload: `fit.unsupported`) holds none.
+
+On AMD MI250X a unit is one GCD (64 GB): what `amd.com/gpu` counts (the catalog's entry is per GCD).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import accelpool_api as api
-from accelpool.cli.recommend.fit import USABLE, Kind, device_counts, fits, mig_memory_bytes
+from accelpool.cli.recommend.fit import USABLE, Kind, device_counts, fits, mig_memory_bytes, unsupported
 from accelpool.cli.recommend.memory import Estimate, GiB
 from accelpool_api import workloads
 from accelpool_core import catalog
@@ -115,6 +118,9 @@ def pool_units(name: str, spec: api.ComputePoolSpec, resources: Mapping[str, int
 
 def fit_units(estimate: Estimate, units: PoolUnits) -> PoolFit:
     """How many replicas of the workload `units` can hold, or why none."""
+    cannot = unsupported(estimate, units.accelerator)
+    if cannot is not None:
+        return _result(units, False, 0, 0, estimate.bytes_per_device(1), f"{units.accelerator.name}: {cannot}")
     if units.kind is not Kind.DEVICES:
         need = estimate.bytes_per_device(1)
         ok = fits(need, units.unit_bytes)

@@ -2,7 +2,10 @@
 
 The JSON document (`document`), every size in GiB (2^30 bytes) unless named `…Bytes`:
 
-    {"model": {"name", "params", "layers", "hidden", "heads", "kvHeads", "headDim", "intermediate", "source"},
+    {"model": {"name", "params", "activeParams", "layers", "hidden", "heads", "kvHeads", "headDim",
+               "intermediate", "vocab", "tiedEmbeddings", "maxPositions", "source",
+               "experts": null | {"routed", "perToken", "intermediate", "sharedIntermediate", "denseLayers"},
+               "latentAttention": null | {"kvRank", "qRank", "nopeDim", "ropeDim", "vDim"}},
      "request": {"workload", "dtype", "context", "batch", "kvBytesPerValue", "loraRank", "checkpointing",
                  "trainableParams", "flopsPerToken"},
      "memory": {"terms": [{"name", "bytes", "GiB", "formula", "scope": "sharded" | "per-device"}],
@@ -10,20 +13,24 @@ The JSON document (`document`), every size in GiB (2^30 bytes) unless named `…
      "placements": [{"rank", "accelerator", "kind": "devices" | "mig" | "time-sliced", "devices", "nodes",
                      "migProfile", "shares", "unitGiB", "needGiBPerUnit", "allocatedGiB",
                      "tokensPerSecond", "basis"}],
+     "leftOut": [{"accelerator", "why"}],
      "doesNotFit": [{"accelerator", "why"}],
      "pools": [{"name", "accelerator", "resource", "fits", "replicas", "unitsPerReplica", "available",
                 "needGiB", "unitGiB", "why", "capacity": "healthy" | "planned"}]}
 
 `pools` is present only when pools were read (a cluster, `--pools` or `--nodes`). Terms are the
 workload's whole need; `needGiBPerUnit` is one device's (or slice's, or share's) part of it.
+`leftOut` are the accelerators that cannot run the request at all (no mode in its dtype, or
+inference-only for a training workload); `doesNotFit` those whose memory cannot hold it. `vocab` is
+0 and `activeParams` equals `params` for a bare size (its shape borrowed, its count as given).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from accelpool.cli.recommend.fit import Placement, Unfit
+from accelpool.cli.recommend.fit import Placement, Reason, Unfit
 from accelpool.cli.recommend.memory import Estimate, GiB, Workload
 from accelpool.cli.recommend.pools import PoolFit
 from accelpool_core.textio import format_table
@@ -46,12 +53,34 @@ def document(
         "model": {
             "name": model.name,
             "params": model.params,
+            "activeParams": model.active_params,
             "layers": model.layers,
             "hidden": model.hidden,
             "heads": model.heads,
             "kvHeads": model.kv_heads,
             "headDim": model.head_dim,
             "intermediate": model.intermediate,
+            "vocab": model.vocab if model.counted else 0,
+            "tiedEmbeddings": model.tied,
+            "maxPositions": model.max_positions,
+            "experts": None
+            if model.experts is None
+            else {
+                "routed": model.experts.routed,
+                "perToken": model.experts.per_token,
+                "intermediate": model.experts.intermediate,
+                "sharedIntermediate": model.experts.shared_intermediate,
+                "denseLayers": model.experts.dense_layers,
+            },
+            "latentAttention": None
+            if model.latent is None
+            else {
+                "kvRank": model.latent.kv_rank,
+                "qRank": model.latent.q_rank,
+                "nopeDim": model.latent.nope_dim,
+                "ropeDim": model.latent.rope_dim,
+                "vDim": model.latent.v_dim,
+            },
             "source": model.source,
         },
         "request": {
@@ -90,7 +119,8 @@ def document(
             }
             for i, p in enumerate(found, start=1)
         ],
-        "doesNotFit": [{"accelerator": u.accelerator.name, "why": u.why} for u in unfit],
+        "leftOut": [{"accelerator": u.accelerator.name, "why": u.why} for u in unfit if u.reason is Reason.UNSUPPORTED],
+        "doesNotFit": [{"accelerator": u.accelerator.name, "why": u.why} for u in unfit if u.reason is Reason.MEMORY],
     }
     if pools is not None:
         out["pools"] = [
@@ -121,8 +151,12 @@ def table(
     top: int,
 ) -> str:
     request, model = estimate.request, estimate.request.model
+    experts = ""
+    if model.experts is not None:
+        e = model.experts
+        experts = f"{model.active_params / 1e9:.3g}B active, {e.routed} experts / {e.per_token} per token, "
     head = (
-        f"{model.name} ({model.params / 1e9:.3g}B params, {model.layers} layers, hidden {model.hidden}, "
+        f"{model.name} ({model.params / 1e9:.3g}B params, {experts}{model.layers} layers, hidden {model.hidden}, "
         f"{model.heads} heads / {model.kv_heads} KV heads), {request.precision.name}, {_workload(estimate)}"
     )
     memory_rows = [("TERM", "GiB", "SCOPE", "FORMULA")]
@@ -146,11 +180,23 @@ def table(
     lines.append(format_table(fit_rows) if found else "Nothing in the catalog holds it.")
     if len(found) > top:
         lines.append(f"(+{len(found) - top} more placements: --top {len(found)} or -o json)")
-    if unfit:
-        lines += ["", "Does not fit: " + "; ".join(f"{u.accelerator.name} ({u.why})" for u in unfit)]
+    left_out = _grouped(u for u in unfit if u.reason is Reason.UNSUPPORTED)
+    if left_out:
+        lines += ["", "Left out: " + left_out]
+    too_small = [u for u in unfit if u.reason is Reason.MEMORY]
+    if too_small:
+        lines += ["", "Does not fit: " + "; ".join(f"{u.accelerator.name} ({u.why})" for u in too_small)]
     if pools is not None:
         lines += ["", _pool_table(pools, capacity)]
     return "\n".join(lines)
+
+
+def _grouped(unfit: Iterable[Unfit]) -> str:
+    """`T4, V100-16GB (no bf16 mode ...); Inferentia2 (inference only ...)`: one group per reason."""
+    groups: dict[str, list[str]] = {}
+    for u in unfit:
+        groups.setdefault(u.why, []).append(u.accelerator.name)
+    return "; ".join(f"{', '.join(names)} ({why})" for why, names in groups.items())
 
 
 def _workload(estimate: Estimate) -> str:
