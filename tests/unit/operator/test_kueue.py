@@ -161,19 +161,22 @@ def test_a_quarantined_nodes_gpus_leave_the_quota() -> None:
 
 
 @pytest.mark.parametrize(
-    ("observed", "reason"),
+    ("observed", "reason", "event_reason"),
     [
-        (KueueObserved(False), "KueueNotInstalled"),
-        (KueueObserved(False, error="403 Forbidden"), "KueueUnreadable"),
-        (KueueObserved(True), "ClusterQueueNotFound"),
-        (KueueObserved(True, flavors={"training": _flavor("training", None)}), "FlavorNotOwned"),
+        (KueueObserved(False), "KueueNotInstalled", "KueueNotInstalled"),
+        (KueueObserved(False, error="403 Forbidden"), "KueueUnreadable", "KueueUnreadable"),
+        (KueueObserved(True), "ClusterQueueNotFound", "KueueClusterQueueNotFound"),
+        (KueueObserved(True, flavors={"training": _flavor("training", None)}), "FlavorNotOwned", "KueueFlavorNotOwned"),
         (
             KueueObserved(True, flavors={"training": _flavor("training", "training", deletionTimestamp="t")}),
             "FlavorTerminating",
+            "KueueFlavorTerminating",
         ),
     ],
 )
-def test_what_keeps_a_pool_out_of_kueue_is_in_its_status(observed: KueueObserved, reason: str) -> None:
+def test_what_keeps_a_pool_out_of_kueue_is_in_its_status(
+    observed: KueueObserved, reason: str, event_reason: str
+) -> None:
     after, writes = _decide(_training_plan(), observed)
     status, found, message = _condition(after, "training")
     assert (status, found) == ("False", reason)
@@ -183,7 +186,8 @@ def test_what_keeps_a_pool_out_of_kueue_is_in_its_status(observed: KueueObserved
         assert "training" in writes.flavors, "the flavor is kept meanwhile"
     else:
         assert writes.flavors == {}
-    assert any(e.type == "Warning" and e.reason == f"Kueue{reason}" for e in after.events)
+    # The Warning's reason names Kueue once (KueueNotInstalled, not KueueKueueNotInstalled).
+    assert [e.reason for e in after.events if e.type == "Warning"] == [event_reason]
 
 
 def test_a_deleted_pools_flavor_leaves_every_queue_then_goes() -> None:

@@ -311,12 +311,18 @@ def _finding(asking: _Asking, conflicts: Mapping[str, str], observed: KueueObser
     ), dict(asking.quota)
 
 
+def _event_reason(finding: Finding) -> str:
+    """A Warning's reason: the condition's reason, prefixed Kueue once (`KueueClusterQueueNotFound`, and
+    `KueueNotInstalled` as it is, not `KueueKueueNotInstalled`)."""
+    return finding.reason if finding.reason.startswith("Kueue") else f"Kueue{finding.reason}"
+
+
 def _events(
     asking: _Asking, finding: Finding, edits: Mapping[str, QueueEdit], observed: KueueObserved
 ) -> list[EventIntent]:
     pool = asking.pool
     if finding.ok is False:
-        return [EventIntent("ComputePool", pool.name, pool.uid, "Warning", f"Kueue{finding.reason}", finding.message)]
+        return [EventIntent("ComputePool", pool.name, pool.uid, "Warning", _event_reason(finding), finding.message)]
     queue = asking.queue
     if finding.reason != "Synced" or queue is None or queue not in edits:
         return []
