@@ -14,12 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import kmock
 import yaml
 
 from accelpool import cli
 from accelpool.runtime.settings import OperatorConfig
-from accelpool_demo.apiserver import ApiServer
+from accelpool_demo.apiserver import ApiServer, resources
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "accelpool"
@@ -97,34 +98,57 @@ def operator_config(objects: Objects) -> OperatorConfig:
     return OperatorConfig.from_args(args)
 
 
+@attrs.define
+class _OfVersion(ApiServer):
+    """The demo's emulated API server answering `/version` as another Kubernetes release."""
+
+    served_version: dict[str, str] = attrs.field(factory=dict, kw_only=True)
+
+    async def _serve_server_version(self, request: kmock.Request) -> kmock.Payload:
+        return {**self.served_version, "platform": "linux/amd64"}
+
+
+def _kubeconfig(path: Path, server: str) -> Path:
+    """A kubeconfig for an emulated API server (no authentication)."""
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "emulated", "cluster": {"server": server.rstrip("/")}}],
+                "users": [{"name": "anonymous", "user": {}}],
+                "contexts": [{"name": "emulated", "context": {"cluster": "emulated", "user": "anonymous"}}],
+                "current-context": "emulated",
+            }
+        )
+    )
+    return path
+
+
+def _declare(emulator: ApiServer, kinds: Objects) -> None:
+    """Serve (get, list) the kinds of `kinds` the emulator does not serve already, so helm can map and look up
+    every object the chart renders."""
+    for obj in kinds:
+        group_version, kind = obj["apiVersion"], obj["kind"]
+        if resources.key_of_kind(group_version, kind) is not None:
+            continue
+        emulator.resources[f"{group_version}/{kind.lower()}s"] = kmock.ResourceInfo(
+            kind=kind, singular=kind.lower(), namespaced="namespace" in obj["metadata"], verbs={"get", "list"}
+        )
+
+
 async def render_upgrade(
     helm: str, kinds: Objects, existing: list[dict[str, Any]], tmp_path: Path, set_values: Sequence[str] = ()
 ) -> Objects:
     """`helm template` as `helm upgrade` renders: against a cluster (here emulated) holding `existing`, the
     kinds of `kinds` declared (a render of the same chart)."""
     emulator = ApiServer()  # the demo's: it answers the version the chart asks for and serves what is declared
-    for obj in kinds:
-        group_version, kind = obj["apiVersion"], obj["kind"]
-        emulator.resources[f"{group_version}/{kind.lower()}s"] = kmock.ResourceInfo(
-            kind=kind, singular=kind.lower(), namespaced="namespace" in obj["metadata"], verbs={"get", "list"}
-        )
+    _declare(emulator, kinds)
     for obj in existing:
         meta = obj["metadata"]
         emulator.store.put(f"{obj['apiVersion']}/{obj['kind'].lower()}s", {**obj, "metadata": dict(meta)})
     async with emulator, kmock.Server(emulator) as server:
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "emulated", "cluster": {"server": str(server.url).rstrip("/")}}],
-                    "users": [{"name": "anonymous", "user": {}}],
-                    "contexts": [{"name": "emulated", "context": {"cluster": "emulated", "user": "anonymous"}}],
-                    "current-context": "emulated",
-                }
-            )
-        )
+        kubeconfig = _kubeconfig(tmp_path / "kubeconfig", str(server.url))
         args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kubeconfig", str(kubeconfig)]
         args += ["--dry-run=server", "--disable-openapi-validation"]
         for assignment in set_values:
@@ -135,6 +159,42 @@ async def render_upgrade(
     lookups = [r for r in emulator if "/secrets/" in str(r.url)]
     assert lookups, "helm did not look the Secret up"
     return [doc for doc in yaml.safe_load_all(out.decode()) if doc]
+
+
+async def install_dry_run(
+    helm: str,
+    kinds: Objects,
+    tmp_path: Path,
+    *,
+    version: str,
+    without: Sequence[str] = (),
+    namespace: str = NAMESPACE,
+    set_values: Sequence[str] = (),
+) -> tuple[Objects, str]:
+    """`helm install --dry-run=server` against an emulated cluster of Kubernetes `version` (e.g. "1.29.4")
+    serving the kinds of `kinds` but not the resources named in `without` (`group/version/plural`): the
+    capabilities helm discovers there, as on a real cluster of that release. The objects it would create
+    (hooks included) and the NOTES it prints."""
+    major, minor = version.split(".")[:2]
+    emulator = _OfVersion(served_version={"major": major, "minor": minor, "gitVersion": f"v{version}"})
+    _declare(emulator, kinds)
+    for key in without:
+        emulator.resources.pop(key, None)
+    async with emulator, kmock.Server(emulator) as server:
+        kubeconfig = _kubeconfig(tmp_path / "kubeconfig", str(server.url))
+        args = ["install", RELEASE, str(CHART), "--namespace", namespace, "--kubeconfig", str(kubeconfig)]
+        args += ["--dry-run=server", "--disable-openapi-validation"]
+        for assignment in set_values:
+            args += ["--set", assignment]
+        process = await asyncio.create_subprocess_exec(helm, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    text = out.decode()
+    manifest, _, notes = text.partition("\nNOTES:\n")
+    manifest = manifest.split("\nMANIFEST:\n", 1)[-1]
+    hooks = text.split("\nHOOKS:\n", 1)[1].split("\nMANIFEST:\n", 1)[0] if "\nHOOKS:\n" in text else ""
+    objects = [doc for part in (hooks, manifest) for doc in yaml.safe_load_all(part) if doc]
+    return objects, notes
 
 
 def as_installed(secret: dict[str, Any]) -> dict[str, Any]:

@@ -177,6 +177,15 @@ the API server's endpoints, DNS, and networkPolicy.egress. */}}
 {{- toYaml $rules }}
 {{- end }}
 
+{{/* "true" when the cluster serves what the agents' NodeRestriction needs: admissionregistration.k8s.io/v1
+ValidatingAdmissionPolicy, GA in Kubernetes 1.30 (and pod-bound tokens naming their node, on by default from 1.30).
+`helm install` and `upgrade` discover the API; `helm template` knows API groups but not their kinds, so there
+the Kubernetes version decides (--kube-version; helm's own default is recent). On 1.29 there is no fallback:
+v1beta1 policies are off by default there, and the tokens name no node, so the policy would deny every agent. */}}
+{{- define "accelpool.nodeRestrictionSupported" -}}
+{{- if or (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") (semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version) }}true{{ end }}
+{{- end }}
+
 {{/* The ClusterKopfPeering object the operator replicas share (--peering). */}}
 {{- define "accelpool.peeringName" -}}
 {{- include "accelpool.fullname" . }}
