@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "charts" / "accelpool" / "files" / "alerts.yaml"
 PROMTOOL_TESTS = sorted((Path(__file__).resolve().parent / "promtool").glob("*.yaml"))
 SEVERITIES = {"critical", "warning", "info"}
+DOCS_BASE = "https://github.com/accelpool/accelpool/blob/main"
+"""The chart's docsBaseURL default (charts/accelpool/values.yaml), under which the file's runbook_url points."""
 
 
 def _alerts() -> list[dict[str, Any]]:
@@ -80,3 +82,17 @@ def test_each_alert_reads_like_a_runbook(rule: dict[str, Any]) -> None:
     description = annotations["description"]
     assert "First steps:" in description, f"{name}: the description has no 'First steps:'"
     assert re.search(r"\b(kubectl|curl|nvidia-smi)\b", description), f"{name}: no command to start with"
+
+
+@pytest.mark.parametrize("rule", _alerts(), ids=lambda rule: str(rule["alert"]))
+def test_each_alert_links_its_runbook(rule: dict[str, Any]) -> None:
+    """kube-prometheus users' convention: `runbook_url`, here the alert's section of docs/reference/alerts.md
+    (a `### <AlertName>` heading, whose GitHub anchor is the name lowercased). The promtool unit tests
+    expect it on every alert they fire."""
+    name = rule["alert"]
+    assert rule["annotations"].get("runbook_url") == f"{DOCS_BASE}/docs/reference/alerts.md#{name.lower()}", name
+
+
+def test_the_runbook_base_is_the_charts_default() -> None:
+    values = yaml.safe_load((ROOT / "charts" / "accelpool" / "values.yaml").read_text())
+    assert values["docsBaseURL"] == DOCS_BASE

@@ -4,6 +4,8 @@ the dashboards ConfigMaps (the NetworkPolicies that admit the scrapers: test_cha
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -18,6 +20,7 @@ from tests.contract.chart import (
     operator_config,
     render,
 )
+from tests.support.environment import require_tool
 
 pytestmark = pytest.mark.contract
 
@@ -76,8 +79,32 @@ def test_prometheus_rule_carries_every_alert_with_extra_labels(full_objects: Obj
     assert rendered.keys() == expected.keys() and expected
     for name, alert in expected.items():
         assert rendered[name]["expr"] == alert["expr"], name
-        assert rendered[name]["annotations"] == alert["annotations"], name
+        # runbook_url under values-full's docsBaseURL (its trailing slash dropped) instead of the default
+        runbook = f"https://git.example.com/platform/accelpool/blob/v0.1.0/docs/reference/alerts.md#{name.lower()}"
+        assert rendered[name]["annotations"] == {**alert["annotations"], "runbook_url": runbook}, name
         assert rendered[name]["labels"] == {**alert["labels"], "team": "ml-infra"}, name
+
+
+def test_prometheus_rule_runbooks_default_to_the_files_own(helm: str, tmp_path: Path) -> None:
+    """Default docsBaseURL: the PrometheusRule's alerts are files/alerts.yaml's, runbook_url included; the
+    rendered groups pass the real promtool as a rule file of their own."""
+    objects = render(helm, set_values=["prometheusRule.enabled=true"])
+    groups = one(objects, "PrometheusRule")["spec"]["groups"]
+    source = yaml.safe_load((CHART / "files" / "alerts.yaml").read_text())
+    assert [[r["annotations"] for r in g["rules"]] for g in groups] == [
+        [r["annotations"] for r in g["rules"]] for g in source["groups"]
+    ]
+    rules = tmp_path / "rendered-alerts.yaml"
+    rules.write_text(yaml.safe_dump({"groups": groups}))
+    promtool = require_tool("promtool")
+    checked = subprocess.run(
+        [promtool, "check", "rules", "--lint=all", "--lint-fatal", str(rules)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_alert_labels_never_override_an_alerts_own_severity(helm: str) -> None:

@@ -186,6 +186,11 @@ v1beta1 policies are off by default there, and the tokens name no node, so the p
 {{- if or (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") (semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version) }}true{{ end }}
 {{- end }}
 
+{{/* Where the docs are (docsBaseURL, no trailing slash; its default for values from before it existed). */}}
+{{- define "accelpool.docsBaseURL" -}}
+{{- .Values.docsBaseURL | default "https://github.com/accelpool/accelpool/blob/main" | trimSuffix "/" }}
+{{- end }}
+
 {{/* The ClusterKopfPeering object the operator replicas share (--peering). */}}
 {{- define "accelpool.peeringName" -}}
 {{- include "accelpool.fullname" . }}
