@@ -131,12 +131,13 @@ def _pod_specs(objects: Objects) -> list[tuple[str, dict[str, Any]]]:
         (f"Deployment/{o['metadata']['name']}", o["spec"]["template"]["spec"]) for o in find(objects, "Deployment")
     ]
     specs += [(f"Pod/{o['metadata']['name']}", o["spec"]) for o in find(objects, "Pod")]
+    specs += [(f"Job/{o['metadata']['name']}", o["spec"]["template"]["spec"]) for o in find(objects, "Job")]
     return specs
 
 
 def test_every_container_is_hardened(rendered: Objects) -> None:
     specs = _pod_specs(rendered)
-    assert {name.split("/")[0] for name, _ in specs} == {"Deployment", "Pod"}
+    assert {name.split("/")[0] for name, _ in specs} == {"Deployment", "Pod", "Job"}
     for name, spec in specs:
         pod_context = spec.get("securityContext", {})
         assert pod_context.get("runAsNonRoot") is True, name
@@ -269,6 +270,7 @@ def test_images_default_to_the_chart_app_version(default_objects: Objects) -> No
     assert images == {
         "Deployment/accelpool-operator": "ghcr.io/accelpool/accelpool-operator:0.1.0",
         "Pod/accelpool-operator-test-metrics": "ghcr.io/accelpool/accelpool-operator:0.1.0",
+        "Job/accelpool-uninstall": "ghcr.io/accelpool/accelpool-operator:0.1.0",
         "agents": "ghcr.io/accelpool/accelpool-agent:0.1.0",
     }
 
@@ -281,6 +283,7 @@ def test_a_digest_pins_every_image(full_objects: Objects, helm: str) -> None:
     assert images == {
         "Deployment/gpu-pools-operator": operator,
         "Pod/gpu-pools-operator-test-metrics": operator,
+        "Job/gpu-pools-uninstall": operator,
         "agents": f"registry.example.com/platform/accelpool-agent@{FULL_AGENT_DIGEST}",
     }
     config = operator_config(full_objects)

@@ -48,6 +48,12 @@ DAEMONSET_RULES = [
     {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["list"]},
 ]
 EVENT_RULES = [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
+UNINSTALL_RULES = [
+    {"apiGroups": ["accelpool.io"], "resources": ["computepools"], "verbs": ["list", "delete"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
+]
+"""The pre-delete hook's `accelpool uninstall` (operator/accelpool/cli/commands/uninstall.py): list and delete
+pools, list nodes."""
 
 
 def _peering_rules(name: str) -> list[dict[str, Any]]:
@@ -119,7 +125,7 @@ def test_rbac_is_exactly_least_privilege(helm: str, values: list[Path], names: d
                 assert "*" not in rule.get(key, []), f"{role['metadata']['name']}: wildcard in {key}"
             assert not {"secrets", "pods/exec", "serviceaccounts/token"} & set(rule["resources"])
             assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"])
-    assert len(roles) == 5, [r["metadata"]["name"] for r in roles]
+    assert len(roles) == 6, [r["metadata"]["name"] for r in roles]
 
     operator_role = one(objects, "ClusterRole", operator_sa[1])
     assert operator_role["rules"] == OPERATOR_CLUSTER_RULES + _peering_rules(names["prefix"])
@@ -144,5 +150,10 @@ def test_rbac_is_exactly_least_privilege(helm: str, values: list[Path], names: d
     assert configs["rules"] == _config_rules(*names["configs"])
     assert _subject(objects, "RoleBinding", configs) == [operator_sa]
 
+    uninstall_sa = (NAMESPACE, f"{names['prefix']}-uninstall")
+    uninstall = one(objects, "ClusterRole", uninstall_sa[1])
+    assert uninstall["rules"] == UNINSTALL_RULES
+    assert _subject(objects, "ClusterRoleBinding", uninstall) == [uninstall_sa]
+
     accounts = {(sa["metadata"]["namespace"], sa["metadata"]["name"]) for sa in find(objects, "ServiceAccount")}
-    assert accounts == {operator_sa, agent_sa}
+    assert accounts == {operator_sa, agent_sa, uninstall_sa}

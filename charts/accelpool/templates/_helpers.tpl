@@ -106,6 +106,11 @@ app.kubernetes.io/name: accelpool-agent
 app.kubernetes.io/component: agent
 {{- end }}
 
+{{- define "accelpool.uninstallLabels" -}}
+{{ include "accelpool.labels" . }}
+app.kubernetes.io/component: uninstall
+{{- end }}
+
 {{- define "accelpool.testLabels" -}}
 {{ include "accelpool.labels" . }}
 app.kubernetes.io/component: helm-test
