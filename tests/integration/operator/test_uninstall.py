@@ -8,7 +8,7 @@ import asyncio
 import json
 import sys
 
-from accelpool.model import conventions
+from accelpool_api import conventions
 
 from .conftest import POOLS, Cluster, Operator, gpu_node, seed
 

@@ -32,9 +32,9 @@ from typing import Any
 
 import aiohttp
 
-from accelpool import api
-from accelpool.model import conventions
+import accelpool_api as api
 from accelpool.runtime.settings import seconds
+from accelpool_api import conventions
 from accelpool_core.credentials import Credentials
 from accelpool_core.kube import ApiError, KubeClient, NotFoundError
 
