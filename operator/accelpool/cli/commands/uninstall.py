@@ -7,7 +7,7 @@ What the chart's pre-delete hook (charts/accelpool/templates/uninstall-hook.yaml
 `helm uninstall` removes the operator: the operator, still running, removes each pool's finalizer
 (`accelpool.io/finalizer`) once a pass has released the pool's members (labels, taints, annotations
 and conditions it set, prior labels restored), removed its config keys and deleted its agent
-DaemonSet, Karpenter NodePool and Kueue ResourceFlavor. Without this, an uninstall leaves every
+DaemonSet and Karpenter NodePool. Without this, an uninstall leaves every
 pool stuck on its finalizer and its members labelled and tainted until an operator runs again.
 
 Deletes each pool not already being deleted, then lists the pools and the nodes labelled
