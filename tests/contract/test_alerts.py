@@ -96,3 +96,15 @@ def test_each_alert_links_its_runbook(rule: dict[str, Any]) -> None:
 def test_the_runbook_base_is_the_charts_default() -> None:
     values = yaml.safe_load((ROOT / "charts" / "accelpool" / "values.yaml").read_text())
     assert values["docsBaseURL"] == DOCS_BASE
+
+
+def test_every_runbook_anchor_is_a_heading_of_the_alerts_reference() -> None:
+    """docs/reference/alerts.md (generated) has a `### <AlertName>` heading per alert: GitHub's anchor for it is
+    the name lowercased, which is what each runbook_url ends in."""
+    headings = {
+        line.removeprefix("### ").strip().lower()
+        for line in (ROOT / "docs" / "reference" / "alerts.md").read_text().splitlines()
+        if line.startswith("### ")
+    }
+    anchors = {rule["annotations"]["runbook_url"].rsplit("#", 1)[1] for rule in _alerts()}
+    assert anchors and anchors <= headings, sorted(anchors - headings)

@@ -15,6 +15,6 @@ SUMMARIES: dict[str, str] = {
     "run": "run the operator",
     "dashboards": "generate the Grafana dashboards (JSON)",
     "recommend": "size a model's workload: memory per term, accelerators that fit, pools that hold it",
-    "uninstall": "delete every ComputePool and wait until the operator has released their nodes (before helm uninstall)",
+    "uninstall": "delete every ComputePool and wait until the operator has released their nodes",
 }
 """Command name → its help in `accelpool --help`, in the order listed there."""

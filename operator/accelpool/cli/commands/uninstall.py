@@ -57,7 +57,7 @@ class UsageError(Exception):
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "uninstall",
-        help="delete every ComputePool and wait until the operator has released their nodes (before helm uninstall)",
+        help="delete every ComputePool and wait until the operator has released their nodes",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
