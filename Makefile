@@ -28,9 +28,12 @@ PACKAGES := core api operator device-agent demo sdk
 PACKAGE_MANIFESTS := $(foreach p,$(PACKAGES),$(p)/pyproject.toml)
 
 # Every dependency comes from requirements-dev.lock, each file checked against its hash; accelpool's
-# own distributions (editable, not hashable) are installed on top without resolving anything.
-$(VENV)/.installed: pyproject.toml $(PACKAGE_MANIFESTS) requirements-dev.lock | $(BIN)/python
+# own distributions (editable, not hashable) are installed on top without resolving anything. The build
+# backend the images build wheels with (requirements-build.lock) is installed too, so that wheels build
+# here without an index (`pip wheel --no-build-isolation`, as tests/integration/sdk/test_packaging.py does).
+$(VENV)/.installed: pyproject.toml $(PACKAGE_MANIFESTS) requirements-dev.lock requirements-build.lock | $(BIN)/python
 	$(BIN)/pip install -q --require-hashes -r requirements-dev.lock
+	$(BIN)/pip install -q --require-hashes --no-deps -r requirements-build.lock
 	$(BIN)/pip install -q --no-deps $(foreach p,$(PACKAGES),-e ./$(p))
 	touch $@
 

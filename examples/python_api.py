@@ -11,7 +11,6 @@ script against the emulated API server with the real operator.
 from __future__ import annotations
 
 import argparse
-import sys
 
 import yaml
 
@@ -24,8 +23,9 @@ parser.add_argument("--name", default="llm-finetune", help="the pool's name")
 parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for Ready")
 args = parser.parse_args()
 
-# %% The cluster: a kubeconfig, the pod's ServiceAccount, or a plain URL (`make demo`).
-cluster = ap.Cluster.connect(args.kubeconfig, server=args.server)
+# %% The cluster: a kubeconfig, the pod's ServiceAccount, or a plain URL (`make demo`). It becomes the default
+# cluster of the pools below (none given: the environment's), and closes itself when the script ends.
+ap.Cluster.connect(args.kubeconfig, server=args.server)
 
 # %% The accelerator: a typed factory from accelpool's catalog, carrying the catalog's facts.
 h100 = ap.Accelerator.NVIDIA.H100(count=8, mig="3g.40gb")
@@ -44,7 +44,6 @@ pool = ap.ComputePool(
     h100,
     nodes=2,
     health=ap.HealthSpec(remediation="taint"),
-    cluster=cluster,
 )
 print(pool.to_yaml())
 
@@ -56,5 +55,3 @@ print(f"{pool.name} is {status.phase}: {status.nodes.ready} nodes, {status.capac
 # %% What a pod needs to run on one 3g.40gb slice of the pool.
 print("pod-spec fragment:")
 print(yaml.safe_dump(pool.pod_spec_fragment().as_dict(), sort_keys=False), end="")
-sys.stdout.flush()
-cluster.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any, Literal
 
 import aiohttp
@@ -171,7 +171,7 @@ class KubeClient:
         timeout_seconds: int,
         field_selector: str | None = None,
         label_selector: str | None = None,
-    ) -> AsyncIterator[JsonObject]:
+    ) -> AsyncGenerator[JsonObject, None]:
         """The watch events (`{"type", "object"}`) of a collection after `resource_version`, until the server
         ends the stream (after `timeout_seconds`, or going down). Bookmarks are asked for (`BOOKMARK`
         events carry only a newer resourceVersion). An `ERROR` event raises: `GoneError` for 410

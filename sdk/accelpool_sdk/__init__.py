@@ -24,10 +24,12 @@ through the device agent's backends, not a cluster topology.
 Modules: `accelerator` (`CatalogAccelerator`, validated through `accelpool_api.validation` as the CRD and
 `accelpool validate` are), `factories` (generated: `Accelerator`, `NVIDIA`, `AMD`, `AWS`, `Google`, the
 name Literal types), `pool` (`ComputePool`), `fragment` (the pod-spec fragment), `waiting` (readiness),
-`cluster` (`Cluster`: the API client with a loop of its own), `instance` (inside a pod; needs the
-`agent` extra), `errors`, `generate` (writes `factories`).
+`cluster` (`Cluster`: the API client with a loop of its own; `Cluster.connect()` sets the default one),
+`instance` (inside a pod; needs the device agent, `pip install ./device-agent`), `errors`, `generate`
+(writes `factories`).
 
-Importing this package imports neither kopf nor the device agent (tests/unit/sdk/test_packaging.py).
+The distribution depends on accelpool-core and accelpool-api only (not the operator); importing this
+package imports neither kopf nor the device agent (tests/integration/sdk/test_packaging.py).
 """
 
 from accelpool_api import HealthSpec, MpsSpec, TimeSlicingSpec

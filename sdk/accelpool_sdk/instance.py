@@ -11,10 +11,11 @@ the driver not answering), it falls back to the host CPU (`cpu`), saying why in 
 with `fake_gpus="H100:8"` simulates a node (tests, notebooks without a GPU); so do the environment
 variables `ACCELPOOL_BACKEND=fake` and `ACCELPOOL_FAKE_GPUS=H100:8` for the calls without arguments.
 
-The agent is the `agent` extra of accelpool-sdk (`pip install 'accelpool-sdk[agent]'`): its modules are
-imported only when these functions run, so `import accelpool_sdk` works without it and says what to
-install when it is missing. The predicates also take an accelerator (a factory's result, or a catalog
-name) and answer for it, as Skyward's `is_nvidia(acc)` does.
+The agent is its own distribution, accelpool-agent, installed beside the SDK from an accelpool checkout
+(`pip install ./device-agent`: it is on no package index, so an extra of accelpool-sdk could not fetch it):
+its modules are imported only when these functions run, so `import accelpool_sdk` works without it and
+these functions say what to install when it is missing. The predicates also take an accelerator (a
+factory's result, or a catalog name) and answer for it, as Skyward's `is_nvidia(acc)` does.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
     from accelpool_agent.backends import Backend
     from accelpool_agent.model import DeviceInfo
 
-AGENT_EXTRA = "pip install 'accelpool-sdk[agent]'"
+AGENT_INSTALL = "from an accelpool checkout, pip install ./device-agent"
+"""How to install the device agent (accelpool-agent is on no package index)."""
 
 
 @dataclass(frozen=True)
@@ -152,10 +154,11 @@ def _device(info: DeviceInfo) -> Device:
 
 
 def require_agent() -> None:
-    """ModuleNotFoundError saying which extra to install, when the device agent is not installed."""
+    """ModuleNotFoundError saying how to install the device agent, when it is not installed."""
     if importlib.util.find_spec("accelpool_agent") is None:
         raise ModuleNotFoundError(
-            f"instance_info() reads the devices through accelpool's device agent: {AGENT_EXTRA}",
+            f"instance_info() reads the devices through accelpool's device agent (accelpool-agent), which is not "
+            f"installed: {AGENT_INSTALL}",
             name="accelpool_agent",
         )
 

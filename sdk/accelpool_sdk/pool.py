@@ -9,12 +9,12 @@ and give the pod-spec fragment that lands a workload on it.
 The spec is the API's own model (`accelpool_api.ComputePoolSpec`), built through the validation
 `accelpool validate` and the API server run (`accelpool_api.validation.validate_object`): a pool the API
 would refuse is refused here, with the same field errors. The cluster calls go through
-`accelpool_sdk.cluster.Cluster` (the default one: `Cluster.connect()`, made on first use).
+`accelpool_sdk.cluster.Cluster`: the pool's `cluster=`, else the default one (`Cluster.default()`: the
+cluster `Cluster.connect()` made last, else the environment's, connected on first use).
 """
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Self
@@ -33,12 +33,6 @@ AcceleratorLike = CatalogAccelerator | str | Callable[[], CatalogAccelerator]
 Sharing = api.TimeSlicingSpec | api.MpsSpec | api.SharingSpec
 WATCH_SECONDS = 60
 """The longest one watch request of `wait_until_ready` stays open before the pool is read again."""
-
-
-@functools.cache
-def default_cluster() -> Cluster:
-    """The cluster of the environment (in-cluster, $KUBECONFIG or ~/.kube/config), connected once."""
-    return Cluster.connect()
 
 
 class ComputePool:
@@ -82,7 +76,7 @@ class ComputePool:
     @classmethod
     def get(cls, name: str, cluster: Cluster | None = None) -> Self:
         """A pool as stored in the cluster (someone else may have made it), with its status."""
-        stored = (cluster or default_cluster()).get_pool(name)
+        stored = (cluster or Cluster.default()).get_pool(name)
         if stored is None:
             raise PoolGoneError(f"ComputePool {name} does not exist")
         return cls.from_manifest(stored, cluster)
@@ -139,7 +133,8 @@ class ComputePool:
     # ------------------------------------------------------------ on the cluster
 
     def _cluster(self) -> Cluster:
-        return self.cluster or default_cluster()
+        """The pool's own cluster, else the default one at the time of the call (`Cluster.default()`)."""
+        return self.cluster or Cluster.default()
 
     def apply(self) -> Self:
         """Create the pool, or update it to this spec (server-side apply; the operator's status is kept)."""

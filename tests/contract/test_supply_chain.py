@@ -290,8 +290,10 @@ def test_make_install_takes_the_dev_lock_with_hashes() -> None:
     goes on top without resolving anything."""
     recipe = (ROOT / "Makefile").read_text().split("$(VENV)/.installed:", 1)[1].split("\n\n", 1)[0]
     assert "requirements-dev.lock" in recipe.splitlines()[0], "the venv must be rebuilt when the lock changes"
+    assert "requirements-build.lock" in recipe.splitlines()[0], "the venv must be rebuilt when the lock changes"
     installs = [line.strip() for line in recipe.splitlines() if "pip install" in line]
     assert installs == [
         "$(BIN)/pip install -q --require-hashes -r requirements-dev.lock",
+        "$(BIN)/pip install -q --require-hashes --no-deps -r requirements-build.lock",
         "$(BIN)/pip install -q --no-deps $(foreach p,$(PACKAGES),-e ./$(p))",
     ]

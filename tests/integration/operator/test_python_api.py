@@ -1,5 +1,6 @@
 """examples/python_api.py against the emulated API server with the real operator: the script creates a pool
-from Python, waits for it (printing its progress) and prints the pod-spec fragment.
+from Python, waits for it (printing its progress) and prints the pod-spec fragment, and ends without aiohttp's
+"Unclosed client session" warnings.
 
 The script runs as a user runs it, in a process of its own; the test plays what the cluster would do
 meanwhile (NVIDIA's components and the agents on the members, `settle_members`), so the operator takes
@@ -53,6 +54,7 @@ async def test_the_example_creates_a_pool_waits_for_it_and_prints_its_pod_spec_f
     text = output.decode()
 
     assert script.returncode == 0, text
+    assert "Unclosed" not in text, "the cluster the script connected (and never closed) closes itself at exit"
     assert "H100-80GB x8 (MIG 3g.40gb, 3g.40gb): 80 GB, 989 bf16 TFLOPS, 3350 GB/s" in text
     assert (
         "refused: Accelerator.NVIDIA.H100(count=8, mig='1g.5gb'): spec.mig.profile: Invalid value: \"1g.5gb\"" in text

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 import accelpool_api as api
 import accelpool_sdk as ap
 from accelpool_api.validation import validate_object
 from accelpool_core import textio
 from accelpool_demo.apiserver import RunningApiServer, serving
+from accelpool_sdk import cluster as cluster_module
 from accelpool_sdk.cluster import FIELD_MANAGER, POOLS
 from tests.support.cases import defaulted
 
@@ -122,6 +125,14 @@ def test_a_pool_the_api_would_refuse_is_refused_with_its_words(
 async def emulator() -> AsyncIterator[RunningApiServer]:
     async with serving() as running:
         yield running
+
+
+@pytest.fixture(autouse=True)
+def no_default_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Each test starts with no default cluster, and an environment that has none: no kubeconfig, not in a pod."""
+    monkeypatch.setattr(cluster_module, "_default", None)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
 
 
 @pytest.fixture
@@ -256,6 +267,60 @@ async def test_a_failed_pool_a_deleted_one_and_a_timeout_end_the_wait(
         await client.delete(f"{POOLS}/train")
     with pytest.raises(ap.PoolGoneError, match="was deleted"):
         await waiting
+
+
+async def test_connect_makes_the_default_cluster_of_pools_given_none(emulator: RunningApiServer) -> None:
+    """`Cluster.connect(server=...)` then `pool.apply()`: the pool goes to that server, not to ~/.kube/config
+    (there is none here), as `kubernetes.config.load_kube_config()` sets the client's default."""
+    pool = ap.ComputePool("train", ap.NVIDIA.H100(8), nodes=2)  # made before connecting: the default is read per call
+    connected = ap.Cluster.connect(server=emulator.url)
+    try:
+        assert ap.Cluster.default() is connected
+        await asyncio.to_thread(pool.apply)
+        assert (emulator.get(f"{POOLS}/train") or {})["spec"]["nodes"] == 2
+        await write_status(emulator, "train", **ready(1))
+        assert (await asyncio.to_thread(pool.status) or pytest.fail("no status")).phase == "Ready"
+        assert (await asyncio.to_thread(ap.ComputePool.get, "train")).spec == pool.spec
+    finally:
+        await asyncio.to_thread(connected.close)
+    with pytest.raises(
+        RuntimeError, match=rf"Cluster\('{emulator.url}', closed\) is closed: ap.Cluster.connect\(\) again"
+    ):
+        await asyncio.to_thread(pool.apply)
+
+
+async def test_a_later_connect_takes_over_and_a_pools_own_cluster_stays(emulator: RunningApiServer) -> None:
+    async with serving() as other:
+        first = ap.Cluster.connect(server=emulator.url)
+        second = ap.Cluster.connect(server=other.url)
+        try:
+            await asyncio.to_thread(ap.ComputePool("default", "H100:8").apply)
+            await asyncio.to_thread(ap.ComputePool("own", "H100:8", cluster=first).apply)
+            assert (emulator.get(f"{POOLS}/default"), other.get(f"{POOLS}/own")) == (None, None)
+            assert emulator.get(f"{POOLS}/own") is not None and other.get(f"{POOLS}/default") is not None
+        finally:
+            await asyncio.to_thread(first.close)
+            await asyncio.to_thread(second.close)
+
+
+async def test_without_connect_the_default_is_the_environments_cluster(
+    emulator: RunningApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kubeconfig = {
+        "current-context": "demo",
+        "contexts": [{"name": "demo", "context": {"cluster": "demo", "user": "demo"}}],
+        "clusters": [{"name": "demo", "cluster": {"server": emulator.url}}],
+        "users": [{"name": "demo", "user": {}}],
+    }
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    await asyncio.to_thread(ap.ComputePool("train", "H100:8").apply)
+    found = ap.Cluster.default()
+    try:
+        assert emulator.get(f"{POOLS}/train") is not None
+        assert found.server == emulator.url and ap.Cluster.default() is found, "connected once, then kept"
+    finally:
+        await asyncio.to_thread(found.close)
 
 
 class Seen:
