@@ -28,7 +28,9 @@ def ready_condition(ready: bool = True, *, since: str = READY_SINCE, heartbeat: 
     condition = {"type": "Ready", "status": "True" if ready else "False"}
     if heartbeat is not None:
         condition["reason"] = "KubeletReady" if ready else "KubeletNotReady"
-        condition["message"] = "kubelet is posting ready status" if ready else "container runtime is down"
+        condition["message"] = (
+            "kubelet is posting ready status" if ready else "container runtime network not ready: NetworkReady=false"
+        )
         condition["lastHeartbeatTime"] = heartbeat
     condition["lastTransitionTime"] = since
     return condition

@@ -97,6 +97,11 @@ class TestClient:
 
 @attrs.define
 class Cluster:
+    """The emulated API server the real operator runs against, as the tests read it, wait on it and write to it
+    (playing kubectl, the kubelet, the agents and NVIDIA's components). The integration tier's: the unit tier's
+    `Cluster` (tests/unit/operator/emulated.py) drives the controller's passes itself, without kopf or a
+    thread; the two share the emulator and `tests.support.builders`, not their harness."""
+
     emulator: ApiServer
     server: str
     client: TestClient
