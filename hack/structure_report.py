@@ -19,7 +19,17 @@ ROOT = Path(__file__).resolve().parent.parent
 OPERATOR = ROOT / "operator" / "accelpool"
 TESTS = ROOT / "tests"
 LOOP_CLASSES = ("Controller", "ClusterState")
-BUILDER_NAMES = ("node", "gpu_node", "node_object", "node_body", "pool", "pool_object", "pool_body")
+BUILDER_NAMES = (
+    "node",
+    "gpu_node",
+    "node_object",
+    "node_body",
+    "node_view",
+    "pool",
+    "pool_object",
+    "pool_body",
+    "pool_input",
+)
 
 
 def python_files(root: Path) -> Iterator[Path]:

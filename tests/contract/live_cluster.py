@@ -52,6 +52,7 @@ from accelpool_demo import cluster, daemonsets, nvidia
 from accelpool_demo.apiserver import ApiServer
 from accelpool_demo.run import DEVICE_PLUGIN_CONFIG_MAP, MIG_CONFIG_MAP, install_prerequisites
 from accelpool_demo.simulators import DEMO_INSTALLATION, FAULT_ANNOTATION, Kubelet, NvidiaComponents, free_port
+from tests.support.builders import pool_body
 
 NAMESPACE = "accelpool-system"
 POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
@@ -78,15 +79,6 @@ async def _terminate(process: asyncio.subprocess.Process) -> None:
         except TimeoutError:
             process.kill()
             await process.wait()
-
-
-def _pool(name: str, nodes: int, health: dict[str, Any], accelerator: str = "H100:8") -> dict[str, Any]:
-    return {
-        "apiVersion": api.API_VERSION,
-        "kind": api.KIND,
-        "metadata": {"name": name},
-        "spec": {"accelerator": accelerator, "nodes": nodes, "health": health},
-    }
 
 
 @dataclass
@@ -258,9 +250,17 @@ class LiveCluster:
             return phases == ["Ready", "Ready"]
 
         await client.create(
-            POOLS, _pool(TRAINING, 2, {"maxUnavailable": 1, "holdDown": "1h", "drain": {"enabled": True}})
+            POOLS,
+            pool_body(
+                TRAINING,
+                {
+                    "accelerator": "H100:8",
+                    "nodes": 2,
+                    "health": {"maxUnavailable": 1, "holdDown": "1h", "drain": {"enabled": True}},
+                },
+            ),
         )
-        await client.create(POOLS, _pool(INFERENCE, 1, {}))
+        await client.create(POOLS, pool_body(INFERENCE, {"accelerator": "H100:8", "nodes": 1, "health": {}}))
         await self._until("both pools Ready", ready, within=90)
 
         node_a, node_b = sorted(m["node"] for m in (await self._status(TRAINING))["members"])
@@ -302,7 +302,9 @@ class LiveCluster:
         """Each other vendor's pool Ready, then its node's `fatal` fault, and the node quarantined."""
         assert self.client is not None
         for pool, accelerator, nodes, _ in VENDOR_POOLS.values():
-            await self.client.create(POOLS, _pool(pool, len(nodes), {}, accelerator))
+            await self.client.create(
+                POOLS, pool_body(pool, {"accelerator": accelerator, "nodes": len(nodes), "health": {}})
+            )
 
         async def phases(wanted: str) -> bool:
             return all([(await self._status(pool)).get("phase") == wanted for pool, *_ in VENDOR_POOLS.values()])
@@ -330,7 +332,7 @@ class LiveCluster:
             before = _counter(await self._operator_metrics(), "accelpool_reconcile_errors_total")
             faults = [self.emulator.fail(prefix, 500, times=None) for prefix in CONFIGMAP_WRITES]
             try:
-                await self.client.create(POOLS, _pool(BATCH, 1, {}))
+                await self.client.create(POOLS, pool_body(BATCH, {"accelerator": "H100:8", "nodes": 1, "health": {}}))
 
                 async def failed() -> bool:
                     errors = _counter(await self._operator_metrics(), "accelpool_reconcile_errors_total")

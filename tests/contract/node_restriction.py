@@ -9,6 +9,7 @@ from accelpool_core.protocol import CONDITION_TYPE, HEALTH_ANNOTATION
 from accelpool_demo.apiserver.webhooks import Attributes
 from tests.contract.admission_policy import Decision, node_write, patched_node
 from tests.contract.chart import NAMESPACE
+from tests.support.builders import node_body, ready_condition
 
 POLICY = "accelpool-agent-node-restriction"
 AGENT = f"system:serviceaccount:{NAMESPACE}:accelpool-agent"
@@ -32,70 +33,57 @@ def pod_token(node: str | None = OWN) -> dict[str, list[str]]:
 
 def node_object(name: str) -> dict[str, Any]:
     """A GPU node as the API server stores it: kubelet, GFD, accelpool's and the agent's fields."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "uid": f"uid-{name}",
-            "resourceVersion": "48213",
-            "creationTimestamp": "2025-12-01T00:00:00Z",
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
-                "nvidia.com/gpu.count": "8",
-                "accelpool.io/pool": "llm-training",
+    return node_body(
+        name,
+        None,
+        labels={
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+            "nvidia.com/gpu.count": "8",
+            "accelpool.io/pool": "llm-training",
+        },
+        annotations={
+            "node.alpha.kubernetes.io/ttl": "0",
+            "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+            HEALTH_ANNOTATION: '{"status":"Healthy"}',
+        },
+        taints=[{"key": "accelpool.io/pool", "value": "llm-training", "effect": "NoSchedule"}],
+        resource_version="48213",
+        created="2025-12-01T00:00:00Z",
+        capacity={"cpu": "192", "memory": "2113389Mi", "nvidia.com/gpu": "8", "pods": "110"},
+        allocatable={"cpu": "191", "memory": "2100000Mi", "nvidia.com/gpu": "8", "pods": "110"},
+        conditions=[
+            {
+                "type": "MemoryPressure",
+                "status": "False",
+                "reason": "KubeletHasSufficientMemory",
+                "message": "kubelet has sufficient memory available",
+                "lastHeartbeatTime": "2025-12-31T23:59:00Z",
+                "lastTransitionTime": "2025-12-01T00:00:00Z",
             },
-            "annotations": {
-                "node.alpha.kubernetes.io/ttl": "0",
-                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
-                HEALTH_ANNOTATION: '{"status":"Healthy"}',
+            ready_condition(since="2025-12-01T00:00:00Z", heartbeat="2025-12-31T23:59:00Z"),
+            {
+                "type": CONDITION_TYPE,
+                "status": "True",
+                "reason": "AllChecksPassed",
+                "message": "8 GPUs passed all checks",
+                "lastHeartbeatTime": "2025-12-31T23:55:00Z",
+                "lastTransitionTime": "2025-12-01T00:10:00Z",
             },
+        ],
+        metadata={
             "managedFields": [
                 {"manager": "kubelet", "operation": "Update", "time": "2025-12-01T00:00:00Z"},
                 {"manager": "accelpool-operator", "operation": "Update", "time": "2025-12-02T00:00:00Z"},
-            ],
+            ]
         },
-        "spec": {
-            "podCIDR": "10.244.1.0/24",
-            "podCIDRs": ["10.244.1.0/24"],
-            "providerID": f"aws:///us-east-1a/i-{name}",
-            "taints": [{"key": "accelpool.io/pool", "value": "llm-training", "effect": "NoSchedule"}],
-        },
-        "status": {
-            "capacity": {"cpu": "192", "memory": "2113389Mi", "nvidia.com/gpu": "8", "pods": "110"},
-            "allocatable": {"cpu": "191", "memory": "2100000Mi", "nvidia.com/gpu": "8", "pods": "110"},
-            "conditions": [
-                {
-                    "type": "MemoryPressure",
-                    "status": "False",
-                    "reason": "KubeletHasSufficientMemory",
-                    "message": "kubelet has sufficient memory available",
-                    "lastHeartbeatTime": "2025-12-31T23:59:00Z",
-                    "lastTransitionTime": "2025-12-01T00:00:00Z",
-                },
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "KubeletReady",
-                    "message": "kubelet is posting ready status",
-                    "lastHeartbeatTime": "2025-12-31T23:59:00Z",
-                    "lastTransitionTime": "2025-12-01T00:00:00Z",
-                },
-                {
-                    "type": CONDITION_TYPE,
-                    "status": "True",
-                    "reason": "AllChecksPassed",
-                    "message": "8 GPUs passed all checks",
-                    "lastHeartbeatTime": "2025-12-31T23:55:00Z",
-                    "lastTransitionTime": "2025-12-01T00:10:00Z",
-                },
-            ],
+        spec={"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24"], "providerID": f"aws:///us-east-1a/i-{name}"},
+        status={
             "addresses": [{"type": "InternalIP", "address": "10.0.1.17"}, {"type": "Hostname", "address": name}],
             "nodeInfo": {"kubeletVersion": "v1.32.4", "containerRuntimeVersion": "containerd://1.7.27"},
         },
-    }
+    )
 
 
 def patch(

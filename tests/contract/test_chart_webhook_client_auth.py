@@ -44,7 +44,7 @@ from tests.contract.chart import (
     template_text,
 )
 from tests.support.admission_webhook import ChartCertificates
-from tests.support.cases import pool
+from tests.support.builders import pool_body
 
 pytestmark = pytest.mark.contract
 
@@ -52,8 +52,8 @@ ON = ["webhook.clientAuth.enabled=true"]
 CA_FILE = "/etc/accelpool/webhook-client/ca.crt"
 CLIENT_SECRET = f"{RELEASE}-operator-webhook-client"
 CLIENT_CONFIGMAP = f"{RELEASE}-operator-webhook-client-ca"
-VALID = pool({"accelerator": "H100"}, name="valid")
-REFUSED = pool({"accelerator": "H100", "mig": {"profile": "9g.99gb"}}, name="refused")
+VALID = pool_body("valid", {"accelerator": "H100"})
+REFUSED = pool_body("refused", {"accelerator": "H100", "mig": {"profile": "9g.99gb"}})
 
 
 def _create(obj: dict[str, Any]) -> Attributes:

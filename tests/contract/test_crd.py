@@ -22,7 +22,8 @@ from accelpool_core.kube import ApiError
 from accelpool_core.textio import one_line
 from accelpool_demo.apiserver import serving
 from tests.support.admission import Answer, Create
-from tests.support.cases import CASES, Case, pool
+from tests.support.builders import pool_body
+from tests.support.cases import CASES, Case
 from tests.unit.api.test_examples import expected_rejection
 from tests.unit.api.test_properties import JSONISH, SPECS
 
@@ -143,7 +144,7 @@ def _agree(create: Create, obj: dict[str, Any]) -> tuple[Answer, Any]:
 def test_api_server_says_what_validate_says(case: Case, api_server_create: Create) -> None:
     """Every shared case through the emulated API server (strict decoding, schema, scale, CEL, webhook):
     the same stage rejects it with the same field errors, word for word, as `accelpool validate`."""
-    answer, _ = _agree(api_server_create, pool(case.spec, name=case.id))
+    answer, _ = _agree(api_server_create, pool_body(case.id, case.spec))
     assert answer.stage == (None if case.layer == "valid" else case.layer)
 
 
@@ -171,7 +172,7 @@ def test_any_spec_gets_the_same_answer_from_the_api_server_and_validate(
         json.dumps(spec, allow_nan=False)
     except ValueError:
         assume(False)  # NaN and infinities are not JSON: no API request can carry them
-    _agree(api_server_create, pool(spec))
+    _agree(api_server_create, pool_body("case", spec))
 
 
 DOCUMENTS = st.builds(
@@ -205,7 +206,7 @@ def test_unknown_fields_are_dropped_for_clients_that_do_not_ask_for_strict_valid
     api_server_create: Create,
 ) -> None:
     """The API's default (fieldValidation=Warn: client-go, Helm) stores the object without the field."""
-    obj = pool({"accelerator": "H100", "gpus": 8})
+    obj = pool_body("case", {"accelerator": "H100", "gpus": 8})
     assert api_server_create(obj).stage == "decode"
     warned = api_server_create(obj, field_validation="Warn")
     assert warned.accepted and warned.warnings == ['unknown field "spec.gpus"']
@@ -216,10 +217,10 @@ def test_unknown_fields_are_dropped_for_clients_that_do_not_ask_for_strict_valid
 
 def test_pool_names_fit_a_label_value(api_server_create: Create) -> None:
     """Names become `accelpool.io/pool` label values: the API server and `accelpool validate` stop at 63."""
-    long_name = pool({"accelerator": "H100"}, name="x" * 64)
+    long_name = pool_body("x" * 64, {"accelerator": "H100"})
     answer, _ = _agree(api_server_create, long_name)
     assert answer.errors[0] == "metadata.name: Too long: may not be more than 63 bytes"
-    _agree(api_server_create, pool({"accelerator": "H100"}, name="x" * 63))
+    _agree(api_server_create, pool_body("x" * 63, {"accelerator": "H100"}))
 
 
 async def test_a_rule_that_errors_rejects(definition: dict[str, Any]) -> None:
@@ -230,7 +231,7 @@ async def test_a_rule_that_errors_rejects(definition: dict[str, Any]) -> None:
     broken["spec"]["group"] = "broken.example.com"
     spec = broken["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     spec["x-kubernetes-validations"] = [{"rule": "self.nodes / 0 == 1", "message": "never"}]
-    obj = {**pool({"accelerator": "H100"}), "apiVersion": f"broken.example.com/{api.VERSION}"}
+    obj = {**pool_body("case", {"accelerator": "H100"}), "apiVersion": f"broken.example.com/{api.VERSION}"}
     async with serving() as running, running.client() as client:
         await client.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", broken)
         with pytest.raises(ApiError) as refused:
@@ -241,7 +242,7 @@ async def test_a_rule_that_errors_rejects(definition: dict[str, Any]) -> None:
 
 def test_a_misspelled_metadata_field_fails_strict_decoding(api_server_create: Create) -> None:
     """metadata is decoded as metav1.ObjectMeta: `lables` is as unknown there as `gpus` is in spec."""
-    obj = pool({"accelerator": "H100"})
+    obj = pool_body("case", {"accelerator": "H100"})
     obj["metadata"]["lables"] = {"team": "ml"}
     answer, verdict = _agree(api_server_create, obj)
     assert answer.errors == ['unknown field "metadata.lables"'] and verdict.stage == "decode"

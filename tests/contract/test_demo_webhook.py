@@ -42,12 +42,12 @@ from accelpool_demo.apiserver.webhooks import (
 )
 from tests.contract.chart import one, render
 from tests.support.admission_webhook import ChartCertificates, RunningWebhook
-from tests.support.cases import pool
+from tests.support.builders import pool_body
 from tests.support.environment import require_shared
 
 pytestmark = pytest.mark.contract
-REFUSED = pool({"accelerator": "H100", "mig": {"profile": "9g.99gb"}}, name="refused")
-VALID = pool({"accelerator": "H100"}, name="valid")
+REFUSED = pool_body("refused", {"accelerator": "H100", "mig": {"profile": "9g.99gb"}})
+VALID = pool_body("valid", {"accelerator": "H100"})
 
 
 def _attributes(operation: str, obj: dict[str, Any] | None, old: dict[str, Any] | None = None) -> Attributes:
@@ -221,12 +221,12 @@ async def test_the_emulated_api_server_presents_its_certificate_and_pools_are_ad
         assert webhook.client_auth is not None
         assert (await client.create(POOLS, VALID))["metadata"]["name"] == "valid"
         with pytest.raises(ApiError) as refused:
-            await client.create(POOLS, pool({"accelerator": "L4", "mig": {"profile": "1g.5gb"}}, name="no-mig-on-l4"))
+            await client.create(POOLS, pool_body("no-mig-on-l4", {"accelerator": "L4", "mig": {"profile": "1g.5gb"}}))
         assert refused.value.status == 422
         assert refused.value.message.startswith(f'admission webhook "{demo_webhook.WEBHOOK}" denied the request: ')
         running.server.store.webhooks.kubeconfig = None  # an API server without the admission configuration
         with pytest.raises(ApiError) as failed:
-            await client.create(POOLS, pool({"accelerator": "H100"}, name="valid-too"))
+            await client.create(POOLS, pool_body("valid-too", {"accelerator": "H100"}))
         assert failed.value.status == 500
         assert failed.value.message.startswith(
             f'Internal error occurred: failed calling webhook "{demo_webhook.WEBHOOK}": failed to call webhook: Post '

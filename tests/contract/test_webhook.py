@@ -23,7 +23,7 @@ from accelpool_api import validation
 from accelpool_demo.apiserver.cel import evaluate
 from tests.contract.chart import FULL_VALUES, NAMESPACE, RELEASE, as_installed, find, one, render, render_upgrade
 from tests.support.admission_webhook import ChartCertificates, RunningWebhook, WebhookErrors
-from tests.support.cases import pool
+from tests.support.builders import pool_body
 
 pytestmark = pytest.mark.contract
 
@@ -143,9 +143,9 @@ def test_match_conditions_skip_updates_that_keep_the_spec(default_objects: Objec
     """The API server calls the webhook for every create and every spec change, and never for a
     metadata-only update: a finalizer removed from an invalid pool must not wait for the webhook."""
     hook = _hook(default_objects)
-    stored = pool(NOT_OFFERED, name="old")
+    stored = pool_body("old", NOT_OFFERED)
     stored["metadata"].update(finalizers=["accelpool.io/finalizer"], resourceVersion="7")
-    assert _calls_webhook(hook, "CREATE", pool(VALID), None)
+    assert _calls_webhook(hook, "CREATE", pool_body("case", VALID), None)
     relabelled = copy.deepcopy(stored)
     relabelled["metadata"].update(finalizers=[], labels={"team": "b"}, resourceVersion="8")
     assert not _calls_webhook(hook, "UPDATE", relabelled, stored)
@@ -164,7 +164,7 @@ def test_match_conditions_skip_updates_that_keep_the_spec(default_objects: Objec
 def test_the_webhook_itself_allows_what_match_conditions_skip(default_objects: Objects) -> None:
     """The same rule on both sides: an API server that sends such an update anyway gets an allow."""
     hook = _hook(default_objects)
-    stored = pool(NOT_OFFERED)
+    stored = pool_body("case", NOT_OFFERED)
     relabelled = copy.deepcopy(stored)
     relabelled["metadata"]["labels"] = {"team": "b"}
     assert not _calls_webhook(hook, "UPDATE", relabelled, stored)
@@ -288,23 +288,23 @@ def test_network_policy_opens_the_webhook_port_to_any_source(helm: str, values: 
 
 
 def test_a_valid_pool_is_admitted(webhook_errors: WebhookErrors) -> None:
-    assert webhook_errors(pool(VALID)) == []
+    assert webhook_errors(pool_body("case", VALID)) == []
 
 
 def test_a_catalog_rule_is_denied_in_validates_words(webhook_errors: WebhookErrors) -> None:
-    obj = pool(NOT_OFFERED)
+    obj = pool_body("case", NOT_OFFERED)
     verdict = validation.validate_object(obj)
     assert webhook_errors(obj) == [str(p) for p in verdict.problems]
     assert "; ".join(webhook_errors(obj)) == review.denial_message(verdict)
 
 
 def test_updates_over_https(webhook_errors: WebhookErrors) -> None:
-    invalid = pool(NOT_OFFERED)
+    invalid = pool_body("case", NOT_OFFERED)
     relabelled = copy.deepcopy(invalid)
     relabelled["metadata"]["labels"] = {"team": "b"}
     assert webhook_errors(relabelled, "UPDATE", invalid) == []
-    assert webhook_errors(invalid, "UPDATE", pool(VALID)) != []
-    assert webhook_errors(pool(VALID), "UPDATE", invalid) == []
+    assert webhook_errors(invalid, "UPDATE", pool_body("case", VALID)) != []
+    assert webhook_errors(pool_body("case", VALID), "UPDATE", invalid) == []
 
 
 def test_the_certificate_is_for_both_service_names(admission_webhook: RunningWebhook) -> None:
@@ -332,16 +332,16 @@ def test_a_renewed_certificate_is_served_without_a_restart(helm: str, tmp_path: 
     shutil.copytree(first.cert_dir, serving.cert_dir)
     with RunningWebhook(serving) as running:
         assert running.server.reload() is False  # unchanged files: nothing to do
-        assert running.errors(pool(VALID)) == []
+        assert running.errors(pool_body("case", VALID)) == []
         for key in (webhook_server.CERT_FILE, webhook_server.KEY_FILE):
             shutil.copy(renewed.cert_dir / key, serving.cert_dir / key)
         assert running.server.reload() is True
         with pytest.raises(ssl.SSLCertVerificationError):
             running.connect().close()  # the old CA no longer verifies what is served
         running.certificates = ChartCertificates(serving.cert_dir, renewed.ca_bundle, first.server_name, first.path)
-        assert running.errors(pool(NOT_OFFERED)) != []
+        assert running.errors(pool_body("case", NOT_OFFERED)) != []
         (serving.cert_dir / webhook_server.KEY_FILE).write_bytes(
             (first.cert_dir / webhook_server.KEY_FILE).read_bytes()
         )  # half-way through a swap: the key no longer matches the certificate
         assert running.server.reload() is False
-        assert running.errors(pool(VALID)) == []  # still serving the renewed pair
+        assert running.errors(pool_body("case", VALID)) == []  # still serving the renewed pair

@@ -68,7 +68,7 @@ def installed(cluster: Cluster, images: tuple[str, str]) -> Iterator[Cluster]:
         cluster.run("helm", "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", timeout=300, check=False)
 
 
-def _pool(cluster: Cluster, name: str) -> dict[str, Any]:
+def _stored_pool(cluster: Cluster, name: str) -> dict[str, Any]:
     pool: dict[str, Any] = cluster.get("computepool", name)
     return pool
 
@@ -93,7 +93,9 @@ def test_every_example_is_admitted_and_llm_training_becomes_ready(installed: Clu
     ready = installed.until(
         f"{POOL} Ready",
         lambda: (
-            _pool(installed, POOL) if (_pool(installed, POOL).get("status") or {}).get("phase") == "Ready" else None
+            _stored_pool(installed, POOL)
+            if (_stored_pool(installed, POOL).get("status") or {}).get("phase") == "Ready"
+            else None
         ),
         timeout=300,
     )
@@ -112,7 +114,7 @@ def test_every_example_is_admitted_and_llm_training_becomes_ready(installed: Clu
     device_plugin = installed.get("configmap", "-n", NAMESPACE, "accelpool-device-plugin-config")
     assert f"accelpool-{POOL}" in device_plugin["data"] and "default" in device_plugin["data"]
     for name in _pool_names():
-        status = _pool(installed, name).get("status") or {}
+        status = _stored_pool(installed, name).get("status") or {}
         assert status.get("phase"), f"{name} has no phase: the operator did not handle it"
 
 
@@ -132,7 +134,7 @@ def test_the_api_server_refuses_what_accelpool_validate_refuses(installed: Clust
 
 def test_a_gpu_fault_quarantines_its_node(installed: Cluster, images: tuple[str, str]) -> None:
     _, agent_image = images
-    victim = sorted(m["node"] for m in _pool(installed, POOL)["status"]["members"])[0]
+    victim = sorted(m["node"] for m in _stored_pool(installed, POOL)["status"]["members"])[0]
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -170,7 +172,7 @@ def test_a_gpu_fault_quarantines_its_node(installed: Cluster, images: tuple[str,
     assert condition["status"] == "False" and "Xid" in condition["reason"], condition
 
     def reported() -> dict[str, Any] | None:
-        status = _pool(installed, POOL).get("status") or {}
+        status = _stored_pool(installed, POOL).get("status") or {}
         member = next((m for m in status.get("members") or [] if m["node"] == victim), None)
         return status if status["nodes"]["quarantined"] >= 1 and member and member["health"] != "Healthy" else None
 

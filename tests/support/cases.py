@@ -600,10 +600,6 @@ CASES: list[Case] = [
 ]
 
 
-def pool(spec: dict[str, Any], name: str = "case") -> dict[str, Any]:
-    return {"apiVersion": "accelpool.io/v1alpha1", "kind": "ComputePool", "metadata": {"name": name}, "spec": spec}
-
-
 def defaulted(spec: dict[str, Any]) -> dict[str, Any]:
     """A pool's spec as the API server stores it: with the CRD's defaults filled in."""
     schema = crd.custom_resource_definition()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]

@@ -17,34 +17,21 @@ import pytest
 from accelpool_core.credentials import Credentials
 from accelpool_core.kube import KubeClient
 from accelpool_demo.apiserver import ApiServer, serving
+from tests.support.builders import node_body
 
 NODE = "gpu-a1"
 
 
-def node_object(name: str = NODE, **extra: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {"accelpool.io/pool": "llm-training"},
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
-            **extra.get("metadata", {}),
-        },
-        "status": {
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "KubeletReady",
-                    "message": "kubelet is posting ready status",
-                    "lastHeartbeatTime": "2025-12-31T23:59:00Z",
-                    "lastTransitionTime": "2025-12-01T00:00:00Z",
-                },
-                *extra.get("conditions", []),
-            ]
-        },
-    }
+def node_object(name: str = NODE) -> dict[str, Any]:
+    """A node of pool llm-training, with the kubelet's Ready condition (which the agent's must not erase)."""
+    return node_body(
+        name,
+        None,
+        labels={"accelpool.io/pool": "llm-training"},
+        annotations={"node.alpha.kubernetes.io/ttl": "0"},
+        ready_since="2025-12-01T00:00:00Z",
+        heartbeat="2025-12-31T23:59:00Z",
+    )
 
 
 @pytest.fixture

@@ -54,18 +54,18 @@ def report(
     )
 
 
-def node(cluster: ApiServer) -> dict[str, Any]:
+def stored_node(cluster: ApiServer) -> dict[str, Any]:
     raw: dict[str, Any] = cluster.objects["v1/nodes", None, NODE].raw
     return raw
 
 
 def condition(cluster: ApiServer) -> dict[str, Any]:
-    (found,) = [c for c in node(cluster)["status"]["conditions"] if c["type"] == CONDITION_TYPE]
+    (found,) = [c for c in stored_node(cluster)["status"]["conditions"] if c["type"] == CONDITION_TYPE]
     return dict(found)
 
 
 def annotation(cluster: ApiServer) -> HealthReport:
-    return HealthReport.from_annotation(node(cluster)["metadata"]["annotations"][HEALTH_ANNOTATION])
+    return HealthReport.from_annotation(stored_node(cluster)["metadata"]["annotations"][HEALTH_ANNOTATION])
 
 
 def writes(cluster: ApiServer) -> list[str]:
@@ -95,7 +95,7 @@ async def test_condition_and_annotation_are_written(cluster: ApiServer, client: 
         "lastHeartbeatTime": iso(clock.now),
         "lastTransitionTime": iso(clock.now),
     }
-    ready = [c for c in node(cluster)["status"]["conditions"] if c["type"] == "Ready"]
+    ready = [c for c in stored_node(cluster)["status"]["conditions"] if c["type"] == "Ready"]
     assert ready and ready[0]["reason"] == "KubeletReady"  # appended to the list: the kubelet's stays
     health = annotation(cluster)
     assert (health.status, health.reason, health.tflops, health.dtype) == (
@@ -104,7 +104,7 @@ async def test_condition_and_annotation_are_written(cluster: ApiServer, client: 
         6350.0,  # three significant figures: noise does not rewrite the node
         "bf16",
     )
-    assert node(cluster)["metadata"]["annotations"]["node.alpha.kubernetes.io/ttl"] == "0", "others' stay"
+    assert stored_node(cluster)["metadata"]["annotations"]["node.alpha.kubernetes.io/ttl"] == "0", "others' stay"
     status_patch, node_patch = [r for r in cluster if r.method == "PATCH"]
     pool_test = {"op": "test", "path": "/metadata/labels/accelpool.io~1pool", "value": "llm-training"}
     for patch in (status_patch, node_patch):  # both refused by the API server once the node left the pool
@@ -121,18 +121,18 @@ async def test_a_node_that_left_the_agents_pool_gets_no_report(cluster: ApiServe
     clock = ManualClock()
     reporter = NodeReporter(client, NODE, heartbeat_seconds=HEARTBEAT, clock=clock)
     assert await reporter.report(report()) == ["condition", "annotation"]
-    index = [c["type"] for c in node(cluster)["status"]["conditions"]].index(CONDITION_TYPE)
+    index = [c["type"] for c in stored_node(cluster)["status"]["conditions"]].index(CONDITION_TYPE)
     # The operator's release: the pool label, the annotation and the condition go.
     cluster.objects["v1/nodes", None, NODE].patch(
         {"metadata": {"labels": {"accelpool.io/pool": None}, "annotations": {HEALTH_ANNOTATION: None}}}
     )
-    conditions = [c for c in node(cluster)["status"]["conditions"] if c["type"] != CONDITION_TYPE]
+    conditions = [c for c in stored_node(cluster)["status"]["conditions"] if c["type"] != CONDITION_TYPE]
     cluster.objects["v1/nodes", None, NODE].patch({"status": {"conditions": conditions}})
-    released = node(cluster)
+    released = stored_node(cluster)
 
     failing = report(HealthStatus.UNHEALTHY, "XidError79", "XID 79 (GPU has fallen off the bus) on GPU 3", bad=(3,))
     assert await reporter.report(failing) == []  # the checks killed at SIGTERM, say
-    assert node(cluster) == released, "nothing written on a node of no pool"
+    assert stored_node(cluster) == released, "nothing written on a node of no pool"
     assert index == 1 and reporter.stats.errors == 1
     patches = len(writes(cluster))
     clock.advance(HEARTBEAT)
@@ -298,12 +298,12 @@ async def test_agent_daemon_reports_an_xid_on_the_node(cluster: ApiServer) -> No
         found: dict[str, Any] = {}
         async with asyncio.timeout(90):  # a hang guard, not a timing
             while not found:
-                conditions = [c for c in node(cluster)["status"]["conditions"] if c["type"] == CONDITION_TYPE]
-                if conditions and HEALTH_ANNOTATION in node(cluster)["metadata"].get("annotations", {}):
+                conditions = [c for c in stored_node(cluster)["status"]["conditions"] if c["type"] == CONDITION_TYPE]
+                if conditions and HEALTH_ANNOTATION in stored_node(cluster)["metadata"].get("annotations", {}):
                     found = conditions[0]
                 await asyncio.sleep(0.05)
         assert (found.get("status"), found.get("reason")) == ("False", "XidError79"), found
-        health = json.loads(node(cluster)["metadata"]["annotations"][HEALTH_ANNOTATION])
+        health = json.loads(stored_node(cluster)["metadata"]["annotations"][HEALTH_ANNOTATION])
         assert health["status"] == "Unhealthy" and health["badGpus"] == [3]
     finally:
         process.terminate()

@@ -20,6 +20,7 @@ from accelpool_demo import webhook as demo_webhook
 from accelpool_demo.apiserver import NAME_ALPHABET, ApiServer, serving
 from accelpool_demo.daemonsets import DaemonSetController
 from accelpool_demo.simulators import Kubelet
+from tests.support.builders import node_body, pool_body
 from tests.support.cases import defaulted
 from tests.support.environment import ROOT, require_tool
 from tests.unit.api.test_examples import expected_rejection
@@ -47,15 +48,13 @@ def daemonset(config: str) -> dict[str, Any]:
     }
 
 
-def node(name: str) -> dict[str, Any]:
-    labels = {"accelpool.io/pool": "training", "nvidia.com/gpu.product": "NVIDIA-L4", "nvidia.com/gpu.count": "1"}
-    ready = {"type": "Ready", "status": "True"}  # its kubelet reports it Ready: the not-ready taint is lifted
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-        "status": {"conditions": [ready]},
-    }
+L4_NODE = node_body(
+    "l4-1",
+    None,
+    labels={"accelpool.io/pool": "training", "nvidia.com/gpu.product": "NVIDIA-L4", "nvidia.com/gpu.count": "1"},
+    stored=False,
+)
+"""A node of the training pool whose kubelet reports it Ready (so the not-ready taint is lifted)."""
 
 
 @pytest.fixture
@@ -104,7 +103,7 @@ async def test_put_replaces_like_the_api_server(api: tuple[ApiServer, KubeClient
 
 async def test_patches_get_new_versions_and_stale_ones_conflict(api: tuple[ApiServer, KubeClient]) -> None:
     _, client = api
-    created = await client.create("/api/v1/nodes", node("l4-1"))
+    created = await client.create("/api/v1/nodes", L4_NODE)
     patched = await client.patch("/api/v1/nodes/l4-1", {"metadata": {"labels": {"a": "b"}}})
     assert int(patched["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
     stale = {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"], "labels": {"a": "c"}}}
@@ -125,7 +124,7 @@ async def test_an_applied_daemonset_change_rolls_onto_the_agents(
     controller replaces the pool's pods and the kubelet runs their agents with the new config."""
     _, client = api
     path = f"{DAEMONSETS}/accelpool-agent-training"
-    await client.create("/api/v1/nodes", node("l4-1"))
+    await client.create("/api/v1/nodes", L4_NODE)
     await client.apply(path, daemonset('{"interval": 900}'), field_manager="accelpool")
     controller = DaemonSetController(client, NAMESPACE)
     kubelet = Kubelet(client, server=client.credentials.server, namespace=NAMESPACE, log_dir=tmp_path)
@@ -240,7 +239,7 @@ async def test_footprint_stays_bounded_however_many_requests(api: tuple[ApiServe
     """kmock keeps every request (and scans them all to route the next), every version of every
     object and every failed request: a demo left running grew, and slowed, without bound."""
     emulator, client = api
-    await client.create("/api/v1/nodes", node("l4-1"))
+    await client.create("/api/v1/nodes", L4_NODE)
 
     async def heartbeat(beat: int) -> None:
         beating = {"status": {"capacity": {"example.com/beat": str(beat)}}}
@@ -293,7 +292,7 @@ async def test_kubectl_apply_is_answered_as_the_api_server_with_the_chart_answer
         said = "\n".join(line.rstrip() for line in refused.stderr.splitlines())
         assert expected_rejection(path) in said, (path.name, refused.stderr)
     assert (await client.list(POOLS)) == []
-    misspelled = _pool("misspelled", {"accelerator": "H100", "gpus": 8})
+    misspelled = pool_body("misspelled", {"accelerator": "H100", "gpus": 8})
     with pytest.raises(ApiError) as strict:
         await client.create(f"{POOLS}?fieldValidation=Strict", misspelled)
     assert strict.value.status == 400
@@ -304,7 +303,7 @@ async def test_kubectl_apply_is_answered_as_the_api_server_with_the_chart_answer
 
 async def test_kubectl_scale_sets_nodes_through_the_scale_subresource(served: tuple[KubeClient, str]) -> None:
     client, url = served
-    await client.create(POOLS, _pool("burst", {"accelerator": "H200:8", "provisioner": {"type": "karpenter"}}))
+    await client.create(POOLS, pool_body("burst", {"accelerator": "H200:8", "provisioner": {"type": "karpenter"}}))
     scaled = await asyncio.to_thread(_kubectl, url, "scale", "cpool", "burst", "--replicas=3")
     assert scaled.returncode == 0, scaled.stderr
     pool = await client.get(f"{POOLS}/burst")
@@ -315,7 +314,3 @@ async def test_kubectl_scale_sets_nodes_through_the_scale_subresource(served: tu
     too_many = await asyncio.to_thread(_kubectl, url, "scale", "cpool", "burst", "--replicas=5")
     assert too_many.returncode != 0 and "maxNodes must be at least nodes" in too_many.stderr
     assert (await client.get(f"{POOLS}/burst"))["spec"]["nodes"] == 3
-
-
-def _pool(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "accelpool.io/v1alpha1", "kind": "ComputePool", "metadata": {"name": name}, "spec": spec}

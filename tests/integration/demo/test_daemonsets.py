@@ -12,6 +12,7 @@ import pytest
 from accelpool_core.kube import KubeClient
 from accelpool_demo.apiserver import serving
 from accelpool_demo.daemonsets import REVISION_LABEL, DaemonSetController, should_run
+from tests.support.builders import node_body
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 NAMESPACE = "accelpool-system"
@@ -37,15 +38,8 @@ def daemonset(runtime_class: str | None = "nvidia") -> dict[str, Any]:
     }
 
 
-def node(name: str, pool: str | None = "training", taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
-    labels = {"accelpool.io/pool": pool} if pool else {}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"taints": taints or []},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},  # its kubelet reports it Ready
-    }
+TRAINING = {"accelpool.io/pool": "training"}
+"""The label of the training pool's nodes, which its DaemonSet selects."""
 
 
 @pytest.fixture
@@ -58,8 +52,8 @@ async def client() -> AsyncIterator[KubeClient]:
 
 async def test_pods_that_admission_refuses_become_failed_create_events(client: KubeClient) -> None:
     for name in ("gpu-1", "gpu-2"):
-        await client.create("/api/v1/nodes", node(name))
-    await client.create("/api/v1/nodes", node("cpu-1", pool=None))
+        await client.create("/api/v1/nodes", node_body(name, None, labels=TRAINING, stored=False))
+    await client.create("/api/v1/nodes", node_body("cpu-1", None, stored=False))
     await client.apply(DAEMONSET, daemonset(), field_manager="accelpool")
     controller = DaemonSetController(client, NAMESPACE)
 
@@ -107,7 +101,7 @@ async def test_pods_that_admission_refuses_become_failed_create_events(client: K
 
 
 async def test_status_follows_every_spec_change_and_moves_the_resource_version(client: KubeClient) -> None:
-    await client.create("/api/v1/nodes", node("gpu-1"))
+    await client.create("/api/v1/nodes", node_body("gpu-1", None, labels=TRAINING, stored=False))
     await client.create(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts", {"metadata": {"name": "accelpool-agent"}})
     applied = await client.apply(DAEMONSET, daemonset(runtime_class=None), field_manager="accelpool")
     controller = DaemonSetController(client, NAMESPACE)
@@ -129,12 +123,25 @@ async def test_status_follows_every_spec_change_and_moves_the_resource_version(c
 
 def test_a_daemon_pod_runs_where_the_selector_matches_and_every_hard_taint_is_tolerated() -> None:
     spec = daemonset()["spec"]["template"]["spec"]
-    assert should_run(spec, node("a"))
-    assert not should_run(spec, node("b", pool="other"))
+    assert should_run(spec, node_body("a", None, labels=TRAINING))
+    assert not should_run(spec, node_body("b", None, labels={"accelpool.io/pool": "other"}))
     assert should_run(
-        spec, node("c", taints=[{"key": "accelpool.io/pool", "value": "training", "effect": "NoSchedule"}])
+        spec,
+        node_body(
+            "c",
+            None,
+            labels=TRAINING,
+            taints=[{"key": "accelpool.io/pool", "value": "training", "effect": "NoSchedule"}],
+        ),
     )
-    assert not should_run(spec, node("d", taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]))
-    assert should_run(spec, node("e", taints=[{"key": "dedicated", "value": "x", "effect": "PreferNoSchedule"}]))
+    assert not should_run(
+        spec, node_body("d", None, labels=TRAINING, taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}])
+    )
+    assert should_run(
+        spec,
+        node_body(
+            "e", None, labels=TRAINING, taints=[{"key": "dedicated", "value": "x", "effect": "PreferNoSchedule"}]
+        ),
+    )
     cordoned = [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]
-    assert should_run(spec, node("f", taints=cordoned)), "daemon pods tolerate a cordon"
+    assert should_run(spec, node_body("f", None, labels=TRAINING, taints=cordoned)), "daemon pods tolerate a cordon"

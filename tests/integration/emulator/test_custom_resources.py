@@ -13,7 +13,8 @@ from accelpool.runtime.controller.apiserver import POOLS as POOLS_PATH
 from accelpool_api import crd
 from accelpool_core.kube import ApiError, KubeClient, NotFoundError
 from accelpool_demo.apiserver import RunningApiServer
-from tests.support import cases, kueue
+from tests.support import kueue
+from tests.support.builders import pool_body
 
 FLAVOR = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "h100"}}
 
@@ -78,7 +79,7 @@ async def test_computepools_are_judged_by_accelpools_crd_stored_or_not(
 
     async def refusal(spec: dict[str, Any]) -> str:
         with pytest.raises(ApiError) as refused:
-            await client.create(POOLS_PATH, cases.pool(spec))
+            await client.create(POOLS_PATH, pool_body("case", spec))
         assert refused.value.status == 422
         return refused.value.message
 

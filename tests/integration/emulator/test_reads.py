@@ -7,14 +7,13 @@ from typing import Any
 from accelpool_core.kube import KubeClient
 from accelpool_demo.apiserver import RunningApiServer
 from accelpool_demo.apiserver.events import EventLog
+from tests.support.builders import node_body
 
 from .conftest import NAMESPACE
 
 EVENTS = f"/api/v1/namespaces/{NAMESPACE}/events"
-
-
-def node(name: str, **labels: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": labels}}
+# The nodes here have no conditions: no kubelet reports them Ready, so the node lifecycle controller never lifts
+# their not-ready taint, and a watch sees only the test's own writes.
 
 
 def event(name: str, kind: str, reason: str) -> dict[str, Any]:
@@ -22,9 +21,11 @@ def event(name: str, kind: str, reason: str) -> dict[str, Any]:
 
 
 async def test_label_selectors(client: KubeClient) -> None:
-    await client.create("/api/v1/nodes", node("a", pool="x", tier="gpu"))
-    await client.create("/api/v1/nodes", node("b", pool="y"))
-    await client.create("/api/v1/nodes", node("c"))
+    await client.create(
+        "/api/v1/nodes", node_body("a", None, labels={"pool": "x", "tier": "gpu"}, conditions=(), stored=False)
+    )
+    await client.create("/api/v1/nodes", node_body("b", None, labels={"pool": "y"}, conditions=(), stored=False))
+    await client.create("/api/v1/nodes", node_body("c", None, conditions=(), stored=False))
 
     async def names(selector: str) -> list[str]:
         return [n["metadata"]["name"] for n in await client.list("/api/v1/nodes", label_selector=selector)]
@@ -57,10 +58,12 @@ async def test_field_selectors_and_namespaces(client: KubeClient) -> None:
 async def test_a_list_then_a_watch_from_its_resource_version_misses_nothing(
     api: RunningApiServer, client: KubeClient, watch: Any
 ) -> None:
-    await client.create("/api/v1/nodes", node("a"))
+    await client.create("/api/v1/nodes", node_body("a", None, conditions=(), stored=False))
     listed = await client.request("GET", "/api/v1/nodes")
     assert listed["kind"] == "NodeList"
-    await client.create("/api/v1/nodes", node("b"))  # after the list, before the watch
+    await client.create(
+        "/api/v1/nodes", node_body("b", None, conditions=(), stored=False)
+    )  # after the list, before the watch
     stream = await watch("/api/v1/nodes", resourceVersion=listed["metadata"]["resourceVersion"])
     added = await stream.next()
     assert (added["type"], added["object"]["metadata"]["name"]) == ("ADDED", "b")
@@ -73,8 +76,8 @@ async def test_a_list_then_a_watch_from_its_resource_version_misses_nothing(
 
 
 async def test_a_watch_without_a_resource_version_starts_with_every_object(client: KubeClient, watch: Any) -> None:
-    await client.create("/api/v1/nodes", node("a"))
-    await client.create("/api/v1/nodes", node("b"))
+    await client.create("/api/v1/nodes", node_body("a", None, conditions=(), stored=False))
+    await client.create("/api/v1/nodes", node_body("b", None, conditions=(), stored=False))
     stream = await watch("/api/v1/nodes")
     assert {(e["type"], e["object"]["metadata"]["name"]) for e in [await stream.next(), await stream.next()]} == {
         ("ADDED", "a"),
@@ -83,12 +86,12 @@ async def test_a_watch_without_a_resource_version_starts_with_every_object(clien
 
 
 async def test_objects_entering_or_leaving_a_watched_selection(client: KubeClient, watch: Any) -> None:
-    await client.create("/api/v1/nodes", node("a"))
+    await client.create("/api/v1/nodes", node_body("a", None, conditions=(), stored=False))
     stream = await watch("/api/v1/nodes", labelSelector="pool=x")
     await client.patch("/api/v1/nodes/a", {"metadata": {"labels": {"pool": "x"}}})
     await client.patch("/api/v1/nodes/a", {"metadata": {"labels": {"pool": "y"}}})
-    await client.create("/api/v1/nodes", node("b", pool="y"))
-    await client.create("/api/v1/nodes", node("c", pool="x"))
+    await client.create("/api/v1/nodes", node_body("b", None, labels={"pool": "y"}, conditions=(), stored=False))
+    await client.create("/api/v1/nodes", node_body("c", None, labels={"pool": "x"}, conditions=(), stored=False))
     seen = [await stream.next() for _ in range(3)]
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in seen] == [
         ("ADDED", "a"),
@@ -101,7 +104,7 @@ async def test_a_watch_from_a_forgotten_version_is_expired(
     api: RunningApiServer, client: KubeClient, watch: Any
 ) -> None:
     api.server.store.events = EventLog(capacity=2)
-    first = await client.create("/api/v1/nodes", node("a"))
+    first = await client.create("/api/v1/nodes", node_body("a", None, conditions=(), stored=False))
     for label in "xyz":
         await client.patch("/api/v1/nodes/a", {"metadata": {"labels": {"l": label}}})
     stream = await watch("/api/v1/nodes", resourceVersion=first["metadata"]["resourceVersion"])

@@ -4,33 +4,19 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from accelpool_core.kube import ApiError, ConflictError, KubeClient, NotFoundError
 from accelpool_demo import webhook as demo_webhook
 from accelpool_demo.apiserver import NAME_ALPHABET, RunningApiServer
+from tests.support.builders import node_body, pool_body
 
 from .conftest import NAMESPACE
 
 POOLS = "/apis/accelpool.io/v1alpha1/computepools"
 DAEMONSETS = f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets"
 CONFIGMAPS = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
-
-
-def node(name: str, **labels: str) -> dict[str, Any]:
-    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-        "status": {"conditions": [ready]},
-    }
-
-
-def pool(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "accelpool.io/v1alpha1", "kind": "ComputePool", "metadata": {"name": name}, "spec": spec}
 
 
 async def test_creation_stamps_what_the_server_owns(client: KubeClient) -> None:
@@ -49,27 +35,25 @@ async def test_creation_stamps_what_the_server_owns(client: KubeClient) -> None:
 
     daemonset = await client.create(DAEMONSETS, {"metadata": {"name": "d"}, "spec": {}, "status": {"numberReady": 9}})
     assert "status" not in daemonset, "the DaemonSet strategy drops the status sent on create"
-    made = await client.create(POOLS, {**pool("p", accelerator="H100"), "status": {"phase": "Ready"}})
+    made = await client.create(POOLS, {**pool_body("p", {"accelerator": "H100"}), "status": {"phase": "Ready"}})
     assert "status" not in made, "so does a CRD with a status subresource"
-    assert (await client.create("/api/v1/nodes", node("n")))["status"]["conditions"][0]["type"] == "Ready"
+    made_node = await client.create("/api/v1/nodes", node_body("n", None, stored=False))
+    assert made_node["status"]["conditions"][0]["type"] == "Ready"
 
 
 async def test_every_write_gets_a_newer_resource_version_and_stale_ones_conflict(client: KubeClient) -> None:
-    created = await client.create("/api/v1/nodes", node("n"))
+    created = await client.create("/api/v1/nodes", node_body("n", None, stored=False))
     stale = created["metadata"]["resourceVersion"]
     patched = await client.patch("/api/v1/nodes/n", {"metadata": {"labels": {"a": "b"}}})
     assert int(patched["metadata"]["resourceVersion"]) > int(stale)
+    stale_body = {**node_body("n", None, stored=False), "metadata": {"name": "n", "resourceVersion": stale}}
     attempts = [
         client.patch("/api/v1/nodes/n", {"metadata": {"resourceVersion": stale, "labels": {"a": "c"}}}),
         client.patch(
             "/api/v1/nodes/n", {"metadata": {"resourceVersion": stale, "labels": {"a": "c"}}}, patch_type="strategic"
         ),
-        client.replace("/api/v1/nodes/n", {**node("n", a="c"), "metadata": {"name": "n", "resourceVersion": stale}}),
-        client.apply(
-            "/api/v1/nodes/n",
-            {**node("n", a="c"), "metadata": {"name": "n", "resourceVersion": stale}},
-            field_manager="m",
-        ),
+        client.replace("/api/v1/nodes/n", stale_body),
+        client.apply("/api/v1/nodes/n", stale_body, field_manager="m"),
     ]
     for attempt in attempts:
         with pytest.raises(ConflictError) as conflict:
@@ -82,7 +66,7 @@ async def test_every_write_gets_a_newer_resource_version_and_stale_ones_conflict
 
 
 async def test_generation_moves_with_the_spec_only(client: KubeClient) -> None:
-    created = await client.create(POOLS, pool("p", accelerator="H100"))
+    created = await client.create(POOLS, pool_body("p", {"accelerator": "H100"}))
     labelled = await client.patch(f"{POOLS}/p", {"metadata": {"labels": {"team": "ml"}}})
     status = await client.patch(f"{POOLS}/p/status", {"status": {"phase": "Pending"}})
     assert (
@@ -93,7 +77,7 @@ async def test_generation_moves_with_the_spec_only(client: KubeClient) -> None:
 
 
 async def test_patches_merge_json_and_strategic(client: KubeClient) -> None:
-    await client.create("/api/v1/nodes", node("n", a="1", b="2"))
+    await client.create("/api/v1/nodes", node_body("n", None, labels={"a": "1", "b": "2"}, stored=False))
     merged = await client.patch("/api/v1/nodes/n", {"metadata": {"labels": {"a": None, "c": "3"}}})
     assert merged["metadata"]["labels"] == {"b": "2", "c": "3"}, "null removes, maps merge"
 
@@ -119,14 +103,14 @@ async def test_patches_merge_json_and_strategic(client: KubeClient) -> None:
         "a merge patch replaces lists"
     )
 
-    await client.create(POOLS, pool("p", accelerator="H100"))
+    await client.create(POOLS, pool_body("p", {"accelerator": "H100"}))
     with pytest.raises(ApiError) as unsupported:
         await client.patch(f"{POOLS}/p", {"spec": {"nodes": 2}}, patch_type="strategic")
     assert unsupported.value.status == 415
 
 
 async def test_status_and_the_rest_are_written_apart(client: KubeClient) -> None:
-    created = await client.create(POOLS, pool("p", accelerator="H100"))
+    created = await client.create(POOLS, pool_body("p", {"accelerator": "H100"}))
     await client.patch(f"{POOLS}/p/status", {"status": {"phase": "Ready"}, "spec": {"nodes": 5}})
     stored = await client.get(f"{POOLS}/p")
     assert stored["status"] == {"phase": "Ready"} and stored["spec"] == created["spec"]
@@ -158,7 +142,7 @@ async def test_finalizers_hold_a_deletion(client: KubeClient) -> None:
 async def test_injected_refusals_write_nothing_and_the_log_says_who_asked(
     api: RunningApiServer, client: KubeClient
 ) -> None:
-    await client.create("/api/v1/nodes", node("n"))
+    await client.create("/api/v1/nodes", node_body("n", None, stored=False))
     await client.get("/api/v1/nodes/n")  # the node lifecycle controller has lifted the Ready node's not-ready taint
     before = copy.deepcopy(api.get("/api/v1/nodes/n"))
     api.fail("PATCH /api/v1/nodes/n", 503)
@@ -174,7 +158,7 @@ async def test_injected_refusals_write_nothing_and_the_log_says_who_asked(
 
 
 async def test_a_reaction_answers_for_a_write_already_stored(api: RunningApiServer, client: KubeClient) -> None:
-    await client.create("/api/v1/nodes", node("n"))
+    await client.create("/api/v1/nodes", node_body("n", None, stored=False))
     api.server["patch"]["/api/v1/nodes/n"][:1] << 500
     with pytest.raises(ApiError):
         await client.patch("/api/v1/nodes/n", {"metadata": {"labels": {"a": "b"}}})
@@ -187,9 +171,9 @@ async def test_pools_are_admitted_by_the_crd_then_by_the_webhook_the_chart_insta
     """ComputePools are judged by accelpool's CRD (schema and CEL) on every cluster, and by the operator's
     webhook where the chart's ValidatingWebhookConfiguration is stored: called over HTTPS, its refusal
     worded as kube-apiserver words a webhook's."""
-    only_the_webhook_refuses = pool("bad", accelerator="L4", mig={"profile": "1g.5gb"})
-    the_schema_refuses = pool("worse", accelerator="H100", sharing={"timeSlicing": {"replicas": 1}})
-    the_rules_refuse = pool("worst", accelerator="H100", health={"interval": "200h"})
+    only_the_webhook_refuses = pool_body("bad", {"accelerator": "L4", "mig": {"profile": "1g.5gb"}})
+    the_schema_refuses = pool_body("worse", {"accelerator": "H100", "sharing": {"timeSlicing": {"replicas": 1}}})
+    the_rules_refuse = pool_body("worst", {"accelerator": "H100", "health": {"interval": "200h"}})
     with pytest.raises(ApiError) as schema:
         await client.create(POOLS, the_schema_refuses)
     assert schema.value.status == 422 and "greater than or equal to 2" in schema.value.message

@@ -31,7 +31,6 @@ import datetime
 import json
 import pathlib
 import socket
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -44,9 +43,9 @@ from kopf.testing import KopfRunner
 import accelpool_api as api
 from accelpool.model.nvidia import MemberConfigs
 from accelpool_api import conventions
-from accelpool_core import catalog
 from accelpool_demo import daemonsets, nvidia
 from accelpool_demo.apiserver import ApiServer, RunningApiServer, Served, serving
+from tests.support.builders import pool_body
 
 POOLS = f"/apis/{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 NAMESPACE = "accelpool-system"
@@ -98,6 +97,11 @@ class TestClient:
 
 @attrs.define
 class Cluster:
+    """The emulated API server the real operator runs against, as the tests read it, wait on it and write to it
+    (playing kubectl, the kubelet, the agents and NVIDIA's components). The integration tier's: the unit tier's
+    `Cluster` (tests/unit/operator/emulated.py) drives the controller's passes itself, without kopf or a
+    thread; the two share the emulator and `tests.support.builders`, not their harness."""
+
     emulator: ApiServer
     server: str
     client: TestClient
@@ -185,9 +189,7 @@ class Cluster:
     # ------------------------------------------------------------ writing like the others do
 
     async def apply_pool(self, name: str, spec: Mapping[str, Any]) -> None:
-        await self.client.create(
-            POOLS, {"apiVersion": api.API_VERSION, "kind": api.KIND, "metadata": {"name": name}, "spec": dict(spec)}
-        )
+        await self.client.create(POOLS, pool_body(name, spec))
 
     async def patch_pool(self, name: str, spec: Mapping[str, Any]) -> None:
         await self.client.patch(f"{POOLS}/{name}", {"spec": dict(spec)})
@@ -287,56 +289,16 @@ class Cluster:
                 await self.report_health(name, tflops=650.0)
 
 
-def gpu_node(
-    name: str,
-    accelerator: str = "H100-80GB",
-    count: int = 8,
-    *,
-    labels: Mapping[str, str] | None = None,
-    ready: bool = True,
-    unschedulable: bool = False,
-    taints: list[dict[str, Any]] | None = None,
-    created: bool = False,
-) -> dict[str, Any]:
-    """A Node as GPU Feature Discovery labels it."""
-    entry = catalog.BY_NAME[accelerator]
-    node_labels = {
-        "kubernetes.io/hostname": name,
-        "nvidia.com/gpu.present": "true",
-        "nvidia.com/gpu.product": entry.detection.gfd_products[0],
-        "nvidia.com/gpu.count": str(count),
-        "nvidia.com/gpu.memory": str(entry.memory_gb * 1024),
-        **(labels or {}),
-    }
-    body: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": node_labels},
-        "spec": {"unschedulable": True} if unschedulable else {},
-        "status": {
-            "capacity": {entry.resource: str(count)},
-            "allocatable": {entry.resource: str(count)},
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True" if ready else "False",
-                    "reason": "KubeletReady" if ready else "KubeletNotReady",
-                    "lastTransitionTime": "2026-11-01T00:00:00Z",
-                }
-            ],
-        },
-    }
-    if taints:
-        body["spec"]["taints"] = taints
-    if not created:
-        body["metadata"].update(uid=str(uuid.uuid4()), resourceVersion="1", creationTimestamp="2026-11-01T00:00:00Z")
-    return body
+SEEDED = "2026-11-01T00:00:00Z"
+"""The creationTimestamp of the nodes that exist before a test starts, unless a node says otherwise."""
 
 
 def seed(cluster: Cluster, *nodes: Mapping[str, Any]) -> None:
-    """Objects that exist before the operator starts (it lists them; no watch event needed)."""
+    """Objects that exist before the operator starts (it lists them; no watch event needed), created at
+    `SEEDED` unless a node has its own creationTimestamp."""
     for node in nodes:
-        cluster.emulator.store.put("v1/nodes", node)
+        metadata = {"creationTimestamp": SEEDED, **node["metadata"]}
+        cluster.emulator.store.put("v1/nodes", {**node, "metadata": metadata})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -7,8 +7,9 @@ from typing import Any
 
 from accelpool_api import conventions
 from accelpool_demo import daemonsets
+from tests.support.builders import node_body
 
-from .conftest import AGENT_SERVICE_ACCOUNT, NAMESPACE, RUNTIME_CLASSES, Cluster, Operator, gpu_node, seed
+from .conftest import AGENT_SERVICE_ACCOUNT, NAMESPACE, RUNTIME_CLASSES, Cluster, Operator, seed
 
 
 def settled(daemonset: dict[str, Any] | None, desired: int) -> bool:
@@ -35,7 +36,7 @@ def status_writes(cluster: Cluster) -> int:
 async def test_daemonset_edits_do_not_conflict_with_the_controllers_status_writes(
     cluster: Cluster, operator: Operator
 ) -> None:
-    seed(cluster, gpu_node("h100-1"), gpu_node("h100-2"))
+    seed(cluster, node_body("h100-1"), node_body("h100-2"))
     await operator.start()
     await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": 2})
     await cluster.wait_for(lambda: settled(cluster.daemonset("train"), 2), what="the controller's status")
@@ -79,7 +80,7 @@ def agent_ready(cluster: Cluster, pool: str) -> tuple[str, str]:
 
 async def test_a_missing_runtime_class_is_named_until_it_exists(cluster: Cluster, operator: Operator) -> None:
     await cluster.client.delete(f"{RUNTIME_CLASSES}/nvidia")  # a cluster without the GPU Operator's toolkit
-    seed(cluster, gpu_node("h100-1"), gpu_node("h100-2"))
+    seed(cluster, node_body("h100-1"), node_body("h100-2"))
     await operator.start()
     await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": 2})
 
@@ -112,7 +113,7 @@ async def test_a_missing_runtime_class_is_named_until_it_exists(cluster: Cluster
 
 async def test_a_missing_service_account_points_at_the_agent_namespace(cluster: Cluster, operator: Operator) -> None:
     await cluster.client.delete(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{AGENT_SERVICE_ACCOUNT}")
-    seed(cluster, gpu_node("h100-1"))
+    seed(cluster, node_body("h100-1"))
     await operator.start()
     await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": 1})
     await cluster.wait_for(lambda: agent_ready(cluster, "train")[0] == "ServiceAccountNotFound", what="the obstacle")
@@ -126,7 +127,7 @@ async def test_a_missing_service_account_points_at_the_agent_namespace(cluster: 
 
 
 async def test_an_agent_image_that_cannot_be_pulled_is_named(cluster: Cluster, operator: Operator) -> None:
-    seed(cluster, gpu_node("h100-1"))
+    seed(cluster, node_body("h100-1"))
     await operator.start()
     await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": 1})
     await cluster.wait_for(lambda: len(cluster.pods("train")) == 1, what="the agent pod")

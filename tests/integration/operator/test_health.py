@@ -12,8 +12,9 @@ import pytest
 
 from accelpool.model.nodes import format_time
 from accelpool_api import conventions
+from tests.support.builders import node_body
 
-from .conftest import Cluster, Operator, gpu_node, seed
+from .conftest import Cluster, Operator, seed
 
 QUARANTINE = conventions.QUARANTINE_TAINT_KEY
 FAILED_AGO, RECOVERED_AGO = 60.0, 30.0
@@ -29,7 +30,7 @@ def quarantine_taints(cluster: Cluster, node: str) -> list[dict[str, str]]:
 async def ready_pool(
     cluster: Cluster, operator: Operator, nodes: int, health: dict[str, object], spares: int = 1
 ) -> None:
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, nodes + spares + 1)))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, nodes + spares + 1)))
     await operator.start()
     await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": nodes, "health": health})
     await cluster.wait_for(lambda: len(cluster.members("train")) == nodes)
@@ -154,7 +155,7 @@ async def test_a_dead_agent_whose_clock_runs_a_day_ahead_is_found_silent(
     cluster: Cluster, operator: Operator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ACCELPOOL_AGENT_SILENT_AFTER", "2")  # the hidden setting: 2 s instead of 15 minutes
-    seed(cluster, gpu_node("h100-1"))
+    seed(cluster, node_body("h100-1"))
     await operator.start()
     await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": 1})
     await cluster.wait_for(lambda: cluster.members("train") == ["h100-1"], what="member")

@@ -13,8 +13,9 @@ import pytest
 from accelpool.decide.kueue import IN_USE_FINALIZER
 from accelpool_api import conventions
 from tests.support import kueue
+from tests.support.builders import node_body
 
-from .conftest import Cluster, Operator, gpu_node, seed
+from .conftest import Cluster, Operator, seed
 
 GPU = "nvidia.com/gpu"
 QUEUE = f"{kueue.QUEUES}/research"
@@ -43,7 +44,7 @@ async def test_the_quota_follows_quarantine_and_the_rest_of_the_queue_is_kept(
     kueue.install(cluster.emulator)
     user_queue = kueue.cluster_queue("research", [kueue.CPU_AND_MEMORY], cohortName="ml", queueingStrategy="StrictFIFO")
     await cluster.client.create(kueue.QUEUES, user_queue)
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 3)), gpu_node("l4-1", "L4", 1))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, 3)), node_body("l4-1", "L4", 1))
     await operator.start()
     await cluster.apply_pool("train", {**ASKING, **HEALTH})
     await cluster.apply_pool("plain", {"accelerator": "L4:1", "nodes": 1})
@@ -88,7 +89,7 @@ async def test_without_kueue_the_status_says_so_and_kueue_installed_later_is_fou
     cluster: Cluster, operator: Operator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ACCELPOOL_RESYNC_INTERVAL", "1")
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 3)))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, 3)))
     await operator.start()
     await cluster.apply_pool("train", ASKING)
     await cluster.wait_for(lambda: len(cluster.members("train")) == 2)
@@ -111,7 +112,7 @@ async def test_without_kueue_the_status_says_so_and_kueue_installed_later_is_fou
 async def test_a_deleted_pool_leaves_the_queue_before_its_flavor_goes(cluster: Cluster, operator: Operator) -> None:
     kueue.install_as_the_demo(cluster.emulator)
     await cluster.client.create(kueue.QUEUES, kueue.cluster_queue("research", [kueue.CPU_AND_MEMORY]))
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 3)))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, 3)))
     await operator.start()
     await cluster.apply_pool("train", ASKING)
     await cluster.wait_for(lambda: _quota(cluster) is not None, what="the flavor in the queue")

@@ -8,8 +8,9 @@ import yaml
 
 from accelpool.model import nvidia
 from accelpool_api import conventions
+from tests.support.builders import node_body
 
-from .conftest import DP_CONFIGMAP, MIG_CONFIGMAP, NAMESPACE, Cluster, Operator, configs_of, gpu_node, seed
+from .conftest import DP_CONFIGMAP, MIG_CONFIGMAP, NAMESPACE, Cluster, Operator, configs_of, seed
 
 OPERATOR_AGENTS = ("accelpool", "kopf")
 
@@ -24,7 +25,9 @@ def operator_writes(cluster: Cluster, since: int = 0) -> list[str]:
 
 
 async def test_apply_converges_to_ready(cluster: Cluster, operator: Operator) -> None:
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 4)), *(gpu_node(f"a100-{i}", "A100-40GB") for i in (1, 2)))
+    seed(
+        cluster, *(node_body(f"h100-{i}") for i in range(1, 4)), *(node_body(f"a100-{i}", "A100-40GB") for i in (1, 2))
+    )
     await operator.start()
     await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": 2})
     await cluster.apply_pool("slices", {"accelerator": "A100-40GB", "nodes": 1, "mig": {"profile": "1g.5gb"}})
@@ -118,7 +121,7 @@ async def test_apply_converges_to_ready(cluster: Cluster, operator: Operator) ->
 
 
 async def test_steady_state_makes_no_writes(cluster: Cluster, operator: Operator, monkeypatch: object) -> None:
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 5)), gpu_node("a100-1", "A100-40GB"))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, 5)), node_body("a100-1", "A100-40GB"))
     await operator.start()
     await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": 3})
     await cluster.apply_pool("slices", {"accelerator": "A100-40GB", "mig": {"profile": "3g.20gb"}})
@@ -154,10 +157,10 @@ async def test_steady_state_makes_no_writes(cluster: Cluster, operator: Operator
 
 async def test_scale_up_then_down_releases_the_most_recent_members(cluster: Cluster, operator: Operator) -> None:
     joined_long_ago = {conventions.JOINED_ANNOTATION: "2026-10-01T00:00:00Z"}
-    old = [gpu_node(f"n-{i}", labels={conventions.POOL_LABEL: "train"}) for i in (5, 6)]
+    old = [node_body(f"n-{i}", labels={conventions.POOL_LABEL: "train"}) for i in (5, 6)]
     for node in old:
         node["metadata"]["annotations"] = dict(joined_long_ago)
-    seed(cluster, *old, *(gpu_node(f"n-{i}") for i in (1, 2, 3)))
+    seed(cluster, *old, *(node_body(f"n-{i}") for i in (1, 2, 3)))
     await operator.start()
     await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": 2})
     await cluster.wait_for(lambda: cluster.daemonset("train"))
@@ -184,10 +187,10 @@ async def test_delete_leaves_nothing_behind(cluster: Cluster, operator: Operator
     foreign = {"example.com/team": "ml", conventions.DEVICE_PLUGIN_CONFIG_LABEL: "admin-config"}
     seed(
         cluster,
-        gpu_node(
+        node_body(
             "h100-1", labels=foreign, taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
         ),
-        gpu_node("a100-1", "A100-40GB", labels={conventions.MIG_CONFIG_LABEL: "all-disabled"}),
+        node_body("a100-1", "A100-40GB", labels={conventions.MIG_CONFIG_LABEL: "all-disabled"}),
     )
     before = {n["metadata"]["name"]: n for n in cluster.nodes()}
     await operator.start()
@@ -248,7 +251,7 @@ def health_left(cluster: Cluster, node: str) -> tuple[bool, set[str]]:
 async def test_what_an_agent_writes_after_its_pool_is_deleted_is_removed(cluster: Cluster, operator: Operator) -> None:
     """The pool's agent pod outlives the release of its node (terminating, on a slow node) and writes its
     report once more: a node in no pool keeps nothing an agent wrote."""
-    seed(cluster, gpu_node("h100-1"))
+    seed(cluster, node_body("h100-1"))
     await operator.start()
     await cluster.apply_pool("train", {"accelerator": "H100:8"})
     await cluster.wait_for(lambda: cluster.members("train") == ["h100-1"])
@@ -272,7 +275,7 @@ async def test_what_an_agent_writes_after_its_pool_is_deleted_is_removed(cluster
 
 
 async def test_an_invalid_pool_is_reported_and_nothing_is_touched(cluster: Cluster, operator: Operator) -> None:
-    seed(cluster, gpu_node("h100-1"), gpu_node("l4-1", "L4", 1))
+    seed(cluster, node_body("h100-1"), node_body("l4-1", "L4", 1))
     await operator.start()
     await cluster.apply_pool("bad", {"accelerator": "L4", "mig": {"profile": "1g.5gb"}})
     await cluster.apply_pool("good", {"accelerator": "H100"})

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from accelpool_api import conventions
+from tests.support.builders import node_body
 
-from .conftest import Cluster, Operator, gpu_node, seed
+from .conftest import Cluster, Operator, seed
 
 
 async def test_two_pools_never_share_a_node(cluster: Cluster, operator: Operator) -> None:
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 5)))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, 5)))
     await operator.start()
     await cluster.apply_pool("first", {"accelerator": "H100:8", "nodes": 3})
     await cluster.wait_for(lambda: len(cluster.members("first")) == 3)
@@ -27,7 +28,7 @@ async def test_two_pools_never_share_a_node(cluster: Cluster, operator: Operator
 
 
 async def test_a_removed_member_is_replaced(cluster: Cluster, operator: Operator) -> None:
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 4)))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, 4)))
     await operator.start()
     await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": 2})
     await cluster.wait_for(lambda: cluster.members("train") == ["h100-1", "h100-2"])
@@ -41,11 +42,11 @@ async def test_a_removed_member_is_replaced(cluster: Cluster, operator: Operator
 async def test_cordoned_and_not_ready_nodes_are_not_claimed(cluster: Cluster, operator: Operator) -> None:
     seed(
         cluster,
-        gpu_node("h100-1", unschedulable=True),
-        gpu_node("h100-2", ready=False),
-        gpu_node("h100-3"),
-        gpu_node("h100-4", labels={conventions.POOL_LABEL: "someone-else"}),
-        gpu_node("l4-1", "L4", 1),
+        node_body("h100-1", unschedulable=True),
+        node_body("h100-2", ready=False),
+        node_body("h100-3"),
+        node_body("h100-4", labels={conventions.POOL_LABEL: "someone-else"}),
+        node_body("l4-1", "L4", 1),
     )
     await cluster.apply_pool("someone-else", {"accelerator": "H100:8", "nodes": 1})
     await operator.start()
@@ -60,7 +61,7 @@ async def test_cordoned_and_not_ready_nodes_are_not_claimed(cluster: Cluster, op
 async def test_a_not_ready_member_is_kept_then_replaced_after_the_grace_period(
     cluster: Cluster, operator: Operator
 ) -> None:
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 4)))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, 4)))
     await operator.start()
     await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": 2})
     await cluster.wait_for(lambda: cluster.members("train") == ["h100-1", "h100-2"])
@@ -79,9 +80,9 @@ async def test_a_node_that_stops_matching_is_released(cluster: Cluster, operator
     zone = "topology.kubernetes.io/zone"
     seed(
         cluster,
-        gpu_node("h100-1", labels={zone: "a"}),
-        gpu_node("h100-2", labels={zone: "a"}),
-        gpu_node("h100-3", labels={zone: "b"}),
+        node_body("h100-1", labels={zone: "a"}),
+        node_body("h100-2", labels={zone: "a"}),
+        node_body("h100-3", labels={zone: "b"}),
     )
     await operator.start()
     await cluster.apply_pool("zonal", {"accelerator": "H100", "nodes": 2, "nodeSelector": {zone: "a"}})

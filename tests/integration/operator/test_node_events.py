@@ -12,8 +12,9 @@ import pytest
 
 from accelpool.runtime.controller import overlays
 from accelpool_api import conventions
+from tests.support.builders import node_body
 
-from .conftest import Cluster, Operator, gpu_node, seed
+from .conftest import Cluster, Operator, seed
 
 RELEVANT = 'accelpool_node_events_total{relevant="true"}'
 IRRELEVANT = 'accelpool_node_events_total{relevant="false"}'
@@ -64,7 +65,7 @@ def operator_writes(cluster: Cluster, since: int) -> list[str]:
 
 
 async def test_unrelated_node_changes_start_no_pass_and_write_nothing(cluster: Cluster, operator: Operator) -> None:
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 5)))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, 5)))
     await ready_pool(cluster, operator, {"accelerator": "H100:8", "nodes": 2})
     relevant, irrelevant = await operator.metric(RELEVANT), await operator.metric(IRRELEVANT)
     since = cluster.emulator.request_count
@@ -79,7 +80,7 @@ async def test_unrelated_node_changes_start_no_pass_and_write_nothing(cluster: C
 
 async def test_a_label_a_pool_selects_on_is_relevant(cluster: Cluster, operator: Operator) -> None:
     racked = {"example.com/rack": "r1"}
-    seed(cluster, *(gpu_node(f"h100-{i}", labels=racked if i < 3 else {}) for i in range(1, 4)))
+    seed(cluster, *(node_body(f"h100-{i}", labels=racked if i < 3 else {}) for i in range(1, 4)))
     await ready_pool(cluster, operator, {"accelerator": "H100:8", "nodes": 2, "nodeSelector": racked})
     relevant = await operator.metric(RELEVANT)
 
@@ -92,7 +93,7 @@ async def test_a_label_a_pool_selects_on_is_relevant(cluster: Cluster, operator:
 
 
 async def test_a_quarantine_happens_amid_unrelated_changes(cluster: Cluster, operator: Operator) -> None:
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 5)))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, 5)))
     await ready_pool(cluster, operator, {"accelerator": "H100:8", "nodes": 2, "health": {"remediation": "taint"}})
     relevant = await operator.metric(RELEVANT)
     stream = asyncio.create_task(unrelated_changes(cluster, ["h100-1", "h100-2", "h100-3", "h100-4"] * 3))
@@ -113,7 +114,7 @@ async def test_a_stored_status_is_not_written_again_at_each_status_interval(
     monkeypatch.setenv("ACCELPOOL_STATUS_INTERVAL", "0.2")  # a pass every 0.2 s compares every status
     # What the operator wrote stands in for the index for this long; after it, the index must hold the status.
     monkeypatch.setattr(overlays, "OVERLAY_TTL_SECONDS", 0.2)
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 4)))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, 4)))
     await ready_pool(cluster, operator, {"accelerator": "H100:8", "nodes": 2})
     await cluster.wait_for(lambda: cluster.status("train").get("members"), what="status written")
     await operator.wait_passes(await operator.passes() + 3)  # the status written is in the pool index

@@ -7,14 +7,15 @@ import kmock
 
 from accelpool_api import conventions
 from accelpool_demo.apiserver import VERBS
+from tests.support.builders import node_body
 
-from .conftest import Cluster, Operator, configs_of, gpu_node, seed
+from .conftest import Cluster, Operator, configs_of, seed
 
 NODEPOOLS = "karpenter.sh/v1/nodepools"
 
 
 async def test_metrics_and_liveness(cluster: Cluster, operator: Operator) -> None:
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 3)))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, 3)))
     await operator.start()
     await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": 3})
     await cluster.wait_for(lambda: cluster.status("train").get("phase") == "Degraded")
@@ -63,7 +64,7 @@ async def test_metrics_and_liveness(cluster: Cluster, operator: Operator) -> Non
 
 async def test_karpenter_pool_gets_an_owned_nodepool(cluster: Cluster, operator: Operator) -> None:
     cluster.emulator.resources[NODEPOOLS] = kmock.ResourceInfo(kind="NodePool", namespaced=False, verbs=VERBS)
-    seed(cluster, gpu_node("static-h200", "H200-141GB"))
+    seed(cluster, node_body("static-h200", "H200-141GB"))
     await operator.start()
     await cluster.apply_pool(
         "burst",
@@ -90,7 +91,7 @@ async def test_karpenter_pool_gets_an_owned_nodepool(cluster: Cluster, operator:
     assert cluster.members("burst") == [], "a karpenter pool does not claim static nodes"
 
     # Karpenter launches a node from the NodePool's template.
-    launched = gpu_node(
+    launched = node_body(
         "ip-10-0-0-1",
         "H200-141GB",
         labels={**template["metadata"]["labels"], "karpenter.sh/nodepool": "accelpool-burst"},

@@ -10,8 +10,9 @@ import pytest
 
 from accelpool import cli
 from accelpool_api import conventions
+from tests.support.builders import node_body
 
-from .conftest import NAMESPACE, Cluster, gpu_node, seed
+from .conftest import NAMESPACE, Cluster, seed
 
 
 async def test_plan_reads_nodes_pools_and_configmaps_from_the_cluster(
@@ -19,9 +20,9 @@ async def test_plan_reads_nodes_pools_and_configmaps_from_the_cluster(
 ) -> None:
     seed(
         cluster,
-        gpu_node("h100-1", labels={conventions.POOL_LABEL: "existing"}),
-        gpu_node("h100-2", labels={conventions.POOL_LABEL: "gone"}),
-        gpu_node("h100-3"),
+        node_body("h100-1", labels={conventions.POOL_LABEL: "existing"}),
+        node_body("h100-2", labels={conventions.POOL_LABEL: "gone"}),
+        node_body("h100-3"),
     )
     await cluster.apply_pool("existing", {"accelerator": "H100:8", "nodes": 1})
     await cluster.client.create(

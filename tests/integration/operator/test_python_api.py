@@ -16,9 +16,10 @@ from pathlib import Path
 import yaml
 
 from accelpool_api import conventions
+from tests.support.builders import node_body
 from tests.support.cases import defaulted
 
-from .conftest import Cluster, Operator, gpu_node, seed
+from .conftest import Cluster, Operator, seed
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "python_api.py"
 
@@ -26,7 +27,7 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "python_api.py"
 async def test_the_example_creates_a_pool_waits_for_it_and_prints_its_pod_spec_fragment(
     cluster: Cluster, operator: Operator
 ) -> None:
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 4)))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, 4)))
     await operator.start()
     script = await asyncio.create_subprocess_exec(
         sys.executable,

@@ -8,8 +8,9 @@ from typing import Any
 import kmock
 
 from accelpool_api import conventions
+from tests.support.builders import node_body
 
-from .conftest import DP_CONFIGMAP, WAIT_GUARD_SECONDS, Cluster, Operator, gpu_node, seed
+from .conftest import DP_CONFIGMAP, WAIT_GUARD_SECONDS, Cluster, Operator, seed
 
 NODES = kmock.resource("", "v1", "nodes")
 CONFIGMAPS = kmock.resource("", "v1", "configmaps")
@@ -26,7 +27,7 @@ def node_patches(cluster: Cluster, since: int = 0) -> list[Any]:
 
 
 async def test_converges_through_server_errors_and_conflicts(cluster: Cluster, operator: Operator) -> None:
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 7)))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, 7)))
     # The emulator applies a write before a reaction answers it: these are writes whose answers got lost.
     cluster.emulator[kmock.method.PATCH, NODES][:3] << 500
     cluster.emulator[kmock.method.PATCH, NODES][:2] << 409
@@ -46,7 +47,7 @@ async def test_converges_through_server_errors_and_conflicts(cluster: Cluster, o
 
 
 async def test_a_real_conflict_is_re_read_and_retried(cluster: Cluster, operator: Operator) -> None:
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 3)))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, 3)))
     raced: list[str] = []
 
     def other_writer(request: Any) -> None:
@@ -71,7 +72,7 @@ async def test_a_real_conflict_is_re_read_and_retried(cluster: Cluster, operator
 
 
 async def test_converges_after_dropped_watches(cluster: Cluster, operator: Operator) -> None:
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 4)))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, 4)))
     # The first two watch streams end at once, as when an API server or a load balancer drops them.
     cluster.emulator[kmock.action.WATCH, NODES][:2] << b""
     await operator.start()
@@ -84,7 +85,7 @@ async def test_converges_after_dropped_watches(cluster: Cluster, operator: Opera
 
 
 async def test_a_restart_midway_never_claims_a_node_twice(cluster: Cluster, operator: Operator) -> None:
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 9)))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, 9)))
     gate = asyncio.Event()
     writes_seen = asyncio.Event()
 

@@ -24,8 +24,9 @@ import pytest
 
 from accelpool.runtime import leadership
 from accelpool_demo.apiserver import VERBS
+from tests.support.builders import node_body
 
-from .conftest import DP_CONFIGMAP, MIG_CONFIGMAP, NAMESPACE, POOLS, Cluster, gpu_node, seed
+from .conftest import DP_CONFIGMAP, MIG_CONFIGMAP, NAMESPACE, POOLS, Cluster, seed
 
 PEERING = "accelpool"
 PEERINGS = f"{leadership.PEERING_GROUP}/{leadership.PEERING_VERSION}/{leadership.PEERING_PLURAL}"
@@ -139,7 +140,7 @@ async def test_a_replica_kopf_pauses_stops_writing(cluster: Cluster, replicas: t
     """The standby re-reads the NVIDIA ConfigMaps every 0.2 s: were its loop still running on its
     frozen indexes (no pool), it would take the leader's new config keys back out at once."""
     leader, standby = replicas
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 4)))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, 4)))
     await lead_then_yield(cluster, standby, leader, "--resync-interval=0.2")
     paused_at = len(standby.writes())
 
@@ -161,7 +162,7 @@ async def test_the_standby_takes_over_when_the_leader_dies_and_repeats_none_of_i
     """The standby led once (its caches hold the cluster as it was then): taking over, it reads
     everything again, so it neither re-applies the leader's DaemonSet nor rewrites its ConfigMaps."""
     leader, standby = replicas
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 4)))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, 4)))
     await lead_then_yield(cluster, standby, leader)
     paused_at = len(standby.writes())
     await cluster.apply_pool("train", {"accelerator": "H100:8", "nodes": 2})
@@ -198,7 +199,7 @@ async def test_a_leader_that_stops_cleanly_hands_over_at_once(
     """SIGTERM (an upgrade, a drain): kopf stops the leader's daemon and removes its record as it
     exits, so the standby takes over well before that record's 60 s lifetime would run out."""
     leader, standby = replicas
-    seed(cluster, *(gpu_node(f"h100-{i}") for i in range(1, 4)))
+    seed(cluster, *(node_body(f"h100-{i}") for i in range(1, 4)))
     await leader.start("--peering-lifetime=60")
     await cluster.wait_for(lambda: leader.writes(), what="the leader's first pass")
     await standby.start("--peering-lifetime=60")

@@ -9,8 +9,9 @@ import json
 import sys
 
 from accelpool_api import conventions
+from tests.support.builders import node_body, pool_body
 
-from .conftest import POOLS, Cluster, Operator, gpu_node, seed
+from .conftest import POOLS, Cluster, Operator, seed
 
 ACCELPOOL_TAINTS = {conventions.POOL_TAINT_KEY, conventions.BURN_IN_TAINT_KEY, conventions.QUARANTINE_TAINT_KEY}
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
@@ -48,9 +49,9 @@ def accelpool_marks(cluster: Cluster, node: str) -> tuple[dict[str, str], list[s
 async def test_every_pool_is_deleted_and_every_node_released(cluster: Cluster, operator: Operator) -> None:
     seed(
         cluster,
-        *(gpu_node(f"h100-{i}", taints=[GPU_TAINT]) for i in (1, 2, 3)),
-        gpu_node("a100-1", "A100-40GB"),
-        gpu_node("spare-1", labels={"example.com/team": "ml"}),
+        *(node_body(f"h100-{i}", taints=[GPU_TAINT]) for i in (1, 2, 3)),
+        node_body("a100-1", "A100-40GB"),
+        node_body("spare-1", labels={"example.com/team": "ml"}),
     )
     before = {n["metadata"]["name"]: n for n in cluster.nodes()}
     await operator.start()
@@ -105,20 +106,14 @@ async def test_without_an_operator_it_names_what_is_stuck_and_fails(cluster: Clu
     """What a stopped (or crash-looping) operator left: a pool on its finalizer, a labelled, tainted member.
     The command deletes the pool, which stays (nobody removes the finalizer), and gives up after --timeout
     naming both, the cause and the ways out; helm uninstall then stops before removing anything."""
-    member = gpu_node(
+    member = node_body(
         "h100-1",
         labels={conventions.POOL_LABEL: "train"},
         taints=[{"key": conventions.POOL_TAINT_KEY, "value": "train", "effect": "NoSchedule"}],
     )
     seed(cluster, member)
     await cluster.client.create(
-        POOLS,
-        {
-            "apiVersion": "accelpool.io/v1alpha1",
-            "kind": "ComputePool",
-            "metadata": {"name": "train", "finalizers": ["accelpool.io/finalizer"]},
-            "spec": {"accelerator": "H100:8"},
-        },
+        POOLS, pool_body("train", {"accelerator": "H100:8"}, finalizers=["accelpool.io/finalizer"])
     )
 
     code, out, err = await uninstall(cluster.server, "1s")
@@ -138,7 +133,7 @@ async def test_without_an_operator_it_names_what_is_stuck_and_fails(cluster: Clu
 
 async def test_a_taint_on_a_node_in_no_pool_is_named_with_the_command_to_remove_it(cluster: Cluster) -> None:
     stray = {"key": conventions.BURN_IN_TAINT_KEY, "value": "pending", "effect": "NoSchedule"}
-    seed(cluster, gpu_node("h100-9", taints=[GPU_TAINT, stray]))
+    seed(cluster, node_body("h100-9", taints=[GPU_TAINT, stray]))
     code, _, err = await uninstall(cluster.server, "5s")
     assert code == 0, err
     assert (

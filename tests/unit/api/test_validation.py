@@ -12,7 +12,8 @@ import yaml
 from accelpool import cli
 from accelpool_api.validation import validate_object, validate_spec
 from accelpool_core import catalog
-from tests.support.cases import CASES, Case, pool
+from tests.support.builders import pool_body
+from tests.support.cases import CASES, Case
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -30,7 +31,7 @@ def test_models(case: Case) -> None:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_cli(case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "pool.yaml"
-    path.write_text(yaml.safe_dump(pool(case.spec, name=case.id)))
+    path.write_text(yaml.safe_dump(pool_body(case.id, case.spec)))
     code = cli.main(["validate", "-f", str(path)])
     out = capsys.readouterr().out
     if case.layer == "valid":
@@ -46,7 +47,7 @@ def test_cli(case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 def test_a_stream_reports_each_object(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good, bad = next(c for c in CASES if c.layer == "valid"), next(c for c in CASES if c.layer == "webhook")
     path = tmp_path / "many.yaml"
-    path.write_text(yaml.safe_dump_all([pool(good.spec, "good"), pool(bad.spec, "bad")]))
+    path.write_text(yaml.safe_dump_all([pool_body("good", good.spec), pool_body("bad", bad.spec)]))
     assert cli.main(["validate", "-f", str(path), "-o", "json"]) == 1
     report = yaml.safe_load(capsys.readouterr().out)
     assert [(r["object"], r["valid"]) for r in report] == [("ComputePool/good", True), ("ComputePool/bad", False)]
@@ -88,7 +89,7 @@ def test_circuit_breaker_limit(value: int | str, desired: int, limit: int) -> No
 def test_a_max_unavailable_of_another_type_is_a_schema_error_not_a_crash(value: object) -> None:
     """int-or-string given a list, a map, a float or a bool: refused by the schema (the API server's type error
     on the field), never a traceback from the rule that reads it."""
-    verdict = validate_object(pool({"accelerator": "H100", "health": {"maxUnavailable": value}}))
+    verdict = validate_object(pool_body("case", {"accelerator": "H100", "health": {"maxUnavailable": value}}))
     if value is None:  # a null is pruned, and the default (50%) applies
         assert verdict.valid, [str(p) for p in verdict.problems]
     else:
@@ -128,7 +129,7 @@ def test_a_directory_is_read_flat_and_recursive_descends(tmp_path: Path, capsys:
     good = next(c for c in CASES if c.layer == "valid")
     (tmp_path / "sub" / "deeper").mkdir(parents=True)
     for place, name in (("", "top"), ("sub", "middle"), ("sub/deeper", "bottom")):
-        (tmp_path / place / f"{name}.yaml").write_text(yaml.safe_dump(pool(good.spec, name=name)))
+        (tmp_path / place / f"{name}.yaml").write_text(yaml.safe_dump(pool_body(name, good.spec)))
     assert cli.main(["validate", "-f", str(tmp_path)]) == 0
     assert "1 valid, 0 invalid" in capsys.readouterr().err
     assert cli.main(["validate", "-R", "-f", str(tmp_path)]) == 0

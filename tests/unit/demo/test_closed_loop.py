@@ -10,7 +10,6 @@ the node advertises the layout.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from accelpool.decide import patches
 from accelpool.decide.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
@@ -20,6 +19,7 @@ from accelpool_api import conventions
 from accelpool_api.validation import validate_spec
 from accelpool_demo.apiserver.writes import merge_patch
 from accelpool_demo.nvidia import Installation, Simulation
+from tests.support.builders import node_body, ready_condition
 
 START = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)
 HEALTHY = {
@@ -28,28 +28,6 @@ HEALTHY = {
     "reason": "AllChecksPassed",
     "lastTransitionTime": "2026-11-02T11:00:00Z",
 }
-
-
-def _node() -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": "h100-1",
-            "uid": "uid-h100-1",
-            "resourceVersion": "1",
-            "labels": {
-                conventions.GFD_PRODUCT_LABEL: "NVIDIA-H100-80GB-HBM3",
-                conventions.GFD_COUNT_LABEL: "8",
-                "nvidia.com/gpu.memory": "81559",
-            },
-            "annotations": {},
-        },
-        "spec": {},
-        "status": {
-            "capacity": {"nvidia.com/gpu": "8"},
-            "allocatable": {"nvidia.com/gpu": "8"},
-            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"}, HEALTHY],
-        },
-    }
 
 
 def _mig_state(result: Plan) -> tuple[str, str]:
@@ -64,7 +42,12 @@ def test_a_mig_node_that_failed_on_a_config_not_yet_mounted_is_configured_after_
     assert spec is not None, problems
     pools = [PoolInput(name="p", spec=spec, uid="uid-p", generation=1)]
     simulation = Simulation(Installation(propagation_seconds=45.0, apply_seconds=5.0))
-    body = _node()
+    body = node_body(
+        "h100-1",
+        "H100-80GB",
+        labels={"nvidia.com/gpu.memory": "81559"},  # what GFD reads from the GPUs
+        conditions=[ready_condition(), HEALTHY],
+    )
     # The cluster ran before the pool: both ConfigMaps exist and NVIDIA's pods have mounted them.
     before = plan([], [NodeView.from_body(body)], ConfigState(), PlannerOptions(now=START - timedelta(minutes=10)))
     simulation.observe(

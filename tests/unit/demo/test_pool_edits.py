@@ -25,6 +25,7 @@ from accelpool_api import conventions
 from accelpool_api.validation import validate_spec
 from accelpool_demo.apiserver.writes import merge_patch
 from accelpool_demo.nvidia import Installation, NodeChanges, Simulation
+from tests.support.builders import node_body, ready_condition
 
 START = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)
 STEP = 5
@@ -35,41 +36,21 @@ HEALTHY = {
     "reason": "AllChecksPassed",
     "lastTransitionTime": "2026-11-02T11:00:00Z",
 }
-GFD = {
-    "H100-80GB": ("NVIDIA-H100-80GB-HBM3", "81559"),
-    "A100-40GB": ("NVIDIA-A100-SXM4-40GB", "40960"),
-    "L4": ("NVIDIA-L4", "23034"),
-}
-
-
-def _node(model: str, count: int) -> dict[str, Any]:
-    product, memory = GFD[model]
-    return {
-        "metadata": {
-            "name": "n1",
-            "uid": "uid-n1",
-            "resourceVersion": "1",
-            "labels": {
-                conventions.GFD_PRODUCT_LABEL: product,
-                conventions.GFD_COUNT_LABEL: str(count),
-                "nvidia.com/gpu.memory": memory,
-            },
-            "annotations": {},
-        },
-        "spec": {},
-        "status": {
-            "capacity": {"nvidia.com/gpu": str(count)},
-            "allocatable": {"nvidia.com/gpu": str(count)},
-            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"}, HEALTHY],
-        },
-    }
+GFD_MEMORY = {"H100-80GB": "81559", "A100-40GB": "40960", "L4": "23034"}
+"""The memory GFD reads from each model's GPUs (MiB), for its `nvidia.com/gpu.memory` label."""
 
 
 class Loop:
     """One node, the planner and the simulated NVIDIA components, stepped together every `STEP` seconds."""
 
     def __init__(self, model: str, count: int) -> None:
-        self.body = _node(model, count)
+        self.body = node_body(
+            "n1",
+            model,
+            count,
+            labels={"nvidia.com/gpu.memory": GFD_MEMORY[model]},
+            conditions=[ready_condition(), HEALTHY],
+        )
         self.simulation = Simulation(
             Installation(propagation_seconds=PROPAGATION, apply_seconds=15.0, restart_seconds=5.0)
         )

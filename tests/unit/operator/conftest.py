@@ -1,5 +1,7 @@
-"""Builders for the operator's unit tests: nodes as the labellers label them, pools, the shared fixture, and
-the emulated API server the controller's tests run against (`cluster`)."""
+"""What the operator's unit tests share: the builders under the names they use (`node`, `pool`, `node_body`,
+all from `tests.support.builders`), `member` (a node as accelpool left it in a pool), the planner's run
+with its results, the shared fixture of real nodes, and the emulated API server the controller's tests
+run against (`cluster`)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from accelpool.model import nvidia
 from accelpool.model.nodes import NodeView
 from accelpool_api import conventions, validation
 from accelpool_core import catalog
+from tests.support.builders import node_body as node_body  # re-exported: the unit tests import it from here
+from tests.support.builders import node_view, pool_input
 
 from .emulated import Cluster, emulated_cluster
 
@@ -34,84 +38,14 @@ def fixture_nodes() -> list[NodeView]:
     return inputs.nodes_from_yaml(fixture_text())
 
 
-def node_body(
-    name: str,
-    accelerator: str = "H100-80GB",
-    count: int | None = None,
-    *,
-    labels: Mapping[str, str] | None = None,
-    annotations: Mapping[str, str] | None = None,
-    taints: Sequence[Mapping[str, str]] = (),
-    ready: bool = True,
-    ready_since: str = "2026-11-01T00:00:00Z",
-    unschedulable: bool = False,
-    health: tuple[str, str, str, str] | None = None,
-    resource_version: str = "1",
-    allocatable: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """A Node labelled by GPU Feature Discovery (or the accelerator's own labeller for non-NVIDIA ones)."""
-    entry = catalog.BY_NAME[accelerator]
-    devices = count if count is not None else entry.default_count
-    node_labels: dict[str, str] = {"kubernetes.io/hostname": name}
-    if entry.detection.gfd_products:
-        node_labels.update(
-            {
-                "nvidia.com/gpu.product": entry.detection.gfd_products[0],
-                "nvidia.com/gpu.count": str(devices),
-                "nvidia.com/gpu.memory": str(entry.memory_gb * 1024),
-            }
-        )
-    elif entry.detection.amd_products:
-        node_labels["amd.com/gpu.product-name"] = entry.detection.amd_products[0]
-    elif entry.detection.gke_accelerators:
-        node_labels["cloud.google.com/gke-tpu-accelerator"] = entry.detection.gke_accelerators[0]
-    elif entry.detection.instance_types:
-        node_labels["node.kubernetes.io/instance-type"] = next(iter(entry.detection.instance_types))
-    node_labels.update(labels or {})
-    conditions: list[dict[str, str]] = [
-        {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": ready_since}
-    ]
-    if health is not None:
-        status, reason, message, since = health
-        conditions.append(
-            {
-                "type": conventions.HEALTH_CONDITION,
-                "status": status,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": since,
-            }
-        )
-    spec: dict[str, Any] = {}
-    if unschedulable:
-        spec["unschedulable"] = True
-    if taints:
-        spec["taints"] = [dict(t) for t in taints]
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "uid": f"uid-{name}",
-            "resourceVersion": resource_version,
-            "labels": node_labels,
-            "annotations": dict(annotations or {}),
-        },
-        "spec": spec,
-        "status": {
-            "capacity": {entry.resource: str(devices)},
-            "allocatable": dict(allocatable) if allocatable is not None else {entry.resource: str(devices)},
-            "conditions": conditions,
-        },
-    }
-
-
 MIG_OFF = {conventions.MIG_CONFIG_LABEL: conventions.MIG_DISABLED_CONFIG, conventions.MIG_CONFIG_STATE_LABEL: "success"}
 """A MIG-capable node whose MIG manager has turned MIG off (what a whole-GPU pool waits for)."""
 
 
-def node(name: str, accelerator: str = "H100-80GB", count: int | None = None, **kwargs: Any) -> NodeView:
-    return NodeView.from_body(node_body(name, accelerator, count, **kwargs))
+node = node_view
+"""A node as the labellers label it, as the operator sees it (`tests.support.builders.node_view`)."""
+pool = pool_input
+"""A pool as the planner takes it (`tests.support.builders.pool_input`)."""
 
 
 def member(
@@ -130,27 +64,6 @@ def member(
     taints = list(kwargs.pop("taints", ()) or ())
     taints.append({"key": conventions.POOL_TAINT_KEY, "value": pool, "effect": "NoSchedule"})
     return node(name, accelerator, labels=labels, annotations=annotations, taints=taints, **kwargs)
-
-
-def pool(
-    name: str,
-    spec: Mapping[str, Any],
-    *,
-    created: str | None = None,
-    deleting: bool = False,
-    uid: str | None = None,
-    generation: int = 1,
-) -> PoolInput:
-    checked_spec, problems = validation.validate_spec(dict(spec))
-    return PoolInput(
-        name=name,
-        spec=checked_spec,
-        problems=tuple(str(p) for p in problems),
-        uid=uid or f"uid-{name}",
-        generation=generation,
-        created=created,
-        deleting=deleting,
-    )
 
 
 def run(

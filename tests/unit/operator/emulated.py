@@ -17,7 +17,6 @@ from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import accelpool_api as api
 from accelpool.decide.inputs import PoolRecord
 from accelpool.model.nodes import NodeView
 from accelpool.runtime.controller import Controller
@@ -27,6 +26,7 @@ from accelpool.runtime.metrics import OperatorMetrics
 from accelpool.runtime.settings import OperatorConfig
 from accelpool_core.kube import KubeClient
 from accelpool_demo.apiserver import RunningApiServer, serving
+from tests.support.builders import pool_body as pool_body  # re-exported: the controller's tests import it from here
 
 START = datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC)
 NODES = "/api/v1/nodes"
@@ -35,18 +35,13 @@ CONTROLLER = "accelpool-controller-test"
 APPLY = "application/apply-patch+yaml"
 
 
-def pool_body(name: str, spec: dict[str, Any], *, deleting: bool = False) -> dict[str, Any]:
-    """A ComputePool as a test wants it stored (`deleting`: marked so that `Cluster.store_pools` deletes it
-    through the API, where kopf's finalizer holds it with a deletionTimestamp)."""
-    body: dict[str, Any] = {"apiVersion": f"{api.GROUP}/{api.VERSION}", "kind": api.KIND, "metadata": {"name": name}}
-    body["spec"] = spec
-    if deleting:
-        body["metadata"]["deletionTimestamp"] = "requested"
-    return body
-
-
 class Cluster:
-    """The emulated API server a test starts from, written to by the test as a client of its own."""
+    """The emulated API server a test starts from, written to by the test as a client of its own.
+
+    The unit tier's: no kopf, no thread; a `Harness` runs the controller's passes when the test says. The
+    integration tier's `Cluster` (tests/integration/operator/conftest.py) serves the real operator under
+    kopf in another thread, with the DaemonSet controller and NVIDIA's simulated components, and waits on
+    the emulator's requests; the two share the emulator and the builders, not their harness."""
 
     def __init__(self, api_server: RunningApiServer, client: KubeClient) -> None:
         self.api = api_server

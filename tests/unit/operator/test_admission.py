@@ -12,7 +12,8 @@ import yaml
 from accelpool import cli
 from accelpool.admission import review
 from accelpool_api import validation
-from tests.support.cases import CASES, pool
+from tests.support.builders import pool_body
+from tests.support.cases import CASES
 
 ROOT = Path(__file__).resolve().parents[3]
 INVALID_EXAMPLES = sorted((ROOT / "examples" / "invalid").glob("*.yaml"))
@@ -44,14 +45,14 @@ def cli_formatted(obj: dict[str, Any]) -> str:
 
 
 def test_create_of_a_valid_pool_is_allowed() -> None:
-    assert answer(review_document("CREATE", pool(VALID))) == {
+    assert answer(review_document("CREATE", pool_body("case", VALID))) == {
         "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
         "allowed": True,
     }
 
 
 def test_create_breaking_a_catalog_rule_is_denied_as_invalid_with_validates_message() -> None:
-    obj = pool(NOT_OFFERED, name="wrong-profile")
+    obj = pool_body("wrong-profile", NOT_OFFERED)
     response = answer(review_document("CREATE", obj))
     assert response["allowed"] is False
     status = response["status"]
@@ -68,7 +69,7 @@ def test_create_breaking_a_catalog_rule_is_denied_as_invalid_with_validates_mess
 
 
 def test_every_problem_is_reported_a_line_each() -> None:
-    obj = pool({"accelerator": "H100", "mig": {"profiles": ["4g.40gb", "4g.40gb"]}})
+    obj = pool_body("case", {"accelerator": "H100", "mig": {"profiles": ["4g.40gb", "4g.40gb"]}})
     verdict = validation.validate_object(obj)
     assert len(verdict.problems) == 2
     status = answer(review_document("CREATE", obj))["status"]
@@ -94,7 +95,7 @@ def test_the_denial_says_what_accelpool_validate_prints(path: Path, capsys: pyte
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_admission_agrees_with_validate_on_every_case(case: Any) -> None:
-    obj = pool(case.spec)
+    obj = pool_body("case", case.spec)
     verdict = validation.validate_object(obj)
     response = answer(review_document("CREATE", obj))
     assert response["allowed"] is verdict.valid is (case.layer == "valid")
@@ -105,7 +106,7 @@ def test_admission_agrees_with_validate_on_every_case(case: Any) -> None:
 def test_update_that_keeps_the_spec_of_an_invalid_pool_is_allowed() -> None:
     """A finalizer removed or a label added on a pool stored before a rule existed (or with the
     webhook off) must go through; the operator keeps reporting Valid=False for it."""
-    old = pool(NOT_OFFERED)
+    old = pool_body("case", NOT_OFFERED)
     old["metadata"].update(finalizers=["accelpool.io/finalizer"], labels={"team": "a"})
     new = copy.deepcopy(old)
     new["metadata"]["finalizers"] = []
@@ -115,48 +116,48 @@ def test_update_that_keeps_the_spec_of_an_invalid_pool_is_allowed() -> None:
 
 
 def test_update_that_changes_the_spec_is_validated() -> None:
-    old = pool(NOT_OFFERED)
-    still_invalid = pool({**NOT_OFFERED, "nodes": 3})
+    old = pool_body("case", NOT_OFFERED)
+    still_invalid = pool_body("case", {**NOT_OFFERED, "nodes": 3})
     response = answer(review_document("UPDATE", still_invalid, old))
     assert response["allowed"] is False and response["status"]["message"] == cli_formatted(still_invalid)
-    assert answer(review_document("UPDATE", pool(VALID), old))["allowed"] is True
-    broken = answer(review_document("UPDATE", pool(NOT_OFFERED), pool(VALID)))
-    assert broken["allowed"] is False and broken["status"]["message"] == cli_formatted(pool(NOT_OFFERED))
+    assert answer(review_document("UPDATE", pool_body("case", VALID), old))["allowed"] is True
+    broken = answer(review_document("UPDATE", pool_body("case", NOT_OFFERED), pool_body("case", VALID)))
+    assert broken["allowed"] is False and broken["status"]["message"] == cli_formatted(pool_body("case", NOT_OFFERED))
 
 
 def test_a_changed_json_type_is_a_changed_spec() -> None:
     """`true` and `1` are equal in Python, not on the wire."""
-    old = pool({**VALID, "dedicated": True})
-    new = pool({**VALID, "dedicated": 1})
+    old = pool_body("case", {**VALID, "dedicated": True})
+    new = pool_body("case", {**VALID, "dedicated": 1})
     assert answer(review_document("UPDATE", new, old))["allowed"] is False
 
 
 def test_status_is_not_checked() -> None:
     """The operator writes status through the status subresource, which the webhook does not see."""
-    obj = pool(VALID)
+    obj = pool_body("case", VALID)
     obj["status"] = {"phase": "Unheard-of", "extra": [1]}
     assert answer(review_document("CREATE", obj))["allowed"] is True
 
 
 def test_dry_run_is_answered_the_same() -> None:
-    assert answer(review_document("CREATE", pool(NOT_OFFERED), dryRun=True))["allowed"] is False
-    assert answer(review_document("CREATE", pool(VALID), dryRun=True))["allowed"] is True
+    assert answer(review_document("CREATE", pool_body("case", NOT_OFFERED), dryRun=True))["allowed"] is False
+    assert answer(review_document("CREATE", pool_body("case", VALID), dryRun=True))["allowed"] is True
 
 
 def test_operations_and_subresources_not_registered_are_allowed() -> None:
-    invalid = pool(NOT_OFFERED)
+    invalid = pool_body("case", NOT_OFFERED)
     assert answer(review_document("DELETE", None, invalid))["allowed"] is True
-    assert answer(review_document("UPDATE", invalid, pool(VALID), subResource="status"))["allowed"] is True
+    assert answer(review_document("UPDATE", invalid, pool_body("case", VALID), subResource="status"))["allowed"] is True
 
 
 def test_a_huge_value_is_cut_in_the_message() -> None:
-    obj = pool({"accelerator": ["H" * 10_000]})
+    obj = pool_body("case", {"accelerator": ["H" * 10_000]})
     message = answer(review_document("CREATE", obj))["status"]["message"]
     assert len(message) <= review.PROBLEM_CHARS and message.endswith("…")
 
 
 def test_line_breaks_in_a_message_are_escaped() -> None:
-    obj = pool({"accelerator": "H100\nsecond line"})
+    obj = pool_body("case", {"accelerator": "H100\nsecond line"})
     message = answer(review_document("CREATE", obj))["status"]["message"]
     assert "\n" not in message and "\\n" in message
 
@@ -167,11 +168,14 @@ def test_line_breaks_in_a_message_are_escaped() -> None:
         ([], "expected an AdmissionReview object, got list"),
         ({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {}}, "'admission.k8s.io/v1'"),
         ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}, "AdmissionReview has no request"),
-        ({**review_document("CREATE", pool(VALID)), "kind": "Pod"}, "kind 'Pod'"),
-        (review_document("CREATE", pool(VALID), uid=""), "request.uid is missing"),
+        ({**review_document("CREATE", pool_body("case", VALID)), "kind": "Pod"}, "kind 'Pod'"),
+        (review_document("CREATE", pool_body("case", VALID), uid=""), "request.uid is missing"),
         (review_document("CREATE", None), "request.object is missing for operation CREATE"),
-        (review_document("UPDATE", pool(VALID)), "request.oldObject is missing for operation UPDATE"),
-        (review_document("UPDATE", "a string", pool(VALID)), "request.object is missing for operation UPDATE"),
+        (review_document("UPDATE", pool_body("case", VALID)), "request.oldObject is missing for operation UPDATE"),
+        (
+            review_document("UPDATE", "a string", pool_body("case", VALID)),
+            "request.object is missing for operation UPDATE",
+        ),
     ],
     ids=["not-a-mapping", "v1beta1", "no-request", "wrong-kind", "no-uid", "create-no-object", "update-no-old", "str"],
 )

@@ -42,7 +42,7 @@ class Hostile:
     """Given as the --nodes snapshot of `plan` (and not to `validate`)."""
 
 
-def node(extra: str) -> str:
+def node_yaml(extra: str) -> str:
     return f"apiVersion: v1\nkind: Node\n{extra}"
 
 
@@ -110,55 +110,55 @@ CASES = [
     ),
     Hostile("status-not-a-mapping", GOOD_POOL + "status: Ready\n", "(ComputePool/p): status: must be a mapping"),
     Hostile("kind-not-a-string", "kind: [ComputePool]\nmetadata: {name: p}\n", "(?/p): kind: must be a string"),
-    Hostile("node-metadata-a-number", node("metadata: 5\n"), "(Node/?): metadata: must be a mapping", nodes=True),
+    Hostile("node-metadata-a-number", node_yaml("metadata: 5\n"), "(Node/?): metadata: must be a mapping", nodes=True),
     Hostile(
-        "node-without-name", node("metadata: {labels: {a: b}}\n"), "metadata.name: a Node needs a name", nodes=True
+        "node-without-name", node_yaml("metadata: {labels: {a: b}}\n"), "metadata.name: a Node needs a name", nodes=True
     ),
     Hostile(
         "node-labels-a-list",
-        node("metadata: {name: gpu-1, labels: [1]}\n"),
+        node_yaml("metadata: {name: gpu-1, labels: [1]}\n"),
         "(Node/gpu-1): metadata.labels",
         nodes=True,
     ),
     Hostile(
         "node-taints-not-a-list",
-        node("metadata: {name: gpu-1}\nspec: {taints: 5}\n"),
+        node_yaml("metadata: {name: gpu-1}\nspec: {taints: 5}\n"),
         "spec.taints: must be a list",
         nodes=True,
     ),
     Hostile(
         "node-taint-a-string",
-        node("metadata: {name: gpu-1}\nspec: {taints: [x]}\n"),
+        node_yaml("metadata: {name: gpu-1}\nspec: {taints: [x]}\n"),
         "spec.taints[0]: must be a",
         nodes=True,
     ),
     Hostile(
         "node-taint-key-a-list",
-        node("metadata: {name: gpu-1}\nspec: {taints: [{key: [a], effect: NoSchedule}]}\n"),
+        node_yaml("metadata: {name: gpu-1}\nspec: {taints: [{key: [a], effect: NoSchedule}]}\n"),
         "spec.taints[0].key: must be a string",
         nodes=True,
     ),
     Hostile(
         "node-conditions-a-number",
-        node("metadata: {name: gpu-1}\nstatus: {conditions: 5}\n"),
+        node_yaml("metadata: {name: gpu-1}\nstatus: {conditions: 5}\n"),
         "status.conditions:",
         nodes=True,
     ),
     Hostile(
         "node-condition-type-a-list",
-        node("metadata: {name: gpu-1}\nstatus: {conditions: [{type: [Ready], status: 'True'}]}\n"),
+        node_yaml("metadata: {name: gpu-1}\nstatus: {conditions: [{type: [Ready], status: 'True'}]}\n"),
         "status.conditions[0].type: must be a string",
         nodes=True,
     ),
     Hostile(
         "node-capacity-a-list",
-        node("metadata: {name: gpu-1}\nstatus: {capacity: [8]}\n"),
+        node_yaml("metadata: {name: gpu-1}\nstatus: {capacity: [8]}\n"),
         "status.capacity: must be",
         nodes=True,
     ),
     Hostile(
         "node-quantity-a-mapping",
-        node("metadata: {name: gpu-1}\nstatus: {allocatable: {nvidia.com/gpu: {n: 8}}}\n"),
+        node_yaml("metadata: {name: gpu-1}\nstatus: {allocatable: {nvidia.com/gpu: {n: 8}}}\n"),
         "status.allocatable[nvidia.com/gpu]: must be a quantity",
         nodes=True,
     ),

@@ -20,6 +20,7 @@ from accelpool import cli
 from accelpool_api import validation
 from accelpool_core import textio
 from accelpool_core.textio import goyaml, json_stream
+from tests.support.builders import node_body
 
 POOL_HEAD = "apiVersion: accelpool.io/v1alpha1\nkind: ComputePool\nmetadata: {name: p}\n"
 
@@ -332,31 +333,24 @@ def test_json_is_read_in_chunks_with_the_same_result(tmp_path: Path, monkeypatch
 # ---------------------------------------------------------------- large snapshots
 
 
-def _node(index: int) -> dict[str, Any]:
-    """A Node about as large as a real one: its images and managedFields are most of it."""
-    name = f"gpu-{index}"
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {"kubernetes.io/hostname": name, "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
-            "managedFields": [{"manager": f"m{j}", "fieldsV1": {f"f:{k}": {} for k in range(40)}} for j in range(3)],
-        },
-        "status": {
-            "capacity": {"nvidia.com/gpu": "8"},
-            "allocatable": {"nvidia.com/gpu": "8"},
-            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"}],
-            "images": [
-                {"names": [f"registry.example.com/team/image-{j}@sha256:{index * 100 + j:064x}"], "sizeBytes": j}
-                for j in range(60)
-            ],
-        },
-    }
-
-
 def _snapshot(path: Path, nodes: int, dump: Any = json.dumps) -> int:
-    text = dump({"apiVersion": "v1", "items": [_node(i) for i in range(nodes)], "kind": "List"})
+    """A List of `nodes` Nodes about as large as real ones: their images and managedFields are most of it."""
+    items = [
+        node_body(
+            f"gpu-{i}",
+            metadata={
+                "managedFields": [{"manager": f"m{j}", "fieldsV1": {f"f:{k}": {} for k in range(40)}} for j in range(3)]
+            },
+            status={
+                "images": [
+                    {"names": [f"registry.example.com/team/image-{j}@sha256:{i * 100 + j:064x}"], "sizeBytes": j}
+                    for j in range(60)
+                ]
+            },
+        )
+        for i in range(nodes)
+    ]
+    text = dump({"apiVersion": "v1", "items": items, "kind": "List"})
     path.write_text(text)
     return len(text)
 
