@@ -174,8 +174,13 @@ def _default_cells(obj: Mapping[str, Any]) -> list[Any]:
     return [obj["metadata"]["name"], age(obj["metadata"].get("creationTimestamp"))]
 
 
-def table(resource_key: str, items: Sequence[Mapping[str, Any]], resource_version: str) -> JsonObject:
-    """The Table of these objects of a resource (its rows carry each object's metadata)."""
+def table(
+    resource_key: str, items: Sequence[Mapping[str, Any]], resource_version: str, *, headers: bool = True
+) -> JsonObject:
+    """The Table of these objects of a resource (its rows carry each object's metadata). Without `headers`
+    (TableOptions `NoHeaders`: every watch event after the first) `columnDefinitions` is null, as the table
+    convertors leave it (k8s.io/apiserver/pkg/registry/rest/table.go, apiextensions-apiserver's
+    tableconvertor.go: the headers only `if !opts.NoHeaders`)."""
     columns, cells = PRINTERS.get(resource_key, (DEFAULT_COLUMNS, _default_cells))
     return {
         "apiVersion": "meta.k8s.io/v1",
@@ -191,7 +196,9 @@ def table(resource_key: str, items: Sequence[Mapping[str, Any]], resource_versio
             }
             for column in columns
             for name, type_, priority, text in [column]
-        ],
+        ]
+        if headers
+        else None,
         "rows": [
             {
                 "cells": cells(item),
