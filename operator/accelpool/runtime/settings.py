@@ -38,6 +38,20 @@ def seconds(text: str) -> float:
         return api.parse_duration(text)
 
 
+def duration_argument(text: str) -> float:
+    """An argparse `type` for every duration flag of the command line (`accelpool check --timeout`, `accelpool
+    demo --for`, ...): `seconds`, and positive; argparse reports a bad one with the flag's name."""
+    try:
+        value = seconds(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(
+            f"invalid value {text!r}: a positive duration such as 90s, 15m, 1h30m or 2.5 (seconds)"
+        )
+    return value
+
+
 def _bool(text: str) -> bool:
     return str(text).strip().lower() in ("1", "true", "yes", "on")
 
