@@ -81,6 +81,33 @@ async def test_kubectl_get_cpool_prints_the_printer_columns(api: RunningApiServe
     assert table[1][:6] == ["train", "H100-80GB", "2/2", "2", "16", "Ready"]
 
 
+async def test_kubectl_get_cpool_wide_adds_the_reason_the_quarantined_and_the_measured_tflops(
+    api: RunningApiServer, client: KubeClient
+) -> None:
+    """The CRD's priority-1 printer columns: only with `-o wide`, the Ready condition's reason found by a
+    JSONPath filter."""
+    await client.create(POOLS, {**POOL, "metadata": {"name": "train"}, "spec": {"accelerator": "H100"}})
+    conditions = [
+        {"type": "Healthy", "status": "False", "reason": "NodesQuarantined"},
+        {"type": "Ready", "status": "False", "reason": "Degraded"},
+    ]
+    status = {
+        "accelerator": "H100-80GB",
+        "nodes": {"summary": "3/2", "ready": 2, "quarantined": 1},
+        "capacity": {"gpus": 16, "measuredTFLOPS": 12700.5},
+        "phase": "Degraded",
+        "conditions": conditions,
+    }
+    await client.patch(f"{POOLS}/train/status", {"status": status})
+    assert rows(await kubectl(api, "get", "cpool"))[0][-1] == "AGE"
+    table = rows(await kubectl(api, "get", "cpool", "-o", "wide"))
+    assert table[0] == [
+        "NAME", "ACCELERATOR", "NODES", "READY", "GPUS", "PHASE", "AGE", "REASON", "QUARANTINED", "TFLOPS"
+    ]  # fmt: skip
+    assert table[1][:6] == ["train", "H100-80GB", "3/2", "2", "16", "Degraded"]
+    assert table[1][-3:] == ["Degraded", "1", "12700.5"]
+
+
 async def test_kubectl_explain_reads_the_crd_schema(api: RunningApiServer) -> None:
     explained = await kubectl(api, "explain", "cpool.spec")
     assert "KIND:       ComputePool" in explained and "VERSION:    v1alpha1" in explained
