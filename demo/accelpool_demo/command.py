@@ -14,7 +14,9 @@ the simulated fleet is the demo's own data, shipped with it (accelpool_demo/demo
 package data); the pools applied are the repository's examples/ (the files the docs and the
 tests apply), read from the source tree accelpool-demo is installed from (editable, as
 `make install` does) rather than from a copy. An installed wheel has no source tree: pass
---examples (and --cluster for another fleet).
+--examples (and --cluster for another fleet). Each pool applied whose file sets no
+spec.health.holdDown gets a 30s one (a pool's default is 10m), so that a node cleared in the
+walkthrough (docs/tutorial/demo.md) is released within a minute.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ def _injection(text: str) -> Injection:
 
 def run(args: argparse.Namespace) -> int:
     from accelpool_demo.cluster import DEFAULT_FLEET
-    from accelpool_demo.run import SOURCE_EXAMPLES, DemoOptions, example_pools, load_fleet, load_workloads, run_demo
+    from accelpool_demo.run import SOURCE_EXAMPLES, DemoOptions, demo_pools, load_fleet, load_workloads, run_demo
 
     for flag, port in (("--port", args.port), ("--metrics-port", args.metrics_port)):
         if port_in_use(port):
@@ -112,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         print("accelpool demo: no source tree to take examples/ from: no pools applied (--examples adds some)")
     options = DemoOptions(
         fleet=load_fleet(args.cluster or DEFAULT_FLEET),
-        pools=example_pools(tuple(examples)),
+        pools=demo_pools(tuple(examples)),
         port=args.port,
         duration=args.duration,
         until_ready=args.until_ready,

@@ -72,6 +72,8 @@ SOURCE_EXAMPLES = SOURCE_TREE / "examples" if SOURCE_TREE else None
 KNOWN_NODES_SHOWN = 6
 REQUESTS_REMEMBERED = 1000
 """The demo's API server keeps this many requests, however long it runs."""
+DEMO_HOLD_DOWN = "30s"
+"""The hold-down of the pools the demo applies (`demo_pools`): a cleared node is released within a minute."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,17 @@ def example_pools(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
             for document in yaml.safe_load_all(file.read_text()):
                 if isinstance(document, dict) and document.get("kind") == api.KIND:
                     pools.append(document)
+    return pools
+
+
+def demo_pools(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
+    """The pools `accelpool demo` applies: `example_pools`, each given `DEMO_HOLD_DOWN` unless its file sets
+    `spec.health.holdDown` (the default, 10m, would hold a node quarantined in the walkthrough for ten
+    minutes after its fault is cleared). The banner says so."""
+    pools = example_pools(paths)
+    for pool in pools:
+        health = pool.setdefault("spec", {}).setdefault("health", {})
+        health.setdefault("holdDown", DEMO_HOLD_DOWN)
     return pools
 
 
@@ -226,6 +239,7 @@ def banner(server: str, metrics_port: int, log_dir: Path, cwd: Path | None = Non
   NVIDIA       {inject} NODE mig-broken; {inject} - strategy-override=single (off)
   agents       {inject} NODE no-runtime-class   (no nvidia RuntimeClass: NODE's agent pod cannot return)
   kueue        {kubectl} --server {server} get clusterqueue research -o yaml   (llm-training's GPU quota)
+  hold-down    {DEMO_HOLD_DOWN} for the example pools (spec.health.holdDown; a pool's default is 10m)
   logs         {log_dir}   (removed when the demo ends)
 """
 
