@@ -31,7 +31,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from accelpool.runtime.settings import duration_argument
+from accelpool_core.durations import duration_argument
 from accelpool_demo.injection import VALID_FAULTS, Injection, InjectionError, parse_injection
 
 DEFAULT_PORT = 18080

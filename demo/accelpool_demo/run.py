@@ -420,7 +420,10 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> bool:
                     break
         with contextlib.suppress(OSError, ApiError, TimeoutError):
             pools = await asyncio.wait_for(demo.client.list(POOLS_PATH), timeout=5)
-    print(format_table(pool_rows(pools)), file=out, flush=True)
+    final: Sequence[Sequence[str]] = pool_rows(pools)
+    if live:  # the last frame's columns, on the terminal's width
+        final = screen.fitted(final, shutil.get_terminal_size().columns)
+    print(format_table(final), file=out, flush=True)
     return all_ready(pools)
 
 

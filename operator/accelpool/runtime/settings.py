@@ -17,39 +17,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import accelpool_api as api
 from accelpool.decide.render import AgentRendering
 from accelpool_api import VENDOR_BACKENDS, conventions
 from accelpool_core import catalog
+from accelpool_core.durations import seconds
 from accelpool_core.protocol import AGENT_BACKENDS
 
 DEFAULT_WEBHOOK_PORT = 9443
 DEFAULT_WEBHOOK_CERT_DIR = "/etc/accelpool/webhook"
 LOG_LEVELS = ("quiet", "info", "verbose", "debug")
 VENDORS = tuple(vendor.value for vendor in catalog.Vendor)
-
-
-def seconds(text: str) -> float:
-    """`30`, `2.5`, `90s`, `5m`, `1h` → seconds."""
-    text = str(text).strip()
-    try:
-        return float(text)
-    except ValueError:
-        return api.parse_duration(text)
-
-
-def duration_argument(text: str) -> float:
-    """An argparse `type` for every duration flag of the command line (`accelpool check --timeout`, `accelpool
-    demo --for`, ...): `seconds`, and positive; argparse reports a bad one with the flag's name."""
-    try:
-        value = seconds(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(
-            f"invalid value {text!r}: a positive duration such as 90s, 15m, 1h30m or 2.5 (seconds)"
-        )
-    return value
 
 
 def _bool(text: str) -> bool:
