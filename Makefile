@@ -205,13 +205,14 @@ release: ## package the chart with every image's digest, each image saved as an 
 	$(BIN)/python hack/release.py --chart charts/accelpool --images $(RELEASE_DIR)/images --output $(RELEASE_DIR) \
 	  --registry $(IMAGE_REGISTRY)
 
-e2e: install tools ## kind cluster with fake GPU nodes: chart, examples/, a fault quarantines a node, cleanup
+e2e: install $(TOOLS_BIN)/helm $(TOOLS_BIN)/kubectl ## kind cluster with fake GPU nodes: chart, examples/, a fault quarantines a node, cleanup
 	hack/e2e-preflight.sh
 	$(MAKE) images
 	ACCELPOOL_E2E=1 OPERATOR_IMAGE=$(OPERATOR_IMAGE) AGENT_IMAGE=$(AGENT_IMAGE) $(BIN)/pytest -m e2e tests/e2e $(PYTEST_ARGS)
 
 DEMO_ARGS ?=
-demo: install tools ## run accelpool on a simulated GPU cluster (no Kubernetes needed); Ctrl-C stops it
+# The demo needs kubectl only (its hints and the walkthrough run it); not Prometheus, nor helm.
+demo: install $(TOOLS_BIN)/kubectl ## run accelpool on a simulated GPU cluster (no Kubernetes needed); Ctrl-C stops it
 	$(BIN)/accelpool demo $(DEMO_ARGS)
 
 bench: install ## run the benchmarks in benchmarks/ and rewrite benchmarks/RESULTS.md

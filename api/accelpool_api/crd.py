@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 import accelpool_api as api
+from accelpool_api import status
 
 JsonSchema = dict[str, Any]
 
@@ -40,6 +41,13 @@ _UNION_SCHEMAS: dict[str, JsonSchema] = {
     # `accelpool validate`'s code.
     "accelerator": {"x-kubernetes-preserve-unknown-fields": True},
 }
+
+
+def _described(model: type[api.Model], field: str) -> str:
+    description = model.model_fields[field].description
+    assert description, f"{model.__name__}.{field} has no description for its printer column"
+    return description.rstrip(".")
+
 
 PRINTER_COLUMNS: list[JsonSchema] = [
     {
@@ -68,6 +76,28 @@ PRINTER_COLUMNS: list[JsonSchema] = [
     },
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    # `kubectl get -o wide` only (priority 1), described as the status model describes them.
+    {
+        "name": "Reason",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+        "description": "The Ready condition's reason: why the pool is not Ready",
+        "priority": 1,
+    },
+    {
+        "name": "Quarantined",
+        "type": "integer",
+        "jsonPath": ".status.nodes.quarantined",
+        "description": _described(status.NodeCounts, "quarantined"),
+        "priority": 1,
+    },
+    {
+        "name": "TFLOPS",
+        "type": "number",
+        "jsonPath": ".status.capacity.measuredTFLOPS",
+        "description": _described(status.Capacity, "measured_tflops"),
+        "priority": 1,
+    },
 ]
 
 

@@ -40,7 +40,7 @@ class NodeCounts(Model):
     desired: int = 0
     members: int = 0
     ready: int = 0
-    quarantined: int = 0
+    quarantined: int = Field(0, description="Members quarantined (tainted or cordoned by accelpool).")
     burn_in: int = Field(0, description="Members in burn-in (tainted accelpool.io/burn-in), failed ones included.")
     draining: int = Field(0, description="Quarantined members whose pods are being evicted (remediation ladder).")
     handed_off: int = Field(

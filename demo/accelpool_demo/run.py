@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -35,7 +36,7 @@ from accelpool_api import conventions, crd
 from accelpool_core.credentials import Credentials
 from accelpool_core.kube import ApiError, KubeClient
 from accelpool_core.textio import format_table
-from accelpool_demo import cluster, daemonsets, kueue, nvidia, webhook
+from accelpool_demo import cluster, daemonsets, kueue, nvidia, screen, webhook
 from accelpool_demo.apiserver import serving
 from accelpool_demo.injection import Injection, InjectionError, InjectionKind, check_gpus, parse_injection
 from accelpool_demo.simulators import (
@@ -71,6 +72,8 @@ SOURCE_EXAMPLES = SOURCE_TREE / "examples" if SOURCE_TREE else None
 KNOWN_NODES_SHOWN = 6
 REQUESTS_REMEMBERED = 1000
 """The demo's API server keeps this many requests, however long it runs."""
+DEMO_HOLD_DOWN = "30s"
+"""The hold-down of the pools the demo applies (`demo_pools`): a cleared node is released within a minute."""
 
 
 @dataclass(frozen=True)
@@ -83,13 +86,15 @@ class DemoOptions:
     operator_metrics_port: int
     workloads: list[dict[str, Any]] = field(default_factory=list)
     """The pods and PodDisruptionBudgets running when the demo starts (`load_workloads`)."""
+    until_ready: bool = False
+    """Stop as soon as every pool is Ready (`--until-ready`)."""
 
 
 def pool_rows(pools: list[dict[str, Any]]) -> list[tuple[str, ...]]:
-    """The live table: one row per pool, from its status; WHY is the first condition that is not True
-    (`AgentReady=False/RuntimeClassNotFound`). Pure."""
+    """The live table: one row per pool, from its status (`screen.LEGEND` says what the columns count); WHY is
+    the first condition that is not True (`AgentReady=False/RuntimeClassNotFound`). Pure."""
     rows: list[tuple[str, ...]] = [
-        ("POOL", "ACCELERATOR", "MEMBERS", "READY", "QUARANTINED", "GPUS", "TFLOPS", "PHASE", "WHY")
+        ("POOL", "ACCELERATOR", "MEMBERS", "READY", "QUAR", "GPUS", "TFLOPS", "PHASE", "WHY")
     ]
     for pool in sorted(pools, key=lambda p: p["metadata"]["name"]):
         status = pool.get("status") or {}
@@ -140,6 +145,17 @@ def example_pools(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
             for document in yaml.safe_load_all(file.read_text()):
                 if isinstance(document, dict) and document.get("kind") == api.KIND:
                     pools.append(document)
+    return pools
+
+
+def demo_pools(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
+    """The pools `accelpool demo` applies: `example_pools`, each given `DEMO_HOLD_DOWN` unless its file sets
+    `spec.health.holdDown` (the default, 10m, would hold a node quarantined in the walkthrough for ten
+    minutes after its fault is cleared). The banner says so."""
+    pools = example_pools(paths)
+    for pool in pools:
+        health = pool.setdefault("spec", {}).setdefault("health", {})
+        health.setdefault("holdDown", DEMO_HOLD_DOWN)
     return pools
 
 
@@ -223,6 +239,7 @@ def banner(server: str, metrics_port: int, log_dir: Path, cwd: Path | None = Non
   NVIDIA       {inject} NODE mig-broken; {inject} - strategy-override=single (off)
   agents       {inject} NODE no-runtime-class   (no nvidia RuntimeClass: NODE's agent pod cannot return)
   kueue        {kubectl} --server {server} get clusterqueue research -o yaml   (llm-training's GPU quota)
+  hold-down    {DEMO_HOLD_DOWN} for the example pools (spec.health.holdDown; a pool's default is 10m)
   logs         {log_dir}   (removed when the demo ends)
 """
 
@@ -353,7 +370,9 @@ async def _cluster_logging_to(
 
 
 async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> bool:
-    """Run until interrupted or for `options.duration`; True when every pool ended Ready."""
+    """Run until interrupted, for `options.duration`, or (`until_ready`) until every pool is Ready; True when
+    every pool ended Ready. The live view (`screen`): redrawn in place on a terminal, the table printed when
+    it changes into a pipe."""
     pools: list[dict[str, Any]] = []
     async with simulated_cluster(
         options.fleet,
@@ -366,6 +385,9 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> bool:
         about = banner(demo.server, options.operator_metrics_port, demo.log_dir)
         print(about, file=out, flush=True)
         started = time.monotonic()
+        live = options.tui and out.isatty()
+        hints = about.splitlines()
+        shown: str | None = None
         with contextlib.suppress(asyncio.CancelledError):
             while options.duration is None or time.monotonic() - started < options.duration:
                 await asyncio.sleep(1.0)
@@ -374,14 +396,34 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> bool:
                     print(f"the operator exited ({demo.operator.returncode}); its log ends:\n{log_tail}", file=out)
                     break
                 pools = await demo.client.list(POOLS_PATH)
-                if options.tui:
-                    elapsed = time.monotonic() - started
-                    table = format_table(pool_rows(pools))
-                    out.write(f"\x1b[2J\x1b[H{table}\n\n{about}\n{elapsed:5.0f}s  Ctrl-C to stop\n")
+                elapsed = time.monotonic() - started
+                if live:
+                    size = shutil.get_terminal_size()
+                    status = f"{elapsed:5.0f}s  Ctrl-C to stop"
+                    frame = screen.live_frame(
+                        pool_rows(pools),
+                        hints,
+                        status,
+                        width=size.columns,
+                        height=size.lines,
+                        colour=not os.environ.get("NO_COLOR"),
+                        first=shown is None,
+                    )
+                    out.write(frame)
                     out.flush()
+                    shown = frame
+                elif options.tui:
+                    update, shown = screen.plain_update(pool_rows(pools), shown, elapsed)
+                    if update is not None:
+                        print(update, file=out, flush=True)
+                if options.until_ready and all_ready(pools):
+                    break
         with contextlib.suppress(OSError, ApiError, TimeoutError):
             pools = await asyncio.wait_for(demo.client.list(POOLS_PATH), timeout=5)
-    print(format_table(pool_rows(pools)), file=out, flush=True)
+    final: Sequence[Sequence[str]] = pool_rows(pools)
+    if live:  # the last frame's columns, on the terminal's width
+        final = screen.fitted(final, shutil.get_terminal_size().columns)
+    print(format_table(final), file=out, flush=True)
     return all_ready(pools)
 
 

@@ -33,6 +33,7 @@ from accelpool_agent.backends import BACKENDS, backend_choices, backend_help
 from accelpool_agent.backends.probes import host_probes
 from accelpool_agent.faults import FaultSpec, FaultSpecError, faults_by_gpu, parse_fault_spec
 from accelpool_agent.model import DTYPES
+from accelpool_core.durations import duration_argument
 
 if TYPE_CHECKING:  # the console script is re-imported by every compute child: keep this module light
     from accelpool_agent.agent import Agent
@@ -84,16 +85,6 @@ class _HelpFormatter(argparse.HelpFormatter):
         return action.help
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
-    return value
-
-
 def _positive_int(text: str) -> int:
     if not text.isdigit() or int(text) <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
@@ -139,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: $ACCELPOOL_AGENT_SYSFS_ROOT, else /sys)",
     )
     common.add_argument(
-        "--check-timeout", type=_positive, metavar="SECONDS", help="kill a compute check after this long"
+        "--check-timeout", type=duration_argument, metavar="DURATION", help="kill a compute check after this long"
     )
     common.add_argument("--force", action="store_true", default=None, help="run compute checks on busy GPUs too")
     common.add_argument(
@@ -155,10 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--server", metavar="URL", help="API server URL without authentication (tests, kubectl proxy)")
     run.add_argument("--no-report", action="store_true", help="do not write the node condition and annotation")
     run.add_argument(
-        "--telemetry-interval", type=_positive, default=2.0, metavar="SECONDS", help="telemetry/XID polling"
+        "--telemetry-interval", type=duration_argument, default=2.0, metavar="DURATION", help="telemetry/XID polling"
     )
     run.add_argument(
-        "--interval", type=_positive, metavar="SECONDS", help="seconds between full cycles (default: config)"
+        "--interval", type=duration_argument, metavar="DURATION", help="time between full cycles (default: config)"
     )
 
     check = commands.add_parser(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -94,16 +95,26 @@ def test_names_subresources_and_columns(definition: dict[str, Any]) -> None:
     assert version["subresources"]["status"] == {}
     assert version["subresources"]["scale"]["specReplicasPath"] == ".spec.nodes"
     names = [column["name"].upper() for column in version["additionalPrinterColumns"]]
-    assert names == ["ACCELERATOR", "NODES", "READY", "GPUS", "PHASE", "AGE"]
+    assert names == ["ACCELERATOR", "NODES", "READY", "GPUS", "PHASE", "AGE", "REASON", "QUARANTINED", "TFLOPS"]
+    wide = [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority", 0) == 1]
+    assert wide == ["Reason", "Quarantined", "TFLOPS"], "`kubectl get -o wide` only"
 
 
 def _resolve(schema: dict[str, Any], json_path: str) -> dict[str, Any] | None:
+    """The schema of the field at a printer column's JSONPath; a filter (`[?(@.type=="Ready")]`) selects an item
+    of an array, whose `@.` field must exist."""
     node: dict[str, Any] | None = schema
-    for part in json_path.lstrip(".").split("."):
+    for part in re.findall(r'\[\?\(@\.[A-Za-z]+=="[^"]*"\)\]|[^.\[]+', json_path):
         if node is None:
             return None
         if part == "metadata" and node is schema:
             return {"type": "object"}
+        if part.startswith("[?"):
+            key = part[len("[?(@.") :].split("==")[0]
+            node = node.get("items") if node.get("type") == "array" else None
+            if node is None or key not in (node.get("properties") or {}):
+                return None
+            continue
         node = (node.get("properties") or {}).get(part)
     return node
 
@@ -116,7 +127,7 @@ def test_printer_columns_and_scale_paths_point_at_fields(definition: dict[str, A
             continue
         field = _resolve(schema, column["jsonPath"])
         assert field is not None, f"printer column {column['name']} points at missing {column['jsonPath']}"
-        expected = {"integer": "integer", "string": "string"}[column["type"]]
+        expected = {"integer": "integer", "string": "string", "number": "number"}[column["type"]]
         assert field["type"] == expected, column
     for key, json_path in version["subresources"]["scale"].items():
         assert _resolve(schema, json_path) is not None, f"scale {key} points at missing {json_path}"

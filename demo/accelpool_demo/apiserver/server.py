@@ -481,13 +481,15 @@ class ApiServer(kmock.KubernetesScaffold):
         """Events after the `resourceVersion` asked for (without one, or with `sendInitialEvents=true`: every
         object as ADDED first, then with `allowWatchBookmarks` a BOOKMARK marking their end), through the
         selectors, until the client leaves or `timeoutSeconds` pass; with `allowWatchBookmarks`, BOOKMARKs when
-        the watch cache sends them (`_next_bookmark`)."""
+        the watch cache sends them (`_next_bookmark`). Asked for as a Table (`kubectl get -w`), each event's
+        object is a Table of that one object (`_WatchPrinter`)."""
         params = request.params
         key, storage = resources.key_of(resource), _storage(resource)
         bookmarks = params.get("allowWatchBookmarks") == "true"
         timeout = params.get("timeoutSeconds")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + float(timeout) if timeout else None
+        printed = _WatchPrinter(key, as_table=tables.wants_table(request.headers.get("Accept", "")))
         yield b""  # the headers go out now, so the client knows the watch started
         events = self.store.events
         asked = params.get("resourceVersion", "")
@@ -502,7 +504,7 @@ class ApiServer(kmock.KubernetesScaffold):
                 cursor = self.store.version
                 current = [obj for obj in self.store.list(storage, request.namespace) if matches(obj)]
             for obj in current:
-                yield {"type": "ADDED", "object": conversion.from_storage(key, obj)}
+                yield printed("ADDED", conversion.from_storage(key, obj))
             if initial and bookmarks:
                 yield self._bookmark(resource, cursor, {INITIAL_EVENTS_END: "true"})
         bookmark_at = _next_bookmark(loop.time(), deadline) if bookmarks else None
@@ -512,7 +514,7 @@ class ApiServer(kmock.KubernetesScaffold):
             for event in newer:
                 seen = event.seen_through(request.namespace, matches)
                 if seen is not None:
-                    yield {**seen, "object": conversion.from_storage(key, seen["object"])}
+                    yield printed(seen["type"], conversion.from_storage(key, seen["object"]))
             if bookmark_at is not None and loop.time() >= bookmark_at:
                 yield self._bookmark(resource, max(cursor, self.store.version))
                 bookmark_at = _next_bookmark(loop.time(), deadline)
@@ -558,6 +560,28 @@ class ApiServer(kmock.KubernetesScaffold):
         if isinstance(exc, kmock.KubernetesError):
             return aiohttp.web.json_response(resources.rendered(exc), status=exc.status)
         return await super()._render_error(exc)
+
+
+@attrs.define
+class _WatchPrinter:
+    """A watch event as its client asked for it: the object as it is, or (`Accept: ...;as=Table`) a Table of
+    it, with the column definitions in the first event only (k8s.io/apiserver/pkg/endpoints/handlers/
+    response.go `watchEmbeddedEncoder.doEncode`: `NoHeaders` set after the first object). The Table's
+    resourceVersion is the object's (the table convertors' `CommonAccessor`). BOOKMARKs and ERROR Statuses
+    pass as they are (`doTransformObject` leaves a Status alone; a BOOKMARK, which kubectl does not ask
+    for, is not printed here)."""
+
+    resource_key: str
+    as_table: bool
+    _headers: bool = True
+
+    def __call__(self, event_type: str, obj: JsonObject) -> JsonObject:
+        if not self.as_table:
+            return {"type": event_type, "object": obj}
+        version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+        printed = tables.table(self.resource_key, [obj], version, headers=self._headers)
+        self._headers = False
+        return {"type": event_type, "object": printed}
 
 
 BOOKMARK_EVERY = 60.0

@@ -14,6 +14,7 @@ READY STATUS RESTARTS).
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -42,12 +43,25 @@ def age(timestamp: str | None, now: datetime.datetime | None = None) -> str:
     return f"{max(seconds, 0)}s"
 
 
+_STEP = re.compile(r'\.([A-Za-z0-9_-]+)|\[\?\(@\.([A-Za-z0-9_-]+)=="([^"]*)"\)\]|\[([0-9]+)\]')
+
+
 def _json_path(obj: Any, path: str) -> Any:
-    for part in path.lstrip(".").split("."):
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(part)
-    return obj
+    """The first value at a printer column's JSONPath (`.status.nodes.ready`, `.status.conditions[?(@.type==
+    "Ready")].reason`, `.items[0]`), None when there is none: as the CRD table convertor prints a column, from
+    the first result only (apiextensions-apiserver pkg/registry/customresource/tableconvertor/tableconvertor.go)."""
+    found = [obj]
+    for field, key, wanted, index in _STEP.findall(path):
+        step: list[Any] = []
+        for value in found:
+            if field and isinstance(value, Mapping) and field in value:
+                step.append(value[field])
+            elif key and isinstance(value, list):
+                step.extend(v for v in value if isinstance(v, Mapping) and str(v.get(key)) == wanted)
+            elif index and isinstance(value, list) and int(index) < len(value):
+                step.append(value[int(index)])
+        found = step
+    return found[0] if found else None
 
 
 def _pool_cells(pool: Mapping[str, Any]) -> list[Any]:
@@ -135,7 +149,9 @@ NODE_COLUMNS: list[Column] = [
     ("Kernel-Version", "string", 1, "Kernel version reported by the node."),
     ("Container-Runtime", "string", 1, "Container runtime version reported by the node."),
 ]
-POOL_COLUMNS: list[Column] = [NAME] + [(c["name"], c["type"], 0, c.get("description", "")) for c in crd.PRINTER_COLUMNS]
+POOL_COLUMNS: list[Column] = [NAME] + [
+    (c["name"], c["type"], c.get("priority", 0), c.get("description", "")) for c in crd.PRINTER_COLUMNS
+]
 BUDGET_COLUMNS: list[Column] = [
     NAME,
     ("Min Available", "string", 0, "The minimum number of pods that must be available."),
@@ -174,8 +190,13 @@ def _default_cells(obj: Mapping[str, Any]) -> list[Any]:
     return [obj["metadata"]["name"], age(obj["metadata"].get("creationTimestamp"))]
 
 
-def table(resource_key: str, items: Sequence[Mapping[str, Any]], resource_version: str) -> JsonObject:
-    """The Table of these objects of a resource (its rows carry each object's metadata)."""
+def table(
+    resource_key: str, items: Sequence[Mapping[str, Any]], resource_version: str, *, headers: bool = True
+) -> JsonObject:
+    """The Table of these objects of a resource (its rows carry each object's metadata). Without `headers`
+    (TableOptions `NoHeaders`: every watch event after the first) `columnDefinitions` is null, as the table
+    convertors leave it (k8s.io/apiserver/pkg/registry/rest/table.go, apiextensions-apiserver's
+    tableconvertor.go: the headers only `if !opts.NoHeaders`)."""
     columns, cells = PRINTERS.get(resource_key, (DEFAULT_COLUMNS, _default_cells))
     return {
         "apiVersion": "meta.k8s.io/v1",
@@ -191,7 +212,9 @@ def table(resource_key: str, items: Sequence[Mapping[str, Any]], resource_versio
             }
             for column in columns
             for name, type_, priority, text in [column]
-        ],
+        ]
+        if headers
+        else None,
         "rows": [
             {
                 "cells": cells(item),

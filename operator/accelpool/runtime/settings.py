@@ -17,25 +17,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import accelpool_api as api
 from accelpool.decide.render import AgentRendering
 from accelpool_api import VENDOR_BACKENDS, conventions
 from accelpool_core import catalog
+from accelpool_core.durations import seconds as seconds  # re-exported: commands import it from here
 from accelpool_core.protocol import AGENT_BACKENDS
 
 DEFAULT_WEBHOOK_PORT = 9443
 DEFAULT_WEBHOOK_CERT_DIR = "/etc/accelpool/webhook"
 LOG_LEVELS = ("quiet", "info", "verbose", "debug")
 VENDORS = tuple(vendor.value for vendor in catalog.Vendor)
-
-
-def seconds(text: str) -> float:
-    """`30`, `2.5`, `90s`, `5m`, `1h` → seconds."""
-    text = str(text).strip()
-    try:
-        return float(text)
-    except ValueError:
-        return api.parse_duration(text)
 
 
 def _bool(text: str) -> bool:

@@ -175,8 +175,8 @@ async def test_the_demos_workloads_are_guarded_as_its_fleet_file_says(
         "llm-training": (2, 2, 2, 0),
         "batch-eval": (2, 2, 1, 1),
     }
-    on_h100_1 = await client.list("/api/v1/pods", field_selector="spec.nodeName=h100-1")
-    assert sorted(p["metadata"]["name"] for p in on_h100_1) == ["batch-eval-0", "llm-training-0"]
+    on_h100_3 = await client.list("/api/v1/pods", field_selector="spec.nodeName=h100-3")
+    assert sorted(p["metadata"]["name"] for p in on_h100_3) == ["batch-eval-1", "llm-training-1"]
 
 
 _COLLECTIONS = {

@@ -10,12 +10,14 @@ from typing import Any
 from accelpool_core.kube import KubeClient
 from accelpool_demo.apiserver import RunningApiServer
 from tests.support.environment import require_tool
+from tests.support.waiting import eventually
 
 from .conftest import NAMESPACE
 from .workloads import APPS, BUDGETS, PODS, budget, controlled_by, pod, start
 
 POOLS = "/apis/accelpool.io/v1alpha1/computepools"
 PEERINGS = "/apis/kopf.dev/v1/clusterkopfpeerings"
+POOL = {"apiVersion": "accelpool.io/v1alpha1", "kind": "ComputePool"}
 
 
 async def kubectl(api: RunningApiServer, *args: str) -> str:
@@ -77,6 +79,33 @@ async def test_kubectl_get_cpool_prints_the_printer_columns(api: RunningApiServe
     table = rows(await kubectl(api, "get", "cpool"))
     assert table[0] == ["NAME", "ACCELERATOR", "NODES", "READY", "GPUS", "PHASE", "AGE"]
     assert table[1][:6] == ["train", "H100-80GB", "2/2", "2", "16", "Ready"]
+
+
+async def test_kubectl_get_cpool_wide_adds_the_reason_the_quarantined_and_the_measured_tflops(
+    api: RunningApiServer, client: KubeClient
+) -> None:
+    """The CRD's priority-1 printer columns: only with `-o wide`, the Ready condition's reason found by a
+    JSONPath filter."""
+    await client.create(POOLS, {**POOL, "metadata": {"name": "train"}, "spec": {"accelerator": "H100"}})
+    conditions = [
+        {"type": "Healthy", "status": "False", "reason": "NodesQuarantined"},
+        {"type": "Ready", "status": "False", "reason": "Degraded"},
+    ]
+    status = {
+        "accelerator": "H100-80GB",
+        "nodes": {"summary": "3/2", "ready": 2, "quarantined": 1},
+        "capacity": {"gpus": 16, "measuredTFLOPS": 12700.5},
+        "phase": "Degraded",
+        "conditions": conditions,
+    }
+    await client.patch(f"{POOLS}/train/status", {"status": status})
+    assert rows(await kubectl(api, "get", "cpool"))[0][-1] == "AGE"
+    table = rows(await kubectl(api, "get", "cpool", "-o", "wide"))
+    assert table[0] == [
+        "NAME", "ACCELERATOR", "NODES", "READY", "GPUS", "PHASE", "AGE", "REASON", "QUARANTINED", "TFLOPS"
+    ]  # fmt: skip
+    assert table[1][:6] == ["train", "H100-80GB", "3/2", "2", "16", "Degraded"]
+    assert table[1][-3:] == ["Degraded", "1", "12700.5"]
 
 
 async def test_kubectl_explain_reads_the_crd_schema(api: RunningApiServer) -> None:
@@ -182,3 +211,96 @@ async def test_kubectl_get_events_prints_the_event_columns(api: RunningApiServer
     assert table[1].endswith("n1: XID 79 on GPU 0; tainted")
     wide = (await kubectl(api, "get", "events", "-n", "default", "-o", "wide")).splitlines()[0].split()
     assert wide[-4:] == ["FIRST", "SEEN", "COUNT", "NAME"]
+
+
+class _Watching:
+    """`kubectl ... -w` running: its output read line by line as it prints them, stopped on exit."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+
+    async def line(self) -> str:
+        assert self.process.stdout is not None
+        async with asyncio.timeout(60):  # a guard against a kubectl that prints nothing more, not a timing
+            text = (await self.process.stdout.readline()).decode()
+        assert text, f"kubectl ended: {(await self.stop()).decode()}"
+        return text.rstrip("\n")
+
+    async def finish(self) -> bytes:
+        """kubectl's stderr once it exits on its own."""
+        assert self.process.stderr is not None
+        async with asyncio.timeout(60):  # a guard, not a timing
+            errors = await self.process.stderr.read()
+            await self.process.wait()
+        return errors
+
+    async def stop(self) -> bytes:
+        if self.process.returncode is None:
+            self.process.terminate()
+        assert self.process.stderr is not None
+        errors = await self.process.stderr.read()
+        await self.process.wait()
+        return errors
+
+
+async def watching(api: RunningApiServer, *args: str) -> _Watching:
+    process = await asyncio.create_subprocess_exec(
+        require_tool("kubectl"),
+        "--server",
+        api.url,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    return _Watching(process)
+
+
+async def test_kubectl_get_watch_prints_every_change_in_the_same_columns(
+    api: RunningApiServer, client: KubeClient
+) -> None:
+    """`kubectl get -w` asks for Tables on the watch too: each event a one-row Table, headers only in the first
+    (response.go `watchEmbeddedEncoder`), so the changes print as rows under the list's own header."""
+    await client.create(POOLS, {**POOL, "metadata": {"name": "train"}, "spec": {"accelerator": "H100"}})
+    ready = {"type": "Ready", "status": "True"}
+    await client.create("/api/v1/nodes", {"metadata": {"name": "gpu-1"}, "status": {"conditions": [ready]}})
+    pools = await watching(api, "get", "cpool", "-w")
+    nodes = await watching(api, "get", "nodes", "-w")
+    try:
+        assert (await pools.line()).split() == ["NAME", "ACCELERATOR", "NODES", "READY", "GPUS", "PHASE", "AGE"]
+        assert (await pools.line()).split()[0] == "train"
+        assert (await nodes.line()).split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+        assert (await nodes.line()).split()[:2] == ["gpu-1", "Ready"]
+        nodes_status = {"summary": "1/1", "ready": 1}
+        status = {"accelerator": "H100-80GB", "nodes": nodes_status, "capacity": {"gpus": 8}, "phase": "Ready"}
+        await client.patch(f"{POOLS}/train/status", {"status": status})
+        await client.patch("/api/v1/nodes/gpu-1", {"spec": {"unschedulable": True}})
+        assert (await pools.line()).split()[:6] == ["train", "H100-80GB", "1/1", "1", "8", "Ready"]
+        assert (await nodes.line()).split()[:2] == ["gpu-1", "Ready,SchedulingDisabled"]
+    finally:
+        pool_errors, node_errors = await pools.stop(), await nodes.stop()
+    assert not pool_errors and not node_errors, (pool_errors, node_errors)
+
+
+async def test_kubectl_wait_and_delete_follow_the_object_on_a_watch(api: RunningApiServer, client: KubeClient) -> None:
+    """`kubectl wait --for=condition=Ready` and `kubectl delete` (which waits, on a watch by name, until the
+    finalizers are lifted) against the emulator: each returns once the object changes, without errors."""
+    metadata = {"name": "train", "finalizers": ["accelpool.io/cleanup"]}
+    await client.create(POOLS, {**POOL, "metadata": metadata, "spec": {"accelerator": "H100"}})
+    waiting = await watching(api, "wait", "--for=condition=Ready", "cpool/train", "--timeout=300s")
+    ready = {"type": "Ready", "status": "True", "reason": "Ready", "lastTransitionTime": "2026-11-01T00:00:00Z"}
+    await client.patch(f"{POOLS}/train/status", {"status": {"phase": "Ready", "conditions": [ready]}})
+    assert await waiting.line() == "computepool.accelpool.io/train condition met"
+    assert not await waiting.stop()
+    assert waiting.process.returncode == 0
+
+    deleting = await watching(api, "delete", "cpool", "train", "--timeout=300s")
+    assert await deleting.line() == 'computepool.accelpool.io "train" deleted'
+
+    async def marked() -> bool:
+        return bool((await client.get(f"{POOLS}/train"))["metadata"].get("deletionTimestamp"))
+
+    await eventually(marked, "train marked for deletion")
+    assert deleting.process.returncode is None, "kubectl waits while a finalizer remains"
+    await client.patch(f"{POOLS}/train", {"metadata": {"finalizers": None}})
+    errors = await deleting.finish()
+    assert deleting.process.returncode == 0 and not errors, errors

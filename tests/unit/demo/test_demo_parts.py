@@ -3,12 +3,13 @@ where it finds its fleet and example pools."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from accelpool.cli import build_parser
+from accelpool.cli import build_parser, main
 from accelpool_core.textio import format_table
 from accelpool_demo import cluster
 from accelpool_demo.run import SOURCE_EXAMPLES, SOURCE_TREE, banner, example_pools, inject, load_fleet, pool_rows
@@ -69,7 +70,7 @@ def test_pool_table() -> None:
     ]
     lines = format_table(pool_rows(pools)).splitlines()
     assert lines[0].split() == [
-        "POOL", "ACCELERATOR", "MEMBERS", "READY", "QUARANTINED", "GPUS", "TFLOPS", "PHASE", "WHY"
+        "POOL", "ACCELERATOR", "MEMBERS", "READY", "QUAR", "GPUS", "TFLOPS", "PHASE", "WHY"
     ]  # fmt: skip
     assert lines[1].split() == ["a", "-", "0/?", "0", "0", "0", "-", "Pending", "-"]
     assert lines[2].split() == ["b", "L4", "2/2", "2", "0", "2", "195", "Ready", "-"]
@@ -99,6 +100,34 @@ def test_the_fleet_and_the_example_pools_are_found_from_any_directory(
     monkeypatch.chdir(tmp_path)
     args = build_parser().parse_args(["demo"])
     assert (args.cluster, args.examples) == (None, None)  # the command takes these two:
-    assert cluster.DEFAULT_FLEET.is_absolute() and len(load_fleet(cluster.DEFAULT_FLEET)) == 16
+    assert cluster.DEFAULT_FLEET.is_absolute() and len(load_fleet(cluster.DEFAULT_FLEET)) == 18
     assert SOURCE_EXAMPLES is not None and SOURCE_EXAMPLES.is_absolute()
     assert {p["metadata"]["name"] for p in example_pools((SOURCE_EXAMPLES,))} >= {"llm-training", "l4-inference"}
+
+
+@pytest.mark.parametrize(("given", "expected"), [("2m", 120.0), ("90s", 90.0), ("1h30m", 5400.0), ("25", 25.0)])
+def test_demo_for_takes_the_duration_syntax_of_every_duration_flag(given: str, expected: float) -> None:
+    assert build_parser().parse_args(["demo", "--for", given]).duration == expected
+    assert build_parser().parse_args(["check", "h100-1", "--timeout", given]).timeout == given  # checked by check
+
+
+@pytest.mark.parametrize("given", ["2 minutes", "0", "0s", "m"])
+def test_a_bad_demo_duration_is_a_usage_error_naming_the_flag(given: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["demo", "--for", given])
+    assert exited.value.code == 2
+    assert f"argument --for: invalid value {given!r}: a positive duration such as 90s, 15m" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--port", "--metrics-port"])
+def test_a_second_demo_says_in_one_line_which_port_is_taken(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["demo", flag, str(port)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.splitlines() == [
+        f"accelpool demo: 127.0.0.1:{port} is in use (another demo running?): stop it, or pass {flag} with a free port"
+    ]

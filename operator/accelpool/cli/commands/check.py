@@ -41,9 +41,9 @@ from pydantic import ValidationError
 
 import accelpool_api as api
 from accelpool.cli.commands import SUMMARIES
-from accelpool.runtime.settings import seconds
 from accelpool_api import conventions
 from accelpool_core.credentials import Credentials
+from accelpool_core.durations import seconds
 from accelpool_core.kube import ApiError, KubeClient, NotFoundError
 from accelpool_core.protocol import HealthReport, HealthStatus
 from accelpool_core.textio import format_table

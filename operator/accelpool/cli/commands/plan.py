@@ -43,9 +43,9 @@ from accelpool.decide import inputs
 from accelpool.decide.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
 from accelpool.model import shapes
 from accelpool.model.nodes import NodeView, parse_time
-from accelpool.runtime.settings import seconds
 from accelpool_api import conventions
 from accelpool_core.credentials import Credentials
+from accelpool_core.durations import seconds
 from accelpool_core.kube import ApiError, KubeClient, NotFoundError
 from accelpool_core.textio import MAX_SNAPSHOT_BYTES, add_filename_argument, format_table, read_objects, scan_objects
 
