@@ -21,9 +21,11 @@ class Condition(Model):
             "Ready; KueueSynced for a pool with spec.kueue.enabled."
         )
     )
-    status: Literal["True", "False", "Unknown"]
-    reason: str = ""
-    message: str = ""
+    status: Literal["True", "False", "Unknown"] = Field(
+        description="Whether the condition holds; Unknown: not known yet."
+    )
+    reason: str = Field("", description="Why, in one CamelCase word (e.g. NotAdvertised, CircuitBreakerOpen).")
+    message: str = Field("", description="What is wrong and what to do about it, for a person.")
     last_transition_time: str | None = Field(None, description="RFC 3339 time the status last changed.")
     observed_generation: int | None = Field(None, description="The spec generation the condition describes.")
 
@@ -37,9 +39,12 @@ class Condition(Model):
 class NodeCounts(Model):
     """Member counts."""
 
-    desired: int = 0
-    members: int = 0
-    ready: int = 0
+    desired: int = Field(0, description="Member nodes wanted: spec.nodes.")
+    members: int = Field(0, description="Nodes that carry the pool's label now.")
+    ready: int = Field(
+        0,
+        description="Members that serve: node Ready, schedulable, healthy, not in burn-in, on the NVIDIA config.",
+    )
     quarantined: int = Field(0, description="Members quarantined (tainted or cordoned by accelpool).")
     burn_in: int = Field(0, description="Members in burn-in (tainted accelpool.io/burn-in), failed ones included.")
     draining: int = Field(0, description="Quarantined members whose pods are being evicted (remediation ladder).")
@@ -92,8 +97,8 @@ class Capacity(Model):
 class Toleration(Model):
     """A pod toleration, as in a pod spec."""
 
-    key: str
-    operator: Literal["Equal", "Exists"] = "Equal"
+    key: str = Field(description="Taint key, e.g. accelpool.io/pool.")
+    operator: Literal["Equal", "Exists"] = Field("Equal", description="Equal: key and value match; Exists: key only.")
     value: str | None = Field(None, description="Taint value (with operator Equal).")
     effect: str | None = Field(None, description="NoSchedule, PreferNoSchedule or NoExecute.")
 
@@ -108,8 +113,8 @@ class Scheduling(Model):
 class Member(Model):
     """One member node as the operator sees it."""
 
-    node: str
-    gpus: int = 0
+    node: str = Field(description="The node's name.")
+    gpus: int = Field(0, description="Devices the node has: whole GPUs or accelerators, before MIG or sharing.")
     health: Literal["Healthy", "Unhealthy", "Unknown", "Quarantined", "BurnIn"] = Field(
         "Unknown",
         description="Quarantined, Unhealthy, BurnIn (joined and not yet passed burn-in: reason BurnInPending or "
@@ -148,7 +153,12 @@ class ComputePoolStatus(Model):
     """Written by the operator only."""
 
     observed_generation: int | None = Field(None, description="The spec generation this status describes.")
-    phase: Literal["Pending", "Provisioning", "Configuring", "Ready", "Degraded", "Failed"] = "Pending"
+    phase: Literal["Pending", "Provisioning", "Configuring", "Ready", "Degraded", "Failed"] = Field(
+        "Pending",
+        description="Pending (no members yet), Provisioning (a Karpenter pool short of nodes), Degraded (members "
+        "unhealthy, quarantined, not ready or too few), Configuring (MIG, device plugin, agents or burn-in not there "
+        "yet), Ready, or Failed (an invalid spec): the first that applies.",
+    )
     accelerator: str | None = Field(None, description="The resolved accelerator, e.g. 'H100-80GB x8'.")
     selector: str | None = Field(None, description="Label selector of member nodes (for the scale subresource).")
     nodes: NodeCounts = Field(default_factory=NodeCounts)
@@ -167,5 +177,7 @@ class ComputePoolStatus(Model):
         ge=0,
         description=f"Members left out of members (which lists at most {MAX_STATUS_MEMBERS}); absent when none are.",
     )
-    conditions: list[Condition] = Field(default_factory=list)
+    conditions: list[Condition] = Field(
+        default_factory=list, description="The standard conditions; Ready sums them up (see the Condition type)."
+    )
     kueue: KueueStatus | None = Field(None, description="The pool's Kueue objects (spec.kueue.enabled).")

@@ -103,6 +103,21 @@ def sections(path: str, node: Schema, unions: Mapping[str, Schema]) -> Iterator[
         yield from sections(f"{path}[]", node["items"], unions)
 
 
+class UndocumentedField(ValueError):
+    """A field of the spec or status whose description is missing or only repeats its name."""
+
+
+def undocumented(section: Section) -> list[str]:
+    """The fields of `section` a reader would learn nothing about: no description, or pydantic's title
+    (the name, capitalised) in its place."""
+    found = []
+    for name, child in section.node["properties"].items():
+        description = str(child.get("description", "")).strip()
+        if description.replace(" ", "").lower() in ("", name.lower()):
+            found.append(f"{section.path}.{name}")
+    return found
+
+
 def render_section(section: Section, unions: Mapping[str, Schema]) -> str:
     node = section.node
     level = "##" if "." not in section.path else "###"
@@ -166,8 +181,11 @@ def render(definition: Schema, unions: Mapping[str, Schema]) -> str:
         for c in version.get("additionalPrinterColumns", ())
     ]
     lines.append("## Columns of `kubectl get`\n\n" + table(["Column", "JSONPath", "Priority", "Description"], columns))
-    for root in ("spec", "status"):
-        lines += [render_section(s, unions) for s in sections(root, schema["properties"][root], unions)]
+    every = [s for root in ("spec", "status") for s in sections(root, schema["properties"][root], unions)]
+    missing = [path for s in every for path in undocumented(s)]
+    if missing:
+        raise UndocumentedField("fields without a description in the models: " + ", ".join(missing))
+    lines += [render_section(s, unions) for s in every]
     return "\n".join(lines)
 
 

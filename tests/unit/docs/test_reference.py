@@ -102,7 +102,11 @@ def test_the_api_page_gives_type_default_constraints_and_rules() -> None:
             {"rule": "true", "message": "the whole object holds"},
         ],
     }
-    shape = {"type": "object", "description": "Typed form.", "properties": {"n": {"type": "integer"}}}
+    shape = {
+        "type": "object",
+        "description": "Typed form.",
+        "properties": {"n": {"type": "integer", "description": "N."}},
+    }
     page = api.render(_definition(spec), {"spec.shape": shape})
     assert "| `size` | integer | `3` | required; 1 to 9; rule: size must exceed 2 | How big. |" in page
     assert "| `mode` | string |  | one of `a`, `b` | Which &lt;one>. |" in page
@@ -110,6 +114,17 @@ def test_the_api_page_gives_type_default_constraints_and_rules() -> None:
     assert "matches `^x\\|y$`" in page
     assert "- the whole object holds" in page
     assert "| `shape` | string or [object](#specshape) |" in page and "### spec.shape\n\nTyped form." in page
+
+
+def test_a_field_without_a_description_of_its_own_is_an_error() -> None:
+    """pydantic gives an undescribed field its name as a title; a page of "Phase: Phase" teaches nothing."""
+    spec: dict[str, Any] = {
+        "type": "object",
+        "description": "What it should be.",
+        "properties": {"phase": {"type": "string", "description": "Phase"}, "size": {"type": "integer"}},
+    }
+    with pytest.raises(api.UndocumentedField, match=r"spec\.phase, spec\.size"):
+        api.render(_definition(spec), {})
 
 
 def test_the_api_page_says_provisioner_is_an_object() -> None:
