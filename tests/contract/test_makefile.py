@@ -3,6 +3,7 @@ fetch needs apt, so Debian) nor helm. Read with `make -n` (nothing runs) on an e
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -12,9 +13,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def dry_run(target: str, tools: Path) -> str:
+    """What `make -n TARGET` would run, as from a shell: not as a sub-make of `make test` (whose MAKEFLAGS
+    and MAKELEVEL would add "Entering directory" lines)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     done = subprocess.run(
-        [require_tool("make"), "-n", target, f"TOOLS={tools}"],
+        [require_tool("make"), "--no-print-directory", "-n", target, f"TOOLS={tools}"],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=60,
