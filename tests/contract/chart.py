@@ -148,17 +148,25 @@ async def render_upgrade(
         meta = obj["metadata"]
         emulator.store.put(f"{obj['apiVersion']}/{obj['kind'].lower()}s", {**obj, "metadata": dict(meta)})
     async with emulator, kmock.Server(emulator) as server:
-        kubeconfig = _kubeconfig(tmp_path / "kubeconfig", str(server.url))
-        args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kubeconfig", str(kubeconfig)]
-        args += ["--dry-run=server", "--disable-openapi-validation"]
-        for assignment in set_values:
-            args += ["--set", assignment]
-        process = await asyncio.create_subprocess_exec(helm, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode == 0, err.decode()
+        out = await _dry_run_against(helm, "template", str(server.url), tmp_path, NAMESPACE, set_values)
     lookups = [r for r in emulator if "/secrets/" in str(r.url)]
     assert lookups, "helm did not look the Secret up"
-    return [doc for doc in yaml.safe_load_all(out.decode()) if doc]
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+async def _dry_run_against(
+    helm: str, verb: str, url: str, tmp_path: Path, namespace: str, set_values: Sequence[str]
+) -> str:
+    """`helm VERB --dry-run=server` of the chart against the API server at `url`: its output."""
+    kubeconfig = _kubeconfig(tmp_path / "kubeconfig", url)
+    args = [verb, RELEASE, str(CHART), "--namespace", namespace, "--kubeconfig", str(kubeconfig)]
+    args += ["--dry-run=server", "--disable-openapi-validation"]
+    for assignment in set_values:
+        args += ["--set", assignment]
+    process = await asyncio.create_subprocess_exec(helm, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    return out.decode()
 
 
 async def install_dry_run(
@@ -181,15 +189,7 @@ async def install_dry_run(
     for key in without:
         emulator.resources.pop(key, None)
     async with emulator, kmock.Server(emulator) as server:
-        kubeconfig = _kubeconfig(tmp_path / "kubeconfig", str(server.url))
-        args = ["install", RELEASE, str(CHART), "--namespace", namespace, "--kubeconfig", str(kubeconfig)]
-        args += ["--dry-run=server", "--disable-openapi-validation"]
-        for assignment in set_values:
-            args += ["--set", assignment]
-        process = await asyncio.create_subprocess_exec(helm, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode == 0, err.decode()
-    text = out.decode()
+        text = await _dry_run_against(helm, "install", str(server.url), tmp_path, namespace, set_values)
     manifest, _, notes = text.partition("\nNOTES:\n")
     manifest = manifest.split("\nMANIFEST:\n", 1)[-1]
     hooks = text.split("\nHOOKS:\n", 1)[1].split("\nMANIFEST:\n", 1)[0] if "\nHOOKS:\n" in text else ""
