@@ -3,6 +3,11 @@
 `Planner.decide(snapshot, previous)` builds each pool's `PoolInput` once, straight from its index
 record, and calls the pure `accelpool.decide.desired.decide`. Between passes it remembers only:
 
+- the last pass's `Desired`: the next plans only what changed since
+  (`accelpool.decide.planning.incremental`, the same plan), except after the cached objects were
+  read again (every `--resync-interval`, and after a resume), when it plans the whole cluster: the
+  safety net. A pool whose record and previous status are the same objects keeps its `PoolInput`;
+
 - each pool's spec validation, per (uid, spec): a spec is validated once, not on every pass;
 - the pools set aside because planning or rendering them raised (per uid and spec, so a spec
   change tries again, as does every reload of the cached objects): they are planned as
@@ -25,7 +30,7 @@ import accelpool_api as api
 from accelpool.decide import inputs
 from accelpool.decide.desired import Desired, decide
 from accelpool.decide.inputs import Checked, PoolRecord
-from accelpool.decide.planning import ConfigState, ConfigSync, PlannerOptions
+from accelpool.decide.planning import ConfigState, ConfigSync, PlannerOptions, PoolInput
 from accelpool.model.nodes import NodeView
 from accelpool.runtime.controller.state import Snapshot
 from accelpool.runtime.settings import OperatorConfig
@@ -44,18 +49,18 @@ class Planner:
         self._set_aside_since: float | None = None
         self._first_healthy: dict[str, tuple[datetime | None, datetime]] = {}
         self._configs_seen: tuple[dict[str, datetime], dict[str, datetime]] = ({}, {})
+        self._last: Desired | None = None
+        self._inputs: dict[str, tuple[PoolRecord, Checked, api.ComputePoolStatus | None, PoolInput]] = {}
 
     def decide(self, snapshot: Snapshot, previous: Callable[[str], api.ComputePoolStatus | None]) -> Desired:
         """The pass's desired state; `previous(pool)` is the status the last pass planned for it, if any."""
         if snapshot.loaded_at != self._set_aside_since:  # the cache was reloaded: try set-aside pools again
             self._set_aside, self._set_aside_since = {}, snapshot.loaded_at
+            self._last = None  # and plan the whole cluster
         live = {record.validation_key for record in snapshot.pools.values()}
         self._validated = {key: checked for key, checked in self._validated.items() if key in live}
         self._set_aside = {key: why for key, why in self._set_aside.items() if key in live}
-        pools = [
-            inputs.pool_input(record, checked=self._checked(record), previous=previous(record.name))
-            for record in snapshot.pools.values()
-        ]
+        pools = self._pool_inputs(snapshot, previous)
         known = {
             record.name: self._set_aside[record.validation_key]
             for record in snapshot.pools.values()
@@ -84,13 +89,34 @@ class Planner:
             agent=self._config.agent,
             current_mig_text=snapshot.mig_text,
             kueue_observed=snapshot.kueue,
+            previous=self._last,
         )
+        self._last = desired
         for name, why in desired.plan.unplannable.items():
             record = snapshot.pools.get(name)
             if record is not None and record.validation_key not in self._set_aside:
                 log.error("pool %s set aside: %s", name, why)
                 self._set_aside[record.validation_key] = why
         return desired
+
+    def _pool_inputs(
+        self, snapshot: Snapshot, previous: Callable[[str], api.ComputePoolStatus | None]
+    ) -> list[PoolInput]:
+        """Each pool's `PoolInput`: the last pass's object where its record, validation and previous status are
+        the same objects (incremental planning compares inputs by identity first)."""
+        found: list[PoolInput] = []
+        kept: dict[str, tuple[PoolRecord, Checked, api.ComputePoolStatus | None, PoolInput]] = {}
+        for record in snapshot.pools.values():
+            checked, status = self._checked(record), previous(record.name)
+            before = self._inputs.get(record.name)
+            if before is not None and before[0] is record and before[1] is checked and before[2] is status:
+                pool = before[3]
+            else:
+                pool = inputs.pool_input(record, checked=checked, previous=status)
+            kept[record.name] = (record, checked, status, pool)
+            found.append(pool)
+        self._inputs = kept
+        return found
 
     def _checked(self, record: PoolRecord) -> Checked:
         checked = self._validated.get(record.validation_key)
