@@ -19,6 +19,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from accelpool.decide import desired, render
 from accelpool.decide.planning import ConfigState, PlannerOptions, PoolInput, plan
 from accelpool.decide.planning.incremental import Memo, replan
 from accelpool.model.nodes import HealthCondition, NodeView, Taint
@@ -195,3 +196,35 @@ def test_nothing_changed_plans_nothing() -> None:
     memo = both(None, pools, nodes, options)
     again = both(memo, pools, list(nodes), options)
     assert not again.full and again.planned_pools == 0 and again.plan == memo.plan
+
+
+def test_desired_after_a_change_is_the_whole_desired_and_keeps_unchanged_renders() -> None:
+    """`desired.decide` given the last pass's Desired: equal to deciding afresh; pools not planned again keep
+    their rendered DaemonSet (the same object), the pool planned again gets a new one."""
+    pools = [pool(f"l{i}", {"accelerator": "L4", "nodes": 1}) for i in range(3)]
+    nodes = [node(f"n{i}", "L4") for i in range(4)] + [node(f"h{i}", "H100-80GB") for i in range(20)]
+    options = PlannerOptions(now=NOW)
+
+    def decide(nodes: list[NodeView], previous: desired.Desired | None) -> desired.Desired:
+        return desired.decide(
+            pools,
+            nodes,
+            ConfigState(),
+            options,
+            unplannable={},
+            agent=render.AgentRendering(),
+            current_mig_text=None,
+            previous=previous,
+        )
+
+    first = decide(nodes, None)
+    nodes = applied(nodes, first.plan)
+    settled = decide(nodes, first)
+    failing = next(v for v in nodes if v.pool == "l1")
+    nodes = [_health(v, "False") if v is failing else v for v in nodes]
+    after = decide(nodes, settled)
+    fresh = decide(nodes, None)
+    assert (after.plan, after.owned, after.configmaps) == (fresh.plan, fresh.owned, fresh.configmaps)
+    assert after.memo is not None and not after.memo.full
+    assert after.owned["l0"] is settled.owned["l0"] and after.owned["l2"] is settled.owned["l2"]
+    assert after.owned["l1"] is not settled.owned["l1"]
