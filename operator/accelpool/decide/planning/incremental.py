@@ -1,32 +1,12 @@
 """Incremental planning: after a few nodes changed, plan only the part of the cluster they can affect.
 
-`replan(memo, pools, nodes, config, options)` returns the same `Plan` as `plan(...)` (the equivalence
-is what `tests/unit/operator/test_incremental.py` checks, over random changes of scenario clusters)
-and a `Memo` for the next call. The memo is the previous plan with its `Trace`: what each pool
-and each node contributed to it. With no memo, or when anything besides nodes and what belongs to
-one pool changed (a pool added, removed or edited, the NVIDIA ConfigMaps, the operator's settings),
-it plans the whole cluster. Otherwise:
+`replan(memo, pools, nodes, config, options)` returns a `Memo` whose plan is the same as
+`plan(pools, nodes, config, options)` (`tests/unit/operator/test_incremental.py` compares them over
+random changes), planning only the pools and nodes what changed since `memo` can reach, or the
+whole cluster when something else changed. Pure: the memo is a value. Called by
+`accelpool.decide.desired.decide` for the controller's planner.
 
-1. **what changed**: nodes whose view is a new one (compared by identity, then by value), gone or
-   added; nodes whose health went stale or fresh (`health_unchanged_for` crossing
-   `health_stale_seconds`), whose `healthy_since` or drain observation changed; pools whose own
-   inputs changed (`previous` status, generation, check request, agent observation) or whose
-   time-based decision came due (their `requeue_after` passed since the memo);
-2. **the part they can affect** (a closure): the pools that read a changed node (its pool before and
-   after, the pool that released or claimed it) and, through the claims, every static pool that
-   lacked members and takes an accelerator any of those nodes or pools touch, and the pools whose
-   planning read a free node of such an accelerator; the nodes: those pools' nodes, the changed
-   nodes and every free candidate of those accelerators;
-3. **plan that part** (`cluster_pass._plan_traced` with a `Scope`: the other pools get no work, the
-   count of nodes in pools comes from the memo);
-4. **recombine**: the part's pool plans, node changes, Events (grouped by object), remediation
-   records and drains (by pool, in claim priority), requeue times (the others' counted down by the
-   time since the memo), the NVIDIA configs (the memo's while the keys and entries the nodes
-   select are the same, else built again for all pools).
-
-A plan's time-based decisions stay valid until its `requeue_after` (the controller plans again then),
-so a pool none of whose inputs changed keeps its previous outcome. Pure: the memo is a value and
-nothing else is kept. Called by the controller's planner (`accelpool.runtime.controller.planner`).
+How it works and why: docs/design/incremental-planning.md.
 """
 
 from __future__ import annotations
