@@ -97,6 +97,8 @@ class ClusterState:
         self._freshness = HealthFreshness()
         self._freshness_at: float | None = None
         """When the last snapshot aged the nodes' health: conditions stale by then were planned so."""
+        self._observed: dict[str, NodeView] = {}
+        """The views the last snapshot's freshness observed, by name."""
 
     # ------------------------------------------------------------ inputs (from the kopf handlers)
 
@@ -261,9 +263,14 @@ class ClusterState:
         """How long each node's agent health has gone unchanged (the snapshot's views seen now, the watch's
         events seen as they came)."""
         now = self._clock()
+        observed, seen = self._observed, {}
         for view in nodes:
-            self._freshness.observe(view, now)
-        self._freshness.keep({view.name for view in nodes})
+            if observed.get(view.name) is not view:  # the very view observed before says nothing new
+                self._freshness.observe(view, now)
+            seen[view.name] = view
+        if seen.keys() != observed.keys():
+            self._freshness.keep(seen)
+        self._observed = seen
         self._freshness_at = now
         return self._freshness.ages(now)
 

@@ -266,7 +266,6 @@ class Writer:
 
     async def _nodes(self, plan: Plan, views: Mapping[str, NodeView], outcome: WriteOutcome, permit: Permit) -> None:
         semaphore = asyncio.Semaphore(max(1, self._config.write_concurrency))
-        indexed = self._state.indexed_nodes()
         settled: dict[str, tuple[NodeView, NodeChange]] = {}
         due: list[tuple[str, NodeChange, NodeView, dict[str, Any] | None, list[dict[str, Any]] | None]] = []
         for name, change in plan.changes.items():  # what differs, found before any task is made
@@ -283,6 +282,9 @@ class Writer:
             else:
                 due.append((name, change, view, body, removal))
         self._settled = settled
+        if not due:
+            return
+        indexed = self._state.indexed_nodes()
 
         async def write(
             name: str,
