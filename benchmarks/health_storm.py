@@ -142,7 +142,11 @@ async def storm(cluster: Running, nodes: list[str], rate: float, seconds: float)
     tasks: set[asyncio.Task[Any]] = set()
 
     async def fail(node: str) -> None:
-        pending[node] = await report(cluster, node, healthy=False)
+        written = await report(cluster, node, healthy=False)
+        if quarantined(cluster, node):  # quarantined before the watcher heard of the report
+            latencies.append((written - started, time.monotonic() - written))
+        else:
+            pending[node] = written
 
     async def recover(node: str) -> None:
         await report(cluster, node, healthy=True)
@@ -170,11 +174,18 @@ async def storm(cluster: Running, nodes: list[str], rate: float, seconds: float)
             await asyncio.sleep(0.01)
 
     async def watcher() -> None:
+        """Follows the emulator's node events (reading every pending node each round would cost the emulator's
+        process, which the operator's writes wait on, more than the operator spends)."""
+        events = cluster.emulator.store.events
+        cursor = events.latest()
         while True:
-            for node, at in list(pending.items()):
-                if quarantined(cluster, node):
-                    latencies.append((at - started, time.monotonic() - at))
-                    del pending[node]
+            changed, cursor = events.after(cursor, NODES)
+            now = time.monotonic()
+            for event in changed:
+                name = event.object["metadata"]["name"]
+                taints = (event.object.get("spec") or {}).get("taints") or []
+                if name in pending and any(t.get("key") == conventions.QUARANTINE_TAINT_KEY for t in taints):
+                    latencies.append((pending[name] - started, now - pending.pop(name)))
             await asyncio.sleep(POLL_SECONDS)
 
     watching = asyncio.create_task(watcher())
@@ -198,6 +209,11 @@ async def storm(cluster: Running, nodes: list[str], rate: float, seconds: float)
         await asyncio.sleep(0.1)
     missed = sorted(pending)
     watching.cancel()
+    dump = [
+        {"path": w.path, "body": w.request.data}
+        for w in cluster.emulator.writes(since=since)
+        if w.user_agent.startswith("accelpool") and w.path.startswith("/api/v1/nodes/") and not w.refused
+    ]
     await asyncio.sleep(3.0)  # statuses settle
     done = await handled(cluster) - processed
     final_backlog = published.read() - done
@@ -221,6 +237,7 @@ async def storm(cluster: Running, nodes: list[str], rate: float, seconds: float)
         "writes": dict(writes),
         "node_writes": node_writes,
         "quarantined": [n for n in nodes[:fails] if quarantined(cluster, n)],
+        "dump": dump,
     }
 
 
@@ -357,6 +374,7 @@ def main() -> int:
     parser.add_argument("--singles", type=int, default=5, help="single changes measured before the storm")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds between Ready and the measurements")
     parser.add_argument("--plot", type=Path, default=HERE / "health_storm.png")
+    parser.add_argument("--dump", type=Path, help="a file: the operator's node writes in the storm, as JSON")
     parser.add_argument("--profile", type=Path, help="a folder: the operator runs under cProfile (operator-N.prof)")
     parser.add_argument("--json", action="store_true", help="one JSON object for benchmarks/run.py")
     args = parser.parse_args()
@@ -368,6 +386,8 @@ def main() -> int:
         sizes.append((nodes, asyncio.run(measure(nodes, args, log))))
         print(f"{nodes} nodes: p99 {_p99(sizes[-1][1]):.2f} s", file=sys.stderr, flush=True)
         found += results(nodes, args, sizes[-1][1])
+        if args.dump is not None:
+            args.dump.write_text(json.dumps(sizes[-1][1]["storm"]["dump"], indent=1))
     if len(sizes) > 1:
         plot(sizes, args.plot)
         found[-1]["note"] += f"; growth from {sizes[0][0]:,} nodes: {args.plot.name}"

@@ -30,8 +30,9 @@ from accelpool.decide.planning.pools import claim_priority, pool_works
 from accelpool.model.nodes import NodeView
 
 _T = TypeVar("_T")
-PART_LIMIT = 0.25
-"""Plan the whole cluster instead when the part to plan holds more than this share of its nodes."""
+PART_LIMIT = 0.5
+"""Plan the whole cluster instead when the part to plan holds more than this share of its nodes (a part is
+mostly free candidates, which cost a plan less than members: half of the nodes costs well under half a plan)."""
 
 
 @dataclass(frozen=True)
@@ -347,10 +348,7 @@ def _recombine(
     changes = dict(before.changes)
     for name in scope_nodes:
         changes.pop(name, None)
-    fresh = [name for name in part.changes if name not in before.changes]
-    changes.update(part.changes)
-    if fresh:
-        changes = dict(sorted(changes.items()))
+    changes.update(part.changes)  # a node new here comes last: the order of changes means nothing
 
     kept = [
         e

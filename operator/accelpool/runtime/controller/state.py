@@ -98,6 +98,7 @@ class ClusterState:
         self._freshness_at: float | None = None
         """When the last snapshot aged the nodes' health: conditions stale by then were planned so."""
         self._observed: dict[str, NodeView] = {}
+        self._parsed_config: tuple[dict[str, Any] | None, dict[str, Any] | None, ConfigState] | None = None
         """The views the last snapshot's freshness observed, by name."""
 
     # ------------------------------------------------------------ inputs (from the kopf handlers)
@@ -149,7 +150,7 @@ class ClusterState:
         return Snapshot(
             pools=pools,
             nodes=nodes,
-            config=inputs.config_state(dp, mig),
+            config=self._config_state(dp, mig),
             mig_text=((mig or {}).get("data") or {}).get(conventions.MIG_CONFIG_DATA_KEY),
             karpenter=self._karpenter,
             agents=self._agents,
@@ -158,6 +159,15 @@ class ClusterState:
             kueue=self.kueue.observed,
             health_unchanged_for=self._health_ages(nodes),
         )
+
+    def _config_state(self, dp: dict[str, Any] | None, mig: dict[str, Any] | None) -> ConfigState:
+        """The ConfigMaps parsed, once per stored version (a write or a read replaces the cached object)."""
+        cached = self._parsed_config
+        if cached is not None and cached[0] is dp and cached[1] is mig:
+            return cached[2]
+        parsed = inputs.config_state(dp, mig)
+        self._parsed_config = (dp, mig, parsed)
+        return parsed
 
     def planned_with(self, snapshot: Snapshot) -> None:
         """A pass planned with `snapshot`: node and pool events are compared with it from now on."""
