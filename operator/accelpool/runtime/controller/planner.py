@@ -48,6 +48,7 @@ class Planner:
         self._set_aside: dict[tuple[str, str], str] = {}
         self._set_aside_since: float | None = None
         self._first_healthy: dict[str, tuple[datetime | None, datetime]] = {}
+        self._healthy_since_found: dict[str, datetime] | None = None
         self._configs_seen: tuple[dict[str, datetime], dict[str, datetime]] = ({}, {})
         self._last: Desired | None = None
         self._inputs: dict[str, tuple[PoolRecord, Checked, api.ComputePoolStatus | None, PoolInput]] = {}
@@ -158,10 +159,18 @@ class Planner:
         the count starts at the first pass, so a quarantine waits at most one hold-down more.
         """
         seen: dict[str, tuple[datetime | None, datetime]] = {}
+        first_healthy, now = self._first_healthy, None
         for view in views:
-            if view.health is not None and view.health.healthy:
-                before = self._first_healthy.get(view.name)
-                same = before is not None and before[0] == view.health.since
-                seen[view.name] = (view.health.since, before[1] if before is not None and same else self._now())
+            health = view.health
+            if health is not None and health.healthy:
+                before = first_healthy.get(view.name)
+                if before is not None and before[0] == health.since:
+                    seen[view.name] = before
+                else:
+                    now = now or self._now()
+                    seen[view.name] = (health.since, now)
+        if seen == first_healthy and self._healthy_since_found is not None:
+            return self._healthy_since_found  # the same mapping: incremental planning compares it by identity
         self._first_healthy = seen
-        return {name: first for name, (_, first) in seen.items()}
+        self._healthy_since_found = {name: first for name, (_, first) in seen.items()}
+        return self._healthy_since_found
