@@ -22,7 +22,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 STORED = HERE / "results"
-SCALE = ("operator_growth", "update_stream")
+SCALE = ("operator_growth", "update_stream", "health_storm")
 """The 10,000-node benchmarks (issue 16): several minutes each, also run alone by `make bench-scale`."""
 BENCHMARKS = (
     "planner_scale",

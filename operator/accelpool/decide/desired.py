@@ -3,7 +3,9 @@
 `decide(pools, nodes, config, options, ...)` is the "plan" stage of a pass (`accelpool.runtime.controller`):
 
 1. `accelpool.decide.planning.plan`: membership, remediation, sizing, claims, every node's change, the
-   NVIDIA configs, each pool's status, Events, and when to plan again;
+   NVIDIA configs, each pool's status, Events, and when to plan again. Given the previous pass's
+   `Desired`, only what changed since is planned (`accelpool.decide.planning.incremental`: the same
+   plan), and a pool planned as before keeps its rendered objects;
 2. `render_owned`: each planned pool's agent DaemonSet and, for a Karpenter pool where Karpenter
    is installed, its NodePool (`accelpool.decide.render`). A pool whose rendering raises is set aside
    (`Valid=False` naming the error) and the cluster is planned again without it, so one pool can
@@ -23,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from accelpool.decide import configmaps, kueue, render
-from accelpool.decide.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
+from accelpool.decide.planning import ConfigState, Plan, PlannerOptions, PoolInput, PoolPlan
+from accelpool.decide.planning.incremental import Memo, replan
 from accelpool.model.nodes import NodeView
 
 
@@ -45,6 +48,8 @@ class Desired:
     configmaps: configmaps.ConfigMapVersions
     kueue: kueue.KueuePlan = field(default_factory=kueue.KueuePlan)
     """The Kueue objects of the pools that ask for Kueue (`accelpool.decide.kueue`)."""
+    memo: Memo | None = None
+    """What the plan was made of: the next pass plans only what changed since (`incremental`)."""
 
 
 def decide(
@@ -57,30 +62,53 @@ def decide(
     agent: render.AgentRendering,
     current_mig_text: str | None,
     kueue_observed: kueue.KueueObserved | None = None,
+    previous: Desired | None = None,
 ) -> Desired:
     """The desired state; `unplannable` names pools already known to fail (name → why); `kueue_observed`: what
-    Kueue holds (None: nothing is decided for Kueue)."""
-    result = plan(pools, nodes, config, options, unplannable)
-    owned, failures = render_owned(result, agent, karpenter=options.karpenter_available)
+    Kueue holds (None: nothing is decided for Kueue); `previous`: the last pass's, made with the same `agent`."""
+    memo = replan(previous.memo if previous is not None else None, pools, nodes, config, options, unplannable)
+    result = memo.plan
+    karpenter = options.karpenter_available
+    rendered = _rendered(previous, karpenter)
+    owned, failures = render_owned(result, agent, karpenter=karpenter, rendered=rendered)
     if failures:
-        result = plan(pools, nodes, config, options, {**result.unplannable, **failures})
-        owned, _ = render_owned(result, agent, karpenter=options.karpenter_available)
+        memo = replan(None, pools, nodes, config, options, {**result.unplannable, **failures})
+        result = memo.plan
+        owned, _ = render_owned(result, agent, karpenter=karpenter, rendered=rendered)
     versions = configmaps.versions(result, config, current_mig_text)
     if kueue_observed is None:
-        return Desired(result, owned, versions)
-    previous = {p.name: p.previous for p in pools}
-    result, kueue_plan = kueue.decide(result, previous, kueue_observed, options.now)
-    return Desired(result, owned, versions, kueue_plan)
+        return Desired(result, owned, versions, memo=memo)
+    previous_statuses = {p.name: p.previous for p in pools}
+    result, kueue_plan = kueue.decide(result, previous_statuses, kueue_observed, options.now)
+    return Desired(result, owned, versions, kueue_plan, memo=memo)
+
+
+def _rendered(previous: Desired | None, karpenter: bool) -> dict[str, tuple[PoolPlan, OwnedObjects]]:
+    """The previous pass's pool plans and their objects, where rendered alike (same Karpenter availability)."""
+    if previous is None or previous.memo is None or previous.memo.options.karpenter_available != karpenter:
+        return {}
+    planned = previous.memo.trace.pool_plans
+    return {name: (planned[name], objects) for name, objects in previous.owned.items() if name in planned}
 
 
 def render_owned(
-    result: Plan, agent: render.AgentRendering, *, karpenter: bool
+    result: Plan,
+    agent: render.AgentRendering,
+    *,
+    karpenter: bool,
+    rendered: Mapping[str, tuple[PoolPlan, OwnedObjects]] | None = None,
 ) -> tuple[dict[str, OwnedObjects], dict[str, str]]:
-    """Renders every planned pool's objects; a pool whose rendering raises is returned apart (name → why)."""
+    """Renders every planned pool's objects; a pool whose rendering raises is returned apart (name → why).
+    `rendered`: pool plans and their objects rendered before with the same `agent`: a pool planned by the very
+    same `PoolPlan` (a pass that did not plan it again) keeps them."""
     owned: dict[str, OwnedObjects] = {}
     failures: dict[str, str] = {}
     for pool in result.pools:
         if not pool.valid or pool.deleting or pool.spec is None:
+            continue
+        before = (rendered or {}).get(pool.name)
+        if before is not None and before[0] is pool:
+            owned[pool.name] = before[1]
             continue
         try:
             daemonset = render.daemonset(pool.name, pool.uid, pool.spec, agent, pool.tolerations)

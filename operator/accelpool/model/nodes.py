@@ -11,6 +11,7 @@ exactly when a reconcile could come to a different result. `NodeView.apply` retu
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -318,8 +319,9 @@ class NodeView:
     def joined_at(self) -> datetime | None:
         return parse_time(self.annotations.get(conventions.JOINED_ANNOTATION))
 
-    @property
-    def prior_labels(self) -> dict[str, str | None]:
+    @functools.cached_property
+    def prior_labels(self) -> Mapping[str, str | None]:
+        """The labels accelpool replaced when the node joined (parsed once per view; read-only)."""
         raw = self.annotations.get(conventions.PRIOR_LABELS_ANNOTATION)
         if not raw:
             return {}

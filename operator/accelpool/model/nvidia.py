@@ -132,10 +132,29 @@ class MemberConfigs(NamedTuple):
     """The pool's own mig-parted entry (MIG pools), else None."""
 
 
+_MEMBER_CONFIGS: dict[str, tuple[api.ComputePoolSpec, MemberConfigs]] = {}
+"""Pool → its spec and `member_configs`, while it is that very (frozen) spec object: a pass asks for them
+several times per pool, and the operator keeps a pool's validated spec object from pass to pass."""
+_MEMBER_CONFIGS_KEPT = 65_536
+
+
 def member_configs(
     pool: str, spec: api.ComputePoolSpec, resolved: api.ResolvedAccelerator | None = None
 ) -> MemberConfigs:
-    """The content-named configs of a pool (`conventions.config_name`): a changed spec gives new names."""
+    """The content-named configs of a pool (`conventions.config_name`): a changed spec gives new names.
+    `resolved`: `spec.resolve()` if already known (it depends on the spec alone). Callers do not change
+    the documents returned (they are shared)."""
+    cached = _MEMBER_CONFIGS.get(pool)
+    if cached is not None and cached[0] is spec:
+        return cached[1]
+    found = _member_configs(pool, spec, resolved)
+    if len(_MEMBER_CONFIGS) >= _MEMBER_CONFIGS_KEPT:
+        _MEMBER_CONFIGS.clear()
+    _MEMBER_CONFIGS[pool] = (spec, found)
+    return found
+
+
+def _member_configs(pool: str, spec: api.ComputePoolSpec, resolved: api.ResolvedAccelerator | None) -> MemberConfigs:
     resolved = resolved or spec.resolve()
     entry = resolved.entry
     if entry.vendor != catalog.Vendor.NVIDIA:

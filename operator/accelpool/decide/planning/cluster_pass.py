@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import accelpool_api as api
 from accelpool.decide.planning import claims, configs, membership, sizing
@@ -12,10 +13,12 @@ from accelpool.decide.planning.ledger import Ledger
 from accelpool.decide.planning.membership import Roster
 from accelpool.decide.planning.model import (
     ConfigState,
+    EventIntent,
     Plan,
     PlannerOptions,
     PoolInput,
     PoolPlan,
+    Remediation,
     bounded_events,
 )
 from accelpool.decide.planning.pools import PoolWork, claim_priority, pool_works
@@ -23,6 +26,7 @@ from accelpool.decide.planning.remediation import burnin, quarantine
 from accelpool.decide.poolstatus import Member, PoolFacts, Selection, compute_status, driver_versions, invalid_status
 from accelpool.model import nvidia
 from accelpool.model.agents import AgentObservation
+from accelpool.model.evictions import DrainOrder
 from accelpool.model.nodes import NodeChange, NodeView
 from accelpool_api import conventions
 
@@ -42,11 +46,22 @@ def plan(
     names pools the caller already knows cannot be planned (e.g. their agent DaemonSet could not be
     rendered). Raises only when the failure needs several pools together to happen.
     """
+    return plan_traced(pools, nodes, config, options, unplannable)[0]
+
+
+def plan_traced(
+    pools: Sequence[PoolInput],
+    nodes: Sequence[NodeView],
+    config: ConfigState,
+    options: PlannerOptions,
+    unplannable: Mapping[str, str] | None = None,
+) -> tuple[Plan, Trace]:
+    """`plan`, with what each part of the cluster contributed (`Trace`, for `incremental`)."""
     failed = configs.foreign_config_keys(pools, config) | dict(unplannable or {})
     while True:
         inputs = [p.set_aside(failed[p.name]) if p.name in failed else p for p in pools]
         try:
-            result = _plan_once(inputs, nodes, config, options)
+            result, trace = _plan_traced(inputs, nodes, config, options)
         except Exception:
             culprits = _failing_pools([p for p in inputs if not p.unplannable], nodes, config, options)
             if not culprits:
@@ -54,7 +69,7 @@ def plan(
             failed.update(culprits)
             continue
         planned = {p.name for p in result.pools}
-        return replace(result, unplannable={name: why for name, why in failed.items() if name in planned})
+        return replace(result, unplannable={name: why for name, why in failed.items() if name in planned}), trace
 
 
 def _failing_pools(
@@ -77,10 +92,59 @@ def _plan_once(
     pools: Sequence[PoolInput], nodes: Sequence[NodeView], config: ConfigState, options: PlannerOptions
 ) -> Plan:
     """One pass: the stages of the module docstring, in order, recorded in one ledger."""
+    return _plan_traced(pools, nodes, config, options)[0]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Part of the cluster to plan (`accelpool.decide.planning.incremental`): only the pools named get a
+    `PoolWork`, and `nodes` hold only their nodes and the free candidates they could claim; `in_pools` counts
+    the whole cluster's nodes in pools (a claim's shortfall names them)."""
+
+    pools: frozenset[str]
+    in_pools: Counter[str]
+    owned_configs: frozenset[str]
+    """accelpool's own NVIDIA config names (`_owned_configs` of all the pools)."""
+
+
+@dataclass
+class Trace:
+    """What each part of the cluster contributed to a pass: the pieces `incremental` recombines."""
+
+    pool_plans: dict[str, PoolPlan]
+    events: list[EventIntent]
+    """The pass's Events before `bounded_events`, grouped by object (`_by_object`)."""
+    remediations: dict[str, tuple[Remediation, ...]]
+    drains: dict[str, tuple[DrainOrder, ...]]
+    requeue: dict[str, float]
+    """Pool → seconds until a time-based decision of its own needs another pass."""
+    needy: dict[str, frozenset[str]]
+    """Static pools that lacked members before the claims → the accelerators (catalog names) they take."""
+    owners: dict[str, tuple[str, ...]]
+    """Node → the pools whose planning read it (its pool, the pool that released or claimed it); absent: none."""
+    free: dict[str, str]
+    """Free candidates of the claims (before them) with a detected accelerator → its catalog name."""
+    selected: dict[str, tuple[str | None, str | None]]
+    """Node → (device-plugin key, mig-parted entry) it selects once the pass's writes land."""
+    changes: dict[str, NodeChange]
+    in_pools: Counter[str]
+    owned_configs: frozenset[str]
+
+
+def _plan_traced(
+    pools: Sequence[PoolInput],
+    nodes: Sequence[NodeView],
+    config: ConfigState,
+    options: PlannerOptions,
+    scope: Scope | None = None,
+) -> tuple[Plan, Trace]:
+    """The pass of `_plan_once`, with its `Trace`; with a `scope`, only that part of the cluster (the Plan's
+    configs are then left empty: `incremental` keeps them)."""
     by_name = {p.name: p for p in pools}  # a name given twice: the last one counts, as with kubectl apply
     ordered = sorted(by_name.values(), key=claim_priority)
-    ledger = Ledger(_owned_configs(pools, config))
-    works = pool_works(ordered)
+    ledger = Ledger(_owned_configs(pools, config) if scope is None else scope.owned_configs)
+    planned = ordered if scope is None else [p for p in ordered if p.name in scope.pools]
+    works = pool_works(planned)
     judged = [
         membership.judge_health(n, options.now, options.health_stale_seconds, options.health_unchanged_for)
         for n in nodes
@@ -88,23 +152,50 @@ def _plan_once(
     roster = membership.sort_nodes(
         sorted(judged, key=lambda n: n.name), by_name, works, ledger, release_orphans=options.release_orphans
     )
+    if scope is not None:
+        roster.in_pools = Counter(scope.in_pools)
+    owners: dict[str, tuple[str, ...]] = {}
+    for view in nodes:
+        if view.pool is not None and view.pool in by_name:
+            owners[view.name] = (view.pool,)
+    requeue: dict[str, float] = {}
     for work in works.values():
+        ledger.requeue_after = None
         _remediate(work, ledger, options)
         _burn_in(work, ledger, options)
         _size(work, ledger, roster, options)
+        if ledger.requeue_after is not None:
+            requeue[work.name] = ledger.requeue_after
+    free = {name: view.detected.accelerator.name for name, view in roster.free.items() if view.detected is not None}
+    needy = {w.name: w.filter.accelerators for w in works.values() if not w.karpenter and w.need > 0}
     _claim(works, roster, options)
     for work in works.values():
+        for view in work.new_members:
+            owners[view.name] = (*owners.get(view.name, ()), work.name)
+        ledger.requeue_after = requeue.get(work.name)
         member_changes(ledger, work, options.now, options.config_sync)
+        if ledger.requeue_after is not None:
+            requeue[work.name] = ledger.requeue_after
+    ledger.requeue_after = min(requeue.values(), default=None)
     changes = ledger.changes()
-    selected_keys, selected_entries = _selected_configs(nodes, changes)
-    device_plugin = configs.device_plugin_config(ordered, works, config, selected_keys)
-    mig_document, mig_managed = configs.mig_config(ordered, works, config, selected_entries)
-    pool_plans = [_pool_plan(pool, works.get(pool.name), roster, ledger, changes, options) for pool in ordered]
+    selected = _selected_configs(nodes, changes)
+    if scope is None:
+        selected_keys, selected_entries = _selected_sets(selected.values())
+        device_plugin = configs.device_plugin_config(ordered, works, config, selected_keys)
+        mig_document, mig_managed = configs.mig_config(ordered, works, config, selected_entries)
+    else:
+        device_plugin, mig_document, mig_managed = configs.DevicePluginConfig({}, frozenset(), {}), {}, frozenset()
+    pool_plans = [_pool_plan(pool, works.get(pool.name), roster, ledger, changes, options) for pool in planned]
     for pool_name, names in sorted(ledger.released_by.items()):
         owner = by_name.get(pool_name)
         if owner is not None:
             ledger.event("ComputePool", pool_name, owner.uid, "Normal", "NodesReleased", _listing("released", names))
-    return Plan(
+    events = _by_object(ledger.events)
+    remediations: dict[str, list[Remediation]] = {}
+    for record in ledger.remediations:
+        remediations.setdefault(record.pool, []).append(record)
+    drains = {work.name: work.remediation.drains for work in works.values() if work.remediation.drains}
+    result = Plan(
         pools=tuple(sorted(pool_plans, key=lambda p: p.name)),
         changes=changes,
         device_plugin=device_plugin.data,
@@ -112,11 +203,32 @@ def _plan_once(
         device_plugin_documents=device_plugin.documents,
         mig_document=mig_document,
         mig_managed=mig_managed,
-        events=bounded_events(ledger.events),
+        events=bounded_events(events),
         remediations=tuple(ledger.remediations),
         requeue_after=ledger.requeue_after,
         drains=tuple(order for work in works.values() for order in work.remediation.drains),
     )
+    trace = Trace(
+        pool_plans={p.name: p for p in pool_plans},
+        events=events,
+        remediations={pool: tuple(records) for pool, records in remediations.items()},
+        drains=drains,
+        requeue=requeue,
+        needy=needy,
+        owners=owners,
+        free=free,
+        selected=selected,
+        changes=changes,
+        in_pools=roster.in_pools,
+        owned_configs=ledger.owned_configs,
+    )
+    return result, trace
+
+
+def _by_object(events: Sequence[EventIntent]) -> list[EventIntent]:
+    """The Events grouped by the object they are about (kind, then name), each object's in the order asked
+    for: a part of the cluster planned again replaces its objects' Events and no other's."""
+    return sorted(events, key=lambda e: (e.kind, e.name))
 
 
 def _owned_configs(pools: Sequence[PoolInput], config: ConfigState) -> frozenset[str]:
@@ -129,14 +241,23 @@ def _owned_configs(pools: Sequence[PoolInput], config: ConfigState) -> frozenset
 
 def _selected_configs(
     nodes: Sequence[NodeView], changes: Mapping[str, NodeChange]
-) -> tuple[frozenset[str], frozenset[str]]:
-    """The device-plugin keys and mig-parted entries nodes select once the pass's writes land."""
-    keys: set[str] = set()
-    entries: set[str] = set()
+) -> dict[str, tuple[str | None, str | None]]:
+    """The device-plugin key and mig-parted entry each node selects once the pass's writes land."""
+    selected: dict[str, tuple[str | None, str | None]] = {}
     for view in nodes:
         change = changes.get(view.name)
         key = view.label_after(change, conventions.DEVICE_PLUGIN_CONFIG_LABEL)
         entry = view.label_after(change, conventions.MIG_CONFIG_LABEL)
+        if key or entry:
+            selected[view.name] = (key or None, entry or None)
+    return selected
+
+
+def _selected_sets(selected: Iterable[tuple[str | None, str | None]]) -> tuple[frozenset[str], frozenset[str]]:
+    """The device-plugin keys and mig-parted entries nodes select (`_selected_configs`' values)."""
+    keys: set[str] = set()
+    entries: set[str] = set()
+    for key, entry in selected:
         if key:
             keys.add(key)
         if entry:

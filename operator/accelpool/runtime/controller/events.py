@@ -3,10 +3,13 @@
 The planner asks for an Event on every pass that sees its cause (a node turned unhealthy, a
 breaker opened), so `EventRecorder` posts each (object, reason, message) at most once in
 `EVENT_REPEAT_SECONDS`. Events are best effort: one that cannot be posted is logged, not retried.
+A pass's Events are posted `concurrency` at a time (`--write-concurrency`): a storm asks for hundreds
+in one pass, and one at a time they held the next pass back for seconds.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import uuid
@@ -36,7 +39,9 @@ class EventRecorder:
         metrics: OperatorMetrics,
         clock: Callable[[], float],
         wall_clock: Callable[[], datetime],
+        concurrency: int = 1,
     ) -> None:
+        self._concurrency = max(1, concurrency)
         self._namespace = namespace
         self._client = client
         self._metrics = metrics
@@ -47,19 +52,29 @@ class EventRecorder:
 
     async def post(self, intents: Iterable[EventIntent], permit: Permit) -> int:
         """Posts the intents not posted within the window; returns how many were posted."""
-        posted = 0
         stamp = self._now().strftime("%Y-%m-%dT%H:%M:%SZ")
-        for intent in intents:
+        semaphore = asyncio.Semaphore(self._concurrency)
+        posted = 0
+
+        async def post(intent: EventIntent) -> None:
+            nonlocal posted
             permit.check()
             if not self._due((intent.kind, intent.name, intent.reason, intent.message)):
-                continue
-            try:
-                await self._client.create(f"/api/v1/namespaces/{self._namespace}/events", self._body(intent, stamp))
-            except TRANSIENT as error:
-                log.info("event %s/%s not posted: %s", intent.kind, intent.name, error)
-                continue
-            self._metrics.write("create", "events")
-            posted += 1
+                return
+            async with semaphore:
+                permit.check()
+                try:
+                    await self._client.create(f"/api/v1/namespaces/{self._namespace}/events", self._body(intent, stamp))
+                except TRANSIENT as error:
+                    log.info("event %s/%s not posted: %s", intent.kind, intent.name, error)
+                    return
+                self._metrics.write("create", "events")
+                posted += 1
+
+        results = await asyncio.gather(*(post(intent) for intent in intents), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result  # Paused, or a bug: every other Event's post has finished
         return posted
 
     def _due(self, key: tuple[str, str, str, str]) -> bool:

@@ -72,7 +72,9 @@ class Controller:
         self._clock = clock or _loop_time
         self._state = ClusterState(config, client, self._clock)
         self._planner = Planner(config, wall_clock)
-        events = EventRecorder(config.events_namespace, client, metrics, self._clock, wall_clock)
+        events = EventRecorder(
+            config.events_namespace, client, metrics, self._clock, wall_clock, config.write_concurrency
+        )
         self._writer = Writer(config, client, self._state, events, metrics)
         self._status = StatusWriter(config, client, self._state, metrics, self._clock)
         self._drainer = DrainExecutor(config, client, self._state, metrics, self._clock)

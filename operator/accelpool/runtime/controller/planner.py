@@ -3,6 +3,11 @@
 `Planner.decide(snapshot, previous)` builds each pool's `PoolInput` once, straight from its index
 record, and calls the pure `accelpool.decide.desired.decide`. Between passes it remembers only:
 
+- the last pass's `Desired`: the next plans only what changed since
+  (`accelpool.decide.planning.incremental`, the same plan), except after the cached objects were
+  read again (every `--resync-interval`, and after a resume), when it plans the whole cluster: the
+  safety net. A pool whose record and previous status are the same objects keeps its `PoolInput`;
+
 - each pool's spec validation, per (uid, spec): a spec is validated once, not on every pass;
 - the pools set aside because planning or rendering them raised (per uid and spec, so a spec
   change tries again, as does every reload of the cached objects): they are planned as
@@ -25,7 +30,7 @@ import accelpool_api as api
 from accelpool.decide import inputs
 from accelpool.decide.desired import Desired, decide
 from accelpool.decide.inputs import Checked, PoolRecord
-from accelpool.decide.planning import ConfigState, ConfigSync, PlannerOptions
+from accelpool.decide.planning import ConfigState, ConfigSync, PlannerOptions, PoolInput
 from accelpool.model.nodes import NodeView
 from accelpool.runtime.controller.state import Snapshot
 from accelpool.runtime.settings import OperatorConfig
@@ -43,19 +48,20 @@ class Planner:
         self._set_aside: dict[tuple[str, str], str] = {}
         self._set_aside_since: float | None = None
         self._first_healthy: dict[str, tuple[datetime | None, datetime]] = {}
+        self._healthy_since_found: dict[str, datetime] | None = None
         self._configs_seen: tuple[dict[str, datetime], dict[str, datetime]] = ({}, {})
+        self._last: Desired | None = None
+        self._inputs: dict[str, tuple[PoolRecord, Checked, api.ComputePoolStatus | None, PoolInput]] = {}
 
     def decide(self, snapshot: Snapshot, previous: Callable[[str], api.ComputePoolStatus | None]) -> Desired:
         """The pass's desired state; `previous(pool)` is the status the last pass planned for it, if any."""
         if snapshot.loaded_at != self._set_aside_since:  # the cache was reloaded: try set-aside pools again
             self._set_aside, self._set_aside_since = {}, snapshot.loaded_at
+            self._last = None  # and plan the whole cluster
         live = {record.validation_key for record in snapshot.pools.values()}
         self._validated = {key: checked for key, checked in self._validated.items() if key in live}
         self._set_aside = {key: why for key, why in self._set_aside.items() if key in live}
-        pools = [
-            inputs.pool_input(record, checked=self._checked(record), previous=previous(record.name))
-            for record in snapshot.pools.values()
-        ]
+        pools = self._pool_inputs(snapshot, previous)
         known = {
             record.name: self._set_aside[record.validation_key]
             for record in snapshot.pools.values()
@@ -84,13 +90,34 @@ class Planner:
             agent=self._config.agent,
             current_mig_text=snapshot.mig_text,
             kueue_observed=snapshot.kueue,
+            previous=self._last,
         )
+        self._last = desired
         for name, why in desired.plan.unplannable.items():
             record = snapshot.pools.get(name)
             if record is not None and record.validation_key not in self._set_aside:
                 log.error("pool %s set aside: %s", name, why)
                 self._set_aside[record.validation_key] = why
         return desired
+
+    def _pool_inputs(
+        self, snapshot: Snapshot, previous: Callable[[str], api.ComputePoolStatus | None]
+    ) -> list[PoolInput]:
+        """Each pool's `PoolInput`: the last pass's object where its record, validation and previous status are
+        the same objects (incremental planning compares inputs by identity first)."""
+        found: list[PoolInput] = []
+        kept: dict[str, tuple[PoolRecord, Checked, api.ComputePoolStatus | None, PoolInput]] = {}
+        for record in snapshot.pools.values():
+            checked, status = self._checked(record), previous(record.name)
+            before = self._inputs.get(record.name)
+            if before is not None and before[0] is record and before[1] is checked and before[2] is status:
+                pool = before[3]
+            else:
+                pool = inputs.pool_input(record, checked=checked, previous=status)
+            kept[record.name] = (record, checked, status, pool)
+            found.append(pool)
+        self._inputs = kept
+        return found
 
     def _checked(self, record: PoolRecord) -> Checked:
         checked = self._validated.get(record.validation_key)
@@ -132,10 +159,18 @@ class Planner:
         the count starts at the first pass, so a quarantine waits at most one hold-down more.
         """
         seen: dict[str, tuple[datetime | None, datetime]] = {}
+        first_healthy, now = self._first_healthy, None
         for view in views:
-            if view.health is not None and view.health.healthy:
-                before = self._first_healthy.get(view.name)
-                same = before is not None and before[0] == view.health.since
-                seen[view.name] = (view.health.since, before[1] if before is not None and same else self._now())
+            health = view.health
+            if health is not None and health.healthy:
+                before = first_healthy.get(view.name)
+                if before is not None and before[0] == health.since:
+                    seen[view.name] = before
+                else:
+                    now = now or self._now()
+                    seen[view.name] = (health.since, now)
+        if seen == first_healthy and self._healthy_since_found is not None:
+            return self._healthy_since_found  # the same mapping: incremental planning compares it by identity
         self._first_healthy = seen
-        return {name: first for name, (_, first) in seen.items()}
+        self._healthy_since_found = {name: first for name, (_, first) in seen.items()}
+        return self._healthy_since_found

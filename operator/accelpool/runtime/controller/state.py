@@ -97,6 +97,9 @@ class ClusterState:
         self._freshness = HealthFreshness()
         self._freshness_at: float | None = None
         """When the last snapshot aged the nodes' health: conditions stale by then were planned so."""
+        self._observed: dict[str, NodeView] = {}
+        self._parsed_config: tuple[dict[str, Any] | None, dict[str, Any] | None, ConfigState] | None = None
+        """The views the last snapshot's freshness observed, by name."""
 
     # ------------------------------------------------------------ inputs (from the kopf handlers)
 
@@ -147,7 +150,7 @@ class ClusterState:
         return Snapshot(
             pools=pools,
             nodes=nodes,
-            config=inputs.config_state(dp, mig),
+            config=self._config_state(dp, mig),
             mig_text=((mig or {}).get("data") or {}).get(conventions.MIG_CONFIG_DATA_KEY),
             karpenter=self._karpenter,
             agents=self._agents,
@@ -156,6 +159,15 @@ class ClusterState:
             kueue=self.kueue.observed,
             health_unchanged_for=self._health_ages(nodes),
         )
+
+    def _config_state(self, dp: dict[str, Any] | None, mig: dict[str, Any] | None) -> ConfigState:
+        """The ConfigMaps parsed, once per stored version (a write or a read replaces the cached object)."""
+        cached = self._parsed_config
+        if cached is not None and cached[0] is dp and cached[1] is mig:
+            return cached[2]
+        parsed = inputs.config_state(dp, mig)
+        self._parsed_config = (dp, mig, parsed)
+        return parsed
 
     def planned_with(self, snapshot: Snapshot) -> None:
         """A pass planned with `snapshot`: node and pool events are compared with it from now on."""
@@ -261,9 +273,14 @@ class ClusterState:
         """How long each node's agent health has gone unchanged (the snapshot's views seen now, the watch's
         events seen as they came)."""
         now = self._clock()
+        observed, seen = self._observed, {}
         for view in nodes:
-            self._freshness.observe(view, now)
-        self._freshness.keep({view.name for view in nodes})
+            if observed.get(view.name) is not view:  # the very view observed before says nothing new
+                self._freshness.observe(view, now)
+            seen[view.name] = view
+        if seen.keys() != observed.keys():
+            self._freshness.keep(seen)
+        self._observed = seen
         self._freshness_at = now
         return self._freshness.ages(now)
 

@@ -47,6 +47,8 @@ class _Planned:
     document: dict[str, Any]
     due: float | None
     """When the status is to be written (None: the stored one already says it)."""
+    stored: Mapping[str, Any] | None = None
+    """The stored status it was compared with (the same status against the same stored one: the same outcome)."""
 
 
 @dataclass(frozen=True)
@@ -92,12 +94,16 @@ class StatusWriter:
                 if earlier is not None:
                     planned[pool.name] = earlier
                 continue
+            stored = self._state.pool_status(record)
+            if earlier is not None and earlier.status is pool.status and earlier.stored is stored:
+                planned[pool.name] = earlier  # planned and stored as the last pass saw them: nothing to compare
+                continue
             document = pool.status.model_dump(mode="json", by_alias=True, exclude_none=True)
-            if patches.merge_diff(dict(self._state.pool_status(record)), document) is None:
+            if patches.merge_diff(dict(stored), document) is None:
                 due = None
             else:
                 due = earlier.due if earlier is not None and earlier.due is not None else now + self._settle
-            planned[pool.name] = _Planned(pool.status, document, due)
+            planned[pool.name] = _Planned(pool.status, document, due, stored)
         self._planned = planned
         self._published_at = now
 

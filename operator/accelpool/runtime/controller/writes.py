@@ -33,7 +33,7 @@ from accelpool.decide import patches
 from accelpool.decide.configmaps import ConfigMapsVersion
 from accelpool.decide.desired import Desired, OwnedObjects
 from accelpool.decide.planning import EventIntent, Plan
-from accelpool.model.nodes import NodeView
+from accelpool.model.nodes import NodeChange, NodeView
 from accelpool.runtime.controller import apiserver
 from accelpool.runtime.controller.apiserver import TRANSIENT, Permit
 from accelpool.runtime.controller.events import EventRecorder
@@ -103,12 +103,14 @@ class Writer:
         self._events = events
         self._metrics = metrics
         self._kueue = KueueWriter(client, state.kueue)
+        self._settled: dict[str, tuple[NodeView, NodeChange]] = {}
+        """Node → the view and the change last found to need no write: the same two objects need none again."""
 
     def would_write(self, desired: Desired, snapshot: Snapshot) -> bool:
         """Whether a node or an owned object differs (the pass then checks the pool index first)."""
         for name, change in desired.plan.changes.items():
             view = snapshot.nodes_by_name.get(name)
-            if view is not None and patches.node_patch(view, change) is not None:
+            if view is not None and not self._is_settled(name, view, change) and patches.node_patch(view, change):
                 return True
         for objects in desired.owned.values():
             if self._differs("daemonsets", objects.daemonset):
@@ -258,19 +260,39 @@ class Writer:
 
     # ------------------------------------------------------------ nodes
 
+    def _is_settled(self, name: str, view: NodeView, change: NodeChange) -> bool:
+        settled = self._settled.get(name)
+        return settled is not None and settled[0] is view and settled[1] is change
+
     async def _nodes(self, plan: Plan, views: Mapping[str, NodeView], outcome: WriteOutcome, permit: Permit) -> None:
         semaphore = asyncio.Semaphore(max(1, self._config.write_concurrency))
-        indexed = self._state.indexed_nodes()
-
-        async def write(name: str) -> None:
-            change = plan.changes[name]
+        settled: dict[str, tuple[NodeView, NodeChange]] = {}
+        due: list[tuple[str, NodeChange, NodeView, dict[str, Any] | None, list[dict[str, Any]] | None]] = []
+        for name, change in plan.changes.items():  # what differs, found before any task is made
             view = views.get(name)
             if view is None:
-                return
+                continue
+            if self._is_settled(name, view, change):
+                settled[name] = (view, change)
+                continue
             body = patches.node_patch(view, change)
             removal = patches.health_removal(view, change)
             if body is None and removal is None:
-                return
+                settled[name] = (view, change)
+            else:
+                due.append((name, change, view, body, removal))
+        self._settled = settled
+        if not due:
+            return
+        indexed = self._state.indexed_nodes()
+
+        async def write(
+            name: str,
+            change: NodeChange,
+            view: NodeView,
+            body: dict[str, Any] | None,
+            removal: list[dict[str, Any]] | None,
+        ) -> None:
             path = f"{apiserver.NODES}/{name}"
             async with semaphore:
                 try:
@@ -295,7 +317,7 @@ class Writer:
                     with contextlib.suppress(*TRANSIENT):
                         self._state.remember_node(indexed.get(name), await self._client.get(path))
 
-        results = await asyncio.gather(*(write(name) for name in plan.changes), return_exceptions=True)
+        results = await asyncio.gather(*(write(*item) for item in due), return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException):
                 raise result  # Paused, or a bug: every other node's write has finished
