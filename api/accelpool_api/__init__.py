@@ -91,6 +91,7 @@ from accelpool_api.status import (
     NodeCounts,
     Scheduling,
     Toleration,
+    read_status,
 )
 from accelpool_core.protocol import VENDOR_BACKENDS, AgentBackend
 
@@ -166,6 +167,7 @@ __all__ = [
     "metadata_problems",
     "name_problems",
     "parse_duration",
+    "read_status",
     "resolve_accelerator",
     "spec_problems",
 ]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from accelpool_api.rules import Model
 
@@ -181,3 +182,20 @@ class ComputePoolStatus(Model):
         default_factory=list, description="The standard conditions; Ready sums them up (see the Condition type)."
     )
     kueue: KueueStatus | None = Field(None, description="The pool's Kueue objects (spec.kueue.enabled).")
+
+
+_STATUS_FIELDS = frozenset((info.alias or name) for name, info in ComputePoolStatus.model_fields.items()) | frozenset(
+    ComputePoolStatus.model_fields
+)
+
+
+def read_status(raw: Any) -> ComputePoolStatus | None:
+    """A stored pool's `status` as the model: the fields this version knows, so that a newer operator's
+    additions do not break an older reader; None when there is no status yet or it cannot be read. The
+    operator reads its previous statuses with it, the Python API the statuses it waits on."""
+    if not isinstance(raw, Mapping) or not raw:
+        return None
+    try:
+        return ComputePoolStatus.model_validate({k: v for k, v in raw.items() if k in _STATUS_FIELDS})
+    except ValidationError:
+        return None

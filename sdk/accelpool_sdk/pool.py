@@ -101,7 +101,7 @@ class ComputePool:
         name = str((document.get("metadata") or {}).get("name", ""))
         pool = cls.__new__(cls)
         pool.name, pool.spec, pool.cluster = name, _validated(name, document.get("spec") or {}), cluster
-        pool.last_status = waiting.read_status(document.get("status"))
+        pool.last_status = api.read_status(document.get("status"))
         return pool
 
     # ------------------------------------------------------------ what it is
@@ -139,7 +139,7 @@ class ComputePool:
     def apply(self) -> Self:
         """Create the pool, or update it to this spec (server-side apply; the operator's status is kept)."""
         stored = self._cluster().apply_pool(self.manifest())
-        self.last_status = waiting.read_status(stored.get("status"))
+        self.last_status = api.read_status(stored.get("status"))
         return self
 
     def status(self) -> api.ComputePoolStatus | None:
@@ -147,7 +147,7 @@ class ComputePool:
         stored = self._cluster().get_pool(self.name)
         if stored is None:
             raise PoolGoneError(f"ComputePool {self.name} does not exist")
-        self.last_status = waiting.read_status(stored.get("status"))
+        self.last_status = api.read_status(stored.get("status"))
         return self.last_status
 
     def delete(self) -> None:

@@ -4,8 +4,8 @@ A pool is ready when the operator's status says `Ready` for the spec now stored 
 `observedGeneration` is the object's `metadata.generation`: a Ready written for the previous spec does
 not count), and failed when it says `Failed` for that spec (an invalid spec: waiting cannot help).
 
-`read_status` reads the status as the operator's own `previous_status` does (accelpool.decide.inputs): the
-fields this version knows, so a newer operator's additions do not break an older client.
+The status is read as the operator reads its own (`accelpool_api.read_status`): the fields this version
+knows, so a newer operator's additions do not break an older client.
 
 Pure: no I/O.
 """
@@ -16,13 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import ValidationError
-
 import accelpool_api as api
 
 Stage = Literal["ready", "failed", "waiting"]
-
-_STATUS_FIELDS = frozenset((info.alias or name) for name, info in api.ComputePoolStatus.model_fields.items())
 
 
 @dataclass(frozen=True)
@@ -39,21 +35,11 @@ class Progress:
 ProgressCallback = Callable[[Progress], None]
 
 
-def read_status(raw: Any) -> api.ComputePoolStatus | None:
-    """The typed status of a stored pool's `status` (None when there is none yet, or it is unreadable)."""
-    if not isinstance(raw, Mapping) or not raw:
-        return None
-    try:
-        return api.ComputePoolStatus.model_validate({k: v for k, v in raw.items() if k in _STATUS_FIELDS})
-    except ValidationError:
-        return None
-
-
 def judge(obj: Mapping[str, Any]) -> Progress:
     """Where the stored pool `obj` stands."""
     metadata = obj.get("metadata") or {}
     name = str(metadata.get("name", "?"))
-    status = read_status(obj.get("status"))
+    status = api.read_status(obj.get("status"))
     if status is None:
         return Progress(name, "waiting", None, "no status yet (is the operator running?)")
     current = status.observed_generation is not None and status.observed_generation >= (metadata.get("generation") or 0)

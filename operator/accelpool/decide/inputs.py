@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
 import accelpool_api as api
 from accelpool.decide.patches import parse_managed
@@ -47,21 +46,6 @@ def _name_problems(name: str) -> list[str]:
             f"is the value of the {conventions.POOL_LABEL} node label, so it must fit a label value"
         ]
     return []
-
-
-def previous_status(raw: Any) -> api.ComputePoolStatus | None:
-    if not isinstance(raw, Mapping) or not raw:
-        return None
-    known = {k: v for k, v in raw.items() if k in _STATUS_FIELDS}
-    try:
-        return api.ComputePoolStatus.model_validate(known)
-    except ValidationError:
-        return None
-
-
-_STATUS_FIELDS = frozenset(
-    (info.alias or name) for name, info in api.ComputePoolStatus.model_fields.items()
-) | frozenset(api.ComputePoolStatus.model_fields)
 
 
 Checked = tuple[api.ComputePoolSpec | None, tuple[str, ...]]
@@ -126,7 +110,7 @@ def pool_input(
         generation=record.generation,
         created=record.created,
         deleting=record.deleting,
-        previous=previous if previous is not None else previous_status(record.status),
+        previous=previous if previous is not None else api.read_status(record.status),
         check_request=record.check_request,
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import accelpool_api as api
 from accelpool_sdk import waiting
 
 
@@ -13,10 +14,10 @@ def stored(generation: int, status: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def test_a_newer_operators_status_fields_are_left_out_not_fatal() -> None:
-    status = waiting.read_status({"phase": "Ready", "observedGeneration": 1, "fleetSchedule": {"window": "nightly"}})
+    status = api.read_status({"phase": "Ready", "observedGeneration": 1, "fleetSchedule": {"window": "nightly"}})
     assert status is not None and status.phase == "Ready"
-    assert waiting.read_status({}) is None
-    assert waiting.read_status({"phase": "Sleeping"}) is None
+    assert api.read_status({}) is None
+    assert api.read_status({"phase": "Sleeping"}) is None
 
 
 def test_ready_and_failed_count_only_for_the_spec_now_stored() -> None:

@@ -225,7 +225,7 @@ def _healthy(bodies: Sequence[Mapping[str, Any]], errors: list[str]) -> Units:
         if spec is None:
             errors.append(f"ComputePool {record.name}: {'; '.join(problems)}")
             continue
-        status = inputs.previous_status(record.status)
+        status = api.read_status(record.status)
         resources = dict(status.capacity.resources) if status is not None else {}
         if not resources:
             resources = planned_resources(spec, 0)
