@@ -27,12 +27,20 @@ def seconds(text: str) -> float:
     return sum(float(number) * _UNITS[unit] for number, unit in _PART.findall(text))
 
 
-def duration_argument(text: str) -> float:
-    """An argparse `type` for a duration flag: `seconds`, and positive; argparse names the flag in its error."""
+def positive_seconds(text: str, examples: str = EXAMPLES) -> float:
+    """`seconds`, and positive; ValueError `invalid value 'TEXT': a positive duration such as EXAMPLES`."""
     try:
         value = seconds(text)
     except ValueError:
         value = -1.0
     if not value > 0:
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: a positive duration such as {EXAMPLES}")
+        raise ValueError(f"invalid value {text!r}: a positive duration such as {examples}")
     return value
+
+
+def duration_argument(text: str) -> float:
+    """An argparse `type` for a duration flag: `positive_seconds`; argparse names the flag in its error."""
+    try:
+        return positive_seconds(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None

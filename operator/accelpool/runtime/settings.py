@@ -20,7 +20,7 @@ from typing import Any
 from accelpool.decide.render import AgentRendering
 from accelpool_api import VENDOR_BACKENDS, conventions
 from accelpool_core import catalog
-from accelpool_core.durations import seconds as seconds  # re-exported: commands import it from here
+from accelpool_core.durations import seconds
 from accelpool_core.protocol import AGENT_BACKENDS
 
 DEFAULT_WEBHOOK_PORT = 9443

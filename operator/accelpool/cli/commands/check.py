@@ -43,7 +43,7 @@ import accelpool_api as api
 from accelpool.cli.commands import SUMMARIES
 from accelpool_api import conventions
 from accelpool_core.credentials import Credentials
-from accelpool_core.durations import seconds
+from accelpool_core.durations import positive_seconds
 from accelpool_core.kube import ApiError, KubeClient, NotFoundError
 from accelpool_core.protocol import HealthReport, HealthStatus
 from accelpool_core.textio import format_table
@@ -118,11 +118,9 @@ def parse_request(args: argparse.Namespace) -> Request:
             f"{conventions.LABEL_VALUE_MAX} characters"
         )
     try:
-        timeout = seconds(args.timeout)
-    except ValueError:
-        timeout = -1.0
-    if not timeout > 0:
-        raise UsageError(f"--timeout: invalid value {args.timeout!r}: a positive duration such as 90s, 15m or 1h")
+        timeout = positive_seconds(args.timeout, "90s, 15m or 1h")
+    except ValueError as error:
+        raise UsageError(f"--timeout: {error}") from None
     return Request(tuple(dict.fromkeys(args.nodes)), args.pool, timeout)
 
 

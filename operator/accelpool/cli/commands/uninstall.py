@@ -33,9 +33,9 @@ from typing import Any
 import aiohttp
 
 import accelpool_api as api
-from accelpool.runtime.settings import seconds
 from accelpool_api import conventions
 from accelpool_core.credentials import Credentials
+from accelpool_core.durations import positive_seconds
 from accelpool_core.kube import ApiError, KubeClient, NotFoundError
 
 NODES = "/api/v1/nodes"
@@ -207,12 +207,9 @@ def _progress(line: str) -> None:
 
 def parse_timeout(text: str) -> float:
     try:
-        value = seconds(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise UsageError(f"--timeout: invalid value {text!r}: a positive duration such as 90s, 4m or 1h")
-    return value
+        return positive_seconds(text, "90s, 4m or 1h")
+    except ValueError as error:
+        raise UsageError(f"--timeout: {error}") from None
 
 
 def run(args: argparse.Namespace) -> int:
