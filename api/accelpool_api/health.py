@@ -138,7 +138,11 @@ class HealthSpec(RuledModel):
     )
     max_unavailable: int | str = Field(
         "50%",
-        description="Circuit breaker: never quarantine more than this many (or this % of) member nodes.",
+        description=(
+            "Circuit breaker: never quarantine more than this many (or this % of) member nodes; in a pool that "
+            "quarantines single GPUs (status.quarantine.scope GPU), GPUs of the pool (a quarantined node counts "
+            "all its GPUs)."
+        ),
         json_schema_extra={"x-kubernetes-int-or-string": True},
     )
     hold_down: Annotated[str, Field(pattern=DURATION_PATTERN, max_length=MAX_DURATION_LENGTH)] = Field(
@@ -163,6 +167,15 @@ class HealthSpec(RuledModel):
         ),
     )
 
+    gpu_taint_effect: Literal["NoSchedule", "NoExecute"] = Field(
+        "NoSchedule",
+        description=(
+            "allocation DRA, GPU-scoped quarantine: the effect of the DeviceTaintRule on a bad GPU. NoSchedule "
+            "keeps new claims off it and leaves running pods (drain evicts them through the Eviction API, honouring "
+            "PodDisruptionBudgets); NoExecute has kube-controller-manager delete the pods using it at once, "
+            "ignoring PodDisruptionBudgets."
+        ),
+    )
     drain: DrainPolicy = Field(default_factory=DrainPolicy)
     hand_off: HandOffPolicy = Field(default_factory=HandOffPolicy)
     backend: AgentBackend | None = Field(

@@ -125,6 +125,17 @@ def spec_problems(spec: ComputePoolSpec) -> list[Problem]:
             )
         )
     problems += _backend_problems(spec.health.backend, entry)
+    if entry.vendor != catalog.Vendor.NVIDIA and (spec.allocation == "DRA" or spec.nvlink is not None):
+        field, value = ("spec.allocation", "DRA") if spec.allocation == "DRA" else ("spec.nvlink", "{...}")
+        problems.append(
+            Problem(
+                field,
+                value,
+                f"{'allocation DRA' if spec.allocation == 'DRA' else 'nvlink'} is for NVIDIA GPUs (NVIDIA's DRA "
+                f"driver, GPU Feature Discovery's nvidia.com/gpu.clique); "
+                f"{entry.name} is a {entry.vendor.value} device",
+            )
+        )
     for key in spec.node_selector:
         if key.startswith(f"{GROUP}/"):
             problems.append(

@@ -35,6 +35,40 @@ class ProvisionerSpec(Model):
     )
 
 
+class ComputeDomainSpec(RuledModel):
+    """A ComputeDomain (`resource.nvidia.com/v1beta1`, NVIDIA's DRA driver) the operator keeps for the pool."""
+
+    namespace: str = Field(
+        min_length=1,
+        max_length=63,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        description=(
+            "Namespace of the ComputeDomain and of the channel ResourceClaimTemplate NVIDIA's controller makes "
+            "for it (ComputeDomains are namespaced): where the pool's multi-node jobs run."
+        ),
+    )
+
+
+class NvlinkSpec(RuledModel):
+    """Keep the pool inside one NVLink domain (GB200/GB300 NVL72 racks, HGX with NVSwitch fabrics)."""
+
+    same_clique: bool = Field(
+        True,
+        description=(
+            "Members share one nvidia.com/gpu.clique (GPU Feature Discovery's label: <fabric cluster UUID>.<clique "
+            "ID>): the operator claims nodes of a single clique, and replaces a quarantined member from the same "
+            "clique. Nodes without the label are never claimed."
+        ),
+    )
+    compute_domain: ComputeDomainSpec | None = Field(
+        None,
+        description=(
+            "allocation DRA only: a ComputeDomain named after the pool, owned by it, whose IMEX channels give the "
+            "pool's pods multi-node NVLink memory sharing; its status is copied to status.dra.computeDomain."
+        ),
+    )
+
+
 class ComputePoolSpec(RuledModel):
     """What a platform engineer asks for: an accelerator, a node count, a layout, a health policy."""
 
@@ -65,6 +99,17 @@ class ComputePoolSpec(RuledModel):
     node_selector: dict[str, str] = Field(default_factory=dict, description="Extra label constraints on member nodes.")
     dedicated: bool = Field(True, description="Taint members accelpool.io/pool=<name>:NoSchedule.")
     provisioner: ProvisionerSpec = Field(default_factory=ProvisionerSpec)
+    allocation: Literal["DevicePlugin", "DRA"] = Field(
+        "DevicePlugin",
+        description=(
+            "Who hands the GPUs to pods. DevicePlugin: NVIDIA's device plugin (nvidia.com/gpu resources, "
+            "configured through the device-plugin ConfigMap). DRA: NVIDIA's DRA driver (gpu.nvidia.com "
+            "ResourceSlices; the operator keeps the device plugin off the members with the GPU Operator's "
+            "nvidia.com/gpu.deploy.device-plugin=false, and owns a DeviceClass <pool>.accelpool.io); a bad GPU "
+            "is then quarantined alone with a DeviceTaintRule where the cluster serves them. NVIDIA GPUs only."
+        ),
+    )
+    nvlink: NvlinkSpec | None = Field(None, description="Keep the members in one NVLink domain (clique).")
     health: HealthSpec = Field(default_factory=HealthSpec)
     kueue: KueueSpec | None = Field(
         None, description="Kueue integration (off by default): a ResourceFlavor and a ClusterQueue quota."
@@ -84,6 +129,13 @@ class ComputePoolSpec(RuledModel):
             lambda s: "mig" not in s or "sharing" not in s,
             "mig and sharing are mutually exclusive: partition GPUs or share them, not both "
             "(NVIDIA's device plugin refuses MPS on MIG devices; time-slicing MIG devices is not offered)",
+        ),
+        Rule(
+            "!has(self.nvlink) || !has(self.nvlink.computeDomain)"
+            " || (has(self.allocation) && self.allocation == 'DRA')",
+            lambda s: "computeDomain" not in (s.get("nvlink") or {}) or s.get("allocation", "DevicePlugin") == "DRA",
+            "nvlink.computeDomain needs allocation DRA: ComputeDomains are served by NVIDIA's DRA driver",
+            field="nvlink",
         ),
         Rule(
             "!has(self.maxNodes) || (has(self.provisioner) && self.provisioner.type == 'karpenter')",

@@ -77,7 +77,10 @@ class Capacity(Model):
         description="Sum of the serving members' latest matmul results in the policy's dtype.",
     )
     quarantined_gpus: int = Field(
-        0, alias="quarantinedGPUs", description="Devices on quarantined members (tainted or cordoned by accelpool)."
+        0,
+        alias="quarantinedGPUs",
+        description="Devices on quarantined members (tainted or cordoned by accelpool), and GPUs quarantined alone "
+        "(a DeviceTaintRule, or NVIDIA's DRA driver's own NoSchedule or NoExecute device taint) on serving members.",
     )
     burn_in_gpus: int = Field(
         0, alias="burnInGPUs", description="Devices on members in burn-in that are not quarantined."
@@ -109,6 +112,82 @@ class Scheduling(Model):
 
     node_selector: dict[str, str] = Field(default_factory=dict, description="Labels every member carries.")
     tolerations: list[Toleration] = Field(default_factory=list, description="Taints every member carries.")
+    device_class_name: str | None = Field(
+        None,
+        description="allocation DRA: the DeviceClass a ResourceClaim's request names to get the pool's devices "
+        "(device selectors cannot name nodes: the node selector and tolerations above are still needed).",
+    )
+    resource_claim_template: dict[str, Any] | None = Field(
+        None,
+        description="allocation DRA: the spec of a ResourceClaimTemplate asking for one of the pool's devices, to "
+        "copy into the pods' namespace (set count for more).",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+    extended_resource_name: str | None = Field(
+        None,
+        description="allocation DRA: the extended resource a pod may request instead of a claim "
+        "(deviceclass.resource.kubernetes.io/<class>, Kubernetes 1.37+); the claim the scheduler makes for it "
+        "tolerates no device taint.",
+    )
+
+
+class QuarantineScope(Model):
+    """How a bad device takes the pool's capacity out of service: the node, or the GPU alone."""
+
+    scope: Literal["Node", "GPU"] = Field(
+        "Node", description="GPU: a DeviceTaintRule on the bad GPU; Node: the member is quarantined."
+    )
+    reason: str = Field(
+        "DevicePlugin",
+        description="Why: DeviceTaintRules (GPU scope), DevicePlugin (the device plugin cannot withhold one GPU), "
+        "DeviceTaintRuleNotServed, OptInRequired (Kubernetes 1.36) or Disabled (the operator's setting).",
+    )
+    message: str = Field("", description="The same, for a person, with what would change it.")
+
+
+class DeviceQuarantine(Model):
+    """One GPU out of service on a member that keeps serving its others."""
+
+    node: str = Field(description="The member.")
+    device: str = Field(description="The device's name in the node's ResourceSlice (e.g. gpu-3).")
+    uuid: str = Field(description="The GPU's UUID (a MIG device's parent).")
+    reason: str = Field(description="Why, e.g. XidError79, or the driver's taint gpu.nvidia.com/xid=79.")
+    source: Literal["agent", "driver"] = Field(
+        "agent",
+        description="agent: accelpool's DeviceTaintRule, lifted after the hold-down; driver: NVIDIA's own "
+        "device taint, cleared only when its kubelet plugin restarts.",
+    )
+    since: str | None = Field(None, description="RFC 3339 time the quarantine began.")
+    healthy_since: str | None = Field(
+        None, description="RFC 3339 time the agent first reported the GPU healthy again (the hold-down counts from it)."
+    )
+
+
+class ComputeDomainStatus(Model):
+    """The pool's ComputeDomain (spec.nvlink.computeDomain), as NVIDIA's controller reports it."""
+
+    name: str = Field(description="The ComputeDomain's name (the pool's).")
+    namespace: str = Field(description="Its namespace (spec.nvlink.computeDomain.namespace).")
+    status: str | None = Field(None, description="Ready or NotReady (its status.status); None: not yet reported.")
+    channel_template: str | None = Field(
+        None, description="The ResourceClaimTemplate of IMEX channels pods name (created by NVIDIA's controller)."
+    )
+
+
+class DraStatus(Model):
+    """allocation DRA: the pool's DRA objects and what the ResourceSlices say."""
+
+    device_class: str = Field(description="The DeviceClass accelpool owns for the pool.")
+    devices: int = Field(0, description="The pool's devices on members, as their ResourceSlices publish them.")
+    members_without_slices: list[str] = Field(
+        default_factory=list,
+        description="Members whose ResourceSlices (driver gpu.nvidia.com, pool = node name) are missing or "
+        "incomplete: NVIDIA's DRA kubelet plugin does not run there yet.",
+    )
+    quarantined_devices: list[DeviceQuarantine] = Field(
+        default_factory=list, description="GPUs out of service on members that keep serving (at most 64)."
+    )
+    compute_domain: ComputeDomainStatus | None = Field(None, description="spec.nvlink.computeDomain: its state.")
 
 
 class Member(Model):
@@ -182,6 +261,10 @@ class ComputePoolStatus(Model):
         default_factory=list, description="The standard conditions; Ready sums them up (see the Condition type)."
     )
     kueue: KueueStatus | None = Field(None, description="The pool's Kueue objects (spec.kueue.enabled).")
+    quarantine: QuarantineScope | None = Field(
+        None, description="Whether a bad GPU quarantines its node or only itself, and why."
+    )
+    dra: DraStatus | None = Field(None, description="allocation DRA: the DeviceClass, slices and quarantined GPUs.")
 
 
 _STATUS_FIELDS = frozenset((info.alias or name) for name, info in ComputePoolStatus.model_fields.items()) | frozenset(

@@ -131,6 +131,16 @@ class Finding(_Wire):
     detail: str = Field("", max_length=200, description="A short, stable description (no measured numbers).")
 
 
+class BadDevice(_Wire):
+    """One failing device, named so the operator can find it in NVIDIA's DRA ResourceSlices (by UUID)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
+
+    index: int = Field(ge=0, description="The device's index, as `bad_gpus` and the findings' `gpus` give it.")
+    uuid: str = Field(max_length=96, description="The device's UUID (NVML: GPU-...; the MIG parent for MIG).")
+    reason: str = Field("", max_length=64, description="CamelCase cause of its worst critical finding.")
+
+
 class CheckVerdict(_Wire):
     """The last verdict of one compute check on one GPU, kept on the node across agent restarts."""
 
@@ -153,6 +163,11 @@ class HealthReport(_Wire):
     message: str = ""
     gpus: int = Field(0, ge=0, description="Devices the agent sees.")
     bad_gpus: list[int] = Field(default_factory=list, description="Indexes of failing devices.")
+    bad_devices: list[BadDevice] = Field(
+        default_factory=list,
+        max_length=64,
+        description="The failing devices with their UUIDs (per-GPU quarantine); older agents leave it out.",
+    )
     tflops: float | None = Field(None, description="Sum of the node's latest matmul results.")
     dtype: str | None = Field(None, description="Data type the TFLOPS were measured in.")
     checked_at: datetime | None = Field(None, description="When the last full cycle ended.")
@@ -194,6 +209,18 @@ class HealthReport(_Wire):
     @classmethod
     def from_annotation(cls, text: str) -> HealthReport:
         return cls.model_validate_json(text)
+
+    def gpu_scoped(self) -> bool:
+        """Whether every critical finding names devices, and every named device has a UUID: the report can be
+        answered by taking those devices out of service alone (a DeviceTaintRule each) instead of the node."""
+        critical = [f for f in self.findings if f.severity is Severity.CRITICAL]
+        named = {d.index for d in self.bad_devices}
+        return (
+            bool(self.bad_devices)
+            and bool(critical)
+            and all(f.gpus and set(f.gpus) <= named for f in critical)
+            and set(self.bad_gpus) <= named
+        )
 
 
 MAX_CHECK_REQUEST_LENGTH = 63

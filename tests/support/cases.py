@@ -74,6 +74,31 @@ CASES: list[Case] = [
     Case("mps", {"accelerator": "T4", "sharing": {"mps": {"replicas": 2}}}, "valid"),
     Case("mps-48-clients", {"accelerator": "H100", "sharing": {"mps": {"replicas": 48}}}, "valid"),
     Case("mps-v100-16-clients", {"accelerator": "V100", "sharing": {"mps": {"replicas": 16}}}, "valid"),
+    Case("dra", {"accelerator": "H100:8", "allocation": "DRA", "health": {"gpuTaintEffect": "NoExecute"}}, "valid"),
+    Case(
+        "dra-nvlink-compute-domain",
+        {
+            "accelerator": "B200:8",
+            "allocation": "DRA",
+            "nvlink": {"sameClique": True, "computeDomain": {"namespace": "team-a"}},
+        },
+        "valid",
+    ),
+    Case(
+        "nvlink-compute-domain-without-dra",
+        {"accelerator": "H100:8", "nvlink": {"computeDomain": {"namespace": "team-a"}}},
+        "schema",
+        "spec.nvlink",
+        "nvlink.computeDomain needs allocation DRA",
+    ),
+    Case("dra-unknown-mode", {"accelerator": "H100", "allocation": "Dra"}, "schema", "spec.allocation", "Unsupported"),
+    Case(
+        "dra-not-nvidia",
+        {"accelerator": "MI300X:8", "allocation": "DRA"},
+        "webhook",
+        "spec.allocation",
+        "allocation DRA is for NVIDIA GPUs",
+    ),
     Case(
         "karpenter-range",
         {"accelerator": "H200:8", "nodes": 0, "maxNodes": 4, "provisioner": {"type": "karpenter"}},

@@ -124,8 +124,16 @@ class NodeReport:
         return strongest(f.action for f in self.findings if f.severity is Severity.CRITICAL)
 
     def health_report(self) -> HealthReport:
-        from accelpool_core.protocol import MAX_FINDINGS, HealthReport
+        from accelpool_core.protocol import MAX_FINDINGS, BadDevice, HealthReport, Severity
         from accelpool_core.protocol import CheckVerdict as WireVerdict
+
+        def _worst_reason(index: int) -> str:
+            """The first (worst) critical finding naming the device, else the node's reason."""
+            found = next(
+                (f for f in self.findings if f.severity is Severity.CRITICAL and index in f.gpus),
+                None,
+            )
+            return (found.reason if found else self.reason)[:64]
 
         verdicts = {
             gpu.device.uuid: {
@@ -143,6 +151,11 @@ class NodeReport:
             message=self.message,
             gpus=len(self.gpus),
             bad_gpus=list(self.bad_gpus),
+            bad_devices=[
+                BadDevice(index=gpu.device.index, uuid=gpu.device.uuid, reason=_worst_reason(gpu.device.index))
+                for gpu in self.gpus
+                if gpu.device.index in self.bad_gpus and gpu.device.uuid
+            ][:64],
             tflops=self.tflops,
             dtype=self.dtype if self.tflops is not None else None,
             checked_at=datetime.fromtimestamp(self.checked_at, UTC),

@@ -266,3 +266,17 @@ async def test_fake_telemetry_is_realistic(make_agent: MakeAgent, gpus: str) -> 
         assert t.sm_clock_hertz is not None and t.sm_clock_max_hertz is not None
         assert 0 < t.sm_clock_hertz <= t.sm_clock_max_hertz
         assert gpu.status is CheckStatus.PASS
+
+
+async def test_a_bad_gpu_is_named_by_uuid_so_it_can_be_quarantined_alone(make_agent: MakeAgent) -> None:
+    report = await cycle(make_agent, "3:xid=79")
+    wire = report.health_report()
+    assert [(d.index, d.uuid, d.reason) for d in wire.bad_devices] == [(3, report.gpus[3].device.uuid, "XidError79")]
+    assert wire.gpu_scoped()
+
+
+async def test_a_node_wide_finding_is_not_gpu_scoped(make_agent: MakeAgent) -> None:
+    config = AgentConfig(pool="llm-training", check_timeout_seconds=5, expected_gpus=9)
+    report = await cycle(make_agent, "3:xid=79", config=config)
+    wire = report.health_report()
+    assert wire.bad_devices and not wire.gpu_scoped(), wire.findings

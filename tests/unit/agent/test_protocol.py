@@ -31,3 +31,14 @@ def test_writer_and_verdicts_round_trip_compactly() -> None:
     assert report.verdicts["GPU-0"]["correctness"].status == "fail"
     assert HealthReport.from_annotation(report.to_annotation()) == report.model_copy(update={"checked_at": None})
     assert '"since":"2026-01-01T00:00:00Z"' in report.to_annotation()
+
+
+def test_a_report_without_device_uuids_is_not_gpu_scoped() -> None:
+    """An older agent names bad GPUs by index only: the operator cannot find them in a ResourceSlice."""
+    old = (
+        '{"badGpus":[3],"reason":"XidError79","status":"Unhealthy",'
+        '"findings":[{"check":"xid","severity":"CRITICAL","reason":"XidError79","gpus":[3]}]}'
+    )
+    assert not HealthReport.from_annotation(old).gpu_scoped()
+    newer = old[:-1] + ',"badDevices":[{"index":3,"uuid":"GPU-3","reason":"XidError79"}]}'
+    assert HealthReport.from_annotation(newer).gpu_scoped()
