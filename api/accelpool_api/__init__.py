@@ -80,15 +80,19 @@ from accelpool_api.pool import ComputePool, ObjectMeta
 from accelpool_api.problems import AUTO, ErrorType, Problem, as_sent, go_float, go_value
 from accelpool_api.resolution import ResolvedAccelerator, max_instances_that_fit, resolve_accelerator, spec_problems
 from accelpool_api.rules import Model, Rule, RuledModel
-from accelpool_api.spec import MAX_NODES, ComputePoolSpec, ProvisionerSpec
+from accelpool_api.spec import MAX_NODES, ComputeDomainSpec, ComputePoolSpec, NvlinkSpec, ProvisionerSpec
 from accelpool_api.status import (
     MAX_STATUS_MEMBERS,
     Capacity,
+    ComputeDomainStatus,
     ComputePoolStatus,
     Condition,
+    DeviceQuarantine,
+    DraStatus,
     KueueStatus,
     Member,
     NodeCounts,
+    QuarantineScope,
     Scheduling,
     Toleration,
     read_status,
@@ -133,10 +137,14 @@ __all__ = [
     "AcceleratorRequest",
     "AgentBackend",
     "Capacity",
+    "ComputeDomainSpec",
+    "ComputeDomainStatus",
     "ComputePool",
     "ComputePoolSpec",
     "ComputePoolStatus",
     "Condition",
+    "DeviceQuarantine",
+    "DraStatus",
     "DrainPolicy",
     "ErrorType",
     "HandOffPolicy",
@@ -149,9 +157,11 @@ __all__ = [
     "Model",
     "MpsSpec",
     "NodeCounts",
+    "NvlinkSpec",
     "ObjectMeta",
     "Problem",
     "ProvisionerSpec",
+    "QuarantineScope",
     "ResolvedAccelerator",
     "Rule",
     "RuledModel",

@@ -193,6 +193,32 @@ def config_name(pool: str, digest: str) -> str:
     return f"{head}-{digest[:CONTENT_DIGEST_LENGTH]}"
 
 
+DNS_SUBDOMAIN_MAX = 253
+DEVICE_PLUGIN_DEPLOY_LABEL = "nvidia.com/gpu.deploy.device-plugin"
+"""The GPU Operator deploys its device plugin on a node unless this label is `false` (it fills the label only
+when missing or empty: NVIDIA/gpu-operator `controllers/state_manager.go` `addGPUStateLabels`). A DRA pool's
+members carry `false`: NVIDIA's DRA driver and its device plugin must never serve one node's GPUs together."""
+GPU_UUID_ANNOTATION = f"{DOMAIN}/gpu-uuid"
+"""On a DeviceTaintRule: the GPU whose fault it answers (a MIG device's parent)."""
+GPU_HEALTHY_SINCE_ANNOTATION = f"{DOMAIN}/healthy-since"
+"""On a DeviceTaintRule: when the GPU was first reported healthy again (the hold-down counts from it)."""
+QUARANTINE_SINCE_ANNOTATION = f"{DOMAIN}/quarantined-since"
+QUARANTINE_REASON_ANNOTATION = f"{DOMAIN}/reason"
+
+
+def device_taint_rule_name(node: str, device: str) -> str:
+    """`accelpool-<node>-<device>`: one DeviceTaintRule per quarantined device (cluster-scoped, a DNS subdomain)."""
+    return _bounded(_CONFIG_PREFIX, f"{node}-{device}", DNS_SUBDOMAIN_MAX)
+
+
+def device_class_name(pool: str) -> str:
+    """`<pool>.accelpool.io`: the DeviceClass of a DRA pool (a DNS subdomain; a longer pool name is hashed)."""
+    suffix = f".{DOMAIN}"
+    if len(pool) + len(suffix) <= DNS_SUBDOMAIN_MAX:
+        return pool + suffix
+    return _bounded("", pool, DNS_SUBDOMAIN_MAX - len(suffix)) + suffix
+
+
 def agent_name(pool: str) -> str:
     """The pool's agent DaemonSet: `accelpool-agent-<pool>`."""
     return _bounded(_AGENT_PREFIX, pool)

@@ -82,6 +82,8 @@ def mig_devices(layout: Sequence[str]) -> dict[str, int]:
 
 def resources_per_gpu(spec: ComputePoolSpec, resolved: ResolvedAccelerator | None = None) -> dict[str, int]:
     """What one physical GPU of a member advertises to pods under this pool's config."""
+    if spec.allocation == "DRA":
+        return {}  # NVIDIA's DRA driver publishes ResourceSlices: no extended resource is advertised
     entry = (resolved or spec.resolve()).entry
     strategy = spec.mig_strategy()
     if strategy == "mixed":

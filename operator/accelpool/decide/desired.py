@@ -11,7 +11,10 @@
    (`Valid=False` naming the error) and the cluster is planned again without it, so one pool can
    never stop the others;
 3. `accelpool.decide.configmaps.versions`: the staged and the final version of both NVIDIA ConfigMaps;
-4. `accelpool.decide.kueue.decide`: the Kueue ResourceFlavors and ClusterQueue quotas of the pools that ask
+4. `accelpool.decide.dra`, for `allocation: DRA` pools: before planning, members whose faults are answered
+   GPU by GPU are planned as healthy; after it, each DRA pool's DeviceClass and DeviceTaintRules, and its status
+   from the ResourceSlices;
+5. `accelpool.decide.kueue.decide`: the Kueue ResourceFlavors and ClusterQueue quotas of the pools that ask
    for Kueue, and their KueueSynced conditions.
 
 `Desired` holds all of it. The shell decides nothing more: it compares each part with what is
@@ -25,6 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from accelpool.decide import configmaps, kueue, render
+from accelpool.decide.dra import plan as dra
+from accelpool.decide.dra.plan import DraInputs, DraPlan
+from accelpool.decide.dra.quarantine import GpuDecision
 from accelpool.decide.planning import ConfigState, Plan, PlannerOptions, PoolInput, PoolPlan
 from accelpool.decide.planning.incremental import Memo, replan
 from accelpool.model.nodes import NodeView
@@ -50,6 +56,8 @@ class Desired:
     """The Kueue objects of the pools that ask for Kueue (`accelpool.decide.kueue`)."""
     memo: Memo | None = None
     """What the plan was made of: the next pass plans only what changed since (`incremental`)."""
+    dra: DraPlan | None = None
+    """The DRA pools' DeviceClasses and DeviceTaintRules (`accelpool.decide.dra`); None: DRA was not observed."""
 
 
 def decide(
@@ -63,24 +71,32 @@ def decide(
     current_mig_text: str | None,
     kueue_observed: kueue.KueueObserved | None = None,
     previous: Desired | None = None,
+    dra_inputs: DraInputs | None = None,
 ) -> Desired:
     """The desired state; `unplannable` names pools already known to fail (name → why); `kueue_observed`: what
     Kueue holds (None: nothing is decided for Kueue); `previous`: the last pass's, made with the same `agent`."""
-    memo = replan(previous.memo if previous is not None else None, pools, nodes, config, options, unplannable)
+    planned_nodes: Sequence[NodeView] = nodes
+    decisions: dict[str, GpuDecision] = {}
+    if dra_inputs is not None:
+        planned_nodes, decisions = dra.prepare(pools, nodes, dra_inputs, options)
+    memo = replan(previous.memo if previous is not None else None, pools, planned_nodes, config, options, unplannable)
     result = memo.plan
     karpenter = options.karpenter_available
     rendered = _rendered(previous, karpenter)
     owned, failures = render_owned(result, agent, karpenter=karpenter, rendered=rendered)
     if failures:
-        memo = replan(None, pools, nodes, config, options, {**result.unplannable, **failures})
+        memo = replan(None, pools, planned_nodes, config, options, {**result.unplannable, **failures})
         result = memo.plan
         owned, _ = render_owned(result, agent, karpenter=karpenter, rendered=rendered)
     versions = configmaps.versions(result, config, current_mig_text)
+    dra_plan = None
+    if dra_inputs is not None:
+        result, dra_plan = dra.finish(result, pools, nodes, dra_inputs, decisions)
     if kueue_observed is None:
-        return Desired(result, owned, versions, memo=memo)
+        return Desired(result, owned, versions, memo=memo, dra=dra_plan)
     previous_statuses = {p.name: p.previous for p in pools}
     result, kueue_plan = kueue.decide(result, previous_statuses, kueue_observed, options.now)
-    return Desired(result, owned, versions, kueue_plan, memo=memo)
+    return Desired(result, owned, versions, kueue_plan, memo=memo, dra=dra_plan)
 
 
 def _rendered(previous: Desired | None, karpenter: bool) -> dict[str, tuple[PoolPlan, OwnedObjects]]:

@@ -159,8 +159,11 @@ def _member_configs(pool: str, spec: api.ComputePoolSpec, resolved: api.Resolved
     entry = resolved.entry
     if entry.vendor != catalog.Vendor.NVIDIA:
         return MemberConfigs(None, None, None, None)
-    document = device_plugin_config(spec, resolved)
-    key = conventions.config_name(pool, content_digest(document))
+    if spec.allocation == "DRA":  # the DRA driver reads no device-plugin config; static MIG still needs mig-parted
+        document, key = None, None
+    else:
+        document = device_plugin_config(spec, resolved)
+        key = conventions.config_name(pool, content_digest(document))
     if spec.mig is None:
         mig = conventions.MIG_DISABLED_CONFIG if entry.mig_capable else None
         return MemberConfigs(key, mig, document, None)

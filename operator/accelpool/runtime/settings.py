@@ -15,7 +15,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from accelpool.decide.render import AgentRendering
 from accelpool_api import VENDOR_BACKENDS, conventions
@@ -289,6 +289,15 @@ class OperatorConfig:
         "comma-separated taints (key or key=value) that do not stop a node from being claimed; "
         "any other NoSchedule/NoExecute taint reserves the node for someone else",
         parse=_names,
+    )
+    device_taint_rules: Literal["auto", "v1beta2", "off"] = option(
+        "--device-taint-rules",
+        "auto",
+        "allocation DRA pools: quarantine a bad GPU alone with a DeviceTaintRule where the cluster serves "
+        "resource.k8s.io/v1 ones (auto, Kubernetes 1.37+); v1beta2 also writes Kubernetes 1.36's beta rules "
+        "(kube-scheduler and kube-controller-manager need --feature-gates=DRADeviceTaintRules=true); off always "
+        "quarantines the node",
+        choices=("auto", "v1beta2", "off"),
     )
     write_concurrency: int = option("--write-concurrency", 16, "node patches in flight at once", parse=int)
     max_workers: int = option("--max-workers", 4, "kopf's executor threads (handlers are async)", parse=int)

@@ -48,11 +48,14 @@ class MemberConfig:
     """The mig-parted config: the pool's layout, `all-disabled` for whole MIG-capable GPUs, else None."""
     per_gpu: dict[str, int]
     """What each GPU of a member advertises once it serves the pool's config."""
+    dra: bool = False
+    """NVIDIA's DRA driver serves the GPUs: the GPU Operator's device plugin stays off the members."""
 
     @classmethod
     def of(cls, work: PoolWork) -> MemberConfig:
         found = nvidia.member_configs(work.name, work.spec, work.resolved)
-        return cls(work.name, found.device_plugin, found.mig, workloads.resources_per_gpu(work.spec, work.resolved))
+        per_gpu = workloads.resources_per_gpu(work.spec, work.resolved)
+        return cls(work.name, found.device_plugin, found.mig, per_gpu, dra=work.spec.allocation == "DRA")
 
     @property
     def labels(self) -> dict[str, str]:
@@ -63,6 +66,8 @@ class MemberConfig:
             found[conventions.DEVICE_PLUGIN_CONFIG_LABEL] = self.device_plugin
         if self.mig is not None:
             found[conventions.MIG_CONFIG_LABEL] = self.mig
+        if self.dra:
+            found[conventions.DEVICE_PLUGIN_DEPLOY_LABEL] = "false"
         return found
 
 
@@ -99,6 +104,7 @@ def member_changes(ledger: Ledger, work: PoolWork, now: datetime, sync: ConfigSy
                 conventions.DEVICE_PLUGIN_CONFIG_LABEL, None
             )
         _set_mig_label(edit, original, config, prior, ledger, now, sync)
+        _set_deploy_label(edit, config, prior)
         if not karpenter:
             edit.annotations[conventions.JOINED_ANNOTATION] = (
                 joined if new else (original.annotations.get(conventions.JOINED_ANNOTATION) or joined)
@@ -115,6 +121,19 @@ def member_changes(ledger: Ledger, work: PoolWork, now: datetime, sync: ConfigSy
         apply_quarantine(work.remediation, view, edit)
         apply_burn_in(work.burn_in, view, edit, joining=new)
         copy_pool_request(edit, work.input.check_request)
+
+
+def _set_deploy_label(edit: NodeEdit, config: MemberConfig, prior: dict[str, str | None]) -> None:
+    """A DRA pool keeps the GPU Operator's device plugin off its members (`nvidia.com/gpu.deploy.device-plugin
+    =false`), remembering what the node had (restored on release, or when the pool goes back to the plugin)."""
+    label = conventions.DEVICE_PLUGIN_DEPLOY_LABEL
+    current = edit.label(label)
+    if config.dra:
+        if current != "false" and label not in prior:
+            prior[label] = current
+        edit.labels[label] = "false"
+    elif label in prior:
+        edit.labels[label] = prior.pop(label)
 
 
 def _prior_labels_of_new(edit: NodeEdit, wanted: dict[str, str], ledger: Ledger) -> dict[str, str | None]:

@@ -114,6 +114,9 @@ class Ledger:
         if conventions.REMEDIATION_ACTION_LABEL in view.labels:
             edit.labels[conventions.REMEDIATION_ACTION_LABEL] = None
         self._restore_config_labels(view, edit)
+        deploy = conventions.DEVICE_PLUGIN_DEPLOY_LABEL
+        if deploy in view.prior_labels:  # a DRA pool's member: back to what it was before it joined
+            edit.labels[deploy] = view.prior_labels[deploy]
         for annotation in (
             conventions.JOINED_ANNOTATION,
             conventions.PRIOR_LABELS_ANNOTATION,

@@ -75,7 +75,11 @@ class Census:
             ),
             healthy=len([m for m in members if m.view.health is not None and m.view.health.healthy]),
             device_plugin_missing=tuple(
-                [m for m in members if nvidia_pool and m.label(conventions.DEVICE_PLUGIN_CONFIG_LABEL) != key]
+                [
+                    m
+                    for m in members
+                    if nvidia_pool and shape.device_plugin and m.label(conventions.DEVICE_PLUGIN_CONFIG_LABEL) != key
+                ]
             ),
             burn_in=tuple(burn_in),
             burn_in_failed=tuple([m for m in burn_in if m.burn_in == conventions.BURN_IN_FAILED]),

@@ -86,7 +86,10 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
         selected,
         degraded=phase.degradations(census, layout, agents),
         pending=phase.configuring(
-            census, layout, nvidia_pool=shape.nvidia, device_plugin_written=facts.device_plugin_written
+            census,
+            layout,
+            nvidia_pool=shape.nvidia and shape.device_plugin,
+            device_plugin_written=facts.device_plugin_written,
         ),
     )
     findings = {

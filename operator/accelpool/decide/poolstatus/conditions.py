@@ -135,6 +135,13 @@ def device_plugin_configured(
     """The pool's device-plugin key is `written` and every member selects it (none is `missing`)."""
     if not shape.nvidia:
         return Finding(True, "NotApplicable", f"{shape.entry.vendor.value} devices")
+    if not shape.device_plugin:
+        return Finding(
+            True,
+            "NotApplicable",
+            f"allocation DRA: NVIDIA's DRA driver serves the GPUs; {conventions.DEVICE_PLUGIN_DEPLOY_LABEL}=false "
+            "keeps the device plugin off the members",
+        )
     if layout.overridden:
         return Finding(False, "MigStrategyOverridden", override_message(layout, shape))
     if not written or missing:

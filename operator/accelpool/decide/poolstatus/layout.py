@@ -37,6 +37,8 @@ class PoolShape:
     """The pool partitions its GPUs with MIG."""
     uses_mig_label: bool = field(init=False, compare=False)
     """Members carry `nvidia.com/mig.config`: the pool's layout, or MIG off on MIG-capable GPUs."""
+    device_plugin: bool = field(init=False, compare=False)
+    """NVIDIA's device plugin serves the GPUs (allocation DevicePlugin), not its DRA driver."""
     key: str = field(init=False, compare=False)
     """The pool's device-plugin config key (named by its content; "" for other vendors)."""
     mig_config: str = field(init=False, compare=False)
@@ -49,6 +51,7 @@ class PoolShape:
         set_field = object.__setattr__
         set_field(self, "entry", entry)
         set_field(self, "nvidia", entry.vendor == catalog.Vendor.NVIDIA)
+        set_field(self, "device_plugin", self.spec.allocation == "DevicePlugin")
         set_field(self, "mig", mig)
         set_field(self, "uses_mig_label", mig or entry.mig_capable)
         set_field(self, "key", configs.device_plugin or "")

@@ -91,6 +91,7 @@ class Planner:
             current_mig_text=snapshot.mig_text,
             kueue_observed=snapshot.kueue,
             previous=self._last,
+            dra_inputs=snapshot.dra,
         )
         self._last = desired
         for name, why in desired.plan.unplannable.items():

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from accelpool.decide import inputs
+from accelpool.decide.dra.plan import DraInputs
 from accelpool.decide.inputs import PoolRecord
 from accelpool.decide.kueue import KueueObserved
 from accelpool.decide.planning import ConfigState
@@ -21,6 +22,7 @@ from accelpool.model.nodes import NodeView
 from accelpool.runtime.controller import apiserver
 from accelpool.runtime.controller.apiserver import TRANSIENT
 from accelpool.runtime.controller.deadlines import Deadlines
+from accelpool.runtime.controller.dra import DraCache
 from accelpool.runtime.controller.freshness import HealthFreshness
 from accelpool.runtime.controller.kueue import KueueCache
 from accelpool.runtime.controller.overlays import Overlays, same_pool
@@ -59,6 +61,9 @@ class Snapshot:
     """Kueue's ResourceFlavors and ClusterQueues (`accelpool.runtime.controller.kueue`); None in offline plans."""
     health_unchanged_for: Mapping[str, float] | None = None
     """Node → seconds since the operator last saw its agent health change (`PlannerOptions.health_unchanged_for`)."""
+    dra: DraInputs | None = None
+    """NVIDIA's ResourceSlices, accelpool's DeviceTaintRules and what the cluster serves of them
+    (`accelpool.runtime.controller.dra`), read while some pool is `allocation: DRA`; None otherwise."""
 
     @functools.cached_property
     def nodes_by_name(self) -> Mapping[str, NodeView]:
@@ -87,6 +92,7 @@ class ClusterState:
         self._owned: dict[Owned, dict[str, dict[str, Any]]] = {"daemonsets": {}, "nodepools": {}}
         self._karpenter = False
         self.kueue = KueueCache(client)
+        self.dra = DraCache(client, config.device_taint_rules)
         self._loaded_at: float | None = None
         self._agents: dict[str, agents.AgentObservation] | None = None
         self._agents_at: float | None = None
@@ -147,6 +153,10 @@ class ClusterState:
         mig = self._configmaps.get(self._config.mig_configmap)
         assert self._loaded_at is not None
         nodes = self._nodes()
+        dra = None
+        if any(record.spec.get("allocation") == "DRA" for record in pools.values()):
+            await self.dra.load()
+            dra = self.dra.inputs
         return Snapshot(
             pools=pools,
             nodes=nodes,
@@ -158,6 +168,7 @@ class ClusterState:
             loaded_at=self._loaded_at,
             kueue=self.kueue.observed,
             health_unchanged_for=self._health_ages(nodes),
+            dra=dra,
         )
 
     def _config_state(self, dp: dict[str, Any] | None, mig: dict[str, Any] | None) -> ConfigState:
@@ -229,6 +240,7 @@ class ClusterState:
             self._karpenter = True
             self._owned["nodepools"] = {n["metadata"]["name"]: n for n in nodepools if _managed(n)}
         await self.kueue.load()
+        self.dra.forget_discovery()
         self._loaded_at = self._clock()
 
     async def _observe_agents(self) -> None:

@@ -36,6 +36,7 @@ from accelpool.decide.planning import EventIntent, Plan
 from accelpool.model.nodes import NodeChange, NodeView
 from accelpool.runtime.controller import apiserver
 from accelpool.runtime.controller.apiserver import TRANSIENT, Permit
+from accelpool.runtime.controller.dra import DraWriter
 from accelpool.runtime.controller.events import EventRecorder
 from accelpool.runtime.controller.kueue import KueueWriter, KueueWrites
 from accelpool.runtime.controller.state import ClusterState, Owned, Snapshot
@@ -103,6 +104,7 @@ class Writer:
         self._events = events
         self._metrics = metrics
         self._kueue = KueueWriter(client, state.kueue)
+        self._dra = DraWriter(client, state.dra)
         self._settled: dict[str, tuple[NodeView, NodeChange]] = {}
         """Node → the view and the change last found to need no write: the same two objects need none again."""
 
@@ -131,6 +133,12 @@ class Writer:
                 await self._configmaps(desired.configmaps.final, outcome, permit)
                 after = await self._kueue.after_nodes(desired.kueue, permit, queues_done=kueue.queues_done)
                 self._kueue_writes(after, outcome)
+            if desired.dra is not None:
+                dra = await self._dra.write(desired.dra, permit)
+                for verb, resource in dra.written:
+                    self._wrote(verb, resource, outcome)
+                for what, error, pools in dra.errors:
+                    outcome.fail(error, what, pools)
             await self._delete_unwanted(desired.plan, outcome, permit)
         outcome.count += await self._events.post(
             [*desired.plan.events, *_failure_events(desired.plan, outcome)], permit

@@ -1,0 +1,183 @@
+"""A planning pass's DRA part, around the node planner: `prepare` before it, `finish` after. Pure.
+
+`prepare` decides each DRA pool's per-GPU quarantine (`accelpool.decide.dra.quarantine`) and hands the node
+planner the members whose faults are answered per GPU as healthy; `finish` adds to the plan what the node
+planner does not know: each DRA pool's DeviceClass and DeviceTaintRules, its capacity from the ResourceSlices
+less the GPUs quarantined alone, `status.quarantine`, `status.dra` and what a pod needs (`status.scheduling`),
+and the pass's GPU Events. Called by `accelpool.runtime.controller.planner` (and `accelpool plan`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import accelpool_api as api
+from accelpool.decide.dra import classes
+from accelpool.decide.dra.quarantine import GpuDecision, decide
+from accelpool.decide.dra.rules import TaintRule
+from accelpool.decide.dra.slices import NodeSlices
+from accelpool.decide.dra.support import RuleSupport, pool_scope
+from accelpool.decide.planning.membership import judge_health
+from accelpool.decide.planning.model import Plan, PlannerOptions, PoolInput, PoolPlan
+from accelpool.model.nodes import NodeView
+from accelpool_api import conventions
+
+
+@dataclass(frozen=True)
+class DraInputs:
+    """What the cluster says about DRA, as the controller read it this pass."""
+
+    slices: Mapping[str, NodeSlices] = field(default_factory=dict)
+    """Node → its `gpu.nvidia.com` pool."""
+    rules: tuple[TaintRule, ...] = ()
+    """accelpool's DeviceTaintRules."""
+    support: RuleSupport = field(
+        default_factory=lambda: RuleSupport(None, "DeviceTaintRuleNotServed", "DeviceTaintRule support not observed")
+    )
+
+
+@dataclass(frozen=True)
+class DraPlan:
+    """What the pass writes of DRA: every accelpool rule and class that should exist (the others go)."""
+
+    rules: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    classes: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    rule_version: str | None = None
+
+
+def dra_pools(pools: Sequence[PoolInput]) -> list[PoolInput]:
+    return [p for p in pools if p.valid and p.spec is not None and p.spec.allocation == "DRA" and not p.deleting]
+
+
+def prepare(
+    pools: Sequence[PoolInput], nodes: Sequence[NodeView], inputs: DraInputs, options: PlannerOptions
+) -> tuple[list[NodeView], dict[str, GpuDecision]]:
+    """The nodes as the node planner should see them, and each GPU-scoped pool's decision."""
+    decisions: dict[str, GpuDecision] = {}
+    wanted = {p.name: p for p in dra_pools(pools) if pool_scope(p.spec, inputs.support).scope == "GPU"}  # type: ignore[arg-type]
+    if not wanted:
+        return list(nodes), decisions
+    members: dict[str, list[NodeView]] = {name: [] for name in wanted}
+    for view in nodes:
+        if view.pool in members:
+            judged = judge_health(view, options.now, options.health_stale_seconds, options.health_unchanged_for)
+            members[view.pool].append(judged)
+    by_pool: dict[str, list[TaintRule]] = {}
+    for rule in inputs.rules:
+        by_pool.setdefault(rule.pool, []).append(rule)
+    replaced: dict[str, NodeView] = {}
+    for name, pool in wanted.items():
+        assert pool.spec is not None
+        decision = decide(name, pool.spec, members[name], inputs.slices, by_pool.get(name, ()), options.now)
+        decisions[name] = decision
+        replaced.update(decision.views)
+    return [replaced.get(view.name, view) for view in nodes], decisions
+
+
+def finish(
+    plan: Plan,
+    pools: Sequence[PoolInput],
+    nodes: Sequence[NodeView],
+    inputs: DraInputs,
+    decisions: Mapping[str, GpuDecision],
+) -> tuple[Plan, DraPlan]:
+    """The plan with the DRA pools' statuses and Events, and the DRA objects to write."""
+    by_name = {p.name: p for p in dra_pools(pools)}
+    views = {view.name: view for view in nodes}
+    rules: dict[str, dict[str, Any]] = {}
+    device_classes: dict[str, dict[str, Any]] = {}
+    pool_plans: list[PoolPlan] = []
+    events = list(plan.events)
+    requeue = plan.requeue_after
+    for pool_plan in plan.pools:
+        pool = by_name.get(pool_plan.name)
+        if pool is None or pool.spec is None or pool_plan.status is None:
+            pool_plans.append(pool_plan)
+            continue
+        resolved = pool.spec.resolve()
+        decision = decisions.get(pool.name, GpuDecision())
+        device_classes[conventions.device_class_name(pool.name)] = classes.device_class(
+            pool.name, pool.uid, pool.spec, resolved
+        )
+        if inputs.support.version is not None:
+            for name, rule in decision.rules.items():
+                rules[name] = rule.body(inputs.support.version, pool.uid)
+        events.extend(decision.events)
+        if decision.requeue_after is not None:
+            requeue = decision.requeue_after if requeue is None else min(requeue, decision.requeue_after)
+        members = [views[m] for m in pool_plan.members if m in views]
+        status = _status(pool_plan.status, pool, resolved, members, inputs, decision)
+        pool_plans.append(replace(pool_plan, status=status))
+    for pool_plan in pool_plans:  # device-plugin pools say why they quarantine nodes
+        if pool_plan.status is not None and pool_plan.spec is not None and pool_plan.name not in by_name:
+            scope = pool_scope(pool_plan.spec, inputs.support)
+            pool_plans[pool_plans.index(pool_plan)] = replace(
+                pool_plan, status=pool_plan.status.model_copy(update={"quarantine": scope})
+            )
+    finished = replace(plan, pools=tuple(pool_plans), events=tuple(events), requeue_after=requeue)
+    return finished, DraPlan(rules=rules, classes=device_classes, rule_version=inputs.support.version)
+
+
+def _serving(view: NodeView) -> bool:
+    return view.ready and not view.quarantined and not view.unschedulable and not view.in_burn_in
+
+
+def _status(
+    status: api.ComputePoolStatus,
+    pool: PoolInput,
+    resolved: api.ResolvedAccelerator,
+    members: Sequence[NodeView],
+    inputs: DraInputs,
+    decision: GpuDecision,
+) -> api.ComputePoolStatus:
+    assert pool.spec is not None
+    spec = pool.spec
+    scope = pool_scope(spec, inputs.support)
+    if decision.breaker:
+        scope = scope.model_copy(update={"message": f"{scope.message}; {decision.breaker}"})
+    type_, profiles = ("mig", frozenset(spec.mig_layout())) if spec.mig is not None else ("gpu", frozenset())
+    out = {(q.node, q.uuid) for q in decision.quarantined}
+    devices = 0
+    available = 0
+    alone = 0
+    without: list[str] = []
+    for view in members:
+        slices = inputs.slices.get(view.name)
+        if slices is None or not slices.complete:
+            without.append(view.name)
+            continue
+        own = slices.of_type(type_, profiles)
+        devices += len(own)
+        if not _serving(view):
+            continue
+        tainted = {d.gpu for d in slices.devices if d.blocking_taint is not None}
+        bad = {gpu for node, gpu in out if node == view.name} | tainted
+        alone += len(bad)
+        available += sum(1 for d in own if d.gpu not in bad)
+    capacity = status.capacity
+    gpus = max(0, capacity.gpus - alone)
+    resource = classes.extended_resource(pool.name)
+    capacity = capacity.model_copy(
+        update={
+            "gpus": gpus,
+            "memory_gib": max(0, capacity.memory_gib - alone * resolved.entry.memory_gb),
+            "quarantined_gpus": capacity.quarantined_gpus + min(alone, capacity.gpus),
+            "resources": {resource: available} if resource else {},
+        }
+    )
+    scheduling = status.scheduling.model_copy(
+        update={
+            "device_class_name": conventions.device_class_name(pool.name),
+            "resource_claim_template": classes.claim_template(pool.name, spec),
+            "extended_resource_name": resource,
+        }
+    )
+    dra = api.DraStatus(
+        device_class=conventions.device_class_name(pool.name),
+        devices=devices,
+        members_without_slices=sorted(without)[:64],
+        quarantined_devices=list(decision.quarantined),
+    )
+    return status.model_copy(update={"capacity": capacity, "scheduling": scheduling, "quarantine": scope, "dra": dra})

@@ -1,0 +1,250 @@
+"""DRA's objects as the controller reads and writes them: `DraCache` and `DraWriter`.
+
+Read only while some pool has `allocation: DRA`, at every pass (a new driver taint or a slice published
+for a joining member must count at once): discovery of `resource.k8s.io` (which versions serve
+`devicetaintrules`: `accelpool.decide.dra.support`, re-checked every `--resync-interval`), NVIDIA's
+ResourceSlices (`fieldSelector=spec.driver=gpu.nvidia.com`), accelpool's DeviceTaintRules and DeviceClasses
+(by label). An API error keeps what was read before and is logged: the pass goes on with it.
+
+`DraWriter` writes a `DraPlan` after the node writes: each pool's DeviceClass by server-side apply when it
+differs, each DeviceTaintRule created, patched (its annotations and taint) or deleted, and the classes and rules
+of accelpool that no pool wants any more deleted. Writes report back into the cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from accelpool.decide.dra import support
+from accelpool.decide.dra.plan import DraInputs, DraPlan
+from accelpool.decide.dra.rules import GROUP, LABEL_SELECTOR, PLURAL, TaintRule
+from accelpool.decide.dra.slices import DRIVER, read_slices
+from accelpool.runtime.controller.apiserver import TRANSIENT, Permit
+from accelpool_api import conventions
+from accelpool_core.kube import ApiError, KubeClient
+
+log = logging.getLogger("accelpool.runtime.controller")
+
+VERSIONS = ("v1", "v1beta2")
+SLICES = f"/apis/{GROUP}/v1/resourceslices"
+CLASSES = f"/apis/{GROUP}/v1/deviceclasses"
+MANAGED = f"{conventions.MANAGED_BY_LABEL}={conventions.MANAGED_BY}"
+FIELD_MANAGER = "accelpool"
+
+
+def rules_path(version: str) -> str:
+    return f"/apis/{GROUP}/{version}/{PLURAL}"
+
+
+class DraCache:
+    """What the controller last read or wrote of DRA (see the module docstring)."""
+
+    def __init__(self, client: KubeClient, setting: support.Setting) -> None:
+        self._client = client
+        self._setting = setting
+        self._served: frozenset[str] | None = None
+        self._slices: list[dict[str, Any]] = []
+        self.rules: dict[str, dict[str, Any]] = {}
+        self.classes: dict[str, dict[str, Any]] = {}
+
+    def forget_discovery(self) -> None:
+        """Discover again at the next load (every resync: a cluster upgrade may serve the rules now)."""
+        self._served = None
+
+    @property
+    def inputs(self) -> DraInputs:
+        rules = tuple(r for r in (TaintRule.from_body(b) for b in self.rules.values()) if r is not None)
+        return DraInputs(
+            slices=read_slices(self._slices),
+            rules=rules,
+            support=support.rule_support(self._served or frozenset(), self._setting),
+        )
+
+    async def load(self) -> None:
+        if self._served is None:
+            self._served = await self._discover()
+        try:
+            self._slices = await self._client.list(SLICES, field_selector=f"spec.driver={DRIVER}")
+            self.classes = {c["metadata"]["name"]: c for c in await self._client.list(CLASSES, label_selector=MANAGED)}
+            version = self.inputs.support.version
+            if version is not None:
+                listed = await self._client.list(rules_path(version), label_selector=LABEL_SELECTOR)
+                self.rules = {r["metadata"]["name"]: r for r in listed}
+        except ApiError as error:
+            log.warning("DRA objects could not be listed (the last ones read are used): %s", error)
+
+    async def _discover(self) -> frozenset[str]:
+        served: set[str] = set()
+        for version in VERSIONS:
+            try:
+                found = await self._client.get_or_none(f"/apis/{GROUP}/{version}")
+            except ApiError as error:
+                log.warning("discovery of %s/%s failed: %s", GROUP, version, error)
+                continue
+            names = {r.get("name") for r in (found or {}).get("resources") or [] if isinstance(r, Mapping)}
+            if PLURAL in names:
+                served.add(version)
+        return frozenset(served)
+
+
+@dataclass
+class DraWrites:
+    written: list[tuple[str, str]] = field(default_factory=list)
+    errors: list[tuple[str, Exception, tuple[str, ...]]] = field(default_factory=list)
+
+
+def _pool_of(body: Mapping[str, Any]) -> str:
+    return str(((body.get("metadata") or {}).get("labels") or {}).get(conventions.POOL_LABEL) or "")
+
+
+class DraWriter:
+    """Writes a pass's `DraPlan` (see the module docstring). One per controller."""
+
+    def __init__(self, client: KubeClient, cache: DraCache) -> None:
+        self._client = client
+        self._cache = cache
+
+    async def write(self, plan: DraPlan, permit: Permit) -> DraWrites:
+        writes = DraWrites()
+        for name, body in sorted(plan.classes.items()):
+            stored = self._cache.classes.get(name)
+            if stored is not None and _same_class(stored, body):
+                continue
+            await self._do(
+                writes,
+                permit,
+                "apply",
+                "deviceclasses",
+                f"DeviceClass {name}",
+                _pool_of(body),
+                functools.partial(self._apply_class, name, body),
+            )
+        for name, body in sorted(plan.rules.items()):
+            stored = self._cache.rules.get(name)
+            await self._rule(name, body, stored, plan, writes, permit)
+        for name, stored in sorted(self._cache.rules.items()):
+            if name not in plan.rules and TaintRule.from_body(stored) is not None:
+                version = str(stored.get("apiVersion", "")).rpartition("/")[2] or "v1"
+                await self._do(
+                    writes,
+                    permit,
+                    "delete",
+                    PLURAL,
+                    f"DeviceTaintRule {name}",
+                    _pool_of(stored),
+                    functools.partial(self._delete_rule, version, name),
+                )
+        for name, stored in sorted(self._cache.classes.items()):
+            if name not in plan.classes:
+                await self._do(
+                    writes,
+                    permit,
+                    "delete",
+                    "deviceclasses",
+                    f"DeviceClass {name}",
+                    _pool_of(stored),
+                    functools.partial(self._delete_class, name),
+                )
+        return writes
+
+    async def _rule(
+        self,
+        name: str,
+        body: dict[str, Any],
+        stored: dict[str, Any] | None,
+        plan: DraPlan,
+        writes: DraWrites,
+        permit: Permit,
+    ) -> None:
+        version = plan.rule_version or "v1"
+        desired, found = TaintRule.from_body(body), TaintRule.from_body(stored) if stored else None
+        if desired is not None and found is not None and desired.same_as(found):
+            return
+        what = f"DeviceTaintRule {name}"
+        if stored is None:
+            await self._do(
+                writes,
+                permit,
+                "create",
+                PLURAL,
+                what,
+                _pool_of(body),
+                functools.partial(self._create_rule, version, body),
+            )
+        else:
+            patch = {
+                "metadata": {"annotations": _annotation_patch(stored, body)},
+                "spec": {"taint": body["spec"]["taint"]},
+            }
+            await self._do(
+                writes,
+                permit,
+                "patch",
+                PLURAL,
+                what,
+                _pool_of(body),
+                functools.partial(self._patch_rule, version, name, patch),
+            )
+
+    async def _do(
+        self,
+        writes: DraWrites,
+        permit: Permit,
+        verb: str,
+        resource: str,
+        what: str,
+        pool: str,
+        step: Callable[[], Awaitable[None]],
+    ) -> None:
+        permit.check()
+        try:
+            await step()
+        except TRANSIENT as error:
+            writes.errors.append((what, error, (pool,)))
+            return
+        writes.written.append((verb, resource))
+
+    async def _apply_class(self, name: str, body: dict[str, Any]) -> None:
+        stored = await self._client.apply(f"{CLASSES}/{name}", body, field_manager=FIELD_MANAGER)
+        self._cache.classes[name] = stored
+
+    async def _delete_class(self, name: str) -> None:
+        await self._client.delete(f"{CLASSES}/{name}")
+        self._cache.classes.pop(name, None)
+
+    async def _create_rule(self, version: str, body: dict[str, Any]) -> None:
+        stored = await self._client.create(rules_path(version), body)
+        self._cache.rules[body["metadata"]["name"]] = stored
+
+    async def _patch_rule(self, version: str, name: str, patch: dict[str, Any]) -> None:
+        self._cache.rules[name] = await self._client.patch(f"{rules_path(version)}/{name}", patch)
+
+    async def _delete_rule(self, version: str, name: str) -> None:
+        await self._client.delete(f"{rules_path(version)}/{name}")
+        self._cache.rules.pop(name, None)
+
+
+def _annotation_patch(stored: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, str | None]:
+    """The merge patch that makes the stored annotations accelpool's: its keys set, its dropped keys removed."""
+    before = (stored.get("metadata") or {}).get("annotations") or {}
+    after = body["metadata"]["annotations"]
+    patch: dict[str, str | None] = {k: v for k, v in after.items() if before.get(k) != v}
+    for key in before:
+        if key.startswith(f"{conventions.DOMAIN}/") and key not in after:
+            patch[key] = None
+    return patch
+
+
+def _same_class(stored: Mapping[str, Any], body: Mapping[str, Any]) -> bool:
+    meta, want = stored.get("metadata") or {}, body["metadata"]
+    labels = meta.get("labels") or {}
+    return (
+        stored.get("spec") == body["spec"]
+        and all(labels.get(k) == v for k, v in want["labels"].items())
+        and [(o.get("uid"), o.get("name")) for o in meta.get("ownerReferences") or []]
+        == [(o["uid"], o["name"]) for o in want.get("ownerReferences") or []]
+    )
