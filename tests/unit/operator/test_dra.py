@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from accelpool.decide.dra import plan as dra
+from accelpool.decide.dra.evictions import pods_using
 from accelpool.decide.dra.plan import DraInputs, DraPlan
 from accelpool.decide.dra.rules import TaintRule
 from accelpool.decide.dra.slices import read_slices
@@ -252,3 +253,37 @@ def test_members_keep_the_device_plugin_off_and_get_it_back_when_released() -> N
     after = applied(fresh, result)
     released, _ = run_dra([pool_input(POOL, {**SPEC, "nodes": 0})], after, inputs(slice_of("n1")))
     assert released.changes["n1"].labels.get(conventions.DEVICE_PLUGIN_DEPLOY_LABEL, "kept") is None
+
+
+def claim(namespace: str, name: str, node: str, device: str, pods: Sequence[str]) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": namespace, "name": name},
+        "status": {
+            "allocation": {
+                "devices": {"results": [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": node, "device": device}]}
+            },
+            "reservedFor": [{"resource": "pods", "name": p, "uid": f"uid-{p}"} for p in pods],
+        },
+    }
+
+
+def test_a_draining_pool_evicts_the_pods_whose_claims_hold_the_quarantined_gpu() -> None:
+    spec = {**SPEC, "health": {"remediation": "taint", "drain": {"enabled": True, "gracePeriod": "30s"}}}
+    nodes = [dra_member("n1", bad=[3]), dra_member("n2")]
+    _, objects = run_dra([pool_input(POOL, spec)], nodes, inputs(slice_of("n1"), slice_of("n2")))
+    drain = objects.drains[POOL]
+    assert (drain.devices, drain.grace_seconds) == (frozenset({("n1", "gpu-3")}), 30)
+    claims = [
+        claim("team-a", "train-0-gpu", "n1", "gpu-3", ["train-0", "train-0-sidecar"]),
+        claim("team-a", "train-1-gpu", "n1", "gpu-4", ["train-1"]),
+        claim("team-b", "other", "n2", "gpu-3", ["other"]),
+    ]
+    assert [str(p) for p in pods_using(claims, drain.devices)] == ["team-a/train-0", "team-a/train-0-sidecar"]
+
+
+def test_a_no_execute_rule_needs_no_drain_of_its_own() -> None:
+    spec = {**SPEC, "health": {"gpuTaintEffect": "NoExecute", "drain": {"enabled": True}}}
+    nodes = [dra_member("n1", bad=[3]), dra_member("n2")]
+    _, objects = run_dra([pool_input(POOL, spec)], nodes, inputs(slice_of("n1"), slice_of("n2")))
+    assert objects.rules["accelpool-n1-gpu-3"]["spec"]["taint"]["effect"] == "NoExecute"
+    assert objects.drains == {}

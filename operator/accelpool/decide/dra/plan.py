@@ -45,6 +45,15 @@ class DraPlan:
     rules: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     classes: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     rule_version: str | None = None
+    drains: Mapping[str, GpuDrain] = field(default_factory=dict)
+    """Pool → the quarantined devices whose pods it evicts (`spec.health.drain` with a NoSchedule rule)."""
+
+
+@dataclass(frozen=True)
+class GpuDrain:
+    devices: frozenset[tuple[str, str]]
+    """(node, device name) of `gpu.nvidia.com`."""
+    grace_seconds: int | None
 
 
 def dra_pools(pools: Sequence[PoolInput]) -> list[PoolInput]:
@@ -88,6 +97,7 @@ def finish(
     views = {view.name: view for view in nodes}
     rules: dict[str, dict[str, Any]] = {}
     device_classes: dict[str, dict[str, Any]] = {}
+    drains: dict[str, GpuDrain] = {}
     pool_plans: list[PoolPlan] = []
     events = list(plan.events)
     requeue = plan.requeue_after
@@ -104,6 +114,10 @@ def finish(
         if inputs.support.version is not None:
             for name, rule in decision.rules.items():
                 rules[name] = rule.body(inputs.support.version, pool.uid)
+            drain = pool.spec.health.drain
+            devices = frozenset((r.node, r.device) for r in decision.rules.values() if r.effect == "NoSchedule")
+            if drain.enabled and devices:
+                drains[pool.name] = GpuDrain(devices, drain.grace_period_seconds)
         events.extend(decision.events)
         if decision.requeue_after is not None:
             requeue = decision.requeue_after if requeue is None else min(requeue, decision.requeue_after)
@@ -117,7 +131,7 @@ def finish(
                 pool_plan, status=pool_plan.status.model_copy(update={"quarantine": scope})
             )
     finished = replace(plan, pools=tuple(pool_plans), events=tuple(events), requeue_after=requeue)
-    return finished, DraPlan(rules=rules, classes=device_classes, rule_version=inputs.support.version)
+    return finished, DraPlan(rules=rules, classes=device_classes, rule_version=inputs.support.version, drains=drains)
 
 
 def _serving(view: NodeView) -> bool:

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 import accelpool_api as api
-from accelpool.decide.dra.slices import DRIVER
+from accelpool.decide.dra.slices import DRIVER, mapping
 from accelpool.model.nodes import format_time, parse_time
 from accelpool_api import conventions
 
@@ -25,10 +25,6 @@ KIND = "DeviceTaintRule"
 PLURAL = "devicetaintrules"
 LABEL_SELECTOR = f"{conventions.MANAGED_BY_LABEL}={conventions.MANAGED_BY},{conventions.POOL_LABEL}"
 """The rules accelpool lists: its own (a pool label and managed-by)."""
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 @dataclass(frozen=True)
@@ -49,9 +45,9 @@ class TaintRule:
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> TaintRule | None:
         """None for a rule that is not accelpool's or not of its shape (it is then left alone)."""
-        metadata, spec = _mapping(body.get("metadata")), _mapping(body.get("spec"))
-        labels, annotations = _mapping(metadata.get("labels")), _mapping(metadata.get("annotations"))
-        selector, taint = _mapping(spec.get("deviceSelector")), _mapping(spec.get("taint"))
+        metadata, spec = mapping(body.get("metadata")), mapping(body.get("spec"))
+        labels, annotations = mapping(metadata.get("labels")), mapping(metadata.get("annotations"))
+        selector, taint = mapping(spec.get("deviceSelector")), mapping(spec.get("taint"))
         name, pool = metadata.get("name"), labels.get(conventions.POOL_LABEL)
         node, device = selector.get("pool"), selector.get("device")
         if labels.get(conventions.MANAGED_BY_LABEL) != conventions.MANAGED_BY or selector.get("driver") != DRIVER:

@@ -71,7 +71,8 @@ class NodeSlices:
         return tuple(d for d in self.devices if d.type == type_ and (not profiles or d.profile in profiles))
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
+def mapping(value: Any) -> Mapping[str, Any]:
+    """`value` when it is an object, else an empty one (API objects read defensively)."""
     return value if isinstance(value, Mapping) else {}
 
 
@@ -87,7 +88,7 @@ def _device(raw: Mapping[str, Any]) -> SliceDevice | None:
     name = raw.get("name")
     if not isinstance(name, str) or not name:
         return None
-    attributes, capacity = _mapping(raw.get("attributes")), _mapping(raw.get("capacity"))
+    attributes, capacity = mapping(raw.get("attributes")), mapping(raw.get("capacity"))
     memory = capacity.get("memory")
     taints = tuple(
         SliceTaint(str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
@@ -112,10 +113,10 @@ def read_slices(slices: Iterable[Mapping[str, Any]]) -> dict[str, NodeSlices]:
     kept: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     counts: dict[str, int] = {}
     for item in slices:
-        spec = _mapping(item.get("spec"))
+        spec = mapping(item.get("spec"))
         if spec.get("driver") != DRIVER:
             continue
-        pool = _mapping(spec.get("pool"))
+        pool = mapping(spec.get("pool"))
         name, generation = pool.get("name"), pool.get("generation", 0)
         if not isinstance(name, str) or not isinstance(generation, int):
             continue

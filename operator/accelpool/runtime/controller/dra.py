@@ -7,22 +7,26 @@ ResourceSlices (`fieldSelector=spec.driver=gpu.nvidia.com`), accelpool's DeviceT
 (by label). An API error keeps what was read before and is logged: the pass goes on with it.
 
 `DraWriter` writes a `DraPlan` after the node writes: each pool's DeviceClass by server-side apply when it
-differs, each DeviceTaintRule created, patched (its annotations and taint) or deleted, and the classes and rules
-of accelpool that no pool wants any more deleted. Writes report back into the cache.
+differs, each DeviceTaintRule created, patched (its annotations and taint) or deleted, then the evictions of
+the pods using quarantined GPUs of pools that drain (one list of ResourceClaims per pass that has any), and
+last the classes and rules of accelpool that no pool wants any more deleted. Writes report back into the cache.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelpool.decide.dra import support
+from accelpool.decide.dra import evictions, support
 from accelpool.decide.dra.plan import DraInputs, DraPlan
 from accelpool.decide.dra.rules import GROUP, LABEL_SELECTOR, PLURAL, TaintRule
 from accelpool.decide.dra.slices import DRIVER, read_slices
+from accelpool.model import evictions as model_evictions
+from accelpool.model.evictions import Answer, PodRef
 from accelpool.runtime.controller.apiserver import TRANSIENT, Permit
 from accelpool_api import conventions
 from accelpool_core.kube import ApiError, KubeClient
@@ -32,6 +36,7 @@ log = logging.getLogger("accelpool.runtime.controller")
 VERSIONS = ("v1", "v1beta2")
 SLICES = f"/apis/{GROUP}/v1/resourceslices"
 CLASSES = f"/apis/{GROUP}/v1/deviceclasses"
+CLAIMS = f"/apis/{GROUP}/v1/resourceclaims"
 MANAGED = f"{conventions.MANAGED_BY_LABEL}={conventions.MANAGED_BY}"
 FIELD_MANAGER = "accelpool"
 
@@ -95,6 +100,8 @@ class DraCache:
 class DraWrites:
     written: list[tuple[str, str]] = field(default_factory=list)
     errors: list[tuple[str, Exception, tuple[str, ...]]] = field(default_factory=list)
+    evictions: list[tuple[str, Answer]] = field(default_factory=list)
+    """(pool, answer) of each eviction of a pod on a quarantined GPU."""
 
 
 def _pool_of(body: Mapping[str, Any]) -> str:
@@ -107,6 +114,8 @@ class DraWriter:
     def __init__(self, client: KubeClient, cache: DraCache) -> None:
         self._client = client
         self._cache = cache
+        self._visited: dict[PodRef, float] = {}
+        """Pod → when its eviction was last asked for (a drain of quarantined GPUs)."""
 
     async def write(self, plan: DraPlan, permit: Permit) -> DraWrites:
         writes = DraWrites()
@@ -138,6 +147,7 @@ class DraWriter:
                     _pool_of(stored),
                     functools.partial(self._delete_rule, version, name),
                 )
+        await self._drain(plan, writes, permit)
         for name, stored in sorted(self._cache.classes.items()):
             if name not in plan.classes:
                 await self._do(
@@ -150,6 +160,44 @@ class DraWriter:
                     functools.partial(self._delete_class, name),
                 )
         return writes
+
+    async def _drain(self, plan: DraPlan, writes: DraWrites, permit: Permit) -> None:
+        """Evicts the pods whose claims hold a quarantined GPU (`accelpool.decide.dra.evictions`), each at most every
+        `conventions.DRAIN_RETRY_SECONDS`: a PodDisruptionBudget's refusal is tried again later."""
+        if not plan.drains:
+            self._visited.clear()
+            return
+        try:
+            claims = await self._client.list(CLAIMS)
+        except TRANSIENT as error:
+            log.warning("ResourceClaims could not be listed to drain quarantined GPUs: %s", error)
+            return
+        now = asyncio.get_running_loop().time()
+        wanted: set[PodRef] = set()
+        for pool, drain in sorted(plan.drains.items()):
+            for pod in evictions.pods_using(claims, drain.devices):
+                wanted.add(pod)
+                last = self._visited.get(pod)
+                if last is not None and now - last < conventions.DRAIN_RETRY_SECONDS:
+                    continue
+                permit.check()
+                self._visited[pod] = now
+                answer = await self._evict(pod, drain.grace_seconds)
+                writes.evictions.append((pool, answer))
+                if answer.result == "evicted":
+                    writes.written.append(("create", "pods/eviction"))
+        self._visited = {pod: at for pod, at in self._visited.items() if pod in wanted}
+
+    async def _evict(self, pod: PodRef, grace_seconds: int | None) -> Answer:
+        try:
+            await self._client.create(
+                model_evictions.eviction_path(pod), model_evictions.eviction_body(pod, grace_seconds)
+            )
+        except ApiError as error:
+            return model_evictions.read_answer(pod, error.status, error.message, error.causes)
+        except TRANSIENT as error:
+            return Answer(pod, "failed", str(error) or type(error).__name__)
+        return model_evictions.read_answer(pod, 201)
 
     async def _rule(
         self,

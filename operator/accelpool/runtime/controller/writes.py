@@ -139,6 +139,9 @@ class Writer:
                     self._wrote(verb, resource, outcome)
                 for what, error, pools in dra.errors:
                     outcome.fail(error, what, pools)
+                for pool, answer in dra.evictions:
+                    if answer.result != "gone":
+                        self._metrics.drain_evictions[(pool, answer.result)] += 1
             await self._delete_unwanted(desired.plan, outcome, permit)
         outcome.count += await self._events.post(
             [*desired.plan.events, *_failure_events(desired.plan, outcome)], permit
