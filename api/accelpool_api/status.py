@@ -184,6 +184,12 @@ class DraStatus(Model):
         description="Members whose ResourceSlices (driver gpu.nvidia.com, pool = node name) are missing or "
         "incomplete: NVIDIA's DRA kubelet plugin does not run there yet.",
     )
+    members_awaiting_plugin_restart: list[str] = Field(
+        default_factory=list,
+        description="Static MIG: members whose MIG layout is applied but whose ResourceSlices do not show it yet "
+        "(NVIDIA's kubelet plugin reads MIG devices when it starts; the operator restarts it where the chart's "
+        "dra.kubeletPluginNamespace is set).",
+    )
     quarantined_devices: list[DeviceQuarantine] = Field(
         default_factory=list, description="GPUs out of service on members that keep serving (at most 64)."
     )

@@ -163,3 +163,13 @@ def test_rbac_is_exactly_least_privilege(helm: str, values: list[Path], names: d
 
     accounts = {(sa["metadata"]["namespace"], sa["metadata"]["name"]) for sa in find(objects, "ServiceAccount")}
     assert accounts == {operator_sa, agent_sa, uninstall_sa}
+
+
+def test_the_dra_driver_role_exists_only_where_its_namespace_is_given(helm: str) -> None:
+    """Restarting NVIDIA's DRA kubelet plugin (static MIG) may delete pods only in the driver's namespace."""
+    assert not [r for r in find(render(helm), "Role") if r["metadata"]["name"].endswith("-dra-driver")]
+    objects = render(helm, set_values=["nvidia.draDriverNamespace=nvidia-dra-driver"])
+    role = one(objects, "Role", "accelpool-operator-dra-driver")
+    assert role["metadata"]["namespace"] == "nvidia-dra-driver"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]}]
+    assert _subject(objects, "RoleBinding", role) == [(NAMESPACE, "accelpool-operator")]

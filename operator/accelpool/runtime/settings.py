@@ -299,6 +299,18 @@ class OperatorConfig:
         "quarantines the node",
         choices=("auto", "v1beta2", "off"),
     )
+    dra_plugin_namespace: str | None = option(
+        "--dra-plugin-namespace",
+        None,
+        "where NVIDIA's DRA kubelet plugin runs: the operator restarts it on a static-MIG DRA pool's member whose new "
+        "layout its ResourceSlices do not show (it reads MIG devices only at start); unset: it is left alone",
+        parse=_optional,
+    )
+    dra_plugin_selector: str = option(
+        "--dra-plugin-selector",
+        "app.kubernetes.io/name in (dra-driver-nvidia-gpu,nvidia-dra-driver-gpu)",
+        "label selector of NVIDIA's DRA driver pods (the kubelet plugin's carry kubelet-plugin in their name)",
+    )
     write_concurrency: int = option("--write-concurrency", 16, "node patches in flight at once", parse=int)
     max_workers: int = option("--max-workers", 4, "kopf's executor threads (handlers are async)", parse=int)
     peering: str | None = option(

@@ -287,3 +287,16 @@ def test_a_no_execute_rule_needs_no_drain_of_its_own() -> None:
     _, objects = run_dra([pool_input(POOL, spec)], nodes, inputs(slice_of("n1"), slice_of("n2")))
     assert objects.rules["accelpool-n1-gpu-3"]["spec"]["taint"]["effect"] == "NoExecute"
     assert objects.drains == {}
+
+
+def test_a_static_mig_layout_the_slices_do_not_show_asks_for_a_plugin_restart() -> None:
+    spec = {**SPEC, "mig": {"profile": "3g.40gb"}}
+    applied_state = {conventions.MIG_CONFIG_STATE_LABEL: "success", conventions.MIG_CONFIG_LABEL: "accelpool-train-x"}
+    stale = member("n1", POOL, health=HEALTHY, labels=applied_state, capacity={}, allocatable={})
+    fresh = member("n2", POOL, health=HEALTHY, labels=applied_state, capacity={}, allocatable={})
+    layout = {i: ["3g.40gb", "3g.40gb"] for i in range(8)}
+    result, objects = run_dra(
+        [pool_input(POOL, spec)], [stale, fresh], inputs(slice_of("n1"), slice_of("n2", mig=layout))
+    )
+    assert objects.stale_mig == {"n1": "accelpool-train-x"}
+    assert status_of(result).dra.members_awaiting_plugin_restart == ["n1"]

@@ -47,6 +47,8 @@ class DraPlan:
     rule_version: str | None = None
     drains: Mapping[str, GpuDrain] = field(default_factory=dict)
     """Pool → the quarantined devices whose pods it evicts (`spec.health.drain` with a NoSchedule rule)."""
+    stale_mig: Mapping[str, str] = field(default_factory=dict)
+    """Node → its MIG config: the MIG manager applied it, and NVIDIA's kubelet plugin does not publish it yet."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ def finish(
     rules: dict[str, dict[str, Any]] = {}
     device_classes: dict[str, dict[str, Any]] = {}
     drains: dict[str, GpuDrain] = {}
+    stale: dict[str, str] = {}
     pool_plans: list[PoolPlan] = []
     events = list(plan.events)
     requeue = plan.requeue_after
@@ -122,6 +125,7 @@ def finish(
         if decision.requeue_after is not None:
             requeue = decision.requeue_after if requeue is None else min(requeue, decision.requeue_after)
         members = [views[m] for m in pool_plan.members if m in views]
+        stale.update(stale_mig(pool.spec, members, inputs.slices))
         status = _status(pool_plan.status, pool, resolved, members, inputs, decision)
         pool_plans.append(replace(pool_plan, status=status))
     for pool_plan in pool_plans:  # device-plugin pools say why they quarantine nodes
@@ -131,7 +135,32 @@ def finish(
                 pool_plan, status=pool_plan.status.model_copy(update={"quarantine": scope})
             )
     finished = replace(plan, pools=tuple(pool_plans), events=tuple(events), requeue_after=requeue)
-    return finished, DraPlan(rules=rules, classes=device_classes, rule_version=inputs.support.version, drains=drains)
+    return finished, DraPlan(rules, device_classes, inputs.support.version, drains, stale)
+
+
+def stale_mig(
+    spec: api.ComputePoolSpec, members: Sequence[NodeView], slices: Mapping[str, NodeSlices]
+) -> dict[str, str]:
+    """Members of a static-MIG DRA pool whose MIG manager reports the pool's layout applied
+    (`nvidia.com/mig.config.state=success`) while NVIDIA's kubelet plugin publishes other MIG devices: the plugin
+    reads MIG devices only when it starts, so it must be restarted (kubernetes-sigs/dra-driver-nvidia-gpu
+    `site/content/docs/guides/gpu-allocation/mig.md`, static MIG). Node → its `nvidia.com/mig.config` value."""
+    if spec.mig is None:
+        return {}
+    layout = sorted(spec.mig_layout())
+    found: dict[str, str] = {}
+    for view in members:
+        config = view.labels.get(conventions.MIG_CONFIG_LABEL)
+        node_slices = slices.get(view.name)
+        if view.labels.get(conventions.MIG_CONFIG_STATE_LABEL) != "success" or not config or node_slices is None:
+            continue
+        gpus = node_slices.of_type("gpu")
+        published = {
+            gpu.uuid: sorted(d.profile for d in node_slices.devices_of(gpu.uuid) if d.type == "mig") for gpu in gpus
+        }
+        if not gpus or any(profiles != layout for profiles in published.values()):
+            found[view.name] = config
+    return found
 
 
 def _serving(view: NodeView) -> bool:
@@ -192,6 +221,7 @@ def _status(
         device_class=conventions.device_class_name(pool.name),
         devices=devices,
         members_without_slices=sorted(without)[:64],
+        members_awaiting_plugin_restart=sorted(stale_mig(spec, members, inputs.slices))[:64],
         quarantined_devices=list(decision.quarantined),
     )
     return status.model_copy(update={"capacity": capacity, "scheduling": scheduling, "quarantine": scope, "dra": dra})

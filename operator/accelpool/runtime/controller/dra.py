@@ -111,9 +111,15 @@ def _pool_of(body: Mapping[str, Any]) -> str:
 class DraWriter:
     """Writes a pass's `DraPlan` (see the module docstring). One per controller."""
 
-    def __init__(self, client: KubeClient, cache: DraCache) -> None:
+    def __init__(
+        self, client: KubeClient, cache: DraCache, plugin_namespace: str | None = None, plugin_selector: str = ""
+    ) -> None:
         self._client = client
         self._cache = cache
+        self._plugin_namespace = plugin_namespace
+        self._plugin_selector = plugin_selector
+        self._restarted: dict[str, str] = {}
+        """Node → the MIG config its kubelet plugin was restarted for (once per layout)."""
         self._visited: dict[PodRef, float] = {}
         """Pod → when its eviction was last asked for (a drain of quarantined GPUs)."""
 
@@ -148,6 +154,7 @@ class DraWriter:
                     functools.partial(self._delete_rule, version, name),
                 )
         await self._drain(plan, writes, permit)
+        await self._restart_plugins(plan, writes, permit)
         for name, stored in sorted(self._cache.classes.items()):
             if name not in plan.classes:
                 await self._do(
@@ -187,6 +194,32 @@ class DraWriter:
                 if answer.result == "evicted":
                     writes.written.append(("create", "pods/eviction"))
         self._visited = {pod: at for pod, at in self._visited.items() if pod in wanted}
+
+    async def _restart_plugins(self, plan: DraPlan, writes: DraWrites, permit: Permit) -> None:
+        """Deletes NVIDIA's kubelet plugin pod on each member whose applied MIG layout its slices do not show (its
+        DaemonSet starts it again, and it publishes the MIG devices it finds), once per node and layout."""
+        self._restarted = {node: config for node, config in self._restarted.items() if node in plan.stale_mig}
+        if self._plugin_namespace is None:
+            return
+        for node, config in sorted(plan.stale_mig.items()):
+            if self._restarted.get(node) == config:
+                continue
+            permit.check()
+            path = f"/api/v1/namespaces/{self._plugin_namespace}/pods"
+            try:
+                pods = await self._client.list(
+                    path, label_selector=self._plugin_selector, field_selector=f"spec.nodeName={node}"
+                )
+                for pod in pods:
+                    name = str(pod["metadata"]["name"])
+                    if "kubelet-plugin" in name:
+                        await self._client.delete(f"{path}/{name}")
+                        writes.written.append(("delete", "pods"))
+                        log.info("restarted NVIDIA's DRA kubelet plugin %s on %s for MIG config %s", name, node, config)
+            except TRANSIENT as error:
+                writes.errors.append((f"restarting the DRA kubelet plugin on {node}", error, ()))
+                continue
+            self._restarted[node] = config
 
     async def _evict(self, pod: PodRef, grace_seconds: int | None) -> Answer:
         try:

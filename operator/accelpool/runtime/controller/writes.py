@@ -104,7 +104,7 @@ class Writer:
         self._events = events
         self._metrics = metrics
         self._kueue = KueueWriter(client, state.kueue)
-        self._dra = DraWriter(client, state.dra)
+        self._dra = DraWriter(client, state.dra, config.dra_plugin_namespace, config.dra_plugin_selector)
         self._settled: dict[str, tuple[NodeView, NodeChange]] = {}
         """Node → the view and the change last found to need no write: the same two objects need none again."""
 
