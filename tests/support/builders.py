@@ -168,3 +168,50 @@ def pool_input(
         created=created,
         deleting=deleting,
     )
+
+
+def gpu_uuid(node: str, index: int) -> str:
+    """A made-up GPU UUID, unique per node and index."""
+    return f"GPU-{node}-{index}"
+
+
+def resource_slice(
+    node: str, gpus: int = 8, *, mig: dict[int, list[str]] | None = None, taints: dict[int, str] | None = None
+) -> dict[str, Any]:
+    """A ResourceSlice shaped like NVIDIA's kubelet plugin's (dra.md 4.4)."""
+    devices: list[dict[str, Any]] = []
+    for index in range(gpus):
+        device: dict[str, Any] = {
+            "name": f"gpu-{index}",
+            "attributes": {
+                "type": {"string": "gpu"},
+                "uuid": {"string": gpu_uuid(node, index)},
+                "productName": {"string": "NVIDIA H100 80GB HBM3"},
+            },
+            "capacity": {"memory": {"value": "81559Mi"}},
+        }
+        if taints and index in taints:
+            device["taints"] = [{"key": "gpu.nvidia.com/xid", "value": taints[index], "effect": "NoSchedule"}]
+        devices.append(device)
+        for n, profile in enumerate((mig or {}).get(index, [])):
+            devices.append(
+                {
+                    "name": f"gpu-{index}-mig-{profile.replace('.', '')}-{n}",
+                    "attributes": {
+                        "type": {"string": "mig"},
+                        "parentUUID": {"string": gpu_uuid(node, index)},
+                        "profile": {"string": profile},
+                    },
+                }
+            )
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-gpu.nvidia.com"},
+        "spec": {
+            "driver": "gpu.nvidia.com",
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }

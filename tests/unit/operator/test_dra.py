@@ -17,7 +17,9 @@ from accelpool.decide.dra.support import rule_support
 from accelpool.decide.planning import ConfigState, Plan, PlannerOptions, PoolInput, plan
 from accelpool.model.nodes import NodeView
 from accelpool_api import conventions
+from tests.support.builders import gpu_uuid as uuid
 from tests.support.builders import pool_input
+from tests.support.builders import resource_slice as slice_of
 
 from .conftest import NOW, applied, member
 
@@ -25,51 +27,6 @@ POOL = "train"
 SPEC: dict[str, Any] = {"accelerator": "H100:8", "nodes": 2, "allocation": "DRA"}
 XID79 = ("False", "XidError79", "XID 79 (GPU has fallen off the bus) on GPU 3", "2026-11-02T11:59:00Z")
 HEALTHY = ("True", "AllChecksPassed", "", "2026-11-02T11:00:00Z")
-
-
-def uuid(node: str, index: int) -> str:
-    return f"GPU-{node}-{index}"
-
-
-def slice_of(
-    node: str, gpus: int = 8, *, mig: dict[int, list[str]] | None = None, taints: dict[int, str] | None = None
-) -> dict[str, Any]:
-    """A ResourceSlice shaped like NVIDIA's kubelet plugin's (dra.md 4.4)."""
-    devices: list[dict[str, Any]] = []
-    for index in range(gpus):
-        device: dict[str, Any] = {
-            "name": f"gpu-{index}",
-            "attributes": {
-                "type": {"string": "gpu"},
-                "uuid": {"string": uuid(node, index)},
-                "productName": {"string": "NVIDIA H100 80GB HBM3"},
-            },
-            "capacity": {"memory": {"value": "81559Mi"}},
-        }
-        if taints and index in taints:
-            device["taints"] = [{"key": "gpu.nvidia.com/xid", "value": taints[index], "effect": "NoSchedule"}]
-        devices.append(device)
-        for n, profile in enumerate((mig or {}).get(index, [])):
-            devices.append(
-                {
-                    "name": f"gpu-{index}-mig-{profile.replace('.', '')}-{n}",
-                    "attributes": {
-                        "type": {"string": "mig"},
-                        "parentUUID": {"string": uuid(node, index)},
-                        "profile": {"string": profile},
-                    },
-                }
-            )
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "spec": {
-            "driver": "gpu.nvidia.com",
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
 
 
 def report(bad: Sequence[int], node: str, *, node_finding: bool = False) -> str:
