@@ -13,8 +13,12 @@ the recorded one:
   set), and how many watch BOOKMARK events arrive;
 - a recorded body trimmed to the part a step is about (one without kind, apiVersion and metadata)
   is compared on the keys it holds only, at every depth (`name`: the object's name, `names`: the
-  names of a list's items); a watch recorded only by its first event types and count (history from
-  earlier runs) is compared on its ERROR events only.
+  names of a list's items, a string where the object has an `involvedObject`: that one's name); a
+  trimmed list's items are compared whatever their order (the recorder sorted them: in
+  dra/dra-device-taint-eviction/07 a pod's eviction Event comes before its earlier Scheduled one, while
+  the server lists Events by name, which client-go makes of the pod's name and the time); a watch
+  recorded only by its first event types and count (history from earlier runs) is compared on its
+  ERROR events only.
 
 `differences(step, outcome)` lists every difference, each readable on its own (with a diff of the
 two bodies, normalized, as YAML).
@@ -186,12 +190,30 @@ def projected(recorded: Any, actual: Any, top: bool = True) -> Any:
                 result[key] = (source.get("metadata") or {}).get("name")
             elif top and key == "names" and "names" not in source:
                 result[key] = [(i.get("metadata") or {}).get("name") for i in source.get("items") or []]
+            elif key == "involvedObject" and isinstance(value, str) and isinstance(source.get(key), Mapping):
+                result[key] = source[key].get("name")
+            elif top and key == "items" and isinstance(value, list) and isinstance(source.get(key), list):
+                result[key] = _matched(value, source[key])
             else:
                 result[key] = projected(value, source.get(key), top=False)
         return result
     if isinstance(recorded, list) and isinstance(actual, list):
         return [projected(r, a, top=False) for r, a in zip(recorded, actual, strict=False)] + actual[len(recorded) :]
     return actual
+
+
+def _matched(recorded: list[Any], actual: list[Any]) -> list[Any]:
+    """A trimmed list's items projected, each recorded one paired with an actual one it matches wherever that
+    is (the rest in their order after them)."""
+    left = list(actual)
+    result = []
+    for want in recorded:
+        found = next((i for i, item in enumerate(left) if projected(want, item, top=False) == want), None)
+        if found is None:
+            continue
+        result.append(projected(want, left.pop(found), top=False))
+    unmatched = [r for r in recorded if r not in result]
+    return result + [projected(r, a, top=False) for r, a in zip(unmatched, left, strict=False)] + left[len(unmatched) :]
 
 
 # ---------------------------------------------------------------- comparing

@@ -13,7 +13,14 @@ scenario is stored first, as it was there:
   creating them;
 - kube-controller-manager as it ran there: its TTL controller annotates each new Node (`_ttl_controller`),
   its node lifecycle controller does not run (`Store.node_lifecycle_controller` off);
-- the list the recorder made before opening its watches (`_list_before_watching`).
+- the list the recorder made before opening its watches (`_list_before_watching`);
+- for a scenario recorded on the cluster another one left (`CONTINUES`: dra-scheduling after dra-objects,
+  dra-device-taint-eviction after dra-scheduling), that one's writes that succeeded, replayed, and what the
+  recorded cluster's controllers did meanwhile as its answers show it (`AFTERMATH`: kube-scheduler's
+  bindings and allocations, which the emulator does not make).
+
+The server is the recorded release as it was started (`release.RECORDED`: 1.36 with
+`resource.k8s.io/v1beta2` and the DRADeviceTaintRules gate on).
 
 The recorded requests carry placeholders where the recording normalized what it sent (README): they
 are given this replay's values. `<uid>` is the uid of the object the request addresses (in an
@@ -36,6 +43,7 @@ import copy
 import functools
 import json
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +53,7 @@ import kmock
 import looptime
 
 from accelpool_demo.apiserver import RunningApiServer, serving
+from accelpool_demo.apiserver.release import RECORDED
 from accelpool_demo.apiserver.resources import key_of, parse_path
 from tests.conformance.compare import CONTROLLER_MANAGER, TTL_ANNOTATION, Outcome
 from tests.conformance.transcripts import Scenario, Step, scenario_of
@@ -85,10 +94,16 @@ def outcomes(scenario_id: str) -> tuple[Outcome, ...]:
 
 
 async def _replay(scenario: Scenario) -> tuple[Outcome, ...]:
-    async with serving() as api, aiohttp.ClientSession(headers={"User-Agent": USER_AGENT}) as session:
+    server = serving(
+        kubernetes_version=RECORDED.version,
+        runtime_config=RECORDED.runtime_config,
+        feature_gates=RECORDED.feature_gates,
+    )
+    async with server as api, aiohttp.ClientSession(headers={"User-Agent": USER_AGENT}) as session:
         api.server.store.node_lifecycle_controller = False  # the recorded cluster ran without it (README)
         _seed(api, scenario)
         replay = Replay(api)
+        await _continued(session, replay, scenario.id)
         await _list_before_watching(session, replay, scenario)
         results: list[Outcome] = []
         for step in scenario.steps:
@@ -148,9 +163,32 @@ async def _list_before_watching(session: aiohttp.ClientSession, replay: Replay, 
             replay.last_list = (await response.json())["metadata"]
 
 
+def _chain(scenario_id: str) -> list[Scenario]:
+    """The scenario and those it continues, oldest first."""
+    found = [scenario_of(scenario_id)]
+    while found[0].id in CONTINUES:
+        found.insert(0, scenario_of(CONTINUES[found[0].id]))
+    return found
+
+
+async def _continued(session: aiohttp.ClientSession, replay: Replay, scenario_id: str) -> None:
+    """The state a scenario that continues others starts from (`CONTINUES`): their writes that succeeded,
+    in order, then what the recorded cluster's controllers did during them (`AFTERMATH`)."""
+    for previous in _chain(scenario_id)[:-1]:
+        for step in previous.steps:
+            request, code = step.request, step.response.get("code")
+            if request is None or request["method"] == "GET" or not isinstance(code, int) or code >= 300:
+                continue
+            outcome = await _send(session, replay, step)
+            assert outcome.code == code, f"{step.id} again: {outcome.code} {outcome.body}"
+        aftermath = AFTERMATH.get(previous.id)
+        if aftermath is not None:
+            aftermath(replay, previous)
+
+
 def _seed(api: RunningApiServer, scenario: Scenario) -> None:
     namespaces = {"default"}
-    for step in scenario.steps:
+    for step in (step for s in _chain(scenario.id) for step in s.steps):
         found = re.match(r"^/api[s]?/(?:[^/]+/)?[^/]+/namespaces/([^/]+)/", (step.request or {}).get("path", ""))
         if found:
             namespaces.add(found[1])
@@ -344,3 +382,107 @@ def _scale_put_as_sent(body: Any) -> Any:
 
 CORRECTIONS = {"crd-admission-and-apply/crd-status-and-scale/10": _scale_put_as_sent}
 """Steps whose recorded request is not what was sent, and the request that was."""
+
+
+def _scheduled(replay: Replay, scenario: Scenario) -> None:
+    """What kube-scheduler and kube-controller-manager's resourceclaim controller did during `dra-scheduling`,
+    as its recorded answers show it (the emulator runs no scheduler): each pod's binding,
+    PodScheduled condition and claim statuses; each claim's finalizer, allocation and reservation (the pod's
+    claim made from its template among them, owned by the pod); the scheduler's Events. Pods are stored with
+    the real server's default grace period (30 s: pkg/apis/core/v1/defaults.go), which the emulator does
+    not give them (known_differences `_POD_DEFAULTS`)."""
+    api = replay.api
+    for step in scenario.steps:
+        request, body = step.request, step.response.get("body")
+        if request is None or request["method"] != "GET" or not isinstance(body, Mapping):
+            continue
+        resource, namespace, name, _ = parse_path(request["path"])
+        if resource == "v1/pods" and name is not None:
+            pod = copy.deepcopy(api.get(request["path"]))
+            assert pod is not None, request["path"]
+            pod["spec"]["terminationGracePeriodSeconds"] = 30
+            if body["spec"].get("nodeName"):
+                pod["spec"]["nodeName"] = body["spec"]["nodeName"]
+            pod["status"] = _placed(copy.deepcopy(body["status"]), {})
+            api.put(f"/api/v1/namespaces/{namespace}/pods", pod)
+        elif resource.endswith("/resourceclaims") and name is not None:
+            claim = api.get(request["path"]) or _from_template(api, body["metadata"], name, str(namespace))
+            claim = copy.deepcopy(claim)
+            if body["metadata"].get("finalizers"):
+                claim["metadata"]["finalizers"] = list(body["metadata"]["finalizers"])
+            pods = {
+                p["metadata"]["name"]: p["metadata"]["uid"] for p in api.list(f"/api/v1/namespaces/{namespace}/pods")
+            }
+            claim["status"] = _placed(copy.deepcopy(body["status"]), pods)
+            api.put(request["path"].rsplit("/", 1)[0], claim)
+        elif resource == "v1/events":
+            for item in body["items"]:
+                pod = api.get(f"/api/v1/namespaces/{namespace}/pods/{item['involvedObject']}")
+                assert pod is not None, item
+                api.put(f"/api/v1/namespaces/{namespace}/events", _scheduler_event(pod, item))
+
+
+def _placed(value: Any, pods: Mapping[str, str]) -> Any:
+    """A recorded status with this replay's values: times now, a consumer's uid its pod's."""
+    if isinstance(value, dict):
+        if value.get("uid") == "<uid>" and value.get("resource") == "pods":
+            value["uid"] = pods[value["name"]]
+        return {k: (NOW if v == "<timestamp>" else _placed(v, pods)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_placed(v, pods) for v in value]
+    return value
+
+
+def _from_template(api: RunningApiServer, metadata: Mapping[str, Any], name: str, namespace: str) -> dict[str, Any]:
+    """The claim the resourceclaim controller made for a pod from its template (pkg/controller/resourceclaim:
+    the template's labels and spec, the pod's claim name annotated, owned by the pod)."""
+    (owner,) = metadata["ownerReferences"]
+    pod = api.get(f"/api/v1/namespaces/{namespace}/pods/{owner['name']}")
+    assert pod is not None
+    (entry,) = [c for c in pod["spec"]["resourceClaims"] if c.get("resourceClaimTemplateName")]
+    template = api.get(
+        f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates/{entry['resourceClaimTemplateName']}"
+    )
+    assert template is not None
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": name,
+            "generateName": metadata["generateName"],
+            "namespace": namespace,
+            "labels": dict(metadata["labels"]),
+            "annotations": dict(metadata["annotations"]),
+            "ownerReferences": [{**owner, "uid": pod["metadata"]["uid"], "blockOwnerDeletion": True}],
+        },
+        "spec": copy.deepcopy(template["spec"]["spec"]),
+    }
+
+
+def _scheduler_event(pod: Mapping[str, Any], item: Mapping[str, Any]) -> dict[str, Any]:
+    """An Event kube-scheduler wrote through events.k8s.io/v1 (pkg/scheduler/schedule_one.go), as stored."""
+    metadata = pod["metadata"]
+    return {
+        "metadata": {"name": f"{metadata['name']}.{uuid.uuid4().hex[:16]}"},
+        "involvedObject": {
+            "kind": "Pod",
+            "namespace": metadata["namespace"],
+            "name": metadata["name"],
+            "uid": metadata["uid"],
+            "apiVersion": "v1",
+        },
+        "reason": item["reason"],
+        "message": item["message"],
+        "source": {},
+        "type": item["type"],
+        "eventTime": "2026-11-26T00:00:00.000000Z",
+        "action": "Binding" if item["reason"] == "Scheduled" else "Scheduling",
+        "reportingComponent": "default-scheduler",
+        "reportingInstance": "default-scheduler-fid",
+    }
+
+
+CONTINUES = {"dra/dra-scheduling": "dra/dra-objects", "dra/dra-device-taint-eviction": "dra/dra-scheduling"}
+"""Scenarios recorded on the cluster another left (their description says so), and that one."""
+AFTERMATH = {"dra/dra-scheduling": _scheduled}
+"""What the recorded cluster's controllers did during a scenario that a later one starts from."""

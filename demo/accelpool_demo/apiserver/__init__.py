@@ -64,6 +64,15 @@ real kube-apiserver v1.36.2 by tests/conformance (whose known_differences.py lis
   columns), nodes (NAME STATUS ROLES AGE VERSION) and PodDisruptionBudgets (`tables`);
 - kopf's peering resources (`clusterkopfpeerings.kopf.dev`, `kopfpeerings.kopf.dev`, v1), so operators
   can peer through it;
+- a Kubernetes release (`ApiServer(kubernetes_version="1.37", runtime_config=..., feature_gates=...)`:
+  `release`; 1.37 by default): `/version`, and the Dynamic Resource Allocation API it serves
+  (`resource.k8s.io`: `dra`): DeviceClasses, ResourceSlices, ResourceClaims (with `status`) and their
+  templates in v1, DeviceTaintRules (with `status`) in v1 from 1.37 or in v1beta2 where the runtime-config
+  and the DRADeviceTaintRules gate serve it, discovery saying exactly that; the objects in their Go
+  types' shape with their defaults (`dra_types`), validated in the server's words (`dra_validation`, CEL
+  selectors compiled: `cel`); and kube-controller-manager's device-taint-eviction controller
+  (`device_taints`): the rules' `EvictionInProgress` status, pods using a device with a NoExecute taint
+  they do not tolerate deleted (`Store.device_taint_eviction_controller`);
 - custom resources (`crds`): a stored CustomResourceDefinition's served versions are served at once
   (discovery with kind, scope, short names, categories and the status subresource) and stop when it is
   deleted; their objects get the schema's defaults, unknown fields pruned (400 with
@@ -75,20 +84,21 @@ real kube-apiserver v1.36.2 by tests/conformance (whose known_differences.py lis
   (`ApiServer.served`), listeners told of every request, direct access to the stored objects
   (`ApiServer.objects`, `serving()`), and a footprint bounded however long it runs (`remember`).
 
-It does NOT emulate: authentication beyond a table of bearer tokens (`Store.users`, which only admission
-reads: a request with no known token is the admin's), authorization and RBAC (every request is admitted);
-namespaces over HTTP (kmock's URL parser reads `/api/v1/namespaces/NAME` as a namespace prefix: they are stored with
-`RunningApiServer.put`) and their lifecycle (objects may be created in a namespace that does not exist);
-controllers other than the disruption controller and the node lifecycle controller's lifting of the not-ready
-taint (no pod is scheduled or run, no DaemonSet status written: `accelpool_demo.daemonsets` and the demo's
-kubelet play those; no ReplicaSet replaces an evicted pod); a kubelet's view of a terminating pod (its phase
-and Ready stay as they were until it is removed; a node that is down still lets it go); defaulting of pods (no
-terminationGracePeriodSeconds of 30: without one a pod is deleted at once); admission other than the above (no
-quotas, LimitRanges, Pod Security, mutating webhooks, defaulting or validation of other built-in
-kinds; the CEL rules of installed CRDs without `Store.cel`, their version conversion, `format` checks and
-printer columns); strategic- merge merge keys other than those `typed` lists; `dryRun` (an eviction or DELETE
-asking for it is a 400); collection deletes; OpenAPI v2 and built-in kinds' OpenAPI; tables of other kinds
-beyond NAME and AGE; protobuf; TLS.
+It does NOT emulate: authentication beyond a table of bearer tokens (`Store.users`, which only admission reads: a
+request with no known token is the admin's), authorization and RBAC (every request is admitted); namespaces over
+HTTP (kmock's URL parser reads `/api/v1/namespaces/NAME` as a namespace prefix: they are stored with
+`RunningApiServer.put`) and their lifecycle (objects may be created in a namespace that does not exist); controllers
+other than the disruption controller, the device-taint-eviction controller and the node lifecycle controller's
+lifting of the not-ready taint (no pod is scheduled or run, no claim allocated, no DaemonSet status written:
+`accelpool_demo.daemonsets`, the demo's kubelet and its DRA scheduler in `accelpool_demo.dra` play those; no
+ReplicaSet replaces an evicted pod); the estimated cost of a DRA selector's CEL; a kubelet's view of a terminating
+pod (its phase and Ready stay as they were until it is removed; a node that is down still lets it go); defaulting of
+pods (no terminationGracePeriodSeconds of 30: without one a pod is deleted at once); admission other than the above
+(no quotas, LimitRanges, Pod Security, mutating webhooks, defaulting or validation of other built-in kinds; the CEL
+rules of installed CRDs without `Store.cel`, their version conversion, `format` checks and printer columns);
+strategic- merge merge keys other than those `typed` lists; `dryRun` (an eviction or DELETE asking for it is a 400);
+collection deletes; OpenAPI v2 and built-in kinds' OpenAPI; tables of other kinds beyond NAME and AGE; protobuf;
+TLS.
 """
 
 from __future__ import annotations
@@ -104,6 +114,7 @@ import kmock
 
 from accelpool_core.credentials import Credentials
 from accelpool_core.kube import KubeClient
+from accelpool_demo.apiserver.release import DEFAULT_VERSION, Release
 from accelpool_demo.apiserver.resources import RESOURCES, VERBS, parse_path
 from accelpool_demo.apiserver.served import Fault, RequestLog, Served
 from accelpool_demo.apiserver.server import ApiServer
@@ -115,6 +126,7 @@ __all__ = [
     "VERBS",
     "ApiServer",
     "Fault",
+    "Release",
     "RequestLog",
     "RunningApiServer",
     "Served",
@@ -174,10 +186,23 @@ async def _settling(server: ApiServer) -> None:
 
 @contextlib.asynccontextmanager
 async def serving(
-    *, port: int = 0, remember: int | None = None, clock: Callable[[], float] = time.time
+    *,
+    port: int = 0,
+    remember: int | None = None,
+    clock: Callable[[], float] = time.time,
+    kubernetes_version: str = DEFAULT_VERSION,
+    runtime_config: Mapping[str, bool] | None = None,
+    feature_gates: Mapping[str, bool] | None = None,
 ) -> AsyncIterator[RunningApiServer]:
-    """An `ApiServer` on 127.0.0.1 (`port`, or a free one) until the block ends (`clock`: see `ApiServer`)."""
-    server = ApiServer(remember=remember, clock=clock)
+    """An `ApiServer` on 127.0.0.1 (`port`, or a free one) until the block ends (`clock`, `kubernetes_version`,
+    `runtime_config`, `feature_gates`: see `ApiServer`; `release` for what they serve)."""
+    server = ApiServer(
+        remember=remember,
+        clock=clock,
+        kubernetes_version=kubernetes_version,
+        runtime_config=dict(runtime_config or {}),
+        feature_gates=dict(feature_gates or {}),
+    )
     async with server, kmock.Server(server, port=port or None) as http:
         settling = asyncio.create_task(_settling(server))
         try:

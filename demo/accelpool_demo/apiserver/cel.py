@@ -36,7 +36,7 @@ from typing import Any
 
 import re2  # type: ignore[import-untyped]
 from cel_expr_python import cel
-from cel_expr_python.ext import ext_optional, ext_strings
+from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 from google.protobuf import descriptor_pb2, descriptor_pool, duration_pb2, struct_pb2, timestamp_pb2
 
 # ---------------------------------------------------------------- Kubernetes' library functions
@@ -142,7 +142,30 @@ def _compile(env: cel.Env, expression: str) -> Any:
     except RuntimeError as error:
         text = str(error).removeprefix("INVALID_ARGUMENT: ").removesuffix(" [INVALID_ARGUMENT]")
         # cel-go's checker says "undefined field 'x'" (checker/errors.go undefinedField); cel-cpp adds the type
-        raise CompileError(re.sub(r"(undefined field '[^']*') not found in struct '[^']*'", r"\1", text)) from error
+        text = re.sub(r"(undefined field '[^']*') not found in struct '[^']*'", r"\1", text)
+        raise CompileError(_undeclared_as_cel_go(text)) from error
+
+
+_UNDECLARED = re.compile(
+    r"ERROR: <input>:(\d+):(\d+): undeclared reference to '([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+)'"
+    r" \(in container '([^']*)'\)\n \| ([^\n]*)\n \| \.*\^"
+)
+
+
+def _undeclared_as_cel_go(text: str) -> str:
+    """An undeclared `a.b.c` as cel-go reports it: cel-cpp names the whole qualified name at its last dot,
+    cel-go's checker (checker/checker.go checkSelect, then checkIdent) the first identifier where it starts."""
+
+    def first(found: re.Match[str]) -> str:
+        line, column, name, container, source = found.groups()
+        head, _, _ = name.partition(".")
+        start = max(1, int(column) - len(name.rsplit(".", 1)[0]))
+        return (
+            f"ERROR: <input>:{line}:{start}: undeclared reference to '{head}' (in container '{container}')\n"
+            f" | {source}\n | {'.' * (start - 1)}^"
+        )
+
+    return _UNDECLARED.sub(first, text)
 
 
 # ---------------------------------------------------------------- schema types (type checking)
@@ -532,3 +555,164 @@ def evaluate_rules(
             item_old = _list_item_old(node, item, old)
             evaluate_rules(node["items"], item, old=item_old, path=f"{path}[{index}]", into=result)
     return result
+
+
+# ---------------------------------------------------------------- DRA device selectors
+
+QUANTITY = cel.Type("kubernetes.Quantity")
+SEMVER = cel.Type("kubernetes.Semver")
+"""cel-go's opaque types, declared as (empty) protobuf messages of those names: cel-cpp's abstract types
+of the Python binding are not told apart from one another by its type checker."""
+_GO_TYPE_NAMES = {
+    "STRING": "string",
+    "INT": "int",
+    "UINT": "uint",
+    "DOUBLE": "double",
+    "BOOL": "bool",
+    "BYTES": "bytes",
+    "NULL": "null_type",
+    "DYN": "dyn",
+    "TIMESTAMP": "google.protobuf.Timestamp",
+    "DURATION": "google.protobuf.Duration",
+}
+
+
+def _checked_only(*_: Any) -> Any:
+    """These functions are declared to type-check selectors as the API server does; none are evaluated here."""
+    raise NotImplementedError("DRA selector functions are type-checked, not evaluated, by the emulator")
+
+
+def _dra_libraries() -> cel.CelExtension:
+    """k8s.io/apiserver/pkg/cel/library quantity.go and semverlib.go (the latter is the DRA environment's own,
+    staging/src/k8s.io/dynamic-resource-allocation/cel/compile.go), as signatures."""
+    string, integer, boolean, double = cel.Type.STRING, cel.Type.INT, cel.Type.BOOL, cel.Type.DOUBLE
+
+    def of(name: str, *overloads: tuple[str, cel.Type, list[cel.Type], bool]) -> cel.FunctionDecl:
+        return cel.FunctionDecl(
+            name,
+            [
+                cel.Overload(oid, result, params, is_member=member, impl=_checked_only)
+                for oid, result, params, member in overloads
+            ],
+        )
+
+    def compared(name: str, result: cel.Type) -> cel.FunctionDecl:
+        return of(
+            name,
+            (f"quantity_{name}_quantity", result, [QUANTITY, QUANTITY], True),
+            (f"semver_{name}_semver", result, [SEMVER, SEMVER], True),
+        )
+
+    return cel.CelExtension(
+        "dra",
+        [
+            of("quantity", ("string_to_quantity", QUANTITY, [string], False)),
+            of("isQuantity", ("is_quantity_string", boolean, [string], False)),
+            of("sign", ("quantity_sign", integer, [QUANTITY], True)),
+            of("isInteger", ("quantity_is_integer", boolean, [QUANTITY], True)),
+            of("asInteger", ("quantity_as_integer", integer, [QUANTITY], True)),
+            of("asApproximateFloat", ("quantity_as_float", double, [QUANTITY], True)),
+            of(
+                "add",
+                ("quantity_add_quantity", QUANTITY, [QUANTITY, QUANTITY], True),
+                ("quantity_add_int", QUANTITY, [QUANTITY, integer], True),
+            ),
+            of(
+                "sub",
+                ("quantity_sub_quantity", QUANTITY, [QUANTITY, QUANTITY], True),
+                ("quantity_sub_int", QUANTITY, [QUANTITY, integer], True),
+            ),
+            compared("isLessThan", boolean),
+            compared("isGreaterThan", boolean),
+            compared("compareTo", integer),
+            of(
+                "semver",
+                ("string_to_semver", SEMVER, [string], False),
+                ("string_bool_to_semver", SEMVER, [string, boolean], False),
+            ),
+            of(
+                "isSemver",
+                ("is_semver_string", boolean, [string], False),
+                ("is_semver_string_bool", boolean, [string, boolean], False),
+            ),
+            of("major", ("semver_major", integer, [SEMVER], True)),
+            of("minor", ("semver_minor", integer, [SEMVER], True)),
+            of("patch", ("semver_patch", integer, [SEMVER], True)),
+        ],
+    )
+
+
+def _device_pool() -> Any:
+    """`kubernetes.DRADevice` (compile.go `newCompiler`): `driver` a string, `attributes` and `capacity` maps
+    by domain of maps by name. The inner maps' values are `dyn` here: cel-cpp types a variable's fields by
+    protobuf, which has no field of a map of maps, so a map of google.protobuf.Struct stands in (a device's
+    capacity is a Quantity on the server, and `dyn` accepts every use of one; what it lets through that the
+    server would refuse is a capacity used as another type)."""
+    pool = descriptor_pool.DescriptorPool()
+    proto = descriptor_pb2.FileDescriptorProto()
+    struct_pb2.DESCRIPTOR.CopyToProto(proto)
+    pool.Add(proto)
+    device = descriptor_pb2.FileDescriptorProto(
+        name="kubernetes/dra.proto", package="kubernetes", syntax="proto3", dependency=["google/protobuf/struct.proto"]
+    )
+    device.message_type.add(name="Quantity")
+    device.message_type.add(name="Semver")
+    message = device.message_type.add(name="DRADevice")
+    message.field.add(name="driver", number=1, label=_F.LABEL_OPTIONAL, type=_F.TYPE_STRING)
+    for number, name in ((2, "attributes"), (3, "capacity")):
+        entry = message.nested_type.add(name=f"{name.capitalize()}Entry")
+        entry.options.map_entry = True
+        entry.field.add(name="key", number=1, label=_F.LABEL_OPTIONAL, type=_F.TYPE_STRING)
+        entry.field.add(
+            name="value", number=2, label=_F.LABEL_OPTIONAL, type=_F.TYPE_MESSAGE, type_name=".google.protobuf.Struct"
+        )
+        message.field.add(
+            name=name,
+            number=number,
+            label=_F.LABEL_REPEATED,
+            type=_F.TYPE_MESSAGE,
+            type_name=f".kubernetes.DRADevice.{entry.name}",
+        )
+    pool.Add(device)
+    return pool
+
+
+@functools.cache
+def _device_environment() -> cel.Env:
+    """The DRA selector environment: Kubernetes' base one, `device`, the quantity and semver libraries and
+    `cel.bind` (ext.Bindings)."""
+    return cel.NewEnv(
+        descriptor_pool=_device_pool(),
+        variables={"device": cel.Type("kubernetes.DRADevice")},
+        extensions=[
+            ext_strings.ExtStrings(),
+            ext_optional.ExtOptional(),
+            ext_bindings.ExtBindings(),
+            _kubernetes_library(),
+            _dra_libraries(),
+        ],
+    )
+
+
+def go_type_name(found: cel.Type) -> str:
+    """A type as cel-go's `Type.String()` names it (`string`, `map(string, dyn)`, `list(int)`)."""
+    text = found.name()
+    for cpp, go in _GO_TYPE_NAMES.items():
+        text = re.sub(rf"\b{cpp}\b", go, text)
+    text = re.sub(r"\bLIST<", "list(", re.sub(r"\bMAP<", "map(", text))
+    return text.replace(">", ")")
+
+
+def device_selector_problem(expression: str) -> str | None:
+    """Why the API server refuses a DRA CEL selector (a DeviceClass's or a claim request's), in its words
+    (compile.go `CompileCELExpression`: `compilation failed: <the compiler's errors>`, or `must evaluate to
+    bool or the unknown type, not <type>`); None when it compiles to a bool. The estimated cost is not
+    checked (the server refuses one over 1,000,000 as "too complex, exceeds cost limit")."""
+    try:
+        compiled = _compile(_device_environment(), expression)
+    except CompileError as error:
+        return f"compilation failed: {error}"
+    result = compiled.return_type()
+    if result not in (cel.Type.BOOL, cel.Type.DYN):
+        return f"must evaluate to bool or the unknown type, not {go_type_name(result)}"
+    return None

@@ -14,9 +14,8 @@ import attrs
 import kmock
 
 import accelpool_api as api
+from accelpool_demo.apiserver import dra
 
-SERVER_VERSION = {"major": "1", "minor": "35", "gitVersion": "v1.35.0", "platform": "linux/amd64"}
-"""What `/version` answers: the release kubectl in .tools/bin is, and whose API server this follows."""
 VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})
 POOLS = f"{api.GROUP}/{api.VERSION}/{api.PLURAL}"
 NODES = "v1/nodes"
@@ -83,7 +82,8 @@ RESOURCES: dict[str, kmock.ResourceInfo] = {
     CLUSTER_PEERINGS: _info("ClusterKopfPeering", False),
     NAMESPACED_PEERINGS: _info("KopfPeering", True),
 }
-"""Every resource served, keyed `group/version/plural` (`v1/plural` for the core group)."""
+"""Every resource served whatever the release, keyed `group/version/plural` (`v1/plural` for the core group);
+the release's own (resource.k8s.io) are `dra.served`'s."""
 
 CUSTOM = frozenset({POOLS, CLUSTER_PEERINGS, NAMESPACED_PEERINGS})
 """Custom resources: no strategic merge patch (415), as the API server answers for CRDs."""
@@ -116,7 +116,7 @@ def key_of_kind(api_version: str, kind: str) -> str | None:
 
 
 def kind_of(resource: kmock.resource) -> str:
-    info = RESOURCES.get(key_of(resource))
+    info = RESOURCES.get(key_of(resource)) or dra.KNOWN.get(key_of(resource))
     return info.kind if info is not None and info.kind else str(resource.plural).capitalize()
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
@@ -33,6 +34,7 @@ from accelpool_demo.apiserver import (
     apply,
     conversion,
     crds,
+    dra,
     eviction,
     lists,
     openapi,
@@ -45,6 +47,7 @@ from accelpool_demo.apiserver import (
 from accelpool_demo.apiserver import validation as kube_validation
 from accelpool_demo.apiserver.events import expired, wait
 from accelpool_demo.apiserver.pods import DeleteOptions
+from accelpool_demo.apiserver.release import DEFAULT_VERSION, Release
 from accelpool_demo.apiserver.selectors import Matcher, matcher
 from accelpool_demo.apiserver.served import Fault, RequestLog, Served
 from accelpool_demo.apiserver.store import Store
@@ -76,6 +79,14 @@ class ApiServer(kmock.KubernetesScaffold):
     `list(server)` and the reactions' slices such as `[:3]` count; an int: kmock's are dropped)."""
     clock: Callable[[], float] = time.time
     """Seconds since the epoch, as the store's controllers see them (a test's clock moves on its word)."""
+    kubernetes_version: str = DEFAULT_VERSION
+    """The Kubernetes release this server is (`release.VERSIONS`: "1.36", "1.37"): what `/version` says and
+    which resource.k8s.io APIs it serves (`dra`)."""
+    runtime_config: Mapping[str, bool] = attrs.field(factory=dict)
+    """kube-apiserver's `--runtime-config`: `{"resource.k8s.io/v1beta2": True}` serves that group version."""
+    feature_gates: Mapping[str, bool] = attrs.field(factory=dict)
+    """kube-apiserver's `--feature-gates`: `{"DRADeviceTaintRules": True}` (default: the release's)."""
+    release: Release = attrs.field(init=False)
     store: Store = attrs.field(init=False)
     served: RequestLog = attrs.field(init=False)
     listeners: list[Callable[[Served], None]] = attrs.field(factory=list, init=False)
@@ -98,9 +109,10 @@ class ApiServer(kmock.KubernetesScaffold):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
-        self.store = Store(self._has_status, clock=self.clock)
+        self.release = Release(self.kubernetes_version, self.runtime_config, self.feature_gates)
+        self.store = Store(self._has_status, clock=self.clock, release=self.release)
         self.served = RequestLog(self.remember)
-        for key, info in resources.RESOURCES.items():
+        for key, info in {**resources.RESOURCES, **dra.served(self.release)}.items():
             self.resources[key] = info
         self.fallback[kmock.action.LIST] << self._serve_list
         self.fallback[kmock.action.WATCH] << self._serve_watch
@@ -141,12 +153,14 @@ class ApiServer(kmock.KubernetesScaffold):
         return self.served.total
 
     def _has_status(self, resource: kmock.resource) -> bool:
-        info = self._info(resource)
+        """Whether the resource has a status subresource (a storage's that no version serves: as known)."""
+        info = self._info(resource) or dra.KNOWN.get(resources.key_of(resource))
         return info is not None and "status" in info.subresources
 
     def _declared(self, request: kmock.Request) -> kmock.resource:
         if request.resource is None or self._info(request.resource) is None:
-            raise resources.error(404, "NotFound", "the server could not find the requested resource")
+            # errors.NewGenericServerResponse(404, ...) of a group version's NotFound handler: details {}
+            raise resources.error(404, "NotFound", "the server could not find the requested resource", {})
         return request.resource
 
     def _info(self, resource: kmock.resource) -> kmock.ResourceInfo | None:
@@ -537,7 +551,20 @@ class ApiServer(kmock.KubernetesScaffold):
 
     async def _serve_server_version(self, request: kmock.Request) -> kmock.Payload:
         """`/version`: the Kubernetes release whose behaviour this emulates (kmock says 1.26)."""
-        return dict(resources.SERVER_VERSION)
+        return self.release.server_version()
+
+    async def _serve_apis(self, request: kmock.Request) -> kmock.Payload:
+        """`/apis`: each group's versions in the API server's order, its preferred one first."""
+        payload: dict[str, Any] = await super()._serve_apis(request)  # type: ignore[assignment]
+        for group in payload.get("groups", []):
+            _order_versions(group)
+        payload["groups"] = sorted(payload.get("groups", []), key=lambda g: str(g.get("name")))
+        return payload
+
+    async def _serve_group(self, request: kmock.Request) -> kmock.Payload:
+        """`/apis/GROUP`: its versions in the API server's order, its preferred one first."""
+        payload: dict[str, Any] = await super()._serve_group(request)  # type: ignore[assignment]
+        return _order_versions(payload)
 
     async def _serve_version(self, request: kmock.Request) -> kmock.Payload:
         """Discovery as the API server answers it: `v1` for the core group, no short names or
@@ -582,6 +609,26 @@ class _WatchPrinter:
         printed = tables.table(self.resource_key, [obj], version, headers=self._headers)
         self._headers = False
         return {"type": event_type, "object": printed}
+
+
+def _version_priority(version: str) -> tuple[int, int, int, str]:
+    """k8s.io/apimachinery/pkg/version `CompareKubeAwareVersionStrings`: GA before beta before alpha, a higher
+    number first; versions of another form after them all, by name."""
+    found = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", version)
+    if found is None:
+        return (0, 0, 0, version)
+    stage = {"": 3, "beta": 2, "alpha": 1}[found[2] or ""]
+    return (-stage, -int(found[1]), -int(found[3] or 0), version)
+
+
+def _order_versions(group: dict[str, Any]) -> dict[str, Any]:
+    """A discovery group (APIGroup) with its versions in priority order and the first one preferred
+    (k8s.io/apiserver's group discovery: the versions as the storage registered them, v1 before v1beta2)."""
+    versions = sorted(group.get("versions") or [], key=lambda v: _version_priority(str(v.get("version"))))
+    group["versions"] = versions
+    if versions:
+        group["preferredVersion"] = dict(versions[0])
+    return group
 
 
 BOOKMARK_EVERY = 60.0

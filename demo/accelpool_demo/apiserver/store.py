@@ -6,13 +6,18 @@ event, so no other write lands between the check of a resourceVersion and the st
 `kmock.ObjectsArray`, which tests may also read and write directly (`store.objects[...]`: no
 event, no new resourceVersion, as writing to etcd behind the API server's back would be).
 
-Two controllers' work is done here too, on the store's `clock` (seconds since the epoch), by `settle`,
+Controllers' work is done here too, on the store's `clock` (seconds since the epoch), by `settle`,
 which the server runs before each request and every `SETTLE_SECONDS`: the kubelets' end of a graceful
 deletion (a terminating pod whose grace period has passed is deleted, as its kubelet deletes it with
 grace 0 once its containers stopped; the emulator assumes they take the whole grace period and that
-every node's kubelet is up), and the disruption controller's (`disruption`): every PodDisruptionBudget of
+every node's kubelet is up), the disruption controller's (`disruption`): every PodDisruptionBudget of
 a namespace whose pods, budgets or pods' controllers changed is synced, its status written when it
-changes, as kube-controller-manager writes it through the API (its writes are not in the request log).
+changes, as kube-controller-manager writes it through the API (its writes are not in the request log),
+the garbage collector's (`garbage`), and the device-taint-eviction controller's (`device_taints`), while
+any DeviceTaintRule, ResourceSlice or ResourceClaim is stored.
+
+resource.k8s.io objects are stored as v1 ones whichever version they are written or read through
+(`dra`, `conversion`): `Store.get(kmock.resource("resource.k8s.io/v1/resourceslices"), None, name)`.
 """
 
 from __future__ import annotations
@@ -31,7 +36,11 @@ from accelpool_demo.apiserver import (
     apply,
     conversion,
     crds,
+    device_taints,
     disruption,
+    dra,
+    dra_types,
+    dra_validation,
     eviction,
     fields,
     garbage,
@@ -45,6 +54,7 @@ from accelpool_demo.apiserver import (
 from accelpool_demo.apiserver import validation as kube_validation
 from accelpool_demo.apiserver.events import Event, EventLog
 from accelpool_demo.apiserver.pods import DeleteOptions
+from accelpool_demo.apiserver.release import Release
 from accelpool_demo.apiserver.writes import JsonObject
 
 ADMISSION_KINDS = (
@@ -62,6 +72,11 @@ JsonList = list[JsonObject]
 Paths = list[fields.Path]
 PODS = kmock.resource(resources.PODS)
 BUDGETS = kmock.resource(resources.BUDGETS)
+TAINT_RULES = kmock.resource(dra.DEVICE_TAINT_RULES_KEY)
+SLICES = kmock.resource(dra.RESOURCE_SLICES_KEY)
+CLAIMS = kmock.resource(dra.RESOURCE_CLAIMS_KEY)
+DRA_OBJECTS = frozenset({dra.DEVICE_TAINT_RULES_KEY, dra.RESOURCE_SLICES_KEY, dra.RESOURCE_CLAIMS_KEY})
+"""What the device-taint-eviction controller has work for only while one exists."""
 BUDGET_INPUTS = frozenset({resources.PODS, resources.BUDGETS, *disruption.SCALABLE})
 """What the disruption controller watches: a change to one syncs the budgets of its namespace."""
 
@@ -70,6 +85,12 @@ def _unmanaged(obj: Mapping[str, Any]) -> JsonObject:
     """An object without its managedFields (what the field manager compares)."""
     metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
     return {**obj, "metadata": metadata}
+
+
+def _dra_storage(resource: kmock.resource) -> kmock.resource:
+    """The resource whose storage holds a resource.k8s.io resource's objects (`dra`: v1's), else itself."""
+    stored = dra.STORED_AS.get(resources.key_of(resource))
+    return kmock.resource(stored) if stored is not None else resource
 
 
 def _unversioned(obj: Mapping[str, Any]) -> JsonObject:
@@ -83,8 +104,11 @@ class Store:
         has_status: Callable[[kmock.resource], bool],
         *,
         clock: Callable[[], float] = time.time,
+        release: Release | None = None,
     ) -> None:
         self.objects = kmock.ObjectsArray()
+        self.release = release or Release()
+        """The Kubernetes release the server is (what the DRA controllers write through: `dra.rule_version`)."""
         self.events = EventLog()
         self.lock = asyncio.Lock()
         self.version = 1
@@ -112,6 +136,13 @@ class Store:
         """Nodes that are Ready and carry the not-ready taint."""
         self.disruption_controller = True
         """Whether PodDisruptionBudgets' statuses are kept up to date (False: a controller that is down)."""
+        self.device_taint_eviction_controller = True
+        """Whether kube-controller-manager's device-taint-eviction controller runs (`device_taints`): pods
+        using devices with a NoExecute taint they do not tolerate deleted, DeviceTaintRules' statuses written."""
+        self.taint_eviction = device_taints.Memory()
+        """That controller's memory (what it evicted, when rule statuses are due)."""
+        self._dra_objects = 0
+        """How many DeviceTaintRules, ResourceSlices and ResourceClaims are stored."""
         self._has_status = has_status
         self._unsynced: set[str | None] = set()
         """Namespaces whose budgets the disruption controller has yet to sync."""
@@ -206,6 +237,10 @@ class Store:
                 self._establish.add(key)
         if resource_key in BUDGET_INPUTS:
             self._unsynced.add(key[1])
+        if resource_key in device_taints.INPUTS:
+            self.taint_eviction.changed = True
+        if resource_key in DRA_OBJECTS and kind != "MODIFIED":
+            self._dra_objects += 1 if kind == "ADDED" else -1
         if resource_key == resources.NODES and kind != "DELETED" and admission.lifted_not_ready(obj) is not None:
             self._untaint.add(key)
         if resource_key == resources.PODS:
@@ -245,6 +280,14 @@ class Store:
             finally:
                 self._lifting = False
         return stored_now
+
+    def _store_through(self, resource_key: str, key: Key, obj: JsonObject, previous: JsonObject | None) -> JsonObject:
+        """`_store` of an object written through `resource_key`, whose storage may be another's (`dra`)."""
+        if resources.key_of(key[0]) == resource_key:
+            return self._store(key, obj, previous)
+        return conversion.from_storage(
+            resource_key, self._store(key, conversion.to_storage(resource_key, obj), previous)
+        )
 
     def _next_version(self) -> str:
         self.version += 1
@@ -348,6 +391,8 @@ class Store:
             raise (refusal or crds.decoding_refusal(kind, resource.version or ""))(found, sent)
         if warnings is not None:
             warnings += found
+        if dra.plural_of(key) is not None:
+            dra_types.defaulted(key, obj, writes.timestamp(self.clock()))
         return typed.shaped(key, obj)
 
     def _schema(self, resource: kmock.resource) -> fields.Schema:
@@ -465,10 +510,24 @@ class Store:
                 name = (obj.get("metadata") or {}).get("name")
                 raise kube_validation.refusal("CustomResourceDefinition", "apiextensions.k8s.io", name, errors)
             return obj
+        if dra.plural_of(key) is not None:
+            return self._admit_dra(key, obj, current)
         if key == resources.PODS and current is None:
             admission.admit_pod(self.exists, namespace, obj)
         if key == resources.BUDGETS and (current is None or current.get("spec") != obj.get("spec")):
             admission.admit_budget(obj)
+        return obj
+
+    def _admit_dra(self, key: str, obj: JsonObject, current: JsonObject | None) -> JsonObject:
+        """A resource.k8s.io object as its strategy prepares it and its validation admits it (`dra_validation`).
+        A DeviceTaintRule whose effect changes gets a new `timeAdded` unless the write sets one
+        (pkg/registry/resource/devicetainteviction/strategy.go `PrepareForUpdate`)."""
+        if dra.plural_of(key) == dra.DEVICE_TAINT_RULES and current is not None:
+            obj = device_taints.effect_changed(obj, current, writes.timestamp(self.clock()))
+        errors = dra_validation.errors(key, obj, current)
+        if errors:
+            kind = str(obj.get("kind") or resources.kind_of(kmock.resource(key)))
+            raise kube_validation.refusal(kind, dra.GROUP, (obj.get("metadata") or {}).get("name"), errors)
         return obj
 
     async def update(
@@ -489,8 +548,10 @@ class Store:
         what it keeps of the stored one, so it is not copied here once more (a write's main cost at 10,000 nodes).
         With a `manager` (a request's field manager), the write's fields become its own (`fields`)."""
         key = resources.key_of(resource)
+        storage = _dra_storage(resource)
         async with self.lock:
-            current = self.current(resource, namespace, name)
+            stored = self.current(storage, namespace, name)
+            current = conversion.from_storage(key, stored) if storage != resource else stored
             candidate = change(current)
             if manager is not None or key in self.custom.admitted:  # a request's, not a simulator's own write
                 candidate = self._decoded(resource, candidate, strict=strict, warnings=warnings, refusal=refusal)
@@ -512,6 +573,10 @@ class Store:
                 typed.shaped(key, result)
             if result is not None and subresource == "status" and key == resources.NODES:
                 admission.admit_node(result, current, taint=False)  # the status strategy validates as an update
+            if result is not None and subresource == "status" and dra.plural_of(key) is not None:
+                errors = dra_validation.errors(key, result, current, status=True)
+                if errors:
+                    raise kube_validation.refusal(str(current.get("kind")), dra.GROUP, name, errors)
             if result is not None and manager is not None:
                 base = current if subresource is not None else result
                 result["metadata"]["managedFields"] = self._managed(
@@ -523,7 +588,7 @@ class Store:
             if warnings is not None:
                 warnings += said
             self.version += 1
-            return self._store((resource, namespace, name), result, current)
+            return self._store_through(key, (storage, namespace, name), result, stored)
 
     async def delete(
         self, resource: kmock.resource, namespace: str | None, name: str, options: DeleteOptions | None = None
@@ -610,7 +675,8 @@ class Store:
         recheck = self._recheck is not None and self._recheck <= now
         untaint = self.node_lifecycle_controller and bool(self._untaint)
         collect = self.garbage_collector and self._garbage
-        waiting = not due and not untaint and not self._establish and not collect
+        taints = self.device_taint_eviction_controller and self._dra_objects > 0 and self.taint_eviction.due(now)
+        waiting = not due and not untaint and not self._establish and not collect and not taints
         if waiting and not (self.disruption_controller and (self._unsynced or recheck)):
             return
         async with self.lock:
@@ -624,6 +690,8 @@ class Store:
                 self._lift_not_ready_taints()
             if collect:
                 self._collect_garbage()
+            if taints:
+                self._evict_for_device_taints(now)
             for key in due:
                 current = self.get(*key)
                 if current is not None and pods.due(current, now):
@@ -661,9 +729,49 @@ class Store:
                 self._reported.add(dependent["metadata"]["uid"])
                 self.put(resources.EVENTS, garbage.invalid_namespace_event(dependent, reference, writes.now()))
 
+    def _evict_for_device_taints(self, now: float) -> None:
+        """kube-controller-manager's device-taint-eviction controller (`device_taints`), one step: the rules'
+        statuses it is due to write, then the pods it evicts (Event, DisruptionTarget condition, deletion
+        with their own grace period and a uid precondition)."""
+        cluster = device_taints.Cluster(
+            rules=self.list(TAINT_RULES, None),
+            slices=self.list(SLICES, None),
+            claims=self.list(CLAIMS, None),
+            pods=self.list(PODS, None),
+        )
+        done = device_taints.step(self.taint_eviction, cluster, now)
+        api_version = f"{dra.GROUP}/{dra.rule_version(self.release) or dra.STORAGE_VERSION}"
+        for status in done.statuses:
+            key: Key = (TAINT_RULES, None, str(status.rule["metadata"]["name"]))
+            current = self.get(*key)
+            if current is None or current["metadata"].get("uid") != status.rule["metadata"].get("uid"):
+                continue
+            updated = device_taints.with_condition(current, status.condition, api_version, writes.timestamp(now))
+            updated["metadata"]["resourceVersion"] = self._next_version()
+            self._store(key, updated, current)
+        for pod, message in [(e.pod, "Marking for deletion") for e in done.evictions] + [
+            (p, "Cancelling deletion") for p in done.cancelled
+        ]:
+            metadata = pod["metadata"]
+            current = self.get(PODS, metadata.get("namespace"), str(metadata.get("name")))
+            if current is None or current["metadata"].get("uid") != metadata.get("uid"):
+                continue  # gone, or replaced by another pod of its name: the uid precondition fails
+            if message == "Marking for deletion" and current["metadata"].get("deletionTimestamp"):
+                continue
+            self.put(resources.EVENTS, device_taints.pod_event(current, message, now))
+            if message != "Marking for deletion":
+                continue
+            condition = device_taints.disruption_target(now)
+            current = self._write_status(PODS, current, pods.with_condition(current, condition)["status"])
+            self._delete_pod((PODS, metadata.get("namespace"), str(metadata.get("name"))), current, None)
+
     def _namespaced(self, api_version: str, kind: str) -> bool | None:
         """Whether a kind is namespaced (None: not served)."""
-        served = [*resources.RESOURCES.items(), *((k, c.info) for k, c in self.custom.served.items())]
+        served = [
+            *resources.RESOURCES.items(),
+            *dra.KNOWN.items(),
+            *((k, c.info) for k, c in self.custom.served.items()),
+        ]
         for key, info in served:
             if info.kind == kind and key.rsplit("/", 1)[0] == api_version:
                 return bool(info.namespaced)
@@ -752,8 +860,10 @@ class Store:
         api_version = resources.api_version_of(resource)
         applier = fields.Entry(manager, "Apply", api_version, subresource or "", set(), None)
         now = writes.timestamp(self.clock())
+        storage = _dra_storage(resource)
         async with self.lock:
-            current = self.get(resource, namespace, name)
+            stored = self.get(storage, namespace, name)
+            current = conversion.from_storage(key, stored) if stored is not None and storage != resource else stored
             if current is None:
                 if sent.get("resourceVersion") or subresource is not None:
                     raise resources.not_found(resource, name)
@@ -765,12 +875,12 @@ class Store:
                 result["metadata"]["managedFields"] = entries
                 obj = self._decoded(resource, writes.named(resource, result, namespace), strict=strict, warnings=None)
                 obj = self._admit(resource, namespace, obj, None, strict=strict)
-                stored = writes.created(resource, obj, str(self.version + 1))
+                created = writes.created(resource, obj, str(self.version + 1))
                 if typed.is_built_in(key):
-                    typed.shaped(key, stored)
-                await self._validate(resource, namespace, name, stored, None)
+                    typed.shaped(key, created)
+                await self._validate(resource, namespace, name, created, None)
                 self.version += 1
-                return 201, self._store((resource, namespace, name), stored, None)
+                return 201, self._store_through(key, (storage, namespace, name), created, None)
             writes.check_precondition(resource, current, config)
             result, entries, changed = apply.applied(
                 current, config, self._schema(resource), applier=applier, force=force, now=now, ignored=ignored
@@ -793,4 +903,4 @@ class Store:
             if changed:
                 await self._validate(resource, namespace, name, updated, current, subresource=subresource)
             self.version += 1
-            return 200, self._store((resource, namespace, name), updated, current)
+            return 200, self._store_through(key, (storage, namespace, name), updated, stored)

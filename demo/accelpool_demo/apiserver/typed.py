@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from accelpool_demo.apiserver import structural
+from accelpool_demo.apiserver import dra, dra_types, structural
 
 JsonObject = dict[str, Any]
 
@@ -139,8 +139,10 @@ SCHEMAS: dict[str, JsonObject] = {
         }
     },
 }
+SCHEMAS.update(dra_types.schemas(METADATA))
 """The built-in kinds' field types (an OpenAPI v3 schema's list and map annotations), by resource key;
-closed objects (`additionalProperties: false`) where every field of the Go type is listed."""
+closed objects (`additionalProperties: false`) where every field of the Go type is listed (the
+resource.k8s.io kinds: `dra_types`)."""
 DEFAULT_SCHEMA: JsonObject = {"properties": {"metadata": METADATA}}
 
 
@@ -150,11 +152,22 @@ def unknown_fields(schema: Mapping[str, Any], value: Any, path: str = "") -> lis
     return structural.prune(schema, value, path, closed_only=True)
 
 
-GENERATION_TRACKED = frozenset(
-    {PODS, BUDGETS, CRDS, "apps/v1/daemonsets", "apps/v1/replicasets", "apps/v1/deployments", "apps/v1/statefulsets"}
+GENERATION_TRACKED = (
+    frozenset(
+        {
+            PODS,
+            BUDGETS,
+            CRDS,
+            "apps/v1/daemonsets",
+            "apps/v1/replicasets",
+            "apps/v1/deployments",
+            "apps/v1/statefulsets",
+        }
+    )
+    | dra_types.GENERATION_TRACKED
 )
 """Built-in kinds whose strategy sets `metadata.generation` (the rest have none)."""
-BUILT_IN_GROUPS = frozenset({"", "apps", "policy", "events.k8s.io", "node.k8s.io", "apiextensions.k8s.io"})
+BUILT_IN_GROUPS = frozenset({"", "apps", "policy", "events.k8s.io", "node.k8s.io", "apiextensions.k8s.io", dra.GROUP})
 NODE_INFO_FIELDS = (
     "machineID",
     "systemUUID",
@@ -207,6 +220,8 @@ def shaped(key: str, obj: JsonObject) -> JsonObject:
         shaped_core_event(obj)
     elif key == NEW_EVENTS:
         shaped_new_event(obj)
+    elif dra.plural_of(key) is not None:
+        dra_types.shaped(key, obj)
     return obj
 
 
