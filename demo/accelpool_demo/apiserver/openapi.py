@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
+
+import kmock
 
 import accelpool_api as api
 from accelpool_api import crd
@@ -61,9 +64,8 @@ def _group_version(resource_key: str) -> tuple[str, str, str]:
     return group, version, f"apis/{group}/{version}" if group else f"api/{version}"
 
 
-def _paths(resource_key: str, schema_ref: str | None) -> dict[str, Any]:
+def _paths(resource_key: str, info: kmock.ResourceInfo, schema_ref: str | None) -> dict[str, Any]:
     group, version, document = _group_version(resource_key)
-    info = resources.RESOURCES[resource_key]
     plural = resource_key.rsplit("/", 1)[1]
     base = f"/{document}/namespaces/{{namespace}}/{plural}" if info.namespaced else f"/{document}/{plural}"
     item = _operations(group, version, str(info.kind), schema_ref)
@@ -84,14 +86,15 @@ def _pool_schema() -> JsonObject:
 POOL_SCHEMA = f"io.accelpool.{api.VERSION}.{api.KIND}"
 
 
-def documents() -> dict[str, JsonObject]:
-    """Every group-version's document: each resource's paths, and the ComputePool's schema."""
+def documents(served: Mapping[str, kmock.ResourceInfo] | None = None) -> dict[str, JsonObject]:
+    """Every group-version's document: each resource's paths (`resources.RESOURCES`, and those of the release:
+    `served`), and the ComputePool's schema."""
     found: dict[str, JsonObject] = {}
-    for key in resources.RESOURCES:
+    for key, info in {**resources.RESOURCES, **(served or {})}.items():
         path = _group_version(key)[2]
         document = found.setdefault(path, _document({}, {}))
         is_pool = key == resources.POOLS
-        document["paths"].update(_paths(key, f"#/components/schemas/{POOL_SCHEMA}" if is_pool else None))
+        document["paths"].update(_paths(key, info, f"#/components/schemas/{POOL_SCHEMA}" if is_pool else None))
         if is_pool:
             document["components"]["schemas"][POOL_SCHEMA] = _pool_schema()
     return found
@@ -101,13 +104,15 @@ def _hash(document: JsonObject) -> str:
     return hashlib.sha512(json.dumps(document, sort_keys=True).encode()).hexdigest()[:64].upper()
 
 
-def index() -> JsonObject:
+def index(served: Mapping[str, kmock.ResourceInfo] | None = None) -> JsonObject:
     """`/openapi/v3`: each group-version document's URL (its hash in the query, as the API server does)."""
     return {
-        "paths": {path: {"serverRelativeURL": f"{ROOT}/{path}?hash={_hash(doc)}"} for path, doc in documents().items()}
+        "paths": {
+            path: {"serverRelativeURL": f"{ROOT}/{path}?hash={_hash(doc)}"} for path, doc in documents(served).items()
+        }
     }
 
 
-def document(path: str) -> JsonObject | None:
+def document(path: str, served: Mapping[str, kmock.ResourceInfo] | None = None) -> JsonObject | None:
     """The document at `/openapi/v3/<path>`; None for one not published."""
-    return documents().get(path.removeprefix(ROOT).strip("/"))
+    return documents(served).get(path.removeprefix(ROOT).strip("/"))

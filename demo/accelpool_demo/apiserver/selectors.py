@@ -197,6 +197,11 @@ FIELDS: dict[str, tuple[str, ...]] = {
     ),
     "v1/namespaces": ("status.phase",),
     "apps/v1/replicasets": ("status.replicas",),
+    # pkg/registry/resource/resourceslice/strategy.go (`spec.pool.name` from 1.37; accepted on 1.36 too)
+    **{
+        f"resource.k8s.io/{version}/resourceslices": ("spec.nodeName", "spec.driver", "spec.pool.name")
+        for version in ("v1", "v1beta2")
+    },
 }
 """What each resource can be selected by besides metadata.name and metadata.namespace (the registries'
 `GetAttrs` and the field label conversions: pkg/registry/core/*/strategy.go, pkg/apis/core/v1/conversion.go);

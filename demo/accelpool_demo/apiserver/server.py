@@ -60,8 +60,12 @@ _WRITES = frozenset({kmock.method.POST, kmock.method.PUT, kmock.method.PATCH, km
 """Writes, by method: kmock's actions leave PUT out."""
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 """The annotation of the BOOKMARK that ends a watch's initial events (metav1.InitialEventsAnnotationKey)."""
-_RETURN_DELETED = frozenset({resources.PODS, "apiextensions.k8s.io/v1/customresourcedefinitions"})
-"""Resources whose DELETE answers the deleted object, not a Status (their stores' `ReturnDeletedObject`)."""
+_RETURN_DELETED = frozenset(
+    {resources.PODS, "apiextensions.k8s.io/v1/customresourcedefinitions"}
+    | (set(dra.KNOWN) - {dra.key("v1", dra.DEVICE_TAINT_RULES)})
+)
+"""Resources whose DELETE answers the deleted object, not a Status (their stores' `ReturnDeletedObject`; all the
+resource.k8s.io ones but v1 DeviceTaintRules: pkg/registry/resource/*/storage/storage.go)."""
 _PATCHES = {
     "application/merge-patch+json": "merge",
     "application/strategic-merge-patch+json": "strategic",
@@ -236,7 +240,8 @@ class ApiServer(kmock.KubernetesScaffold):
             if fault.matches(method, path):
                 raise fault.spend()
         if path.startswith(openapi.ROOT):
-            found = openapi.index() if path.rstrip("/") == openapi.ROOT else openapi.document(path)
+            served = dra.served(self.release)
+            found = openapi.index(served) if path.rstrip("/") == openapi.ROOT else openapi.document(path, served)
             if found is None:
                 raise resources.error(404, "NotFound", "the server could not find the requested resource")
             return aiohttp.web.json_response(found)

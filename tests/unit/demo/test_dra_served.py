@@ -6,13 +6,18 @@ gate; on 1.37 they are in v1. Every version's objects are the same ones."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import subprocess
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
 from accelpool_demo.apiserver import Release, RunningApiServer, serving
+from tests.support.environment import require_tool
 
 GROUP = "/apis/resource.k8s.io"
 V1BETA2 = {"resource.k8s.io/v1beta2": True}
@@ -174,3 +179,32 @@ def test_a_release_the_emulator_does_not_model_is_refused_naming_what_it_does(
     with pytest.raises(ValueError) as refused:
         Release(**given)
     assert str(refused.value) == error
+
+
+async def test_kubectl_applies_a_quarantine_rule_and_lists_it(tmp_path: Path) -> None:
+    """kubectl finds the group in the OpenAPI v3 index (so it leaves field validation to the server) and in
+    discovery (so it knows the kind's resource and scope)."""
+    manifest = tmp_path / "rule.yaml"
+    manifest.write_text(json.dumps({**RULE, "apiVersion": "resource.k8s.io/v1"}))
+    async with serving() as api:
+        applied = await _kubectl(api, "apply", "-f", str(manifest))
+        assert applied == "devicetaintrule.resource.k8s.io/q-gpu-3 created\n"
+        assert (
+            await _kubectl(api, "apply", "-f", str(manifest)) == "devicetaintrule.resource.k8s.io/q-gpu-3 unchanged\n"
+        )
+        assert (
+            await _kubectl(api, "get", "devicetaintrules", "-o", "name") == "devicetaintrule.resource.k8s.io/q-gpu-3\n"
+        )
+
+
+async def _kubectl(api: RunningApiServer, *args: str) -> str:
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [require_tool("kubectl"), "--server", api.url, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
