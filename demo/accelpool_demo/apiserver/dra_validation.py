@@ -757,11 +757,58 @@ def _immutable_spec(obj: Mapping[str, Any], old: Mapping[str, Any], type_name: s
 
 
 def resource_claim(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> Errors:
-    """`ValidateResourceClaim` / `ValidateResourceClaimUpdate` (the spec is immutable: only that is checked)."""
+    """`ValidateResourceClaim`, and on update `ValidateResourceClaimUpdate` too (the strategy runs both:
+    pkg/registry/resource/resourceclaim/strategy.go `ValidateUpdate`): the spec is immutable."""
     errors = metadata(obj, name_check=old is None)
-    if old is not None:
-        return errors + _immutable_spec(obj, old, "ResourceClaimSpec")
-    return errors + device_claim(_object(_object(obj.get("spec")).get("devices")), "spec.devices")
+    errors += device_claim(_object(_object(obj.get("spec")).get("devices")), "spec.devices")
+    return errors + (_immutable_spec(obj, old, "ResourceClaimSpec") if old is not None else [])
+
+
+ADMIN_NAMESPACE_LABEL = "resource.kubernetes.io/admin-access"
+"""k8s.io/api resource/v1 `DRAAdminNamespaceLabelKey`."""
+
+
+def admin_access(obj: Mapping[str, Any], old: Mapping[str, Any] | None, labels: Mapping[str, str]) -> Errors:
+    """pkg/registry/resource/utils.go `AuthorizedForAdmin` (a claim's or template's request asking for admin
+    access, on create) and `AuthorizedForAdminStatus` (an allocation granting it, unless one did before): only
+    in a namespace labelled `resource.kubernetes.io/admin-access: "true"`; the first such field is named."""
+    if labels.get(ADMIN_NAMESPACE_LABEL) == "true":
+        return []
+    spec = _object(obj.get("spec"))
+    if obj.get("kind") == "ResourceClaimTemplate":
+        spec, prefix = _object(spec.get("spec")), "spec.spec.devices.requests"
+    else:
+        prefix = "spec.devices.requests"
+    found = None
+    if old is None:
+        requests = _objects(_object(spec.get("devices")).get("requests"))
+        found = next(
+            (
+                f"{prefix}[{i}].exactly.adminAccess"
+                for i, r in enumerate(requests)
+                if _object(r.get("exactly")).get("adminAccess") is True
+            ),
+            None,
+        )
+    else:
+
+        def granted(claim: Mapping[str, Any]) -> str | None:
+            allocation = _object(_object(claim.get("status")).get("allocation"))
+            results = _objects(_object(allocation.get("devices")).get("results"))
+            return next(
+                (
+                    f"status.allocation.devices.results[{i}].adminAccess"
+                    for i, r in enumerate(results)
+                    if r.get("adminAccess") is True
+                ),
+                None,
+            )
+
+        found = granted(obj) if granted(old) is None else None
+    if found is None:
+        return []
+    why = f"admin access to devices requires the `{ADMIN_NAMESPACE_LABEL}: true` label on the containing namespace"
+    return [FieldError("FieldValueForbidden", found, detail=why)]
 
 
 def resource_claim_template(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> Errors:

@@ -525,6 +525,9 @@ class Store:
         if dra.plural_of(key) == dra.DEVICE_TAINT_RULES and current is not None:
             obj = device_taints.effect_changed(obj, current, writes.timestamp(self.clock()))
         errors = dra_validation.errors(key, obj, current)
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        if namespace and current is None:
+            errors += dra_validation.admin_access(obj, None, self._namespace_labels(str(namespace)) or {})
         if errors:
             kind = str(obj.get("kind") or resources.kind_of(kmock.resource(key)))
             raise kube_validation.refusal(kind, dra.GROUP, (obj.get("metadata") or {}).get("name"), errors)
@@ -574,7 +577,9 @@ class Store:
             if result is not None and subresource == "status" and key == resources.NODES:
                 admission.admit_node(result, current, taint=False)  # the status strategy validates as an update
             if result is not None and subresource == "status" and dra.plural_of(key) is not None:
-                errors = dra_validation.errors(key, result, current, status=True)
+                labels = self._namespace_labels(namespace) if namespace else None
+                errors = dra_validation.admin_access(result, current, labels or {}) if namespace else []
+                errors += dra_validation.errors(key, result, current, status=True)
                 if errors:
                     raise kube_validation.refusal(str(current.get("kind")), dra.GROUP, name, errors)
             if result is not None and manager is not None:

@@ -199,3 +199,19 @@ def test_a_rule_selects_devices_by_valid_names_only() -> None:
         ("FieldValueInvalid", "spec.deviceSelector.driver"),
     ]
     assert errors[0] == FieldError("FieldValueRequired", "spec.deviceSelector.driver")
+
+
+def test_admin_access_needs_the_namespaces_admin_label() -> None:
+    claim = _claim({"deviceClassName": "gpu.nvidia.com", "adminAccess": True})
+    forbidden = [
+        "spec.devices.requests[0].exactly.adminAccess: Forbidden: admin access to devices requires the "
+        "`resource.kubernetes.io/admin-access: true` label on the containing namespace"
+    ]
+    assert [str(e) for e in dra_validation.admin_access(claim, None, {})] == forbidden
+    assert dra_validation.admin_access(claim, None, {"resource.kubernetes.io/admin-access": "true"}) == []
+    result = {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "node-1", "device": "gpu-0", "adminAccess": True}
+    granted = {**claim, "status": {"allocation": {"devices": {"results": [result]}}}}
+    assert [e.field for e in dra_validation.admin_access(granted, claim, {})] == [
+        "status.allocation.devices.results[0].adminAccess"
+    ]
+    assert dra_validation.admin_access(granted, granted, {}) == []  # granted before: not asked again
