@@ -221,6 +221,7 @@ class Cluster:
         reason: str = "",
         message: str = "",
         bad_gpus: tuple[int, ...] = (),
+        uuids: dict[int, str] | None = None,
         tflops: float | None = None,
         pool: str | None = None,
         complete: bool = True,
@@ -229,7 +230,8 @@ class Cluster:
         """The agent's report: the AcceleratorHealthy condition and the accelpool.io/health annotation, naming
         the pool whose agent writes it (`pool`, else the node's pool, as that pool's agent does), whether a
         full check cycle has completed (`complete`: a healthy verdict is published only after one) and how long
-        ago the condition's status changed (`seconds_ago`)."""
+        ago the condition's status changed (`seconds_ago`); `uuids`: the bad GPUs' UUIDs (index → UUID), which a
+        per-GPU quarantine needs."""
         report: dict[str, Any] = {
             "status": "Healthy" if healthy else "Unhealthy",
             "reason": reason or ("AllChecksPassed" if healthy else "XidError79"),
@@ -242,6 +244,11 @@ class Cluster:
             report["message"] = message
         if bad_gpus:
             report["badGpus"] = list(bad_gpus)
+        if uuids:  # as an agent that names its bad GPUs (findings about those GPUs only)
+            report["badDevices"] = [{"index": i, "uuid": uuids[i], "reason": report["reason"]} for i in bad_gpus]
+            report["findings"] = [
+                {"check": "xid", "severity": "CRITICAL", "reason": report["reason"], "gpus": list(bad_gpus)}
+            ]
         if tflops is not None:
             report["tflops"], report["dtype"] = tflops, "bf16"
         await self.client.patch(
@@ -335,8 +342,10 @@ def _wakes(cluster: Cluster, controller_wake: asyncio.Event) -> Callable[[Served
 
 
 @pytest.fixture
-async def cluster() -> AsyncIterator[Cluster]:
-    async with serving() as emulator:  # no webhook configured: the operator runs with none either
+async def cluster(request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
+    """The emulated cluster, as Kubernetes 1.37 (a test parametrizes `cluster` indirectly with another release)."""
+    release = getattr(request, "param", "1.37")
+    async with serving(kubernetes_version=release) as emulator:  # no webhook: the operator runs with none either
         install_prerequisites(emulator)
         client = TestClient(emulator.url)
         controller_client = emulator.client(user_agent=daemonsets.USER_AGENT)
