@@ -43,9 +43,13 @@ Modelled, each after NVIDIA's own code (paths inside the public repositories):
   mode change needs a reboot) → apply → `success`, restarting the plugin and GFD. A profile the
   GPU does not offer creates nothing and still ends in `success`; a label changed mid-run lets
   the run finish (and write `success` for the old value) before the new value is applied.
+- The GPU Operator's `nvidia.com/gpu.deploy.device-plugin` label, `device_plugin_deployed`: anything but
+  `true` (the operator fills a missing or empty one with `true`; NVIDIA/gpu-operator
+  `controllers/state_manager.go`) keeps the device plugin off the node, which then advertises nothing
+  (the kubelet reports 0); GFD and the MIG manager still run.
 
-Not modelled: the `nvidia.com/gpu.deploy.*` pause labels, subsystem IDs in a `device-filter`,
-per-GPU validation of MIG budgets (accelpool validates layouts before writing them), GFD's
+Not modelled: the other `nvidia.com/gpu.deploy.*` labels (and the MIG manager's pause values), subsystem
+IDs in a `device-filter`, per-GPU validation of MIG budgets (accelpool validates layouts before writing them), GFD's
 architecture and attribute labels other than memory.
 
 Modules: `devices` (GPUs, the plugin's config, GFD labels, advertised resources), `config_manager`
@@ -55,6 +59,7 @@ Modules: `devices` (GPUs, the plugin's config, GFD labels, advertised resources)
 
 from accelpool_demo.nvidia.config_manager import ConfigManager, Projection, mig_configs
 from accelpool_demo.nvidia.devices import (
+    DEPLOY_DEVICE_PLUGIN_LABEL,
     NAMED_FALLBACK,
     NVIDIA_GPU,
     NVIDIA_VENDOR_ID,
@@ -69,6 +74,7 @@ from accelpool_demo.nvidia.devices import (
     SharingStrategy,
     Strategy,
     advertise,
+    device_plugin_deployed,
     gfd_labels,
     is_gfd_label,
     plugin_config,
@@ -77,6 +83,7 @@ from accelpool_demo.nvidia.mig_manager import MigManager, MigStep, apply_entry
 from accelpool_demo.nvidia.node import Mounted, NodeChanges, NodeState, Simulation, inventory, node_step
 
 __all__ = [
+    "DEPLOY_DEVICE_PLUGIN_LABEL",
     "NAMED_FALLBACK",
     "NVIDIA_GPU",
     "NVIDIA_VENDOR_ID",
@@ -100,6 +107,7 @@ __all__ = [
     "Strategy",
     "advertise",
     "apply_entry",
+    "device_plugin_deployed",
     "gfd_labels",
     "inventory",
     "is_gfd_label",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -225,6 +226,17 @@ def gfd_labels(gpus: tuple[Gpu, ...], config: PluginConfig) -> dict[str, str]:
         labels |= _resource_labels(resource, mig_product, count, _replicas(resource, config), config)
         labels[f"{resource}.memory"] = str(_profile_memory_mib(profile))
     return labels
+
+
+DEPLOY_DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
+"""The GPU Operator runs its device plugin DaemonSet on nodes where this label is `true`, and sets it to `true`
+only where it is missing or empty (NVIDIA/gpu-operator `controllers/state_manager.go` `addGPUStateLabels`), so
+`false` keeps the plugin off a node: the kubelet then reports 0 of what it advertised."""
+
+
+def device_plugin_deployed(labels: Mapping[str, str]) -> bool:
+    """Whether the GPU Operator runs the device plugin on a node with these labels."""
+    return (labels.get(DEPLOY_DEVICE_PLUGIN_LABEL) or "true") == "true"
 
 
 def is_gfd_label(key: str) -> bool:

@@ -12,10 +12,12 @@ from accelpool_api import conventions
 from accelpool_core import catalog
 from accelpool_demo.nvidia.config_manager import ConfigManager, Projection, mig_configs
 from accelpool_demo.nvidia.devices import (
+    Advertised,
     Gpu,
     Installation,
     Strategy,
     advertise,
+    device_plugin_deployed,
     gfd_labels,
     is_gfd_label,
     plugin_config,
@@ -113,7 +115,7 @@ def node_step(
         desired = gfd_labels(new_state.gpus, config)
         label_changes |= {k: v for k, v in desired.items() if labels.get(k) != v}
         label_changes |= {k: None for k in labels if is_gfd_label(k) and k not in desired}
-        advertised = advertise(new_state.gpus, config)
+        advertised = advertise(new_state.gpus, config) if device_plugin_deployed(labels) else Advertised()
         error = advertised.error
         wanted = {k: str(v) for k, v in advertised.resources.items()}
         for key in {*wanted, *(k for k in resources if k.startswith("nvidia.com/"))}:
