@@ -117,6 +117,10 @@ class Cluster:
     def _get(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         return copy.deepcopy(self.emulator.store.get(kmock.resource(resource), namespace, name))
 
+    def list(self, resource: str) -> list[dict[str, Any]]:
+        """Every stored object of a resource (`group/version/plural`), copied."""
+        return self._list(resource)
+
     def _list(self, resource: str) -> list[dict[str, Any]]:
         return copy.deepcopy(self.emulator.store.list(kmock.resource(resource), None))
 

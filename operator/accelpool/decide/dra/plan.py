@@ -21,6 +21,7 @@ from accelpool.decide.dra.slices import NodeSlices
 from accelpool.decide.dra.support import RuleSupport, pool_scope
 from accelpool.decide.planning.membership import judge_health
 from accelpool.decide.planning.model import Plan, PlannerOptions, PoolInput, PoolPlan
+from accelpool.model import nvidia
 from accelpool.model.nodes import NodeView
 from accelpool_api import conventions
 
@@ -164,7 +165,10 @@ def stale_mig(
 
 
 def _serving(view: NodeView) -> bool:
-    return view.ready and not view.quarantined and not view.unschedulable and not view.in_burn_in
+    """Ready, schedulable, not quarantined nor in burn-in, and NVIDIA's device plugin gone from it (it would hand
+    out the same GPUs: the capacity `accelpool.decide.poolstatus` counts requires the same)."""
+    plugin_gone = nvidia.serving_difference(view.allocatable, view.gpus, {}) is None
+    return view.ready and not view.quarantined and not view.unschedulable and not view.in_burn_in and plugin_gone
 
 
 def _status(

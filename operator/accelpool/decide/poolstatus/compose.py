@@ -90,6 +90,7 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
             layout,
             nvidia_pool=shape.nvidia and shape.device_plugin,
             device_plugin_written=facts.device_plugin_written,
+            dra=not shape.device_plugin,
         ),
     )
     findings = {

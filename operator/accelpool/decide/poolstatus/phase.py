@@ -53,14 +53,18 @@ def degradations(census: Census, layout: Layout, agents: Finding) -> list[str]:
     return found
 
 
-def configuring(census: Census, layout: Layout, *, nvidia_pool: bool, device_plugin_written: bool) -> list[str]:
+def configuring(
+    census: Census, layout: Layout, *, nvidia_pool: bool, device_plugin_written: bool, dra: bool = False
+) -> list[str]:
     """What is still on its way (any makes a pool that is not Degraded Configuring)."""
     found: list[str] = []
     if layout.pending:
         found.append(f"MIG pending on {len(layout.pending)}")
     if layout.not_advertised:
         found.append(f"layout not advertised on {len(layout.not_advertised)}")
-    if layout.not_served:
+    if layout.not_served and dra:
+        found.append(f"NVIDIA's device plugin still advertises GPUs on {len(layout.not_served)}")
+    elif layout.not_served:
         found.append(f"device plugin config not served on {len(layout.not_served)}")
     if nvidia_pool and (census.device_plugin_missing or not device_plugin_written):
         found.append("device plugin config pending")
