@@ -117,7 +117,7 @@ class Cluster:
     def _get(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         return copy.deepcopy(self.emulator.store.get(kmock.resource(resource), namespace, name))
 
-    def list(self, resource: str) -> list[dict[str, Any]]:
+    def objects(self, resource: str) -> list[dict[str, Any]]:
         """Every stored object of a resource (`group/version/plural`), copied."""
         return self._list(resource)
 

@@ -19,7 +19,7 @@ RULE = "accelpool-h100-1-gpu-3"
 
 
 def rules(cluster: Cluster) -> dict[str, dict[str, Any]]:
-    return {r["metadata"]["name"]: r for r in cluster.list("resource.k8s.io/v1/devicetaintrules")}
+    return {r["metadata"]["name"]: r for r in cluster.objects("resource.k8s.io/v1/devicetaintrules")}
 
 
 async def dra_pool(cluster: Cluster, operator: Operator) -> None:
