@@ -91,7 +91,7 @@ def decide(
     versions = configmaps.versions(result, config, current_mig_text)
     dra_plan = None
     if dra_inputs is not None:
-        result, dra_plan = dra.finish(result, pools, nodes, dra_inputs, decisions)
+        result, dra_plan = dra.finish(result, pools, nodes, dra_inputs, decisions, options.now)
     if kueue_observed is None:
         return Desired(result, owned, versions, memo=memo, dra=dra_plan)
     previous_statuses = {p.name: p.previous for p in pools}

@@ -66,7 +66,7 @@ def run_dra(
     planner_options = PlannerOptions(now=options.pop("now", NOW), **options)
     planned_nodes, decisions = dra.prepare(pools, nodes, inputs, planner_options)
     result = plan(list(pools), planned_nodes, ConfigState(), planner_options)
-    return dra.finish(result, pools, nodes, inputs, decisions)
+    return dra.finish(result, pools, nodes, inputs, decisions, planner_options.now)
 
 
 def inputs(
@@ -102,6 +102,9 @@ def test_xid_79_on_gpu_3_taints_that_device_alone_and_the_node_serves_seven() ->
         ("n1", "gpu-3", uuid("n1", 3), "agent")
     ]
     assert status.nodes.quarantined == 0
+    healthy = next(c for c in status.conditions if c.type == "Healthy")
+    assert (healthy.status, healthy.reason) == ("False", "GpuQuarantined")
+    assert healthy.message.endswith("n1 gpu-3: XidError79")
     assert {(e.name, e.reason) for e in result.events} >= {("n1", "GpuQuarantined")}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 import accelpool_api as api
@@ -21,9 +22,11 @@ from accelpool.decide.dra.slices import NodeSlices
 from accelpool.decide.dra.support import RuleSupport, pool_scope
 from accelpool.decide.planning.membership import judge_health
 from accelpool.decide.planning.model import Plan, PlannerOptions, PoolInput, PoolPlan
+from accelpool.decide.poolstatus import ConditionHistory, Finding
 from accelpool.model import nvidia
 from accelpool.model.nodes import NodeView
 from accelpool_api import conventions
+from accelpool_api.status import MAX_CONDITION_MESSAGE
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ def finish(
     nodes: Sequence[NodeView],
     inputs: DraInputs,
     decisions: Mapping[str, GpuDecision],
+    now: datetime,
 ) -> tuple[Plan, DraPlan]:
     """The plan with the DRA pools' statuses and Events, and the DRA objects to write."""
     by_name = {p.name: p for p in dra_pools(pools)}
@@ -128,6 +132,7 @@ def finish(
         members = [views[m] for m in pool_plan.members if m in views]
         stale.update(stale_mig(pool.spec, members, inputs.slices))
         status = _status(pool_plan.status, pool, resolved, members, inputs, decision)
+        status = _healthy(status, pool, decision, now)
         pool_plans.append(replace(pool_plan, status=status))
     for pool_plan in pool_plans:  # device-plugin pools say why they quarantine nodes
         if pool_plan.status is not None and pool_plan.spec is not None and pool_plan.name not in by_name:
@@ -137,6 +142,25 @@ def finish(
             )
     finished = replace(plan, pools=tuple(pool_plans), events=tuple(events), requeue_after=requeue)
     return finished, DraPlan(rules, device_classes, inputs.support.version, drains, stale)
+
+
+def _healthy(
+    status: api.ComputePoolStatus, pool: PoolInput, decision: GpuDecision, now: datetime
+) -> api.ComputePoolStatus:
+    """The Healthy condition counts GPUs quarantined alone (and a breaker that held GPUs back) where the node
+    planner saw every member healthy; a quarantined or unhealthy member's own reason stands."""
+    current = next((c for c in status.conditions if c.type == "Healthy"), None)
+    if current is None or current.status == "False" or not (decision.quarantined or decision.breaker):
+        return status
+    if decision.breaker:
+        finding = Finding(False, "CircuitBreakerOpen", decision.breaker)
+    else:
+        shown = [f"{q.node} {q.device}: {q.reason}" for q in decision.quarantined]
+        message = f"{len(shown)} GPU(s) quarantined alone, their nodes serve the others: " + "; ".join(shown[:10])
+        finding = Finding(False, "GpuQuarantined", message[:MAX_CONDITION_MESSAGE])
+    condition = ConditionHistory(pool.previous, now, pool.generation).condition("Healthy", finding)
+    conditions = [condition if c.type == "Healthy" else c for c in status.conditions]
+    return status.model_copy(update={"conditions": conditions})
 
 
 def stale_mig(

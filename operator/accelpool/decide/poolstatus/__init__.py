@@ -18,7 +18,7 @@ Each condition is computed by its own pure function; a small composer assembles 
 - `kueue`: `with_kueue`, the KueueSynced condition and `status.kueue` of a pool that asks for Kueue.
 """
 
-from accelpool.decide.poolstatus.compose import compute_status, invalid_status
+from accelpool.decide.poolstatus.compose import ConditionHistory, compute_status, invalid_status
 from accelpool.decide.poolstatus.conditions import CONDITION_TYPES, STRATEGY_OVERRIDE_FIX, Finding, parse_retries
 from accelpool.decide.poolstatus.drivers import driver_versions
 from accelpool.decide.poolstatus.facts import (
@@ -41,6 +41,7 @@ __all__ = [
     "MESSAGE_NODES",
     "STRATEGY_OVERRIDE_FIX",
     "Breaker",
+    "ConditionHistory",
     "ConditionStatus",
     "Finding",
     "Member",
