@@ -50,6 +50,10 @@ GFD_COUNT_LABEL = "nvidia.com/gpu.count"
 GFD_MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 """`single` or `mixed`: the strategy GFD runs with (absent under `none`; `internal/lm/strategy.go`)."""
 GFD_MIG_INVALID_SUFFIX = "-MIG-INVALID"
+GPU_CLIQUE_LABEL = "nvidia.com/gpu.clique"
+"""`<fabric cluster UUID>.<clique ID>`: the NVLink domain (clique) of the node's GPUs. GFD sets it only when every
+fabric-attached GPU shares one cluster UUID and clique ID (NVIDIA/k8s-device-plugin `internal/lm/imex.go`); NVIDIA's
+DRA compute-domain plugin can set it too (`gpuCliqueLabelEnabled`). No DRA device attribute carries it."""
 
 # ---------------------------------------------------------------- other controllers' taints and roles
 

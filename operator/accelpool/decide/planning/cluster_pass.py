@@ -316,7 +316,7 @@ def _size(work: PoolWork, ledger: Ledger, roster: Roster, options: PlannerOption
 def _claim(works: Mapping[str, PoolWork], roster: Roster, options: PlannerOptions) -> None:
     """Stage 4: static pools that lack members take free nodes, in claim priority."""
     requests = [
-        claims.ClaimRequest(work.name, work.filter, work.need, len(work.members))
+        claims.ClaimRequest(work.name, work.filter, work.need, len(work.members), claims.member_cliques(work.members))
         for work in works.values()
         if not work.karpenter and work.need > 0
     ]

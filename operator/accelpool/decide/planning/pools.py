@@ -17,26 +17,32 @@ from accelpool.decide.planning.model import PoolInput
 from accelpool.decide.planning.remediation.burnin import NO_BURN_IN, BurnInDecision
 from accelpool.decide.planning.remediation.quarantine import NO_REMEDIATION, RemediationDecision
 from accelpool.model.nodes import NodeView
+from accelpool_api import conventions
 
 
 @dataclass(frozen=True)
 class NodeFilter:
-    """The accelerators (catalog names), device count and nodeSelector a node must match."""
+    """The accelerators (catalog names), device count and nodeSelector a node must match, and whether members
+    share one NVLink clique (`spec.nvlink.sameClique`)."""
 
     accelerators: frozenset[str]
     count: int | None
     node_selector: Mapping[str, str]
+    same_clique: bool = False
+    """A free node qualifies only with a `nvidia.com/gpu.clique` label; which clique the pool takes is the
+    claims' choice (`accelpool.decide.planning.claims`)."""
 
     @property
     def key(self) -> tuple[Any, ...]:
         """Equal for filters that select the same nodes."""
-        return (self.accelerators, self.count, tuple(sorted(self.node_selector.items())))
+        return (self.accelerators, self.count, tuple(sorted(self.node_selector.items())), self.same_clique)
 
     def matches(self, view: NodeView, *, current: bool) -> bool:
         """Whether a node qualifies; `current` members are given the benefit of the doubt.
 
         A member whose accelerator labels vanish for a while (GFD relabelling during a MIG change),
-        or that shows fewer whole devices because it is partitioned, stays.
+        or that shows fewer whole devices because it is partitioned, stays; so does a member of a
+        same-clique pool whose clique label is gone or changed (the claims name the pool's clique).
         """
         detected = view.detected
         if detected is None:
@@ -48,6 +54,8 @@ class NodeFilter:
             lenient = current and (detected.count == 0 or detected.mig_profile is not None)
             if not lenient:
                 return False
+        if self.same_clique and not current and not view.labels.get(conventions.GPU_CLIQUE_LABEL):
+            return False
         return all(view.labels.get(key) == value for key, value in self.node_selector.items())
 
 
@@ -103,6 +111,7 @@ def pool_works(pools: Iterable[PoolInput]) -> dict[str, PoolWork]:
             accelerators=frozenset(e.name for e in resolved.matches),
             count=resolved.count,
             node_selector=pool.spec.node_selector,
+            same_clique=pool.spec.nvlink is not None and pool.spec.nvlink.same_clique,
         )
         works[pool.name] = PoolWork(input=pool, spec=pool.spec, resolved=resolved, filter=node_filter)
     return works
