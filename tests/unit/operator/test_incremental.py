@@ -1,11 +1,12 @@
 """Incremental planning gives the same plan as planning the whole cluster (`accelpool.decide.planning.incremental`).
 
-Scenario clusters (several accelerators and zones, static, zonal, MIG, time-sliced, Karpenter,
-invalid and deleted pools, orphans, nodes of every state) are planned and settled as the writes
-would leave them; then random changes, a few at a time (agent health flipping and going stale,
-cordons, NotReady, quarantine taints, nodes relabelled to another pool or accelerator, removed or
-added, a pool's previous status moving on, a hold-down coming due), are planned both ways and the
-plans compared whole. The memo is carried from change to change, so a wrong memo shows up later.
+Scenario clusters (several accelerators, zones and NVLink cliques, static, zonal, same-clique, MIG,
+time-sliced, Karpenter, invalid and deleted pools, orphans, nodes of every state) are planned and
+settled as the writes would leave them; then random changes, a few at a time (agent health flipping
+and going stale, cordons, NotReady, quarantine taints, nodes relabelled to another pool, accelerator
+or clique, removed or added, a pool's previous status moving on, a hold-down coming due), are
+planned both ways and the plans compared whole. The memo is carried from change to change, so a
+wrong memo shows up later.
 Hypothesis searches derandomized with a fixed budget: CI runs the same examples every time.
 """
 
@@ -30,6 +31,9 @@ from .conftest import NOW, applied, member, node, pool
 MODELS = ("H100-80GB", "A100-80GB", "L4", "MI300X")
 ZONES = ("a", "b", "c")
 ZONE = "topology.kubernetes.io/zone"
+CLIQUES = ("fabric.1", "fabric.2")
+NVLINK_MODELS = ("H100-80GB", "A100-80GB")
+"""The models whose nodes carry a clique label (GFD labels NVLink-fabric-attached GPUs only)."""
 EXAMPLES = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -53,6 +57,8 @@ def scenario(seed: int) -> tuple[list[PoolInput], list[NodeView]]:
             spec["nodes"] = -1  # invalid: its members are held
         if rng.random() < 0.3:
             spec["health"] = {"holdDown": "15m", "maxUnavailable": rng.choice([1, 2, "50%"])}
+        if rng.random() < 0.35 and model in NVLINK_MODELS:
+            spec["nvlink"] = {}  # members in one nvidia.com/gpu.clique
         pools.append(
             pool(
                 f"p{index}",
@@ -70,8 +76,11 @@ def scenario(seed: int) -> tuple[list[PoolInput], list[NodeView]]:
 
 def _random_node(rng: random.Random, name: str, pools: list[str]) -> NodeView:
     model = rng.choice(MODELS)
+    labels = {ZONE: rng.choice(ZONES)}
+    if model in NVLINK_MODELS and rng.random() < 0.8:
+        labels[conventions.GPU_CLIQUE_LABEL] = rng.choice(CLIQUES)
     kwargs: dict[str, Any] = {
-        "labels": {ZONE: rng.choice(ZONES)},
+        "labels": labels,
         "ready": rng.random() > 0.1,
         "unschedulable": rng.random() < 0.05,
     }
@@ -100,6 +109,12 @@ def mutate(rng: random.Random, pools: list[PoolInput], nodes: list[NodeView], co
     what = rng.randrange(11)
     if what <= 2:
         nodes[index] = _health(view, rng.choice(["False", "True", "False", "Unknown"]))
+    elif what == 3 and rng.random() < 0.5:  # GFD relabels the clique, or the label goes
+        labels = {k: v for k, v in view.labels.items() if k != conventions.GPU_CLIQUE_LABEL}
+        clique = rng.choice([None, *CLIQUES])
+        nodes[index] = replace(
+            view, labels=labels if clique is None else {**labels, conventions.GPU_CLIQUE_LABEL: clique}
+        )
     elif what == 4 and rng.random() < 0.5:
         nodes[index] = replace(view, unschedulable=not view.unschedulable)
     elif what == 4:
