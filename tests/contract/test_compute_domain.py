@@ -20,7 +20,6 @@ import yaml
 import accelpool_api as api
 from accelpool.decide.dra.compute_domain import compute_domain_status, desired_compute_domain
 from accelpool_api import validation
-from accelpool_api.status import ComputeDomainStatus
 from accelpool_demo.apiserver.cel import ABSENT, evaluate_rules, rules_of, unsupported_functions
 from tests.support.environment import require_shared
 from tests.support.structural import apply_defaults, schema_errors
@@ -163,10 +162,10 @@ NVIDIA_STATUS = {
 
 def test_the_status_nvidia_writes_is_read(schema: dict[str, Any]) -> None:
     obj = desired_compute_domain("train", "uid-1", spec())
-    assert compute_domain_status(obj) == ComputeDomainStatus(name="train", namespace="team-a")
+    assert compute_domain_status(obj) == api.ComputeDomainStatus(name="train", namespace="team-a")
     reported = {**copy.deepcopy(obj), "status": copy.deepcopy(NVIDIA_STATUS)}
     assert admit(schema, reported) == [], "the example status is one the CRD takes"
-    assert compute_domain_status(reported) == ComputeDomainStatus(
+    assert compute_domain_status(reported) == api.ComputeDomainStatus(
         name="train", namespace="team-a", status="Ready", channel_template="train-channel"
     )
     not_ready = {**obj, "status": {"status": "NotReady"}}

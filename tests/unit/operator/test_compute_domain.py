@@ -16,7 +16,6 @@ from accelpool.decide.dra.compute_domain import (
     desired_compute_domain,
 )
 from accelpool_api import validation
-from accelpool_api.status import ComputeDomainStatus
 
 
 def checked(**asked: Any) -> api.ComputePoolSpec:
@@ -41,6 +40,8 @@ def test_a_pool_without_a_compute_domain_has_none_to_write() -> None:
             desired_compute_domain("train", "uid-1", spec)
     found = desired_compute_domain("train", "uid-1", checked(nvlink={"computeDomain": {"namespace": "ml"}}))
     assert (found["metadata"]["namespace"], found["metadata"]["ownerReferences"][0]["uid"]) == ("ml", "uid-1")
+    offline = desired_compute_domain("train", "", checked(nvlink={"computeDomain": {"namespace": "ml"}}))
+    assert "ownerReferences" not in offline["metadata"], "no owner without a UID"
 
 
 @pytest.mark.parametrize(
@@ -51,7 +52,7 @@ def test_a_pool_without_a_compute_domain_has_none_to_write() -> None:
                 "metadata": {"name": "train", "namespace": "ml"},
                 "spec": {"channel": {"resourceClaimTemplate": {"name": "c"}}},
             },
-            ComputeDomainStatus(name="train", namespace="ml"),
+            api.ComputeDomainStatus(name="train", namespace="ml"),
         ),
         (
             {
@@ -59,12 +60,12 @@ def test_a_pool_without_a_compute_domain_has_none_to_write() -> None:
                 "spec": {"channel": {"resourceClaimTemplate": {"name": "c"}}},
                 "status": {"status": "NotReady", "nodes": []},
             },
-            ComputeDomainStatus(name="train", namespace="ml", status="NotReady", channel_template="c"),
+            api.ComputeDomainStatus(name="train", namespace="ml", status="NotReady", channel_template="c"),
         ),
-        ({}, ComputeDomainStatus(name="", namespace="")),
+        ({}, api.ComputeDomainStatus(name="", namespace="")),
         (
             {"metadata": ["x"], "spec": {"channel": "c"}, "status": {"status": 3}},
-            ComputeDomainStatus(name="", namespace=""),
+            api.ComputeDomainStatus(name="", namespace=""),
         ),
         (
             {
@@ -72,12 +73,17 @@ def test_a_pool_without_a_compute_domain_has_none_to_write() -> None:
                 "spec": {"channel": {"resourceClaimTemplate": {"name": 7}}},
                 "status": {"status": "Ready"},
             },
-            ComputeDomainStatus(name="", namespace="", status="Ready"),
+            api.ComputeDomainStatus(name="", namespace="", status="Ready"),
         ),
-        ({"status": "Ready"}, ComputeDomainStatus(name="", namespace="")),
-        ({"status": {"status": "R" * 100}}, ComputeDomainStatus(name="", namespace="", status="R" * 55 + " … (cut)")),
+        ({"status": "Ready"}, api.ComputeDomainStatus(name="", namespace="")),
+        (
+            {"status": {"status": "R" * 100}},
+            api.ComputeDomainStatus(name="", namespace="", status="R" * 55 + " … (cut)"),
+        ),
     ],
     ids=["not yet reported", "reported", "empty", "wrong types", "no template name", "status not an object", "long"],
 )
-def test_the_status_is_read_from_whatever_the_object_holds(obj: dict[str, Any], expected: ComputeDomainStatus) -> None:
+def test_the_status_is_read_from_whatever_the_object_holds(
+    obj: dict[str, Any], expected: api.ComputeDomainStatus
+) -> None:
     assert compute_domain_status(obj) == expected

@@ -21,7 +21,6 @@ from typing import Any
 import accelpool_api as api
 from accelpool.decide import render
 from accelpool_api import conventions
-from accelpool_api.status import ComputeDomainStatus
 
 API_VERSION = "resource.nvidia.com/v1beta1"
 KIND = "ComputeDomain"
@@ -61,20 +60,23 @@ def desired_compute_domain(pool_name: str, pool_uid: str, spec: api.ComputePoolS
     `numNodes: 0` (NVIDIA's recommendation with `IMEXDaemonsWithDNSNames`, on by default: IMEX daemons start
     as nodes join, the workload counts its peers) and one IMEX channel per claim (`allocationMode: Single`).
     A cluster-scoped owner of a namespaced object is allowed; the garbage collector deletes the
-    ComputeDomain with its pool. Raises ValueError when the spec asks for no ComputeDomain.
+    ComputeDomain with its pool (the reference blocks the pool's foreground deletion, as the agent
+    DaemonSet's does: `render.owner_reference`). Raises ValueError when the spec asks for no ComputeDomain.
     """
     domain = spec.nvlink.compute_domain if spec.nvlink is not None else None
     if domain is None:
         raise ValueError(f"pool {pool_name!r}: spec.nvlink.computeDomain is not set: the pool has no ComputeDomain")
+    metadata: dict[str, Any] = {
+        "name": compute_domain_name(pool_name),
+        "namespace": domain.namespace,
+        "labels": {conventions.MANAGED_BY_LABEL: conventions.MANAGED_BY, conventions.POOL_LABEL: pool_name},
+    }
+    if pool_uid:  # an offline plan knows no UID; the API server refuses an owner reference without one
+        metadata["ownerReferences"] = [render.owner_reference(pool_name, pool_uid)]
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {
-            "name": compute_domain_name(pool_name),
-            "namespace": domain.namespace,
-            "labels": {conventions.MANAGED_BY_LABEL: conventions.MANAGED_BY, conventions.POOL_LABEL: pool_name},
-            "ownerReferences": [render.owner_reference(pool_name, pool_uid)],
-        },
+        "metadata": metadata,
         "spec": {
             "numNodes": 0,
             "channel": {
@@ -85,7 +87,7 @@ def desired_compute_domain(pool_name: str, pool_uid: str, spec: api.ComputePoolS
     }
 
 
-def compute_domain_status(obj: Mapping[str, Any]) -> ComputeDomainStatus:
+def compute_domain_status(obj: Mapping[str, Any]) -> api.ComputeDomainStatus:
     """`status.dra.computeDomain` from the ComputeDomain as read from the cluster.
 
     `status` is its `status.status` (Ready, NotReady), None until NVIDIA's controller first writes it. The
@@ -98,7 +100,7 @@ def compute_domain_status(obj: Mapping[str, Any]) -> ComputeDomainStatus:
     reported = _mapping(obj.get("status")).get("status")
     state = conventions.cut(reported, STATUS_VALUE_MAX) if isinstance(reported, str) and reported else None
     template = _mapping(_mapping(spec.get("channel")).get("resourceClaimTemplate")).get("name")
-    return ComputeDomainStatus(
+    return api.ComputeDomainStatus(
         name=_text(metadata.get("name")),
         namespace=_text(metadata.get("namespace")),
         status=state,
