@@ -6,11 +6,12 @@ ResourceClaimTemplate of IMEX channels (`spec.channel.resourceClaimTemplate.name
 namespace) that the pool's multi-node pods name; the controller names its own objects after the
 ComputeDomain's UID (`cmd/compute-domain-controller/daemonset.go`, `resourceclaimtemplate.go`), never its
 name. `desired_compute_domain` is what the operator writes; `compute_domain_status` reads the object back
-for `status.dra.computeDomain`. Called by the operator's writer of a DRA pool's objects.
+for `status.dra.computeDomain`. For the operator's writer of a DRA pool's objects.
 
 The spec is immutable (the CRD's rule `self == oldSelf`): it depends on the pool's name only, and every
-field the CRD defaults is written out, so writing it again never changes it. A new namespace is a new
-object (the old one is deleted with the pool's ownership, by the writer).
+field the CRD defaults is written out, so writing it again never changes it. A changed namespace is
+another object: the old one stays owned by the live pool, so the garbage collector keeps it, and the
+writer must delete it (found by its `accelpool.io/pool` label).
 """
 
 from __future__ import annotations
