@@ -38,6 +38,7 @@ OPERATOR_CLUSTER_RULES = [
         "resources": ["deviceclasses", "devicetaintrules"],
         "verbs": ["list", "create", "patch", "delete"],
     },
+    {"apiGroups": ["resource.nvidia.com"], "resources": ["computedomains"], "verbs": ["list", "create", "delete"]},
     {
         "apiGroups": ["kueue.x-k8s.io"],
         "resources": ["resourceflavors"],

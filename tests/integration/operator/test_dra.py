@@ -7,9 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
 from accelpool_api import conventions
 from tests.support.builders import gpu_uuid, node_body, resource_slice
+from tests.support.environment import require_shared
 
 from .conftest import Cluster, Operator, seed
 
@@ -82,3 +84,22 @@ async def test_where_device_taint_rules_are_not_served_the_node_is_quarantined_a
     await cluster.wait_for(lambda: cluster.status("train").get("quarantine", {}).get("reason"), what="scope")
     scope = cluster.status("train")["quarantine"]
     assert (scope["scope"], scope["reason"]) == ("Node", "DeviceTaintRuleNotServed")
+
+
+async def test_a_pool_that_asks_gets_its_compute_domain_with_nvidia_s_crd_installed(
+    cluster: Cluster, operator: Operator
+) -> None:
+    crd = yaml.safe_load(require_shared("crds/resource.nvidia.com_computedomains.yaml").read_text())
+    await cluster.client.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    seed(cluster, *(node_body(f"h100-{i}") for i in (1, 2)))
+    await operator.start()
+    spec = {**SPEC, "nvlink": {"sameClique": False, "computeDomain": {"namespace": "team-a"}}}
+    await cluster.apply_pool("train", spec)
+    domains = "resource.nvidia.com/v1beta1/computedomains"
+    await cluster.wait_for(lambda: cluster.objects(domains), what="ComputeDomain")
+    [domain] = cluster.objects(domains)
+    assert (domain["metadata"]["namespace"], domain["metadata"]["name"]) == ("team-a", "train")
+    assert domain["spec"]["channel"]["resourceClaimTemplate"]["name"] == "train-channel"
+    assert domain["metadata"]["ownerReferences"][0]["name"] == "train"
+    await cluster.wait_for(lambda: (cluster.status("train").get("dra") or {}).get("computeDomain"), what="status")
+    assert cluster.status("train")["dra"]["computeDomain"] == {"name": "train", "namespace": "team-a"}

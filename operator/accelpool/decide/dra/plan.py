@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 import accelpool_api as api
-from accelpool.decide.dra import classes
+from accelpool.decide.dra import classes, compute_domain
 from accelpool.decide.dra.quarantine import GpuDecision, decide
 from accelpool.decide.dra.rules import TaintRule
 from accelpool.decide.dra.slices import NodeSlices
@@ -40,6 +40,8 @@ class DraInputs:
     support: RuleSupport = field(
         default_factory=lambda: RuleSupport(None, "DeviceTaintRuleNotServed", "DeviceTaintRule support not observed")
     )
+    compute_domains: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    """accelpool's ComputeDomains as stored ((namespace, name) → object), for their status."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ class DraPlan:
     """Pool → the quarantined devices whose pods it evicts (`spec.health.drain` with a NoSchedule rule)."""
     stale_mig: Mapping[str, str] = field(default_factory=dict)
     """Node → its MIG config: the MIG manager applied it, and NVIDIA's kubelet plugin does not publish it yet."""
+    compute_domains: Mapping[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    """(namespace, name) → the ComputeDomain of each pool with `spec.nvlink.computeDomain`."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,7 @@ def finish(
     device_classes: dict[str, dict[str, Any]] = {}
     drains: dict[str, GpuDrain] = {}
     stale: dict[str, str] = {}
+    domains: dict[tuple[str, str], dict[str, Any]] = {}
     pool_plans: list[PoolPlan] = []
     events = list(plan.events)
     requeue = plan.requeue_after
@@ -131,7 +136,18 @@ def finish(
             requeue = decision.requeue_after if requeue is None else min(requeue, decision.requeue_after)
         members = [views[m] for m in pool_plan.members if m in views]
         stale.update(stale_mig(pool.spec, members, inputs.slices))
-        status = _status(pool_plan.status, pool, resolved, members, inputs, decision)
+        domain = None
+        if pool.spec.nvlink is not None and pool.spec.nvlink.compute_domain is not None:
+            body = compute_domain.desired_compute_domain(pool.name, pool.uid, pool.spec)
+            key = (body["metadata"]["namespace"], body["metadata"]["name"])
+            domains[key] = body
+            stored = inputs.compute_domains.get(key)
+            domain = (
+                compute_domain.compute_domain_status(stored)
+                if stored is not None
+                else api.ComputeDomainStatus(name=key[1], namespace=key[0])
+            )
+        status = _status(pool_plan.status, pool, resolved, members, inputs, decision, domain)
         status = _healthy(status, pool, decision, now)
         pool_plans.append(replace(pool_plan, status=status))
     for pool_plan in pool_plans:  # device-plugin pools say why they quarantine nodes
@@ -141,7 +157,7 @@ def finish(
                 pool_plan, status=pool_plan.status.model_copy(update={"quarantine": scope})
             )
     finished = replace(plan, pools=tuple(pool_plans), events=tuple(events), requeue_after=requeue)
-    return finished, DraPlan(rules, device_classes, inputs.support.version, drains, stale)
+    return finished, DraPlan(rules, device_classes, inputs.support.version, drains, stale, domains)
 
 
 def _healthy(
@@ -202,6 +218,7 @@ def _status(
     members: Sequence[NodeView],
     inputs: DraInputs,
     decision: GpuDecision,
+    domain: api.ComputeDomainStatus | None = None,
 ) -> api.ComputePoolStatus:
     assert pool.spec is not None
     spec = pool.spec
@@ -251,5 +268,6 @@ def _status(
         members_without_slices=sorted(without)[:64],
         members_awaiting_plugin_restart=sorted(stale_mig(spec, members, inputs.slices))[:64],
         quarantined_devices=list(decision.quarantined),
+        compute_domain=domain,
     )
     return status.model_copy(update={"capacity": capacity, "scheduling": scheduling, "quarantine": scope, "dra": dra})

@@ -1,15 +1,17 @@
 """DRA's objects as the controller reads and writes them: `DraCache` and `DraWriter`.
 
-Read only while some pool has `allocation: DRA`, at every pass (a new driver taint or a slice published
-for a joining member must count at once): discovery of `resource.k8s.io` (which versions serve
-`devicetaintrules`: `accelpool.decide.dra.support`, re-checked every `--resync-interval`), NVIDIA's
-ResourceSlices (`fieldSelector=spec.driver=gpu.nvidia.com`), accelpool's DeviceTaintRules and DeviceClasses
-(by label). An API error keeps what was read before and is logged: the pass goes on with it.
+Read at every resync, and at every pass while some pool has `allocation: DRA` or accelpool's DRA objects are
+left to delete (a new driver taint or a slice published for a joining member must count at once): discovery
+of `resource.k8s.io` (which versions serve `devicetaintrules`: `accelpool.decide.dra.support`, checked again
+at every resync), NVIDIA's ResourceSlices (`fieldSelector=spec.driver=gpu.nvidia.com`), accelpool's
+DeviceTaintRules, DeviceClasses and ComputeDomains (by label; a 404 for ComputeDomains: NVIDIA's DRA driver is
+not installed). An API error keeps what was read before and is logged: the pass goes on with it.
 
 `DraWriter` writes a `DraPlan` after the node writes: each pool's DeviceClass by server-side apply when it
 differs, each DeviceTaintRule created, patched (its annotations and taint) or deleted, then the evictions of
-the pods using quarantined GPUs of pools that drain (one list of ResourceClaims per pass that has any), and
-last the classes and rules of accelpool that no pool wants any more deleted. Writes report back into the cache.
+the pods using quarantined GPUs of pools that drain (one list of ResourceClaims per pass that has any), the
+restarts of NVIDIA's kubelet plugin that static MIG needs, each pool's ComputeDomain, and last the classes
+and rules of accelpool that no pool wants any more deleted. Writes report back into the cache.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelpool.decide.dra import evictions, support
+from accelpool.decide.dra import compute_domain, evictions, support
 from accelpool.decide.dra.plan import DraInputs, DraPlan
 from accelpool.decide.dra.rules import GROUP, LABEL_SELECTOR, PLURAL, TaintRule
 from accelpool.decide.dra.slices import DRIVER, read_slices
@@ -29,7 +31,7 @@ from accelpool.model import evictions as model_evictions
 from accelpool.model.evictions import Answer, PodRef
 from accelpool.runtime.controller.apiserver import TRANSIENT, Permit
 from accelpool_api import conventions
-from accelpool_core.kube import ApiError, KubeClient
+from accelpool_core.kube import ApiError, KubeClient, NotFoundError
 
 log = logging.getLogger("accelpool.runtime.controller")
 
@@ -37,6 +39,7 @@ VERSIONS = ("v1", "v1beta2")
 SLICES = f"/apis/{GROUP}/v1/resourceslices"
 CLASSES = f"/apis/{GROUP}/v1/deviceclasses"
 CLAIMS = f"/apis/{GROUP}/v1/resourceclaims"
+COMPUTE_DOMAINS = f"/apis/{compute_domain.API_VERSION}/{compute_domain.PLURAL}"
 MANAGED = f"{conventions.MANAGED_BY_LABEL}={conventions.MANAGED_BY}"
 FIELD_MANAGER = "accelpool"
 
@@ -52,13 +55,23 @@ class DraCache:
         self._client = client
         self._setting = setting
         self._served: frozenset[str] | None = None
+        self._group_served = False
+        """`resource.k8s.io/v1` is served (Kubernetes 1.34+): there is anything to list."""
         self._slices: list[dict[str, Any]] = []
         self.rules: dict[str, dict[str, Any]] = {}
         self.classes: dict[str, dict[str, Any]] = {}
+        self.compute_domains: dict[tuple[str, str], dict[str, Any]] = {}
+        self.compute_domains_served = False
 
     def forget_discovery(self) -> None:
         """Discover again at the next load (every resync: a cluster upgrade may serve the rules now)."""
         self._served = None
+
+    @property
+    def holds_objects(self) -> bool:
+        """accelpool's DRA objects were found at the last load: they are read (and deleted) until none is left,
+        even once no pool is `allocation: DRA` any more."""
+        return bool(self.rules or self.classes or self.compute_domains)
 
     @property
     def inputs(self) -> DraInputs:
@@ -67,11 +80,15 @@ class DraCache:
             slices=read_slices(self._slices),
             rules=rules,
             support=support.rule_support(self._served or frozenset(), self._setting),
+            compute_domains=dict(self.compute_domains),
         )
 
     async def load(self) -> None:
         if self._served is None:
             self._served = await self._discover()
+        if not self._group_served:
+            self._slices, self.rules, self.classes, self.compute_domains = [], {}, {}, {}
+            return
         try:
             self._slices = await self._client.list(SLICES, field_selector=f"spec.driver={DRIVER}")
             self.classes = {c["metadata"]["name"]: c for c in await self._client.list(CLASSES, label_selector=MANAGED)}
@@ -81,6 +98,15 @@ class DraCache:
                 self.rules = {r["metadata"]["name"]: r for r in listed}
         except ApiError as error:
             log.warning("DRA objects could not be listed (the last ones read are used): %s", error)
+        try:
+            listed = await self._client.list(COMPUTE_DOMAINS, label_selector=MANAGED)
+        except NotFoundError:  # NVIDIA's DRA driver (its ComputeDomain CRD) is not installed
+            self.compute_domains, self.compute_domains_served = {}, False
+        except ApiError as error:
+            log.warning("ComputeDomains could not be listed (the last ones read are used): %s", error)
+        else:
+            self.compute_domains_served = True
+            self.compute_domains = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in listed}
 
     async def _discover(self) -> frozenset[str]:
         served: set[str] = set()
@@ -91,6 +117,8 @@ class DraCache:
                 log.warning("discovery of %s/%s failed: %s", GROUP, version, error)
                 continue
             names = {r.get("name") for r in (found or {}).get("resources") or [] if isinstance(r, Mapping)}
+            if version == "v1":
+                self._group_served = found is not None
             if PLURAL in names:
                 served.add(version)
         return frozenset(served)
@@ -155,6 +183,7 @@ class DraWriter:
                 )
         await self._drain(plan, writes, permit)
         await self._restart_plugins(plan, writes, permit)
+        await self._compute_domains(plan, writes, permit)
         for name, stored in sorted(self._cache.classes.items()):
             if name not in plan.classes:
                 await self._do(
@@ -194,6 +223,46 @@ class DraWriter:
                 if answer.result == "evicted":
                     writes.written.append(("create", "pods/eviction"))
         self._visited = {pod: at for pod, at in self._visited.items() if pod in wanted}
+
+    async def _compute_domains(self, plan: DraPlan, writes: DraWrites, permit: Permit) -> None:
+        """Creates each pool's ComputeDomain (its spec is immutable: an existing one is left as it is) and deletes
+        accelpool's that no pool wants (a pool deleted, or its namespace changed). Nothing where NVIDIA's
+        ComputeDomain CRD is not installed: the pool's status.dra.computeDomain then has no status."""
+        if not self._cache.compute_domains_served:
+            return
+        for (namespace, name), body in sorted(plan.compute_domains.items()):
+            if (namespace, name) in self._cache.compute_domains:
+                continue
+            path = f"/apis/{compute_domain.API_VERSION}/namespaces/{namespace}/{compute_domain.PLURAL}"
+            await self._do(
+                writes,
+                permit,
+                "create",
+                compute_domain.PLURAL,
+                f"ComputeDomain {namespace}/{name}",
+                _pool_of(body),
+                functools.partial(self._create_domain, path, (namespace, name), body),
+            )
+        for (namespace, name), stored in sorted(self._cache.compute_domains.items()):
+            if (namespace, name) in plan.compute_domains:
+                continue
+            path = f"/apis/{compute_domain.API_VERSION}/namespaces/{namespace}/{compute_domain.PLURAL}/{name}"
+            await self._do(
+                writes,
+                permit,
+                "delete",
+                compute_domain.PLURAL,
+                f"ComputeDomain {namespace}/{name}",
+                _pool_of(stored),
+                functools.partial(self._delete_domain, path, (namespace, name)),
+            )
+
+    async def _create_domain(self, path: str, key: tuple[str, str], body: dict[str, Any]) -> None:
+        self._cache.compute_domains[key] = await self._client.create(path, body)
+
+    async def _delete_domain(self, path: str, key: tuple[str, str]) -> None:
+        await self._client.delete(path)
+        self._cache.compute_domains.pop(key, None)
 
     async def _restart_plugins(self, plan: DraPlan, writes: DraWrites, permit: Permit) -> None:
         """Deletes NVIDIA's kubelet plugin pod on each member whose applied MIG layout its slices do not show (its

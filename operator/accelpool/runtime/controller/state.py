@@ -154,7 +154,7 @@ class ClusterState:
         assert self._loaded_at is not None
         nodes = self._nodes()
         dra = None
-        if any(record.spec.get("allocation") == "DRA" for record in pools.values()):
+        if self.dra.holds_objects or any(record.spec.get("allocation") == "DRA" for record in pools.values()):
             await self.dra.load()
             dra = self.dra.inputs
         return Snapshot(
@@ -241,6 +241,7 @@ class ClusterState:
             self._owned["nodepools"] = {n["metadata"]["name"]: n for n in nodepools if _managed(n)}
         await self.kueue.load()
         self.dra.forget_discovery()
+        await self.dra.load()  # finds DRA objects a pool left behind (switched back to the device plugin, say)
         self._loaded_at = self._clock()
 
     async def _observe_agents(self) -> None:
