@@ -60,7 +60,14 @@ from accelpool_api.health import (
     format_duration,
     parse_duration,
 )
-from accelpool_api.kueue import KUEUE_NAME_MAX, KUEUE_NAME_PATTERN, KueueSpec
+from accelpool_api.kueue import (
+    DRA_QUOTA_PREFIX,
+    KUEUE_NAME_MAX,
+    KUEUE_NAME_PATTERN,
+    KueueDeviceClassMapping,
+    KueueSpec,
+    dra_quota_resource,
+)
 from accelpool_api.names import (
     API_VERSION,
     CATEGORIES,
@@ -107,6 +114,7 @@ __all__ = [
     "CATEGORIES",
     "DNS1123_SUBDOMAIN",
     "DNS1123_SUBDOMAIN_MESSAGE",
+    "DRA_QUOTA_PREFIX",
     "DURATION_PATTERN",
     "FLAP_DOUBLINGS",
     "FLAP_MEMORY",
@@ -149,6 +157,7 @@ __all__ = [
     "ErrorType",
     "HandOffPolicy",
     "HealthSpec",
+    "KueueDeviceClassMapping",
     "KueueSpec",
     "KueueStatus",
     "MatmulPolicy",
@@ -170,6 +179,7 @@ __all__ = [
     "TimeSlicingSpec",
     "Toleration",
     "as_sent",
+    "dra_quota_resource",
     "format_duration",
     "go_float",
     "go_value",

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
+from accelpool_api.kueue import KueueDeviceClassMapping
 from accelpool_api.rules import Model
 
 MAX_CONDITION_MESSAGE = 4096
@@ -229,6 +230,12 @@ class KueueStatus(Model):
         default_factory=dict,
         description="The nominal quota per resource the flavor has in the ClusterQueue: the pool's healthy, "
         "requestable capacity (capacity.resources).",
+    )
+    device_class_mapping: KueueDeviceClassMapping | None = Field(
+        None,
+        description="allocation DRA: the resources.deviceClassMappings entry Kueue's Configuration "
+        "(config.kueue.x-k8s.io/v1beta2) needs so that claims for the pool's DeviceClass count against the "
+        "quota; Kueue reads it only when it starts.",
     )
 
 

@@ -56,18 +56,42 @@ POOLS: list[tuple[str, str, str, dict[str, Any], list[dict[str, str]]]] = [
 ]
 
 
-def _plan(name: str, accelerator: str, spec: dict[str, Any], taints: list[dict[str, str]]) -> Plan:
+DRA_POOLS: list[tuple[str, str, str, dict[str, Any], dict[str, int]]] = [
+    ("dra-whole-gpus", "training", "H100-80GB", {"accelerator": "H100:8"}, {"x": 16}),
+    (
+        "dra-mig-mixed",
+        "mixed",
+        "A100-80GB",
+        {"accelerator": "A100-80GB:8", "mig": {"profiles": ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]}},
+        {"nvidia.com/mig-3g.40gb": 16, "nvidia.com/mig-2g.20gb": 16, "nvidia.com/mig-1g.10gb": 32},
+    ),
+    ("dra-longest-mappable-class", "x" * 50, "H100-80GB", {"accelerator": "H100:8"}, {"x": 16}),
+]
+"""(case, pool, accelerator, spec, what its slices offer): allocation DRA, status as `installed.as_dra` gives it."""
+
+
+def _plan(
+    name: str, accelerator: str, spec: dict[str, Any], taints: list[dict[str, str]], dra: dict[str, int] | None = None
+) -> Plan:
     asking = {**spec, "nodes": 2, "kueue": {"enabled": True, "clusterQueue": "research"}}
+    if dra is not None:
+        asking["allocation"] = "DRA"
     nodes = [member(f"n{i}", name, accelerator, taints=taints) for i in range(2)]
-    return run([pool(name, asking)], nodes)
+    result = run([pool(name, asking)], nodes)
+    return result if dra is None else installed.as_dra(result, name, dra)
 
 
 def _written(
-    name: str, accelerator: str, spec: dict[str, Any], taints: list[dict[str, str]], queue: dict[str, Any]
+    name: str,
+    accelerator: str,
+    spec: dict[str, Any],
+    taints: list[dict[str, str]],
+    queue: dict[str, Any],
+    dra: dict[str, int] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the ResourceFlavor, the ClusterQueue as the edit leaves it) for the pool."""
     _, writes = kueue.decide(
-        _plan(name, accelerator, spec, taints), {}, KueueObserved(True, queues={"research": queue}), NOW
+        _plan(name, accelerator, spec, taints, dra), {}, KueueObserved(True, queues={"research": queue}), NOW
     )
     (flavor,) = [obj for _, obj in writes.flavors.values()]
     (edit,) = writes.queues
@@ -96,20 +120,56 @@ QUEUES: list[tuple[str, dict[str, Any]]] = [
 def _cases() -> Iterator[Any]:
     for pool_case, name, accelerator, spec, taints in POOLS:
         for queue_case, queue in QUEUES:
-            yield pytest.param(name, accelerator, spec, taints, queue, id=f"{pool_case}-{queue_case}")
+            yield pytest.param(name, accelerator, spec, taints, queue, None, id=f"{pool_case}-{queue_case}")
+    for pool_case, name, accelerator, spec, offered in DRA_POOLS:
+        for queue_case, queue in QUEUES:
+            yield pytest.param(name, accelerator, spec, [], queue, offered, id=f"{pool_case}-{queue_case}")
 
 
-@pytest.mark.parametrize(("name", "accelerator", "spec", "taints", "queue"), list(_cases()))
+@pytest.mark.parametrize(("name", "accelerator", "spec", "taints", "queue", "dra"), list(_cases()))
 def test_flavors_and_queue_edits_are_accepted(
-    name: str, accelerator: str, spec: dict[str, Any], taints: list[dict[str, str]], queue: dict[str, Any]
+    name: str,
+    accelerator: str,
+    spec: dict[str, Any],
+    taints: list[dict[str, str]],
+    queue: dict[str, Any],
+    dra: dict[str, int] | None,
 ) -> None:
     assert installed.admit("ClusterQueue", queue) == [], "the user's queue itself is valid"
-    flavor, edited = _written(name, accelerator, spec, taints, queue)
+    flavor, edited = _written(name, accelerator, spec, taints, queue, dra)
     assert installed.admit("ResourceFlavor", flavor) == []
     assert installed.admit("ClusterQueue", edited, old=queue) == []
     assert {k: v for k, v in edited["spec"].items() if k != "resourceGroups"} == {
         k: v for k, v in queue["spec"].items() if k != "resourceGroups"
     }, "nothing else of the queue changes"
+
+
+def test_dra_pools_in_one_queue_and_the_configuration_kueue_needs_for_them_are_accepted() -> None:
+    result = run(
+        [
+            pool(
+                name, {**spec, "nodes": 1, "allocation": "DRA", "kueue": {"enabled": True, "clusterQueue": "research"}}
+            )
+            for _, name, _, spec, _ in DRA_POOLS
+        ],
+        [member(f"n-{i}", name, accelerator) for i, (_, name, accelerator, _, _) in enumerate(DRA_POOLS)],
+    )
+    for _, name, _, _, offered in DRA_POOLS:
+        result = installed.as_dra(result, name, offered)
+    queue = QUEUES[2][1]
+    after, writes = kueue.decide(result, {}, KueueObserved(True, queues={"research": queue}), NOW)
+    (edit,) = writes.queues
+    edited = copy.deepcopy(queue)
+    edited["spec"]["resourceGroups"] = edit.resource_groups
+    assert installed.admit("ClusterQueue", edited, old=queue) == []
+    mappings = []
+    for found in after.pools:
+        assert found.status is not None and found.status.kueue is not None
+        assert found.status.kueue.device_class_mapping is not None
+        mappings.append(found.status.kueue.device_class_mapping.model_dump(by_alias=True))
+    assert installed.configuration_problems(mappings) == []
+    covered = {r for g in edit.resource_groups for r in g["coveredResources"]}
+    assert {m["name"] for m in mappings} <= covered, "the queue names the resources the mappings name"
 
 
 def test_lasting_taints_become_tolerations_kueue_accepts() -> None:
@@ -178,8 +238,23 @@ def test_a_quota_change_and_a_removal_pass_the_webhook_and_the_transition_rules(
             lambda o: o["spec"]["resourceGroups"][-1]["flavors"][0]["resources"][0].update(borrowingLimit=2),
             "borrowingLimit must be nil when cohort is empty",
         ),
+        (
+            "ClusterQueue",
+            lambda o: o["spec"]["resourceGroups"][-1].update(
+                coveredResources=["deviceclass.resource.kubernetes.io/" + "x" * 64]
+            ),
+            "name part must be a qualified name of at most 63 characters",
+        ),
     ],
-    ids=["exists-with-value", "unknown-operator", "unknown-field", "covered-count", "order", "borrowing-no-cohort"],
+    ids=[
+        "exists-with-value",
+        "unknown-operator",
+        "unknown-field",
+        "covered-count",
+        "order",
+        "borrowing-no-cohort",
+        "covered-not-a-label-key",
+    ],
 )
 def test_the_checks_are_live(kind: str, mutate: Any, expected: str) -> None:
     flavor, queue = _written("training", "H100-80GB", {"accelerator": "H100:8"}, [], QUEUES[0][1])

@@ -13,22 +13,30 @@ stand in for the published ones where those are missing.
 ClusterQueue: the storage version's defaults and structural schema (tests/support/structural.py), every
 `x-kubernetes-validations` rule (accelpool_demo/apiserver/cel.py), then, for a ClusterQueue, Kueue's validating
 webhook on its resource groups (kubernetes-sigs/kueue pkg/webhooks/clusterqueue_webhook.go
-`validateResourceGroups`: a resource and a flavor in one group at most, each flavor's resources named
-as `coveredResources` and in that order, no negative quota). `install(server)` stores the CRDs in an
-emulated API server and gives it the CEL evaluator, so it serves and judges Kueue's kinds.
+`validateResourceGroups`: a resource and a flavor in one group at most, each covered resource a label key
+(pkg/webhooks/common.go `validateResourceName`), each flavor's resources named as `coveredResources` and in
+that order, no negative quota). `configuration_problems` is Kueue's check of the `deviceClassMappings` of its
+own Configuration, which a DRA pool's status tells (`status.kueue.deviceClassMapping`); `as_dra` gives a planned
+pool a DRA pool's status. `install(server)` stores the CRDs in an emulated API server and gives it the CEL
+evaluator, so it serves and judges Kueue's kinds.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from accelpool.decide.kueue import quantity_number
+from accelpool.decide.planning import Plan
+from accelpool_api.status import DraStatus
 from accelpool_demo import kueue as demo_kueue
 from accelpool_demo.apiserver import ApiServer
 from accelpool_demo.apiserver.cel import ABSENT, evaluate_rules
@@ -104,6 +112,7 @@ def webhook_problems(queue: dict[str, Any]) -> list[str]:
             if name in resources:
                 problems.append(f"spec.resourceGroups[{i}].coveredResources[{j}]: Duplicate value: {name!r}")
             resources.add(name)
+            problems += [f"spec.resourceGroups[{i}].coveredResources[{j}]: {p}" for p in label_key_problems(name)]
         for j, flavor in enumerate(group.get("flavors") or []):
             path = f"spec.resourceGroups[{i}].flavors[{j}]"
             if flavor["name"] in flavors:
@@ -117,6 +126,53 @@ def webhook_problems(queue: dict[str, Any]) -> list[str]:
                 number = quantity_number(quota["nominalQuota"])
                 if number is not None and number < 0:
                     problems.append(f"{path}.resources[{k}].nominalQuota: must be greater than or equal to 0")
+    return problems
+
+
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def label_key_problems(key: str) -> list[str]:
+    """Why `key` is not a label key (k8s.io/apimachinery pkg/util/validation `IsQualifiedName`, which Kueue's
+    `content.IsLabelKey` calls): an optional DNS-subdomain prefix of at most 253 characters and a '/', then a
+    name of at most 63 characters."""
+    parts = key.split("/")
+    if len(parts) > 2:
+        return [f"{key!r}: at most one '/'"]
+    prefix, name = (parts[0], parts[1]) if len(parts) == 2 else (None, parts[0])
+    problems = []
+    if prefix is not None and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+        problems.append(f"{key!r}: prefix part must be a DNS-1123 subdomain of at most 253 characters")
+    if len(name) > 63 or not _QUALIFIED_NAME.match(name):
+        problems.append(f"{key!r}: name part must be a qualified name of at most 63 characters")
+    return problems
+
+
+def configuration_problems(mappings: list[dict[str, Any]]) -> list[str]:
+    """Kueue's check of its Configuration's `resources.deviceClassMappings` at start (kubernetes-sigs/kueue
+    pkg/config/validation.go `validateDeviceClassMappings`, v0.19.2, without sources): at most 16 mappings, each
+    name a label key of at most 253 characters and unique, 1 to 8 device class names per mapping, each a label
+    key, none mapped to two names."""
+    problems = [] if len(mappings) <= 16 else [f"resources.deviceClassMappings: Too many: {len(mappings)}: max 16"]
+    names: set[str] = set()
+    classes: dict[str, str] = {}
+    for i, mapping in enumerate(mappings):
+        path = f"resources.deviceClassMappings[{i}]"
+        name = mapping["name"]
+        problems += [f"{path}.name: {p}" for p in label_key_problems(name)]
+        if len(name) > 253:
+            problems.append(f"{path}.name: must not exceed 253 characters")
+        if name in names:
+            problems.append(f"{path}.name: Duplicate value: {name!r}")
+        names.add(name)
+        device_classes = mapping.get("deviceClassNames") or []
+        if not 1 <= len(device_classes) <= 8:
+            problems.append(f"{path}.deviceClassNames: 1 to 8 device class names, not {len(device_classes)}")
+        for j, device_class in enumerate(device_classes):
+            problems += [f"{path}.deviceClassNames[{j}]: {p}" for p in label_key_problems(device_class)]
+            if classes.setdefault(device_class, name) != name:
+                problems.append(f"{path}.deviceClassNames[{j}]: device class already mapped to {classes[device_class]}")
     return problems
 
 
@@ -156,3 +212,25 @@ def install_as_the_demo(server: ApiServer) -> None:
     minimal ones): for tests that need the kinds served, not Kueue's every rule."""
     for found in demo_kueue.custom_resource_definitions():
         server.store.put(CRDS_PATH.removeprefix("/apis/"), found)
+
+
+def as_dra(plan: Plan, pool: str, resources: Mapping[str, int], device_class: str | None = None) -> Plan:
+    """The plan with `pool`'s status as a DRA pool's: its DeviceClass (`<pool>.accelpool.io` unless given) in
+    `status.dra` and `status.scheduling`, and `resources` what its serving members' ResourceSlices offer
+    (`status.capacity.resources`). What accelpool writes to Kueue depends only on these, whatever the planner
+    reads to fill them."""
+    name = device_class or f"{pool}.accelpool.io"
+    pools = []
+    for found in plan.pools:
+        if found.name == pool and found.status is not None:
+            status = found.status
+            status = status.model_copy(
+                update={
+                    "dra": DraStatus(device_class=name, devices=sum(resources.values())),
+                    "scheduling": status.scheduling.model_copy(update={"device_class_name": name}),
+                    "capacity": status.capacity.model_copy(update={"resources": dict(resources)}),
+                }
+            )
+            found = dataclasses.replace(found, status=status)
+        pools.append(found)
+    return dataclasses.replace(plan, pools=tuple(pools))

@@ -4,6 +4,7 @@ following the pool's healthy requestable capacity, only accelpool's entries edit
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from accelpool.decide import kueue
 from accelpool.decide.kueue import KueueObserved, edit_groups
 from accelpool.decide.planning import Plan
 from accelpool_api import conventions
-from tests.support.kueue import CPU_AND_MEMORY, cluster_queue, webhook_problems
+from tests.support.kueue import CPU_AND_MEMORY, as_dra, cluster_queue, configuration_problems, webhook_problems
 from tests.unit.operator.conftest import NOW, member, pool, run
 
 GPU = "nvidia.com/gpu"
@@ -135,7 +136,7 @@ def test_the_flavor_and_the_quota_of_an_asking_pool() -> None:
         {"name": "training", "resources": [{"name": GPU, "nominalQuota": 24}]}
     ]
     status = _status(after, "training")
-    assert status.kueue.model_dump(by_alias=True) == {
+    assert status.kueue.model_dump(by_alias=True, exclude_none=True) == {
         "resourceFlavor": "training",
         "clusterQueue": "research",
         "nominalQuota": {GPU: 24},
@@ -232,3 +233,127 @@ def test_a_group_of_accelpools_flavors_only_is_extended_to_cover_a_new_pools_res
     assert groups[1]["coveredResources"] == covered
     assert [[r["nominalQuota"] for r in f["resources"]] for f in groups[1]["flavors"]] == [[8, 16, 0], [0, 4, 4]]
     assert webhook_problems(cluster_queue("q", groups)) == []
+
+
+# ---------------------------------------------------------------- DRA pools
+
+DRA = {**TRAINING, "allocation": "DRA"}
+DRA_GPUS = "deviceclass.resource.kubernetes.io/training.accelpool.io"
+
+
+def _dra_plan(resources: dict[str, int], device_class: str | None = None, spec: dict[str, Any] | None = None) -> Plan:
+    """Pool `training` with allocation DRA (3 nodes, ClusterQueue research), its slices offering `resources`."""
+    result = run([pool("training", spec or DRA)], [member(f"h{i}", "training") for i in range(3)])
+    return as_dra(result, "training", resources, device_class)
+
+
+def test_a_dra_pools_devices_are_one_quota_resource_its_device_class_maps_to() -> None:
+    observed = KueueObserved(True, queues={"research": _queue("research", [CPU_AND_MEMORY])})
+    after, writes = _decide(_dra_plan({DRA_GPUS: 22}), observed)
+    (edit,) = writes.queues
+    assert edit.resource_groups == [
+        CPU_AND_MEMORY,
+        {
+            "coveredResources": [DRA_GPUS],
+            "flavors": [{"name": "training", "resources": [{"name": DRA_GPUS, "nominalQuota": 22}]}],
+        },
+    ]
+    assert webhook_problems(cluster_queue("research", edit.resource_groups)) == []
+    assert writes.flavors["training"][1]["spec"]["nodeLabels"] == {conventions.POOL_LABEL: "training"}
+    status = _status(after, "training")
+    assert status.kueue.model_dump(by_alias=True, exclude_none=True) == {
+        "resourceFlavor": "training",
+        "clusterQueue": "research",
+        "nominalQuota": {DRA_GPUS: 22},
+        "deviceClassMapping": {"name": DRA_GPUS, "deviceClassNames": ["training.accelpool.io"]},
+    }
+    assert configuration_problems([status.kueue.device_class_mapping.model_dump(by_alias=True)]) == []
+    condition, reason, message = _condition(after, "training")
+    assert (condition, reason) == ("True", "Synced")
+    assert (
+        f"resources.deviceClassMappings entry {{name: {DRA_GPUS}, deviceClassNames: [training.accelpool.io]}}"
+        in message
+    )
+    assert "reads only when it starts: restart kueue-controller-manager" in message
+
+
+def test_a_dra_pools_quota_counts_devices_of_every_kind_its_class_selects() -> None:
+    mig = {"nvidia.com/mig-3g.40gb": 12, "nvidia.com/mig-1g.10gb": 24}
+    observed = KueueObserved(True, queues={"research": _queue("research", [CPU_AND_MEMORY])})
+    after, _ = _decide(_dra_plan(mig), observed)
+    assert _status(after, "training").kueue.nominal_quota == {DRA_GPUS: 36}
+
+
+def test_a_dra_pool_without_a_queue_still_says_what_kueue_needs() -> None:
+    spec = {**DRA, "kueue": {"enabled": True}}
+    after, writes = _decide(_dra_plan({DRA_GPUS: 24}, spec=spec), KueueObserved(True))
+    assert "training" in writes.flavors
+    status, reason, message = _condition(after, "training")
+    assert (status, reason) == ("True", "FlavorSynced")
+    assert f"{{name: {DRA_GPUS}, deviceClassNames: [training.accelpool.io]}}" in message
+    assert _status(after, "training").kueue.device_class_mapping.name == DRA_GPUS
+
+
+@pytest.mark.parametrize(
+    ("device_class", "reason", "said"),
+    [
+        (None, "DeviceClassPending", "the pool's DeviceClass is not in its status yet"),
+        ("x" * 51 + ".accelpool.io", "DeviceClassNotMappable", "at most 63 characters"),
+    ],
+)
+def test_a_dra_pool_whose_class_kueue_cannot_map_gets_no_quota(
+    device_class: str | None, reason: str, said: str
+) -> None:
+    result = _dra_plan({DRA_GPUS: 24}, device_class)
+    if device_class is None:  # the status names no class yet
+        planned = _status(result, "training")
+        unnamed = planned.model_copy(
+            update={"dra": None, "scheduling": planned.scheduling.model_copy(update={"device_class_name": None})}
+        )
+        result = dataclasses.replace(result, pools=(dataclasses.replace(result.pools[0], status=unnamed),))
+    held = {
+        "coveredResources": [GPU],
+        "flavors": [{"name": "training", "resources": [{"name": GPU, "nominalQuota": 24}]}],
+    }
+    observed = KueueObserved(
+        True, flavors={"training": _flavor("training", "training")}, queues={"research": _queue("research", [held])}
+    )
+    after, writes = _decide(result, observed)
+    status, found, message = _condition(after, "training")
+    assert (status, found) == ("False", reason)
+    assert said in message
+    assert "training" in writes.flavors, "the flavor is kept"
+    (edit,) = writes.queues
+    assert edit.resource_groups == [], "the flavor's old quota leaves the queue"
+    assert _status(after, "training").kueue.device_class_mapping is None
+
+
+def test_a_pool_turning_to_dra_moves_its_quota_to_the_device_class_resource() -> None:
+    observed = KueueObserved(True, queues={"research": _queue("research", [CPU_AND_MEMORY])})
+    _, writes = _decide(_training_plan(), observed)
+    stored = _queue("research", writes.queues[0].resource_groups, version="8")
+    after, writes = _decide(_dra_plan({GPU: 24}), KueueObserved(True, queues={"research": stored}))
+    (edit,) = writes.queues
+    assert edit.resource_groups[1:] == [
+        {
+            "coveredResources": [DRA_GPUS],
+            "flavors": [{"name": "training", "resources": [{"name": DRA_GPUS, "nominalQuota": 24}]}],
+        }
+    ], "the nvidia.com/gpu group it leaves empty goes"
+    assert any(f"nvidia.com/gpu=24 -> {DRA_GPUS}=24" in e.message for e in after.events)
+
+
+def test_dra_pools_sharing_a_queue_get_a_group_and_a_mapping_each() -> None:
+    result = run([pool("a", DRA), pool("b", DRA)], [member("h0", "a"), member("h1", "b")])
+    result = as_dra(as_dra(result, "a", {"x": 8}), "b", {"x": 4})
+    observed = KueueObserved(True, queues={"research": _queue("research", [CPU_AND_MEMORY])})
+    after, writes = _decide(result, observed)
+    (edit,) = writes.queues
+    assert [g["coveredResources"] for g in edit.resource_groups] == [
+        ["cpu", "memory"],
+        ["deviceclass.resource.kubernetes.io/a.accelpool.io"],
+        ["deviceclass.resource.kubernetes.io/b.accelpool.io"],
+    ]
+    assert webhook_problems(cluster_queue("research", edit.resource_groups)) == []
+    mappings = [_status(after, name).kueue.device_class_mapping.model_dump(by_alias=True) for name in ("a", "b")]
+    assert configuration_problems(mappings) == []

@@ -4,8 +4,11 @@
   `KueuePlan` (flavors to apply, ClusterQueue edits, flavors to delete); `KueueObserved` is what the
   controller read of Kueue (`accelpool.runtime.controller.kueue` reads and writes).
 - `queues`: a ClusterQueue's `resourceGroups` with accelpool's flavors set or removed, the rest kept.
+- `dra`: a DRA pool's quota (its devices under the resource its DeviceClass is mapped to) and the
+  `deviceClassMappings` entry Kueue's own Configuration needs for it.
 """
 
+from accelpool.decide.kueue.dra import DraQuota, dra_quota
 from accelpool.decide.kueue.plan import (
     API_VERSION,
     GROUP,
@@ -25,11 +28,13 @@ __all__ = [
     "GROUP",
     "IN_USE_FINALIZER",
     "VERSION",
+    "DraQuota",
     "KueueObserved",
     "KueuePlan",
     "QueueConflict",
     "QueueEdit",
     "decide",
+    "dra_quota",
     "edit_groups",
     "nominal_quota",
     "quantity_number",

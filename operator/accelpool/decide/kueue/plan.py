@@ -8,7 +8,8 @@
 - **ClusterQueues** (`accelpool.decide.kueue.queues`): in the queue a pool names, the flavor's nominal
   quota per resource is the pool's healthy, requestable capacity (`status.capacity.resources`:
   whole GPUs, MIG devices per profile, or shared replicas, on serving members only), so a
-  quarantined member's devices leave the quota and come back on release. Anywhere else,
+  quarantined member's devices leave the quota and come back on release. A DRA pool's quota is its
+  devices under one resource its DeviceClass is mapped to (`accelpool.decide.kueue.dra`). Anywhere else,
   accelpool's flavors are removed. Nothing else of a queue changes; a queue is never created.
   An edit that raises a quota is written after the pass's node writes, one that lowers it before.
 - **Deletions**: accelpool's flavors no pool wants (a pool deleted, Kueue turned off, a flavor
@@ -28,6 +29,7 @@ from typing import Any
 
 import accelpool_api as api
 from accelpool.decide import render
+from accelpool.decide.kueue.dra import DraQuota, dra_quota
 from accelpool.decide.kueue.queues import edit_groups, nominal_quota, same_groups
 from accelpool.decide.planning import EventIntent, Plan, PoolPlan
 from accelpool.decide.poolstatus import Finding, with_kueue
@@ -92,6 +94,8 @@ class _Asking:
     quota: dict[str, int]
     blocked: Finding | None = None
     """Why its flavor cannot be kept (nothing is written for it)."""
+    dra: DraQuota | None = None
+    """allocation DRA: the quota resource its devices count against, and the mapping Kueue needs."""
 
 
 def decide(
@@ -156,7 +160,9 @@ def _asking(plan: Plan, observed: KueueObserved) -> list[_Asking]:
         if spec.kueue is None or not spec.kueue.enabled:
             continue
         flavor = spec.kueue.flavor_name(pool.name)
-        asking = _Asking(pool, flavor, spec.kueue.cluster_queue, requestable(pool.status))
+        dra = dra_quota(pool.status) if spec.allocation == "DRA" else None
+        quota = dra.quota if dra is not None else requestable(pool.status)
+        asking = _Asking(pool, flavor, spec.kueue.cluster_queue, quota, dra=dra)
         blocked = _blocked(asking, observed, claimed.get(flavor))
         claimed.setdefault(flavor, pool.name)
         found.append(replace(asking, blocked=blocked))
@@ -279,7 +285,10 @@ def _with_statuses(
             pools.append(pool)
             continue
         finding, quota = _finding(found, conflicts, observed)
-        block = api.KueueStatus(resource_flavor=found.flavor, cluster_queue=found.queue, nominal_quota=quota)
+        mapping = found.dra.mapping if found.dra is not None and found.blocked is None else None
+        block = api.KueueStatus(
+            resource_flavor=found.flavor, cluster_queue=found.queue, nominal_quota=quota, device_class_mapping=mapping
+        )
         status = with_kueue(pool.status, finding, block, previous.get(pool.name), now)
         pools.append(replace(pool, status=status))
         events.extend(_events(found, finding, edits, observed))
@@ -290,9 +299,14 @@ def _finding(asking: _Asking, conflicts: Mapping[str, str], observed: KueueObser
     """KueueSynced, and the nominal quota the queue will hold for the flavor."""
     if asking.blocked is not None:
         return asking.blocked, {}
+    if asking.dra is not None and asking.dra.problem is not None:
+        return asking.dra.problem, {}
     flavor, queue = asking.flavor, asking.queue
+    mapping = asking.dra.explained() if asking.dra is not None else ""
     if queue is None:
-        return Finding(True, "FlavorSynced", f"ResourceFlavor {flavor} (no spec.kueue.clusterQueue: no quota kept)"), {}
+        return Finding(
+            True, "FlavorSynced", f"ResourceFlavor {flavor} (no spec.kueue.clusterQueue: no quota kept){mapping}"
+        ), {}
     if queue not in observed.queues:
         return Finding(
             False,
@@ -307,7 +321,7 @@ def _finding(asking: _Asking, conflicts: Mapping[str, str], observed: KueueObser
         True,
         "Synced",
         f"ResourceFlavor {flavor}; ClusterQueue {queue} nominal quota {listed} (the pool's healthy, requestable "
-        "capacity)",
+        f"capacity){mapping}",
     ), dict(asking.quota)
 
 
