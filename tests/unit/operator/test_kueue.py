@@ -15,6 +15,7 @@ from accelpool.decide.planning import Plan
 from accelpool_api import conventions
 from tests.support.kueue import CPU_AND_MEMORY, as_dra, cluster_queue, configuration_problems, webhook_problems
 from tests.unit.operator.conftest import NOW, member, pool, run
+from tests.unit.operator.test_dra import POOL, SPEC, dra_member, inputs, run_dra, slice_of
 
 GPU = "nvidia.com/gpu"
 
@@ -357,3 +358,24 @@ def test_dra_pools_sharing_a_queue_get_a_group_and_a_mapping_each() -> None:
     assert webhook_problems(cluster_queue("research", edit.resource_groups)) == []
     mappings = [_status(after, name).kueue.device_class_mapping.model_dump(by_alias=True) for name in ("a", "b")]
     assert configuration_problems(mappings) == []
+
+
+def test_the_quota_follows_the_planners_dra_capacity_a_gpu_quarantined_alone_leaves_it() -> None:
+    spec = {**SPEC, "kueue": {"enabled": True, "clusterQueue": "research"}}
+    resource = f"deviceclass.resource.kubernetes.io/{POOL}.accelpool.io"
+    observed = KueueObserved(True, queues={"research": _queue("research", [CPU_AND_MEMORY])})
+    healthy, _ = run_dra(
+        [pool(POOL, spec)], [dra_member("g0"), dra_member("g1")], inputs(slice_of("g0"), slice_of("g1"))
+    )
+    after, writes = _decide(healthy, observed)
+    assert _status(after, POOL).kueue.nominal_quota == {resource: 16}
+    assert _status(after, POOL).kueue.device_class_mapping.name == resource, "the planner's resource is Kueue's"
+    stored = _queue("research", writes.queues[0].resource_groups, version="8")
+    one_bad, _ = run_dra(
+        [pool(POOL, spec)], [dra_member("g0", bad=[3]), dra_member("g1")], inputs(slice_of("g0"), slice_of("g1"))
+    )
+    after, writes = _decide(one_bad, KueueObserved(True, queues={"research": stored}))
+    assert _status(after, POOL).quarantine.scope == "GPU"
+    (edit,) = writes.queues
+    assert edit.resource_groups[1]["flavors"][0]["resources"] == [{"name": resource, "nominalQuota": 15}]
+    assert not edit.grows

@@ -6,8 +6,9 @@
   (`accelpool_api.dra_quota_resource`, which says why), with nominal quota = the devices the class can
   allocate now: the sum of `status.capacity.resources`, which for a DRA pool counts the class's devices
   (whole GPUs, or MIG devices of the pool's profiles) on serving members, as their ResourceSlices publish
-  them, less the GPUs quarantined alone. Time-slicing and MPS share one device among the pods of one claim
-  (NVIDIA's DRA driver: no node-wide replicas), so a DRA pool's quota counts devices, never replicas.
+  them, less the GPUs quarantined alone (`accelpool.decide.dra.plan`, under that same name). Time-slicing
+  and MPS share one device among the pods of one claim (NVIDIA's DRA driver: no node-wide replicas), so a
+  DRA pool's quota counts devices, never replicas.
 - **The mapping**: Kueue charges a claim's devices only to a resource its Configuration
   (`config.kueue.x-k8s.io/v1beta2`) maps the claim's DeviceClass to, `resources.deviceClassMappings`,
   which it reads once, when it starts; a claim of an unmapped class makes its workload inadmissible
