@@ -13,9 +13,10 @@ from accelpool.decide import kueue
 from accelpool.decide.kueue import KueueObserved, edit_groups
 from accelpool.decide.planning import Plan
 from accelpool_api import conventions
+from tests.support.builders import resource_slice as slice_of
 from tests.support.kueue import CPU_AND_MEMORY, as_dra, cluster_queue, configuration_problems, webhook_problems
 from tests.unit.operator.conftest import NOW, member, pool, run
-from tests.unit.operator.test_dra import POOL, SPEC, dra_member, inputs, run_dra, slice_of
+from tests.unit.operator.test_dra import POOL, SPEC, dra_member, inputs, run_dra
 
 GPU = "nvidia.com/gpu"
 
