@@ -216,11 +216,13 @@ def device_taint_rule_name(node: str, device: str) -> str:
 
 
 def device_class_name(pool: str) -> str:
-    """`<pool>.accelpool.io`: the DeviceClass of a DRA pool (a DNS subdomain; a longer pool name is hashed)."""
+    """`<pool>.accelpool.io`: the DeviceClass of a DRA pool, at most 63 characters (a longer pool name is hashed),
+    so that its implicit extended resource `deviceclass.resource.kubernetes.io/<class>` is valid and Kueue can map
+    it (a qualified name's part after the slash has at most 63)."""
     suffix = f".{DOMAIN}"
-    if len(pool) + len(suffix) <= DNS_SUBDOMAIN_MAX:
+    if len(pool) + len(suffix) <= LABEL_VALUE_MAX:
         return pool + suffix
-    return _bounded("", pool, DNS_SUBDOMAIN_MAX - len(suffix)) + suffix
+    return _bounded("", pool, LABEL_VALUE_MAX - len(suffix)) + suffix
 
 
 def agent_name(pool: str) -> str:

@@ -18,8 +18,6 @@ from accelpool.decide.dra.slices import DRIVER
 from accelpool_api import conventions
 
 CLAIM_REQUEST = "gpu"
-EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
-"""Every DeviceClass is also an extended resource of this name (KEP-5004, GA in Kubernetes 1.37)."""
 
 
 def _quoted(values: list[str]) -> str:
@@ -102,6 +100,5 @@ def claim_template(pool: str, spec: api.ComputePoolSpec) -> dict[str, Any]:
 
 
 def extended_resource(pool: str) -> str | None:
-    """`deviceclass.resource.kubernetes.io/<class>` when that is a valid extended resource name (≤63 after /)."""
-    name = conventions.device_class_name(pool)
-    return EXTENDED_RESOURCE_PREFIX + name if len(name) <= conventions.LABEL_VALUE_MAX else None
+    """The pool's implicit extended resource (`api.dra_quota_resource`: Kueue's quota counts it too)."""
+    return api.dra_quota_resource(conventions.device_class_name(pool))
