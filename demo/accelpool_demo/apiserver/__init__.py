@@ -114,6 +114,7 @@ import kmock
 
 from accelpool_core.credentials import Credentials
 from accelpool_core.kube import KubeClient
+from accelpool_demo.apiserver import conversion, dra
 from accelpool_demo.apiserver.release import DEFAULT_VERSION, Release
 from accelpool_demo.apiserver.resources import RESOURCES, VERBS, parse_path
 from accelpool_demo.apiserver.served import Fault, RequestLog, Served
@@ -146,15 +147,18 @@ class RunningApiServer:
         return KubeClient(Credentials(server=self.url), user_agent=user_agent)
 
     def get(self, path: str) -> dict[str, Any] | None:
-        """The stored object at an API path (`/api/v1/nodes/a`), or None."""
+        """The stored object at an API path (`/api/v1/nodes/a`), or None (a resource.k8s.io/v1beta2 path reads
+        the v1 storage, as that version shows it)."""
         resource, namespace, name, _ = parse_path(path)
         assert name is not None, f"{path} names no object"
-        return self.server.store.get(kmock.resource(resource), namespace, name)
+        found = self.server.store.get(kmock.resource(dra.STORED_AS.get(resource, resource)), namespace, name)
+        return conversion.from_storage(resource, found) if found is not None and resource in dra.STORED_AS else found
 
     def list(self, path: str) -> list[dict[str, Any]]:
         """The stored objects of a collection path (`/api/v1/namespaces/x/pods`, `/api/v1/nodes`)."""
         resource, namespace, _, _ = parse_path(path)
-        return self.server.store.list(kmock.resource(resource), namespace)
+        found = self.server.store.list(kmock.resource(dra.STORED_AS.get(resource, resource)), namespace)
+        return [conversion.from_storage(resource, obj) for obj in found] if resource in dra.STORED_AS else found
 
     def put(self, path: str, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Store an object at a collection path as it is (stamped with what it lacks), with its event."""
@@ -162,6 +166,9 @@ class RunningApiServer:
         body = {**obj, "metadata": {**(obj.get("metadata") or {})}}
         if namespace is not None:
             body["metadata"]["namespace"] = namespace
+        if resource in dra.STORED_AS:
+            stored = self.server.store.put(dra.STORED_AS[resource], conversion.to_storage(resource, body))
+            return conversion.from_storage(resource, stored)
         return self.server.store.put(resource, body)
 
     def fail(self, prefix: str, status: int, *, times: int | None = 1) -> Fault:

@@ -23,6 +23,11 @@ transition rule (one that reads `oldSelf`) runs only on an update where the old 
 correlated with the node (through object properties, map keys, and items of `x-kubernetes-list-type:
 map` lists; not through other lists). The message is the rule's messageExpression when it
 evaluates to a non-empty string, else its message, else `failed rule: RULE`.
+
+DRA device selectors (`device_selector_problem`: a DeviceClass's or a claim request's CEL) are compiled as
+staging/src/k8s.io/dynamic-resource-allocation/cel/compile.go does, with `device` of type
+`kubernetes.DRADevice` and the quantity and semver libraries; they are checked, not evaluated, here.
+Compile errors are cel-go's (the checker's `undeclared reference to 'gpu'` where cel-cpp names `gpu.memory`).
 """
 
 from __future__ import annotations

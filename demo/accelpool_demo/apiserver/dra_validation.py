@@ -1,10 +1,12 @@
 """Validation of the `resource.k8s.io` kinds as the API server words it. Pure.
 
 From k8s.io/kubernetes pkg/apis/resource/validation/validation.go (each function below names its Go
-one), with the errors its declarative validation reports where that one marks them covered
-(`MarkCoveredByDeclarative`: the same words, listed after the others, as zz_generated.validations.go
-runs after the hand-written checks). Objects are the JSON of the request after decoding and defaulting
-(`dra_types`), so a field the Go struct would hold as a zero value is read as one here.
+one), including the checks it marks `MarkCoveredByDeclarative` (declarative validation reports them in the
+same words; the real server lists those after the others, so the order of the errors may differ from its
+order, which the transcripts' comparison leaves out as the server's own runs do). Objects are the JSON of
+the request after decoding and defaulting (`dra_types`), so a field the Go struct would hold as a zero
+value is read as one here. A negative capacity is accepted: the code checks none, and the recorded 1.36.2
+server took one (dra.yaml, dra-objects/11).
 
 - DeviceClass (`ValidateDeviceClass`): name, at most 32 selectors each compiled as CEL (`cel`:
   `device_selector_problem`), at most 32 opaque configs, the extended resource name;

@@ -521,7 +521,7 @@ class Store:
     def _admit_dra(self, key: str, obj: JsonObject, current: JsonObject | None) -> JsonObject:
         """A resource.k8s.io object as its strategy prepares it and its validation admits it (`dra_validation`).
         A DeviceTaintRule whose effect changes gets a new `timeAdded` unless the write sets one
-        (pkg/registry/resource/devicetainteviction/strategy.go `PrepareForUpdate`)."""
+        (pkg/registry/resource/devicetaintrule/strategy.go `PrepareForUpdate`)."""
         if dra.plural_of(key) == dra.DEVICE_TAINT_RULES and current is not None:
             obj = device_taints.effect_changed(obj, current, writes.timestamp(self.clock()))
         errors = dra_validation.errors(key, obj, current)
@@ -754,21 +754,24 @@ class Store:
             updated = device_taints.with_condition(current, status.condition, api_version, writes.timestamp(now))
             updated["metadata"]["resourceVersion"] = self._next_version()
             self._store(key, updated, current)
-        for pod, message in [(e.pod, "Marking for deletion") for e in done.evictions] + [
-            (p, "Cancelling deletion") for p in done.cancelled
-        ]:
-            metadata = pod["metadata"]
-            current = self.get(PODS, metadata.get("namespace"), str(metadata.get("name")))
-            if current is None or current["metadata"].get("uid") != metadata.get("uid"):
-                continue  # gone, or replaced by another pod of its name: the uid precondition fails
-            if message == "Marking for deletion" and current["metadata"].get("deletionTimestamp"):
-                continue
-            self.put(resources.EVENTS, device_taints.pod_event(current, message, now))
-            if message != "Marking for deletion":
-                continue
+        for evicted in done.evictions:
+            current = self._same_pod(evicted.pod)
+            if current is None or current["metadata"].get("deletionTimestamp"):
+                continue  # gone, replaced (the uid precondition fails), or being deleted already
+            self.put(resources.EVENTS, device_taints.pod_event(current, "Marking for deletion", now))
             condition = device_taints.disruption_target(now)
             current = self._write_status(PODS, current, pods.with_condition(current, condition)["status"])
-            self._delete_pod((PODS, metadata.get("namespace"), str(metadata.get("name"))), current, None)
+            self._delete_pod((PODS, current["metadata"].get("namespace"), current["metadata"]["name"]), current, None)
+        for cancelled in done.cancelled:
+            current = self._same_pod(cancelled)
+            if current is not None:
+                self.put(resources.EVENTS, device_taints.pod_event(current, "Cancelling deletion", now))
+
+    def _same_pod(self, pod: Mapping[str, Any]) -> JsonObject | None:
+        """The stored pod of this one's name, if it is still this one (the same uid)."""
+        metadata = pod.get("metadata") or {}
+        current = self.get(PODS, metadata.get("namespace"), str(metadata.get("name")))
+        return current if current is not None and current["metadata"].get("uid") == metadata.get("uid") else None
 
     def _namespaced(self, api_version: str, kind: str) -> bool | None:
         """Whether a kind is namespaced (None: not served)."""

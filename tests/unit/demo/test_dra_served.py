@@ -150,6 +150,9 @@ async def test_every_version_reads_and_writes_the_same_objects() -> None:
         stored = api.get("/apis/resource.k8s.io/v1/namespaces/team/resourceclaims/one")
         assert stored is not None and stored["apiVersion"] == "resource.k8s.io/v1"
         assert stored["metadata"]["labels"] == {"seen": "v1beta2"}
+        through_beta = api.get("/apis/resource.k8s.io/v1beta2/namespaces/team/resourceclaims/one")
+        assert through_beta == {**stored, "apiVersion": "resource.k8s.io/v1beta2"}
+        assert api.list("/apis/resource.k8s.io/v1beta2/namespaces/team/resourceclaims") == [through_beta]
         status, listed = await _get(api, f"{GROUP}/v1beta2/resourceclaims")
         assert status == 200 and [i["apiVersion"] for i in listed["items"]] == ["resource.k8s.io/v1beta2"]
 
