@@ -10,7 +10,9 @@ Pure cores, each after the real component's code (cited in each module), and thi
 - `cel`, `quantity`: DeviceClass and request selectors evaluated as the scheduler evaluates them;
 - `allocator`: the scheduler's structured allocator (devices for a pod's claims on one node);
 - `claims`: the resourceclaim controller (claims from templates, claims released when pods go);
-- `scheduler`: node filtering, allocation, binding, and the unschedulable message.
+- `scheduler`: node filtering, allocation, binding, and the unschedulable message;
+- `components`: the drivers against the API (`DraNodeComponents`, `DraScheduler`), started with the demo's
+  other simulators.
 
 Used by the demo (`accelpool_demo.simulators`, `accelpool_demo.run`) and by the operator's tests.
 """

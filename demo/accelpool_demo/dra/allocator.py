@@ -303,6 +303,7 @@ class _Allocation:
         self.matches: dict[tuple[DeviceId, int, int, int], bool] = {}
         self.consumed: dict[tuple[str, str, str], dict[str, Fraction]] = {}
         self.available: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
+        self.candidates: dict[str, list[_Candidate]] = {}
 
     # -- set-up
 
@@ -404,7 +405,12 @@ class _Allocation:
             raise AllocationError(f"{ref}: unsupported count mode {mode}")
         return request
 
-    def _candidates(self, pool: Pool) -> Iterable[_Candidate]:
+    def _candidates(self, pool: Pool) -> list[_Candidate]:
+        if pool.label not in self.candidates:
+            self.candidates[pool.label] = list(self._devices_of(pool))
+        return self.candidates[pool.label]
+
+    def _devices_of(self, pool: Pool) -> Iterable[_Candidate]:
         for s in pool.slices:
             spec = s.get("spec") or {}
             for device in spec.get("devices") or []:
@@ -579,9 +585,14 @@ class _Allocation:
             if not done:
                 self._untake(current, candidate)
             return done
-        for pool in self.pools:
-            if pool.incomplete or pool.invalid:
-                continue
+        usable = [p for p in self.pools if not p.incomplete and not p.invalid]
+        if not current.admin:
+            # Fewer free devices than still needed: no solution below (the real search finds none either,
+            # trying each order of the devices; this saves trying them).
+            free = sum(1 for p in usable for c in self._candidates(p) if not self._in_use(c.id))
+            if free < current.count - device:
+                return False
+        for pool in usable:
             for candidate in self._candidates(pool):
                 if current.admin:
                     if claim in self.allocating.get(candidate.id, set()):

@@ -11,7 +11,7 @@ After kubernetes-sigs/dra-driver-nvidia-gpu (v0.4.1 and main; paths under `cmd/g
   restart, `Plugin.restarted`). Dynamic MIG (gate DynamicMIG) is not modelled.
 - A full GPU's attributes (`deviceinfo.go` `GpuInfo.Attributes`): `type`, `uuid`, `productName`, `brand`,
   `architecture`, versions `cudaComputeCapability`, `driverVersion`, `cudaDriverVersion` (as Masterminds
-  semver writes them: `9.0` → `9.0.0`), and the standard `resource.kubernetes.io/pciBusID` and
+  semver writes them: `9.0` → `9.0.0`, `580.95.05` → `580.95.5`), and the standard `resource.kubernetes.io/pciBusID` and
   `resource.kubernetes.io/pcieRoot`; capacity `memory` in bytes, BinarySI (`partitions.go`
   `fullGpuCapacity`). A MIG device's (`mig.go` `CommonAttributesMig`, `deviceinfo.go`
   `MigDeviceInfo.GetDevice`): `type: mig`, `uuid` (`MIG-...`), `parentUUID`, `profile` and the parent's
@@ -128,8 +128,9 @@ _PROFILE = re.compile(r"^(\d+)g\.(\d+)gb(\+me)?$")
 
 
 def _semver(version: str) -> str:
-    """Masterminds semver's lenient parse, written back: `9.0` → `9.0.0`, `13.0` → `13.0.0`."""
-    parts = version.split(".")
+    """Masterminds semver's lenient parse, written back (`semver.MustParse(v).String()` in `deviceinfo.go`):
+    missing parts are 0 and numbers lose leading zeros: `9.0` → `9.0.0`, `580.95.05` → `580.95.5`."""
+    parts = [str(int(p)) if p.isdigit() else p for p in version.split(".")]
     return ".".join([*parts, "0", "0"][:3])
 
 

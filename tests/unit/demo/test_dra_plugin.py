@@ -257,5 +257,5 @@ def test_a_node_publishes_the_driver_version_gfd_labelled() -> None:
     plugins = dra.KubeletPlugins(dra.Installation(node_selector=None))
     devices = plugins.node("a", node_labels(**{"nvidia.com/cuda.driver-version.full": "580.95.05"}), h100s(1))
     assert devices is not None
-    assert devices[0]["attributes"]["driverVersion"] == {"version": "580.95.05"}
+    assert devices[0]["attributes"]["driverVersion"] == {"version": "580.95.5"}, "semver: no leading zero"
     assert plugins.node("b", node_labels(), h100s(1))[0]["attributes"]["driverVersion"] == {"version": "580.126.20"}  # type: ignore[index]
