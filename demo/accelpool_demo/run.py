@@ -3,7 +3,9 @@
 The simulated cluster has what accelpool's install needs (the namespace, the agents' ServiceAccount, the
 `nvidia` RuntimeClass the GPU Operator's toolkit creates), Kueue's CRDs and a ClusterQueue
 (`accelpool_demo.kueue`), a DaemonSet controller (`accelpool_demo.daemonsets`), NVIDIA's node-side
-components and a kubelet for the agent pods (`accelpool_demo.simulators`).
+components and a kubelet for the agent pods (`accelpool_demo.simulators`), and NVIDIA's DRA kubelet plugin
+with kube-scheduler's DRA path for pods with ResourceClaims (`accelpool_demo.dra.components`: idle while the
+API server serves no `resource.k8s.io`).
 
 Called by `accelpool demo`. Everything listens on 127.0.0.1 only (the operator's /metrics and
 /healthz included); every process it starts is stopped when it ends (Ctrl-C, SIGTERM, an error,
@@ -38,6 +40,7 @@ from accelpool_core.kube import ApiError, KubeClient
 from accelpool_core.textio import format_table
 from accelpool_demo import cluster, daemonsets, kueue, nvidia, screen, webhook
 from accelpool_demo.apiserver import serving
+from accelpool_demo.dra.components import SCHEDULER_USER_AGENT, DraNodeComponents, DraScheduler
 from accelpool_demo.injection import Injection, InjectionError, InjectionKind, check_gpus, parse_injection
 from accelpool_demo.simulators import (
     DEMO_INSTALLATION,
@@ -272,6 +275,9 @@ class SimulatedCluster:
     operator: asyncio.subprocess.Process
     kubelet: Kubelet
     nvidia: NvidiaComponents
+    dra: DraNodeComponents | None = None
+    """NVIDIA's DRA kubelet plugin on every node (`dra.plugins.restart`, `dra.plugins.xid` for a test)."""
+    scheduler: DraScheduler | None = None
     _launch: Callable[[], Awaitable[asyncio.subprocess.Process]] | None = field(default=None, repr=False)
 
     async def kill_operator(self) -> None:
@@ -331,6 +337,9 @@ async def _cluster_logging_to(
             client, NAMESPACE, DEVICE_PLUGIN_CONFIG_MAP, MIG_CONFIG_MAP, nvidia.Simulation(installation)
         )
         kubelet = Kubelet(client, server=server, namespace=NAMESPACE, log_dir=log_dir)
+        dra = DraNodeComponents(client, components.simulation, fault_annotation=FAULT_ANNOTATION)
+        scheduler_client = KubeClient(Credentials(server=server), user_agent=SCHEDULER_USER_AGENT)
+        scheduler = DraScheduler(scheduler_client)
         controller_client = KubeClient(Credentials(server=server), user_agent=daemonsets.USER_AGENT)
         controller = daemonsets.DaemonSetController(controller_client, NAMESPACE)
         operator: asyncio.subprocess.Process | None = None
@@ -356,8 +365,10 @@ async def _cluster_logging_to(
                 asyncio.create_task(components.run()),
                 asyncio.create_task(controller.run()),
                 asyncio.create_task(kubelet.run()),
+                asyncio.create_task(dra.run()),
+                asyncio.create_task(scheduler.run()),
             ]
-            yield SimulatedCluster(server, client, log_dir, operator, kubelet, components, launch)
+            yield SimulatedCluster(server, client, log_dir, operator, kubelet, components, dra, scheduler, launch)
         finally:
             # Stop the simulators first (no agent is restarted meanwhile), then every process at
             # once, each with a bounded grace: the API server stops only when nothing calls it.
@@ -366,6 +377,7 @@ async def _cluster_logging_to(
             stopping = [*tasks, kubelet.stop_all(), *([stop_process(operator)] if operator is not None else [])]
             await asyncio.gather(*stopping, return_exceptions=True)
             await controller_client.close()
+            await scheduler_client.close()
             await client.close()
 
 

@@ -28,10 +28,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from accelpool_api import conventions
 from accelpool_demo.dra.plugin import DRIVER, Plugin, Versions, resource_slice
-from accelpool_demo.nvidia import DEPLOY_DEVICE_PLUGIN_LABEL, Gpu
+from accelpool_demo.nvidia import Gpu
 
-DRA_NODE_SELECTOR: Mapping[str, str] = {DEPLOY_DEVICE_PLUGIN_LABEL: "false"}
+DRA_NODE_SELECTOR: Mapping[str, str] = {conventions.DEVICE_PLUGIN_DEPLOY_LABEL: "false"}
 DRIVER_VERSION_LABEL = "nvidia.com/cuda.driver-version.full"
 """GFD's label of the node's driver version: the plugin reads the same driver through NVML, so a node that
 carries it publishes that `driverVersion` (the demo's nodes do)."""

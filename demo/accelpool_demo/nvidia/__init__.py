@@ -59,7 +59,6 @@ Modules: `devices` (GPUs, the plugin's config, GFD labels, advertised resources)
 
 from accelpool_demo.nvidia.config_manager import ConfigManager, Projection, mig_configs
 from accelpool_demo.nvidia.devices import (
-    DEPLOY_DEVICE_PLUGIN_LABEL,
     NAMED_FALLBACK,
     NVIDIA_GPU,
     NVIDIA_VENDOR_ID,
@@ -83,7 +82,6 @@ from accelpool_demo.nvidia.mig_manager import MigManager, MigStep, apply_entry
 from accelpool_demo.nvidia.node import Mounted, NodeChanges, NodeState, Simulation, inventory, node_step
 
 __all__ = [
-    "DEPLOY_DEVICE_PLUGIN_LABEL",
     "NAMED_FALLBACK",
     "NVIDIA_GPU",
     "NVIDIA_VENDOR_ID",

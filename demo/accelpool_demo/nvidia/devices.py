@@ -228,15 +228,12 @@ def gfd_labels(gpus: tuple[Gpu, ...], config: PluginConfig) -> dict[str, str]:
     return labels
 
 
-DEPLOY_DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
-"""The GPU Operator runs its device plugin DaemonSet on nodes where this label is `true`, and sets it to `true`
-only where it is missing or empty (NVIDIA/gpu-operator `controllers/state_manager.go` `addGPUStateLabels`), so
-`false` keeps the plugin off a node: the kubelet then reports 0 of what it advertised."""
-
-
 def device_plugin_deployed(labels: Mapping[str, str]) -> bool:
-    """Whether the GPU Operator runs the device plugin on a node with these labels."""
-    return (labels.get(DEPLOY_DEVICE_PLUGIN_LABEL) or "true") == "true"
+    """Whether the GPU Operator runs the device plugin on a node with these labels: its DaemonSet selects
+    `nvidia.com/gpu.deploy.device-plugin=true`, a value the operator writes only where the label is missing or
+    empty (NVIDIA/gpu-operator `controllers/state_manager.go` `addGPUStateLabels`), so `false` keeps the plugin
+    off the node and the kubelet then reports 0 of what it advertised."""
+    return (labels.get(conventions.DEVICE_PLUGIN_DEPLOY_LABEL) or "true") == "true"
 
 
 def is_gfd_label(key: str) -> bool:

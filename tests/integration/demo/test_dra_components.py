@@ -16,12 +16,12 @@ from typing import Any
 import kmock
 import pytest
 
+from accelpool_api import conventions
 from accelpool_demo import cluster
 from accelpool_demo.apiserver import RunningApiServer, serving
 from accelpool_demo.dra import DELETE_PROTECTION_FINALIZER, XID_TAINT
 from accelpool_demo.dra.components import RESTART_ANNOTATION, SLICES, DraNodeComponents, DraScheduler
 from accelpool_demo.dra.nodes import Installation, KubeletPlugins
-from accelpool_demo.nvidia import DEPLOY_DEVICE_PLUGIN_LABEL
 from accelpool_demo.simulators import FAULT_ANNOTATION
 from tests.support.waiting import HANG_GUARD
 
@@ -97,7 +97,7 @@ async def api() -> AsyncIterator[RunningApiServer]:
         running.put("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
         for node in cluster.nodes(cluster.parse(FLEET)):
             if node["metadata"]["name"] == DRA_NODE:
-                node["metadata"]["labels"][DEPLOY_DEVICE_PLUGIN_LABEL] = "false"
+                node["metadata"]["labels"][conventions.DEVICE_PLUGIN_DEPLOY_LABEL] = "false"
             running.put("/api/v1/nodes", node)
         yield running
 

@@ -9,13 +9,15 @@ from typing import Any
 
 import pytest
 
+from accelpool.decide.dra.slices import read_slices
 from accelpool_agent.backends.fake import FakeBackend
+from accelpool_api import conventions
 from accelpool_core import catalog
 from accelpool_demo import dra
 from accelpool_demo.dra import cel
 from accelpool_demo.dra.nodes import node_slices, reconcile
 from accelpool_demo.dra.plugin import mig_device_name
-from accelpool_demo.nvidia import DEPLOY_DEVICE_PLUGIN_LABEL, Gpu
+from accelpool_demo.nvidia import Gpu
 from tests.conformance import transcripts
 from tests.support.environment import require_shared
 
@@ -193,7 +195,7 @@ def node_labels(**extra: str) -> dict[str, str]:
 def test_the_plugin_runs_where_the_device_plugin_does_not() -> None:
     plugins = dra.KubeletPlugins()
     assert plugins.node("a", node_labels(), h100s()) is None, "the device plugin serves this node"
-    published = plugins.node("b", node_labels(**{DEPLOY_DEVICE_PLUGIN_LABEL: "false"}), h100s())
+    published = plugins.node("b", node_labels(**{conventions.DEVICE_PLUGIN_DEPLOY_LABEL: "false"}), h100s())
     assert published is not None and len(published) == 8
     assert plugins.node("b", node_labels(), h100s()) is None, "unselected again: stopped, its slice goes"
     assert "b" not in plugins.plugins
@@ -259,3 +261,17 @@ def test_a_node_publishes_the_driver_version_gfd_labelled() -> None:
     assert devices is not None
     assert devices[0]["attributes"]["driverVersion"] == {"version": "580.95.5"}, "semver: no leading zero"
     assert plugins.node("b", node_labels(), h100s(1))[0]["attributes"]["driverVersion"] == {"version": "580.126.20"}  # type: ignore[index]
+
+
+def test_the_operator_reads_the_simulated_slices() -> None:
+    """accelpool's reader of NVIDIA's slices (`accelpool.decide.dra.slices`) finds each GPU by the UUID the agent
+    reports, its MIG devices by parent, and the plugin's taints."""
+    layout = ("3g.40gb", "3g.40gb")
+    gpus = [*h100s(1), Gpu("H100-80GB", H100_MIB, mig_enabled=True, mig_devices=layout)]
+    plugin = dra.Plugin.started(gpus).xid(0, 79)
+    agent = FakeBackend(catalog.BY_NAME["H100-80GB"], 2).inventory()
+    (pool,) = read_slices([dra.resource_slice("n", "uid", plugin.devices())]).values()
+    assert pool.node == "n" and pool.complete
+    (whole,) = pool.devices_of(agent[0].uuid)
+    assert (whole.name, whole.type, str(whole.blocking_taint)) == ("gpu-0", "gpu", "gpu.nvidia.com/xid=79:NoSchedule")
+    assert [(d.type, d.profile) for d in pool.devices_of(agent[1].uuid)] == [("mig", "3g.40gb")] * 2

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import yaml
 
+from accelpool_api import conventions
 from accelpool_demo import nvidia
 from accelpool_demo.nvidia import Installation
 
-LABEL = nvidia.DEPLOY_DEVICE_PLUGIN_LABEL
+LABEL = conventions.DEVICE_PLUGIN_DEPLOY_LABEL
 
 
 def step(sim: nvidia.Simulation, labels: dict[str, str], capacity: dict[str, str], version: int) -> nvidia.NodeChanges:
