@@ -77,6 +77,8 @@ REQUESTS_REMEMBERED = 1000
 """The demo's API server keeps this many requests, however long it runs."""
 DEMO_HOLD_DOWN = "30s"
 """The hold-down of the pools the demo applies (`demo_pools`): a cleared node is released within a minute."""
+DRA_DRIVER_NAMESPACE = "nvidia-dra-driver-gpu"
+"""Where the demo's NVIDIA DRA driver keeps its kubelet-plugin pods (the chart's release namespace)."""
 
 
 @dataclass(frozen=True)
@@ -221,6 +223,10 @@ async def _start_operator(
         # members move to their new configs once NVIDIA's components can read them.
         "--config-sync",
         str(config_sync_seconds),
+        # NVIDIA's DRA kubelet plugin pods (`accelpool_demo.dra.components`): the operator restarts one after a
+        # static-MIG change on a DRA pool's member by deleting it.
+        "--dra-plugin-namespace",
+        DRA_DRIVER_NAMESPACE,
     ]
     log_file = (log_dir / "operator.log").open("ab")
     process = await asyncio.create_subprocess_exec(*command, stdout=log_file, stderr=log_file, env=dict(os.environ))
@@ -331,13 +337,15 @@ async def _cluster_logging_to(
     async with serving(port=port, remember=REQUESTS_REMEMBERED) as api:
         server = api.url
         client = KubeClient(Credentials(server=server))
-        for namespace in (NAMESPACE, "default"):
+        for namespace in (NAMESPACE, "default", DRA_DRIVER_NAMESPACE):
             api.put("/api/v1/namespaces", {"metadata": {"name": namespace}})
         components = NvidiaComponents(
             client, NAMESPACE, DEVICE_PLUGIN_CONFIG_MAP, MIG_CONFIG_MAP, nvidia.Simulation(installation)
         )
         kubelet = Kubelet(client, server=server, namespace=NAMESPACE, log_dir=log_dir)
-        dra = DraNodeComponents(client, components.simulation, fault_annotation=FAULT_ANNOTATION)
+        dra = DraNodeComponents(
+            client, components.simulation, fault_annotation=FAULT_ANNOTATION, plugin_namespace=DRA_DRIVER_NAMESPACE
+        )
         scheduler_client = KubeClient(Credentials(server=server), user_agent=SCHEDULER_USER_AGENT)
         scheduler = DraScheduler(scheduler_client)
         controller_client = KubeClient(Credentials(server=server), user_agent=daemonsets.USER_AGENT)

@@ -9,12 +9,13 @@ After kubernetes/kubernetes `pkg/controller/resourceclaim/controller.go`:
   longer the pod's), a claim owned by the pod that carries the annotation
   `resource.kubernetes.io/pod-claim-name: <entry>` is adopted; otherwise one is created from the template:
   `generateName: <pod>-<entry>-` (both parts cut in proportion when longer than 57 characters), the
-  template's labels and annotations plus that annotation, the pod as controlling owner, the template's
-  spec. The names go into `status.resourceClaimStatuses` (`{name, resourceClaimName}`); a missing
-  template is the Warning Event `FailedResourceClaimCreation`, `PodResourceClaim <entry>: resource claim
-  template "<t>": ...`. A pod being deleted gets nothing. The recorded 1.36 answer shows the owner
-  reference with `controller: true` and no `blockOwnerDeletion` (../shared/fidelity/kubernetes/dra.yaml,
-  the generated `pod-tpl-gpu-szggp`), which is followed here.
+  template's labels and annotations plus that annotation, the pod as controlling owner
+  (`controller` and `blockOwnerDeletion` true), the template's spec. The names go into
+  `status.resourceClaimStatuses` (`{name, resourceClaimName}`); a missing template is the Warning Event
+  `FailedResourceClaimCreation`, `PodResourceClaim <entry>: resource claim template "<t>": ...`. A pod
+  being deleted gets nothing. (The recorded answer for the generated `pod-tpl-gpu-szggp`,
+  ../shared/fidelity/kubernetes/dra.yaml, shows no `blockOwnerDeletion`, a trimmed body; the code sets
+  it, and the code wins, as in tests/conformance/replay.py.)
 - `syncClaim` (`claim_release`): `status.reservedFor` entries for pods that are gone, replaced (another
   uid) or done (`isPodDone`: Succeeded or Failed, or deleted before being scheduled) are dropped; a claim
   left with none loses its allocation (structured parameters: the scheduler allocated it, which the
@@ -88,6 +89,7 @@ def claim_from_template(
                 "name": metadata.get("name"),
                 "uid": metadata.get("uid"),
                 "controller": True,
+                "blockOwnerDeletion": True,
             }
         ],
         "annotations": annotations,

@@ -3,12 +3,13 @@ kube-controller-manager's resourceclaim controller, talking to the API server ov
 call the pure cores, and send what those decide.
 
 - `DraNodeComponents` steps `nodes.KubeletPlugins` for every node (the GPUs and MIG layout the NVIDIA
-  simulation says the node has now) and writes each node's ResourceSlice (`nodes.reconcile`). The demo's
-  stand-ins for what happens to a real plugin: a new value of the node annotation
-  `accelpool.io/demo-dra-plugin-restart` restarts it (its pod deleted and recreated by the DaemonSet:
-  rediscovery, no taints), and the XIDs of the demo's agent-fault annotation (`accelpool demo inject
-  NODE xid=79`) reach its health monitor once per value (NVML's events are edges: clearing the fault
-  does not clear the taint, only a restart does).
+  simulation says the node has now) and writes each node's ResourceSlice (`nodes.reconcile`). With
+  `plugin_namespace` it also keeps the chart's kubelet-plugin DaemonSet pods there, one per node the plugin
+  runs on (`plugin_pod`), and a pod deleted (as accelpool's operator does after a static-MIG change) is a
+  plugin restarted: rediscovery, no taints. A new value of the node annotation
+  `accelpool.io/demo-dra-plugin-restart` restarts it too. The XIDs of the demo's agent-fault annotation
+  (`accelpool demo inject NODE xid=79`) reach its health monitor once per value (NVML's events are
+  edges: clearing the fault does not clear the taint, only a restart does).
 - `DraScheduler` runs, at each step, the resourceclaim controller (claims made from templates and
   recorded in the pods' `status.resourceClaimStatuses`, the Warning Event `FailedResourceClaimCreation`;
   claims released and deallocated when their pods are gone or done, generated ones deleted) and then
@@ -60,6 +61,11 @@ SLICES = f"{RESOURCE_API}/resourceslices"
 RESTART_ANNOTATION = "accelpool.io/demo-dra-plugin-restart"
 """A new value restarts the node's DRA kubelet plugin (the demo's stand-in for deleting its pod)."""
 SCHEDULER_USER_AGENT = "kube-scheduler/v1.36.0 (linux/amd64) kubernetes/scheduler"
+CHART = "dra-driver-nvidia-gpu"
+PLUGIN_DAEMONSET = f"{CHART}-kubelet-plugin"
+PLUGIN_COMPONENT_LABEL = f"{CHART}-component"
+PLUGIN_COMPONENT = "kubelet-plugin"
+PLUGIN_IMAGE = "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
 POLL_SECONDS = 0.5
 
 
@@ -108,7 +114,12 @@ class DraNodeComponents:
     plugins: KubeletPlugins = field(default_factory=KubeletPlugins)
     fault_annotation: str | None = None
     """The node annotation whose agent faults the GPUs have (`accelpool_demo.simulators.FAULT_ANNOTATION`)."""
+    plugin_namespace: str | None = None
+    """Where NVIDIA's chart runs its kubelet-plugin DaemonSet: its pods are kept there, one per plugin, and a pod
+    deleted is a plugin restarted (None: no pods, restarts only by `RESTART_ANNOTATION`)."""
     _restarts: dict[str, str | None] = field(default_factory=dict)
+    _pods: dict[str, str] = field(default_factory=dict)
+    """Node → the uid of its plugin pod, as last seen."""
     _faults: dict[str, str | None] = field(default_factory=dict)
 
     async def run(self) -> None:
@@ -132,18 +143,29 @@ class DraNodeComponents:
         if slices is None:
             return  # the server has no DRA: no plugin can register
         nodes = await self.client.list("/api/v1/nodes")
+        pods: dict[str, Mapping[str, Any]] = {}
+        if self.plugin_namespace is not None:
+            path = f"/api/v1/namespaces/{self.plugin_namespace}/pods"
+            for pod in await self.client.list(path, label_selector=f"{PLUGIN_COMPONENT_LABEL}={PLUGIN_COMPONENT}"):
+                if not (pod.get("metadata") or {}).get("deletionTimestamp"):
+                    pods[str((pod.get("spec") or {}).get("nodeName"))] = pod
         for node in nodes:
-            await self._node(node, slices)
+            await self._node(node, slices, pods.get(_name(node)))
 
-    async def _node(self, node: Mapping[str, Any], slices: Sequence[Mapping[str, Any]]) -> None:
+    async def _node(
+        self, node: Mapping[str, Any], slices: Sequence[Mapping[str, Any]], pod: Mapping[str, Any] | None
+    ) -> None:
         metadata = node.get("metadata") or {}
         name, annotations = _name(node), metadata.get("annotations") or {}
         gpus = self.gpus(node)
         devices = self.plugins.node(name, metadata.get("labels") or {}, gpus)
         restart = annotations.get(RESTART_ANNOTATION)
-        if name in self._restarts and self._restarts[name] != restart and gpus and self.plugins.restart(name, gpus):
-            log.info("%s: the DRA kubelet plugin restarted", name)
+        restarted = name in self._restarts and self._restarts[name] != restart
         self._restarts[name] = restart
+        if self.plugin_namespace is not None:
+            restarted |= await self._plugin_pod(name, devices is not None, pod)
+        if restarted and gpus and self.plugins.restart(name, gpus):
+            log.info("%s: the DRA kubelet plugin restarted", name)
         fault = annotations.get(self.fault_annotation) if self.fault_annotation else None
         if devices is not None and self._faults.get(name) != fault:
             for index, code in _xids(fault, len(gpus or ())):
@@ -162,6 +184,50 @@ class DraNodeComponents:
                     log.info("%s: ResourceSlice %s changed meanwhile: written at the next step", name, write.name)
             else:
                 await self.client.delete(f"{SLICES}/{write.name}")
+
+    async def _plugin_pod(self, node: str, running: bool, pod: Mapping[str, Any] | None) -> bool:
+        """The kubelet-plugin DaemonSet's pod on the node: created where the plugin runs (and reported Running,
+        as its kubelet would), deleted where it no longer does. True when the node's pod was replaced since the
+        last step (deleted, by accelpool's operator after a static-MIG change, say): a new plugin process."""
+        path = f"/api/v1/namespaces/{self.plugin_namespace}/pods"
+        known = self._pods.get(node)
+        if not running:
+            self._pods.pop(node, None)
+            if pod is not None:
+                await self.client.delete(f"{path}/{_name(pod)}")
+            return False
+        if pod is None:
+            created = await self.client.create(path, plugin_pod(node, str(self.plugin_namespace)))
+            status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+            await self.client.patch(f"{path}/{_name(created)}/status", {"status": status})
+            self._pods[node] = str(created["metadata"]["uid"])
+            return known is not None
+        uid = str((pod.get("metadata") or {}).get("uid"))
+        self._pods[node] = uid
+        return known is not None and known != uid
+
+
+def plugin_pod(node: str, namespace: str) -> dict[str, Any]:
+    """A pod of NVIDIA's chart's kubelet-plugin DaemonSet (`deployments/helm/dra-driver-nvidia-gpu/templates/
+    kubeletplugin.yaml`: `<chart>-kubelet-plugin`, the chart's template and selector labels) on one node."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": f"{PLUGIN_DAEMONSET}-",
+            "namespace": namespace,
+            "labels": {
+                "app.kubernetes.io/name": CHART,
+                "app.kubernetes.io/instance": CHART,
+                PLUGIN_COMPONENT_LABEL: PLUGIN_COMPONENT,
+            },
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "gpus", "image": PLUGIN_IMAGE}],
+            "tolerations": [{"operator": "Exists"}],
+        },
+    }
 
 
 @dataclass
@@ -321,21 +387,43 @@ class DraScheduler:
         log.info("%s/%s: %s", _namespace(pod), _name(pod), message)
 
     async def _event(self, pod: Mapping[str, Any], kind: str, reason: str, message: str, component: str) -> None:
+        """kube-scheduler records through events.k8s.io/v1 (pkg/scheduler/schedule_one.go: action `Scheduling`
+        or `Binding`); kube-controller-manager's resourceclaim controller through a core/v1 recorder."""
         metadata = pod.get("metadata") or {}
         namespace = _namespace(pod)
+        regarding = {
+            "kind": "Pod",
+            "namespace": namespace,
+            "name": _name(pod),
+            "uid": metadata.get("uid"),
+            "apiVersion": "v1",
+        }
+        name = f"{_name(pod)}.dra.{next(self._events)}"
+        if component == SCHEDULER_NAME:
+            await self.client.create(
+                f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
+                {
+                    "apiVersion": "events.k8s.io/v1",
+                    "kind": "Event",
+                    "metadata": {"name": name, "namespace": namespace},
+                    "eventTime": self.clock().replace("Z", ".000000Z"),
+                    "reportingController": SCHEDULER_NAME,
+                    "reportingInstance": f"{SCHEDULER_NAME}-demo",
+                    "action": "Binding" if reason == "Scheduled" else "Scheduling",
+                    "reason": reason,
+                    "regarding": regarding,
+                    "note": message,
+                    "type": kind,
+                },
+            )
+            return
         await self.client.create(
             f"/api/v1/namespaces/{namespace}/events",
             {
                 "apiVersion": "v1",
                 "kind": "Event",
-                "metadata": {"name": f"{_name(pod)}.dra.{next(self._events)}", "namespace": namespace},
-                "involvedObject": {
-                    "kind": "Pod",
-                    "namespace": namespace,
-                    "name": _name(pod),
-                    "uid": metadata.get("uid"),
-                    "apiVersion": "v1",
-                },
+                "metadata": {"name": name, "namespace": namespace},
+                "involvedObject": regarding,
                 "reason": reason,
                 "message": message,
                 "type": kind,

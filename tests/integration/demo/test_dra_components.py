@@ -4,8 +4,8 @@ resourceclaim controller makes a pod's claim from its template, the scheduler al
 the pod, an XID taints a device until the plugin restarts, a DeviceTaintRule keeps claims off a GPU, and a
 deleted pod's claim is deallocated and deleted.
 
-The `resource.k8s.io/v1` kinds are declared here as plain stored resources (`DRA_RESOURCES`), so these
-tests check the drivers' writes, not the API server's DRA validation.
+The emulated API server serves `resource.k8s.io` as Kubernetes 1.37 does (DeviceTaintRule in v1) and
+validates every DRA object the components write as kube-apiserver does.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import kmock
 import pytest
 
 from accelpool_api import conventions
-from accelpool_demo import cluster
+from accelpool_demo import cluster, nvidia
 from accelpool_demo.apiserver import RunningApiServer, serving
 from accelpool_demo.dra import DELETE_PROTECTION_FINALIZER, XID_TAINT
 from accelpool_demo.dra.components import RESTART_ANNOTATION, SLICES, DraNodeComponents, DraScheduler
 from accelpool_demo.dra.nodes import Installation, KubeletPlugins
+from accelpool_demo.nvidia import Gpu
 from accelpool_demo.simulators import FAULT_ANNOTATION
 from tests.support.waiting import HANG_GUARD
 
@@ -29,26 +29,13 @@ pytestmark = [pytest.mark.integration, HANG_GUARD]
 
 NAMESPACE = "team"
 RESOURCE = "/apis/resource.k8s.io/v1"
-VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
-DRA_RESOURCES = {
-    "resource.k8s.io/v1/resourceslices": kmock.ResourceInfo(kind="ResourceSlice", namespaced=False, verbs=VERBS),
-    "resource.k8s.io/v1/deviceclasses": kmock.ResourceInfo(kind="DeviceClass", namespaced=False, verbs=VERBS),
-    "resource.k8s.io/v1/resourceclaims": kmock.ResourceInfo(
-        kind="ResourceClaim", namespaced=True, subresources={"status"}, verbs=VERBS
-    ),
-    "resource.k8s.io/v1/resourceclaimtemplates": kmock.ResourceInfo(
-        kind="ResourceClaimTemplate", namespaced=True, verbs=VERBS
-    ),
-    "resource.k8s.io/v1/devicetaintrules": kmock.ResourceInfo(
-        kind="DeviceTaintRule", namespaced=False, subresources={"status"}, verbs=VERBS
-    ),
-}
 FLEET = """
 kind: DemoCluster
 groups:
   - {prefix: h100, count: 2, accelerator: H100-80GB, gpus: 8, labels: gfd, instanceType: p5.48xlarge}
 """
 DRA_NODE = "h100-2"
+DEVICE_PLUGIN_LABEL = conventions.DEVICE_PLUGIN_DEPLOY_LABEL
 GPU_CLASS = {
     "apiVersion": "resource.k8s.io/v1",
     "kind": "DeviceClass",
@@ -93,11 +80,10 @@ def pod(name: str) -> dict[str, Any]:
 @pytest.fixture
 async def api() -> AsyncIterator[RunningApiServer]:
     async with serving() as running:
-        running.server.resources.update(DRA_RESOURCES)
         running.put("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
         for node in cluster.nodes(cluster.parse(FLEET)):
             if node["metadata"]["name"] == DRA_NODE:
-                node["metadata"]["labels"][conventions.DEVICE_PLUGIN_DEPLOY_LABEL] = "false"
+                node["metadata"]["labels"][DEVICE_PLUGIN_LABEL] = "false"
             running.put("/api/v1/nodes", node)
         yield running
 
@@ -150,7 +136,9 @@ async def test_a_pod_gets_a_gpu_of_the_dra_node_and_gives_it_back(api: RunningAp
         # NVML reports XID 79 on GPU 1 (`accelpool demo inject h100-2 1:xid=79`): the plugin taints gpu-1
         await client.patch(f"/api/v1/nodes/{DRA_NODE}", {"metadata": {"annotations": {FAULT_ANNOTATION: "1:xid=79"}}})
         await plugins.step()
-        assert devices(api)["gpu-1"]["taints"] == [{"key": XID_TAINT, "value": "79", "effect": "NoSchedule"}]
+        (taint,) = devices(api)["gpu-1"]["taints"]
+        assert taint.pop("timeAdded"), "stamped by the API server"
+        assert taint == {"key": XID_TAINT, "value": "79", "effect": "NoSchedule"}
         await client.create(f"/api/v1/namespaces/{NAMESPACE}/pods", pod("second"))
         await scheduler.step()
         await scheduler.step()
@@ -220,14 +208,58 @@ async def test_an_unschedulable_pod_gets_the_schedulers_message_once(api: Runnin
         )
         events = [e for e in api.list(f"/api/v1/namespaces/{NAMESPACE}/events") if e["reason"] == "FailedScheduling"]
         assert [e["message"] for e in events] == [condition["message"]], "recorded once, not at every attempt"
+        (event,) = events
+        assert (event["reportingComponent"], event["action"]) == ("default-scheduler", "Scheduling")
 
 
 async def test_no_dra_api_no_writes() -> None:
     """A server that does not serve resource.k8s.io: the components step without writing anything."""
-    async with serving() as running, running.client() as client:
+    async with serving(runtime_config={"resource.k8s.io/v1": False}) as running, running.client() as client:
         running.put("/api/v1/nodes", cluster.nodes(cluster.parse(FLEET))[0])
         running.put("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
         await client.create(f"/api/v1/namespaces/{NAMESPACE}/pods", pod("waiting"))
         await DraNodeComponents(client, plugins=KubeletPlugins(Installation(node_selector=None))).step()
         await DraScheduler(client).step()
         assert len(running.server.writes()) == 1, "only the test's pod: nothing else written"
+
+
+async def test_a_deleted_plugin_pod_restarts_the_plugin_which_then_sees_the_new_mig_layout(
+    api: RunningApiServer,
+) -> None:
+    """accelpool's operator deletes the kubelet plugin's pod after a static-MIG change (its DaemonSet makes a new
+    one): the new plugin publishes the MIG devices the MIG manager made meanwhile, and forgets its taints."""
+    plugins_namespace = "nvidia-dra-driver-gpu"
+    api.put("/api/v1/namespaces", {"metadata": {"name": plugins_namespace}})
+    simulation = nvidia.Simulation()
+    simulation.nodes[DRA_NODE] = nvidia.NodeState(tuple(Gpu("H100-80GB", 81559) for _ in range(8)))
+    async with api.client() as client:
+        components = DraNodeComponents(
+            client, simulation, fault_annotation=FAULT_ANNOTATION, plugin_namespace=plugins_namespace
+        )
+        await components.step()
+        (plugin_pod,) = api.list(f"/api/v1/namespaces/{plugins_namespace}/pods")
+        assert plugin_pod["spec"]["nodeName"] == DRA_NODE
+        assert plugin_pod["metadata"]["name"].startswith("dra-driver-nvidia-gpu-kubelet-plugin-")
+        assert plugin_pod["metadata"]["labels"]["app.kubernetes.io/name"] == "dra-driver-nvidia-gpu"
+        assert plugin_pod["status"]["phase"] == "Running"
+        await client.patch(f"/api/v1/nodes/{DRA_NODE}", {"metadata": {"annotations": {FAULT_ANNOTATION: "xid=79"}}})
+        await components.step()
+        assert "taints" in devices(api)["gpu-0"]
+
+        layout = Gpu("H100-80GB", 81559, mig_enabled=True, mig_devices=("3g.40gb", "3g.40gb"))
+        simulation.nodes[DRA_NODE] = nvidia.NodeState((layout, *simulation.nodes[DRA_NODE].gpus[1:]))
+        await components.step()
+        assert "gpu-0" in devices(api), "static MIG: the running plugin does not see the new layout"
+
+        await client.delete(f"/api/v1/namespaces/{plugins_namespace}/pods/{plugin_pod['metadata']['name']}")
+        await components.step()
+        (replacement,) = api.list(f"/api/v1/namespaces/{plugins_namespace}/pods")
+        assert replacement["metadata"]["uid"] != plugin_pod["metadata"]["uid"], "the DaemonSet's new pod"
+        published = devices(api)
+        assert [n for n in published if n.startswith("gpu-0")] == ["gpu-0-mig-3g40gb-9-0", "gpu-0-mig-3g40gb-9-4"]
+        assert not any("taints" in d for d in published.values()), "a new process: no taints"
+
+        await client.patch(f"/api/v1/nodes/{DRA_NODE}", {"metadata": {"labels": {DEVICE_PLUGIN_LABEL: "true"}}})
+        await components.step()
+        assert api.list(f"/api/v1/namespaces/{plugins_namespace}/pods") == [], "the DaemonSet leaves the node"
+        assert api.list(SLICES) == [], "its slices go with it"
