@@ -44,8 +44,10 @@ class Installation:
 
     node_selector: Mapping[str, str] | None = field(default_factory=lambda: dict(DRA_NODE_SELECTOR))
     """`kubeletPlugin.nodeSelector`; None: the chart's default affinity, every NVIDIA GPU node."""
-    health_check: bool = True
-    """Driver gate NVMLDeviceHealthCheck: XIDs taint devices (off: XIDs change nothing)."""
+    health_check: bool = False
+    """Driver gate NVMLDeviceHealthCheck: XIDs taint devices (off: XIDs change nothing). Off as in NVIDIA's chart
+    (an alpha gate, `pkg/featuregates/featuregates.go`): a driver taint stays until the plugin restarts, so a
+    cleared fault would keep its GPU out of service."""
     versions: Versions = field(default_factory=Versions)
     """The driver stack where a node has no GFD driver-version label."""
     seed: int = 0

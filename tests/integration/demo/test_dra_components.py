@@ -109,7 +109,8 @@ def device_of(api: RunningApiServer, name: str) -> str:
 
 async def test_a_pod_gets_a_gpu_of_the_dra_node_and_gives_it_back(api: RunningApiServer) -> None:
     async with api.client() as client:
-        plugins = DraNodeComponents(client, fault_annotation=FAULT_ANNOTATION)
+        health_checked = KubeletPlugins(Installation(health_check=True))  # NVIDIA's alpha NVMLDeviceHealthCheck
+        plugins = DraNodeComponents(client, fault_annotation=FAULT_ANNOTATION, plugins=health_checked)
         scheduler = DraScheduler(client, clock=lambda: "2026-11-26T10:00:00Z")
         await plugins.step()
         (published,) = api.list(SLICES)
@@ -234,7 +235,11 @@ async def test_a_deleted_plugin_pod_restarts_the_plugin_which_then_sees_the_new_
     simulation.nodes[DRA_NODE] = nvidia.NodeState(tuple(Gpu("H100-80GB", 81559) for _ in range(8)))
     async with api.client() as client:
         components = DraNodeComponents(
-            client, simulation, fault_annotation=FAULT_ANNOTATION, plugin_namespace=plugins_namespace
+            client,
+            simulation,
+            fault_annotation=FAULT_ANNOTATION,
+            plugin_namespace=plugins_namespace,
+            plugins=KubeletPlugins(Installation(health_check=True)),
         )
         await components.step()
         (plugin_pod,) = api.list(f"/api/v1/namespaces/{plugins_namespace}/pods")

@@ -33,6 +33,7 @@ pytestmark = [pytest.mark.integration, HANG_GUARD]
 ROOT = Path(__file__).resolve().parents[3]
 PAGE = ROOT / "docs" / "tutorial" / "demo.md"
 DEMO_SERVER = "http://127.0.0.1:18080"
+DEVICE_TAINT_RULES = "/apis/resource.k8s.io/v1/devicetaintrules"
 BIN = Path(sys.executable).parent
 
 
@@ -226,6 +227,51 @@ async def test_the_walkthrough_works_step_by_step_in_the_order_the_page_gives() 
         )
         await eventually(lambda: _members_are(page, "l4-inference", 3), "l4-inference on three nodes")
         await page.run(".tools/bin/kubectl --server http://127.0.0.1:18080 explain cpool.spec")
+
+        # 9. DRA: one GPU out of service, its node serving the other seven, the scheduler never giving it.
+        await page.run(".venv/bin/accelpool demo inject h200-1 3:xid=79")
+
+        async def gpu_quarantined() -> bool:
+            rules = await demo.client.list(DEVICE_TAINT_RULES)
+            status = (await page.pool("h200-dra")).get("status") or {}
+            return [r["metadata"]["name"] for r in rules] == ["accelpool-h200-1-gpu-3"] and status["capacity"][
+                "gpus"
+            ] == 15
+
+        await eventually(gpu_quarantined, "one DeviceTaintRule on gpu-3 of h200-1, 15 GPUs serving")
+        assert "accelpool.io/quarantined" not in await page.taints("h200-1")
+        listed = await page.run(".tools/bin/kubectl --server http://127.0.0.1:18080 get devicetaintrules")
+        assert "accelpool-h200-1-gpu-3" in listed
+        serving = await page.run(
+            ".tools/bin/kubectl --server http://127.0.0.1:18080 get cpool h200-dra -o jsonpath='{.status.capacity.gpus}"
+            """ GPUs serve; out of service: {.status.dra.quarantinedDevices[*].device}{"\\n"}'"""
+        )
+        assert serving.strip() == "15 GPUs serve; out of service: gpu-3"
+        await page.run(".tools/bin/kubectl --server http://127.0.0.1:18080 apply -f docs/tutorial/dra-seven-gpus.yaml")
+
+        async def allocated() -> list[str]:
+            claims = await demo.client.list("/apis/resource.k8s.io/v1/namespaces/default/resourceclaims")
+            allocations = [((c.get("status") or {}).get("allocation") or {}).get("devices") or {} for c in claims]
+            return [r["device"] for found in allocations for r in found.get("results") or []]
+
+        async def seven_allocated() -> bool:
+            return bool(await allocated())
+
+        await eventually(seven_allocated, "the seven-GPU claim allocated")
+        devices = await allocated()
+        assert sorted(devices) == [f"gpu-{i}" for i in range(8) if i != 3]
+        shown = await page.run(
+            ".tools/bin/kubectl --server http://127.0.0.1:18080 get resourceclaims -o jsonpath="
+            """'{.items[*].status.allocation.devices.results[*].device}{"\\n"}'"""
+        )
+        assert "gpu-3" not in shown.split()
+        await page.run(".venv/bin/accelpool demo inject h200-1 clear")
+
+        async def gpu_back() -> bool:
+            status = (await page.pool("h200-dra")).get("status") or {}
+            return not await demo.client.list(DEVICE_TAINT_RULES) and status["capacity"]["gpus"] == 16
+
+        await eventually(gpu_back, "the rule lifted after the hold-down, 16 GPUs serving")
 
 
 async def _is(value: Any, expected: str) -> bool:

@@ -205,7 +205,7 @@ def test_the_plugin_runs_where_the_device_plugin_does_not() -> None:
 
 
 def test_xids_and_restarts_through_the_nodes_plugins() -> None:
-    plugins = dra.KubeletPlugins(dra.Installation(node_selector=None))
+    plugins = dra.KubeletPlugins(dra.Installation(node_selector=None, health_check=True))
     assert not plugins.xid("a", 0, 79), "no plugin on the node yet"
     plugins.node("a", node_labels(), h100s(2))
     assert plugins.xid("a", 0, 79)
