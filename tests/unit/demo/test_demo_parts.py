@@ -100,7 +100,7 @@ def test_the_fleet_and_the_example_pools_are_found_from_any_directory(
     monkeypatch.chdir(tmp_path)
     args = build_parser().parse_args(["demo"])
     assert (args.cluster, args.examples) == (None, None)  # the command takes these two:
-    assert cluster.DEFAULT_FLEET.is_absolute() and len(load_fleet(cluster.DEFAULT_FLEET)) == 18
+    assert cluster.DEFAULT_FLEET.is_absolute() and len(load_fleet(cluster.DEFAULT_FLEET)) == 20
     assert SOURCE_EXAMPLES is not None and SOURCE_EXAMPLES.is_absolute()
     assert {p["metadata"]["name"] for p in example_pools((SOURCE_EXAMPLES,))} >= {"llm-training", "l4-inference"}
 

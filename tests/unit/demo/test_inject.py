@@ -105,7 +105,7 @@ async def test_an_unknown_node_is_named_with_some_that_exist(demo_api: DemoApi) 
     assert (code, out) == (2, "")
     assert err.strip() == (
         "accelpool demo inject: no node 'h100-9' in the demo cluster; "
-        "its nodes: a100-1, a100-2, cpu-1, cpu-2, h100-1, h100-2, ... (18 in all)"
+        "its nodes: a100-1, a100-2, cpu-1, cpu-2, h100-1, h100-2, ... (20 in all)"
     )
     code, _, err = await demo_api.inject("l4-1", "3:xid=79")  # an L4 node has one GPU
     assert code == 2
