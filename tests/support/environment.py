@@ -3,8 +3,10 @@ REQUIRE_TOOLS=1 as in CI, fail) a test whose tool or shared file is missing."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import NoReturn
 
@@ -39,3 +41,17 @@ def require_shared(relative: str) -> Path:
     if not found.exists():
         missing(f"{found} is missing (../shared, beside the checkout, holds it)")
     return found
+
+
+async def kubectl(server: str, *args: str) -> str:
+    """The real kubectl against `server` (stdout); fails the test with its stderr unless it exits 0."""
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [require_tool("kubectl"), "--server", server, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from accelpool_demo.apiserver.device_taints import tolerates
 from accelpool_demo.dra import cel
 from accelpool_demo.dra.quantity import QuantityError, parse_quantity
 
@@ -172,20 +173,6 @@ def gather_pools(slices: Iterable[Mapping[str, Any]], node: Mapping[str, Any]) -
 
 
 # ---------------------------------------------------------------- taints
-
-
-def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """k8s.io/dynamic-resource-allocation `resourceclaim.ToleratesTaint` (the node toleration rules)."""
-    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
-        return False
-    if toleration.get("key") and toleration.get("key") != taint.get("key"):
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
-        return True
-    if operator == "Equal":
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return False
 
 
 def taint_prevents_allocation(taints: Iterable[Mapping[str, Any]], tolerations: Sequence[Mapping[str, Any]]) -> bool:

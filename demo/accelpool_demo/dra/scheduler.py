@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from accelpool_demo.apiserver.device_taints import tolerates
 from accelpool_demo.dra import allocator
 from accelpool_demo.dra.claims import DELETE_PROTECTION_FINALIZER, NotCreatedYet, claim_name, owned_by
 from accelpool_demo.dra.quantity import QuantityError, parse_quantity
@@ -129,7 +130,7 @@ def wants_scheduling(pod: Mapping[str, Any]) -> bool:
 
 def tolerated(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
     """core/v1 `Toleration.ToleratesTaint`, over any of the pod's tolerations."""
-    return any(allocator.tolerates(t, taint) for t in tolerations)
+    return any(tolerates(t, taint) for t in tolerations)
 
 
 def _quantity(value: Any) -> Fraction:

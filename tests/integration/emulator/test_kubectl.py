@@ -9,6 +9,7 @@ from typing import Any
 
 from accelpool_core.kube import KubeClient
 from accelpool_demo.apiserver import RunningApiServer
+from tests.support.environment import kubectl as support_kubectl
 from tests.support.environment import require_tool
 from tests.support.waiting import eventually
 
@@ -21,16 +22,7 @@ POOL = {"apiVersion": "accelpool.io/v1alpha1", "kind": "ComputePool"}
 
 
 async def kubectl(api: RunningApiServer, *args: str) -> str:
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [require_tool("kubectl"), "--server", api.url, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return await support_kubectl(api.url, *args)
 
 
 def rows(table: str) -> list[list[str]]:

@@ -6,9 +6,7 @@ gate; on 1.37 they are in v1. Every version's objects are the same ones."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import subprocess
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ import aiohttp
 import pytest
 
 from accelpool_demo.apiserver import Release, RunningApiServer, serving
-from tests.support.environment import require_tool
+from tests.support.environment import kubectl as support_kubectl
 
 GROUP = "/apis/resource.k8s.io"
 V1BETA2 = {"resource.k8s.io/v1beta2": True}
@@ -201,13 +199,4 @@ async def test_kubectl_applies_a_quarantine_rule_and_lists_it(tmp_path: Path) ->
 
 
 async def _kubectl(api: RunningApiServer, *args: str) -> str:
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [require_tool("kubectl"), "--server", api.url, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return await support_kubectl(api.url, *args)
