@@ -4,7 +4,8 @@
 planner the members whose faults are answered per GPU as healthy; `finish` adds to the plan what the node
 planner does not know: each DRA pool's DeviceClass and DeviceTaintRules, its capacity from the ResourceSlices
 less the GPUs quarantined alone, `status.quarantine`, `status.dra` and what a pod needs (`status.scheduling`),
-and the pass's GPU Events. Called by `accelpool.runtime.controller.planner` (and `accelpool plan`).
+and the pass's GPU Events. Called by `accelpool.decide.desired`; why it sits around the node planner rather
+than inside it: docs/design/dra.md.
 """
 
 from __future__ import annotations
