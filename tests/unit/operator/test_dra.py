@@ -106,6 +106,7 @@ def test_xid_79_on_gpu_3_taints_that_device_alone_and_the_node_serves_seven() ->
     assert (healthy.status, healthy.reason) == ("False", "GpuQuarantined")
     assert healthy.message.endswith("n1 gpu-3: XidError79")
     assert {(e.name, e.reason) for e in result.events} >= {("n1", "GpuQuarantined")}
+    assert [(r.node, r.action, r.reason) for r in result.remediations] == [("n1", "gpu_taint", "XidError79")]
 
 
 def test_without_device_taint_rules_the_same_fault_quarantines_the_node_and_says_why() -> None:
@@ -155,6 +156,7 @@ def test_every_mig_device_of_the_bad_gpu_gets_its_own_rule() -> None:
     status = status_of(result)
     assert status.capacity.resources == {"deviceclass.resource.kubernetes.io/train.accelpool.io": 30}
     assert len(status.dra.quarantined_devices) == 1
+    assert [e.reason for e in result.events if e.reason == "GpuQuarantined"] == ["GpuQuarantined"], "one per GPU"
 
 
 def test_the_breaker_counts_gpus() -> None:

@@ -114,6 +114,7 @@ def finish(
     domains: dict[tuple[str, str], dict[str, Any]] = {}
     pool_plans: list[PoolPlan] = []
     events = list(plan.events)
+    records = list(plan.remediations)
     requeue = plan.requeue_after
     for pool_plan in plan.pools:
         pool = by_name.get(pool_plan.name)
@@ -133,6 +134,7 @@ def finish(
             if drain.enabled and devices:
                 drains[pool.name] = GpuDrain(devices, drain.grace_period_seconds)
         events.extend(decision.events)
+        records.extend(decision.records)
         if decision.requeue_after is not None:
             requeue = decision.requeue_after if requeue is None else min(requeue, decision.requeue_after)
         members = [views[m] for m in pool_plan.members if m in views]
@@ -157,7 +159,9 @@ def finish(
             pool_plans[pool_plans.index(pool_plan)] = replace(
                 pool_plan, status=pool_plan.status.model_copy(update={"quarantine": scope})
             )
-    finished = replace(plan, pools=tuple(pool_plans), events=tuple(events), requeue_after=requeue)
+    finished = replace(
+        plan, pools=tuple(pool_plans), events=tuple(events), remediations=tuple(records), requeue_after=requeue
+    )
     return finished, DraPlan(rules, device_classes, inputs.support.version, drains, stale, domains)
 
 

@@ -21,7 +21,7 @@ from datetime import datetime
 import accelpool_api as api
 from accelpool.decide.dra.rules import TaintRule
 from accelpool.decide.dra.slices import NodeSlices
-from accelpool.decide.planning.model import EventIntent
+from accelpool.decide.planning.model import EventIntent, Remediation
 from accelpool.model.nodes import HealthCondition, NodeView, format_time
 from accelpool_api import conventions
 
@@ -39,6 +39,8 @@ class GpuDecision:
     """Members whose faults are all answered per GPU, as the node planner should see them (healthy)."""
     quarantined: tuple[api.DeviceQuarantine, ...] = ()
     events: tuple[EventIntent, ...] = ()
+    records: tuple[Remediation, ...] = ()
+    """`gpu_taint` / `gpu_untaint` decisions, one per GPU (`accelpool_remediations_total`)."""
     requeue_after: float | None = None
     breaker: str = ""
     """Why GPUs that should be quarantined were not (empty: none held back)."""
@@ -83,6 +85,8 @@ def decide(
     by_node = {view.name: view for view in members}
     kept: dict[str, TaintRule] = {}
     events: list[EventIntent] = []
+    records: list[Remediation] = []
+    lifted: set[tuple[str, str]] = set()
     views: dict[str, NodeView] = {}
     requeue: float | None = None
     bad_by_node: dict[str, dict[str, str]] = {}
@@ -110,8 +114,11 @@ def decide(
                 kept[rule.name] = replace(rule, healthy_since=healthy_since, effect=effect)
                 requeue = left if requeue is None else min(requeue, left)
             else:
-                why = f"healthy for {api.format_duration(hold_down)}"
-                events.append(_event(member, "Normal", "GpuQuarantineLifted", rule, why))
+                if (node, rule.gpu) not in lifted:  # one Event and record per GPU, not per MIG device
+                    lifted.add((node, rule.gpu))
+                    why = f"healthy for {api.format_duration(hold_down)}"
+                    events.append(_event(member, "Normal", "GpuQuarantineLifted", rule, why))
+                    records.append(Remediation(pool, node, "gpu_untaint", rule.reason))
     # 2. new rules, within the breaker's limit
     total = sum(view.gpus for view in members)
     limit = spec.health.max_unavailable_nodes(total)
@@ -131,8 +138,8 @@ def decide(
                 continue
             unavailable += 1
             out.add((node, gpu_uuid))
-            for backed in node_slices.devices_of(gpu_uuid):
-                rule = TaintRule(
+            added = [
+                TaintRule(
                     name=conventions.device_taint_rule_name(node, backed.name),
                     pool=pool,
                     node=node,
@@ -142,8 +149,14 @@ def decide(
                     effect=effect,
                     since=now,
                 )
-                kept[rule.name] = rule
-                events.append(_event(view, "Warning", "GpuQuarantined", rule, f"{reason}; {effect}"))
+                for backed in node_slices.devices_of(gpu_uuid)
+            ]
+            if not added:
+                continue
+            kept.update((rule.name, rule) for rule in added)
+            devices = ", ".join(rule.device for rule in added)
+            events.append(_event(view, "Warning", "GpuQuarantined", added[0], f"{reason}; {effect} on {devices}"))
+            records.append(Remediation(pool, node, "gpu_taint", reason))
     breaker = ""
     if held_back:
         breaker = (
@@ -156,6 +169,7 @@ def decide(
         views=views,
         quarantined=_one_per_gpu(quarantined),
         events=tuple(events),
+        records=tuple(records),
         requeue_after=requeue,
         breaker=breaker,
     )

@@ -129,7 +129,8 @@ class Remediation:
     pool: str
     node: str
     action: str
-    """taint, cordon, untaint, uncordon, circuit_breaker, drain (a drain began) or hand_off."""
+    """taint, cordon, untaint, uncordon, circuit_breaker, drain (a drain began), hand_off, or for one GPU of a DRA
+    pool gpu_taint and gpu_untaint (`accelpool.decide.dra.quarantine`)."""
     reason: str
 
 
