@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -262,3 +263,13 @@ def test_a_static_mig_layout_the_slices_do_not_show_asks_for_a_plugin_restart() 
     )
     assert objects.stale_mig == {"n1": "accelpool-train-x"}
     assert status_of(result).dra.members_awaiting_plugin_restart == ["n1"]
+
+
+def test_a_gpu_healthy_again_is_released_while_another_of_its_node_is_bad() -> None:
+    since = NOW - timedelta(hours=1)
+    rule = TaintRule("accelpool-n1-gpu-3", POOL, "n1", "gpu-3", uuid("n1", 3), "XidError79", "NoSchedule", since=since)
+    held = replace(rule, healthy_since=NOW - timedelta(minutes=10))
+    nodes = [dra_member("n1", bad=[5]), dra_member("n2")]
+    result, objects = run_dra([pool_input(POOL, SPEC)], nodes, inputs(slice_of("n1"), slice_of("n2"), rules=[held]))
+    assert sorted(objects.rules) == ["accelpool-n1-gpu-5"]
+    assert ("n1", "GpuQuarantineLifted") in {(e.name, e.reason) for e in result.events}

@@ -66,8 +66,11 @@ def _bad_gpus(view: NodeView, slices: NodeSlices | None) -> dict[str, str] | Non
     return bad
 
 
-def _reported_healthy(view: NodeView) -> bool:
-    return view.health is not None and view.health.healthy and not view.health.silent
+def _gpus_known(view: NodeView, gpu_scoped: bool) -> bool:
+    """The agent's live report says which GPUs are bad: it is healthy, or unhealthy for GPUs it names (a GPU it
+    does not name is then healthy). A silent agent, or a fault about the node, says nothing of one GPU."""
+    health = view.health
+    return health is not None and not health.silent and (health.healthy or gpu_scoped)
 
 
 def decide(
@@ -105,7 +108,7 @@ def decide(
         bad = bad_by_node.get(node, {})
         if rule.gpu in bad:
             kept[rule.name] = replace(rule, healthy_since=None, effect=effect)
-        elif not _reported_healthy(member):
+        elif not _gpus_known(member, node in bad_by_node):
             kept[rule.name] = replace(rule, effect=effect)  # nothing new to go by
         else:
             healthy_since = rule.healthy_since or now
