@@ -41,7 +41,7 @@ def kubectl(kubectl_bin: str, server: str, *args: str) -> str:
 async def test_examples_become_ready_kubectl_sees_them_and_a_fault_quarantines() -> None:
     kubectl_bin = require_tool("kubectl")
     pools = example_pools((ROOT / "examples",))
-    assert len(pools) == 7
+    assert len(pools) == 8
     async with simulated_cluster(load_fleet()) as demo:
         for pool in pools:
             await demo.client.create(POOLS_PATH, pool)

@@ -23,7 +23,7 @@ POOLS = [
 
 
 def demo_pools() -> list[dict[str, Any]]:
-    """The demo's seven example pools, llm-training with a quarantined member and its stand-in."""
+    """Seven of the demo's example pools, llm-training with a quarantined member and its stand-in."""
     return [
         {
             "metadata": {"name": name},
