@@ -17,7 +17,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from accelpool_api import conventions
 from accelpool_api.resolution import ResolvedAccelerator
@@ -91,3 +91,34 @@ def resources_per_gpu(spec: ComputePoolSpec, resolved: ResolvedAccelerator | Non
     if strategy == "single":
         return {entry.resource: len(spec.mig_layout())}
     return {entry.resource: spec.sharing.replicas if spec.sharing is not None else 1}
+
+
+DRA_CLAIM_REQUEST = "gpu"
+"""The request name in a DRA pool's ResourceClaimTemplate (`dra_claim_template`)."""
+
+
+def dra_claim_template_name(pool: str) -> str:
+    """What a DRA pool's users name the ResourceClaimTemplate in their namespace, by convention: `<pool>-gpus`."""
+    return f"{pool}-gpus"
+
+
+def dra_claim_template(pool: str, count: int = 1) -> dict[str, Any]:
+    """The spec of a ResourceClaimTemplate asking for `count` of a DRA pool's devices (through its DeviceClass,
+    `conventions.device_class_name`): what `status.scheduling.resourceClaimTemplate` offers and the SDK's pod-spec
+    fragment names."""
+    return {
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": DRA_CLAIM_REQUEST,
+                        "exactly": {
+                            "deviceClassName": conventions.device_class_name(pool),
+                            "allocationMode": "ExactCount",
+                            "count": count,
+                        },
+                    }
+                ]
+            }
+        }
+    }

@@ -14,6 +14,10 @@ operator counts with too, says one GPU advertises under the pool's device-plugin
 - time-slicing or MPS: `nvidia.com/gpu: 1`, one replica (the device plugin refuses more than one
   under MPS, and under time-slicing with `failRequestsGreaterThanOne`).
 
+- allocation DRA: no limit; the pod names a ResourceClaimTemplate (`workloads.dra_claim_template_name`,
+  created in its namespace from `claim_template`: `devices` of the pool's DeviceClass) in `resourceClaims`,
+  and the container uses the claim (`resources.claims`).
+
 Extended resources are set as limits only: the API server defaults requests to them.
 Before the operator has written a status, the scheduling block is the one it will write for a pool
 without members (`workloads.scheduling_tolerations`, the same function). Pure: no I/O.
@@ -37,14 +41,23 @@ class PodSpecFragment:
     node_selector: dict[str, str]
     tolerations: list[dict[str, Any]]
     limits: dict[str, int]
+    claim_template_name: str | None = None
+    """allocation DRA: the ResourceClaimTemplate the pod names (create it from `claim_template` first)."""
+    claim_template: dict[str, Any] | None = None
+    """allocation DRA: the ResourceClaimTemplate's spec."""
 
     def as_dict(self) -> dict[str, Any]:
         """The fragment as a pod spec writes it (one container, without name or image)."""
-        return {
+        found: dict[str, Any] = {
             "nodeSelector": dict(self.node_selector),
             "tolerations": [dict(t) for t in self.tolerations],
             "containers": [{"resources": {"limits": dict(self.limits)}}],
         }
+        if self.claim_template_name is not None:
+            claim = workloads.DRA_CLAIM_REQUEST
+            found["resourceClaims"] = [{"name": claim, "resourceClaimTemplateName": self.claim_template_name}]
+            found["containers"] = [{"resources": {"claims": [{"name": claim}]}}]
+        return found
 
 
 def expected_scheduling(name: str, spec: api.ComputePoolSpec) -> api.Scheduling:
@@ -61,8 +74,23 @@ def pod_spec_fragment(
     *,
     devices: int | None = None,
     profile: str | None = None,
+    pool: str | None = None,
 ) -> PodSpecFragment:
-    """The fragment for one container using `devices` of the pool's devices (MIG: of `profile`)."""
+    """The fragment for one container using `devices` of the pool's devices (MIG: of `profile`); `pool`, the pool's
+    name, is needed for allocation DRA (its DeviceClass is named after it)."""
+    if spec.allocation == "DRA":
+        if pool is None:
+            raise ValueError("pool: a DRA pool's fragment names its DeviceClass: give the pool's name")
+        if devices is not None and devices < 1:
+            raise ValueError(f"devices={devices!r}: a pod requests at least 1 device")
+        count = devices or spec.accelerator.count or 1
+        return PodSpecFragment(
+            node_selector=dict(scheduling.node_selector),
+            tolerations=[t.model_dump(by_alias=True, exclude_none=True) for t in scheduling.tolerations],
+            limits={},
+            claim_template_name=workloads.dra_claim_template_name(pool),
+            claim_template=workloads.dra_claim_template(pool, count),
+        )
     return PodSpecFragment(
         node_selector=dict(scheduling.node_selector),
         tolerations=[t.model_dump(by_alias=True, exclude_none=True) for t in scheduling.tolerations],

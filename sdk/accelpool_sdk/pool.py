@@ -50,6 +50,7 @@ class ComputePool:
         node_selector: Mapping[str, str] | None = None,
         dedicated: bool = True,
         provisioner: Literal["static", "karpenter"] | api.ProvisionerSpec | None = None,
+        allocation: Literal["DevicePlugin", "DRA"] = "DevicePlugin",
         cluster: Cluster | None = None,
     ) -> None:
         wire: dict[str, Any] = {"nodes": nodes}
@@ -65,6 +66,7 @@ class ComputePool:
             "nodeSelector": dict(node_selector) if node_selector is not None else None,
             "dedicated": None if dedicated else False,
             "provisioner": {"type": provisioner} if isinstance(provisioner, str) else _wire(provisioner),
+            "allocation": None if allocation == "DevicePlugin" else allocation,
         }
         wire.update({key: value for key, value in optional.items() if value is not None})
         self.name = name
@@ -128,7 +130,7 @@ class ComputePool:
             if self.last_status is not None and self.last_status.scheduling.node_selector
             else fragment.expected_scheduling(self.name, self.spec)
         )
-        return fragment.pod_spec_fragment(self.spec, scheduling, devices=devices, profile=profile)
+        return fragment.pod_spec_fragment(self.spec, scheduling, devices=devices, profile=profile, pool=self.name)
 
     # ------------------------------------------------------------ on the cluster
 

@@ -80,7 +80,13 @@ def test_each_example_pools_fragment_asks_for_what_its_nodes_advertise(path: Pat
         if document.get("kind") != api.KIND:
             continue
         pool = ap.ComputePool.from_manifest(document)
-        (resource,) = pool.pod_spec_fragment().limits
+        found = pool.pod_spec_fragment()
+        if pool.spec.allocation == "DRA":  # a claim of the pool's DeviceClass, no extended resource
+            assert found.limits == {} and found.claim_template is not None
+            request = found.claim_template["spec"]["devices"]["requests"][0]["exactly"]
+            assert request["deviceClassName"] == f"{pool.name}.accelpool.io"
+            continue
+        (resource,) = found.limits
         assert resource in workloads.resources_per_gpu(pool.spec)
 
 
@@ -103,3 +109,28 @@ def test_the_fragment_makes_a_valid_pod() -> None:
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train"}, "spec": made}
     kubernetes_validate.validate(pod, kubernetes_validate.latest_version(), strict=True)
     assert made["containers"][0]["resources"] == {"limits": {"nvidia.com/mig-3g.40gb": 1}}
+
+
+def test_a_dra_pools_fragment_names_a_claim_template_of_its_device_class() -> None:
+    pool = ap.ComputePool("h200-dra", ap.NVIDIA.H200(8), nodes=2, allocation="DRA")
+    assert pool.manifest()["spec"]["allocation"] == "DRA"
+    found = pool.pod_spec_fragment(devices=7)
+    assert found.claim_template == {
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": "h200-dra.accelpool.io",
+                            "allocationMode": "ExactCount",
+                            "count": 7,
+                        },
+                    }
+                ]
+            }
+        }
+    }
+    spec = found.as_dict()
+    assert spec["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": "h200-dra-gpus"}]
+    assert spec["containers"] == [{"resources": {"claims": [{"name": "gpu"}]}}]

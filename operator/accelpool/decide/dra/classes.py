@@ -17,8 +17,6 @@ import accelpool_api as api
 from accelpool.decide.dra.slices import DRIVER
 from accelpool_api import conventions
 
-CLAIM_REQUEST = "gpu"
-
 
 def _quoted(values: list[str]) -> str:
     return "[" + ", ".join("'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'" for v in values) + "]"
@@ -77,26 +75,6 @@ def device_class(
     if config is not None:
         body["spec"]["config"] = [config]
     return body
-
-
-def claim_template(pool: str, spec: api.ComputePoolSpec) -> dict[str, Any]:
-    """The spec of a ResourceClaimTemplate for one of the pool's devices (what `status.scheduling` offers)."""
-    return {
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": CLAIM_REQUEST,
-                        "exactly": {
-                            "deviceClassName": conventions.device_class_name(pool),
-                            "allocationMode": "ExactCount",
-                            "count": 1,
-                        },
-                    }
-                ]
-            }
-        }
-    }
 
 
 def extended_resource(pool: str) -> str | None:

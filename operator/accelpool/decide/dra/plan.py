@@ -26,7 +26,7 @@ from accelpool.decide.planning.model import Plan, PlannerOptions, PoolInput, Poo
 from accelpool.decide.poolstatus import ConditionHistory, Finding
 from accelpool.model import nvidia
 from accelpool.model.nodes import NodeView
-from accelpool_api import conventions
+from accelpool_api import conventions, workloads
 from accelpool_api.status import MAX_CONDITION_MESSAGE
 
 
@@ -263,7 +263,7 @@ def _status(
     scheduling = status.scheduling.model_copy(
         update={
             "device_class_name": conventions.device_class_name(pool.name),
-            "resource_claim_template": classes.claim_template(pool.name, spec),
+            "resource_claim_template": workloads.dra_claim_template(pool.name),
             "extended_resource_name": resource,
         }
     )
