@@ -13,7 +13,8 @@ the recorded one:
   set), and how many watch BOOKMARK events arrive;
 - a recorded body trimmed to the part a step is about (one without kind, apiVersion and metadata)
   is compared on the keys it holds only, at every depth (`name`: the object's name, `names`: the
-  names of a list's items, a string where the object has an `involvedObject`: that one's name); a
+  names of a list's items, a string where the object has an `involvedObject`: that one's name,
+  `<generated>` in its metadata: a name made from its `generateName`); a
   trimmed list's items are compared whatever their order (the recorder sorted them: in
   dra/dra-device-taint-eviction/07 a pod's eviction Event comes before its earlier Scheduled one, while
   the server lists Events by name, which client-go makes of the pod's name and the time); a watch
@@ -67,6 +68,9 @@ TOO_LARGE = re.compile(r"Too large resource version: [0-9]+, current: [0-9]+")
 TTL_ANNOTATION = "node.alpha.kubernetes.io/ttl"
 """The TTL controller's annotation (kube-controller-manager): present or not depending on timing."""
 CONTROLLER_MANAGER = "kube-controller-manager"
+GENERATED = "<generated>"
+"""How the recording wrote a name the server generated (dra/dra-scheduling/25), in a trimmed body."""
+GENERATED_SUFFIX = re.compile(r"[bcdfghjklmnpqrstvwxz2456789]{5}")
 WATCH_KEYS = ("annotations", "labels", "name", "object", "type")
 """How the recorder wrote each watch event: the object's name, labels and annotations beside it."""
 
@@ -192,6 +196,8 @@ def projected(recorded: Any, actual: Any, top: bool = True) -> Any:
                 result[key] = [(i.get("metadata") or {}).get("name") for i in source.get("items") or []]
             elif key == "involvedObject" and isinstance(value, str) and isinstance(source.get(key), Mapping):
                 result[key] = source[key].get("name")
+            elif key == "name" and value == GENERATED and _is_generated(source):
+                result[key] = GENERATED
             elif top and key == "items" and isinstance(value, list) and isinstance(source.get(key), list):
                 result[key] = _matched(value, source[key])
             else:
@@ -200,6 +206,13 @@ def projected(recorded: Any, actual: Any, top: bool = True) -> Any:
     if isinstance(recorded, list) and isinstance(actual, list):
         return [projected(r, a, top=False) for r, a in zip(recorded, actual, strict=False)] + actual[len(recorded) :]
     return actual
+
+
+def _is_generated(metadata: Mapping[str, Any]) -> bool:
+    """Whether an object's name is one the server generated from its `generateName` (its random suffix:
+    k8s.io/apiserver/pkg/storage/names/generate.go)."""
+    name, prefix = str(metadata.get("name") or ""), metadata.get("generateName")
+    return bool(prefix) and GENERATED_SUFFIX.fullmatch(name.removeprefix(str(prefix))) is not None and name != prefix
 
 
 def _matched(recorded: list[Any], actual: list[Any]) -> list[Any]:
