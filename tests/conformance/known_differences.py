@@ -35,12 +35,6 @@ _NO_GRACE = (
     "the emulator gives a pod no default terminationGracePeriodSeconds (30), so an evicted pod on a node is "
     "deleted at once instead of terminating while no kubelet ends it"
 )
-_NO_SCHEDULER = (
-    "the emulator runs no kube-scheduler (demo/accelpool_demo/dra/ has the demo's DRA scheduler, which the "
-    "replay does not start): no pod is bound, no claim allocated or reserved, made from its template, or "
-    "given its finalizer, and no scheduling Event is written"
-)
-
 KNOWN: dict[str, Known] = {
     "list-watch-events/watch-bookmarks/10": Known(
         "the recorded server's etcd ran without RequestWatchProgress, so it answered sendInitialEvents=true with "
@@ -75,7 +69,6 @@ KNOWN: dict[str, Known] = {
     "ownerrefs-gc-eviction/pod-eviction-pdb/14": Known(
         _NO_GRACE + ": the evicted p0 and p1 are gone, so fewer pods are expected"
     ),
-    "dra/dra-scheduling": Known(_NO_SCHEDULER, except_steps=(2, 5, 8, 11, 14, 17, 21, 24)),
 }
 
 

@@ -14,10 +14,16 @@ scenario is stored first, as it was there:
 - kube-controller-manager as it ran there: its TTL controller annotates each new Node (`_ttl_controller`),
   its node lifecycle controller does not run (`Store.node_lifecycle_controller` off);
 - the list the recorder made before opening its watches (`_list_before_watching`);
+- what it held from scenarios of other files (`PRESENT`: pod-eviction-pdb's node during dra-scheduling);
 - for a scenario recorded on the cluster another one left (`CONTINUES`: dra-scheduling after dra-objects,
   dra-device-taint-eviction after dra-scheduling), that one's writes that succeeded, replayed, and what the
-  recorded cluster's controllers did meanwhile as its answers show it (`AFTERMATH`: kube-scheduler's
-  bindings and allocations, which the emulator does not make).
+  recorded cluster had meanwhile that the emulator does not make (`AFTERMATH`: the pods' default grace period).
+
+During a scenario recorded while kube-scheduler and kube-controller-manager's resourceclaim controller ran
+(`SCHEDULED`: dra-scheduling, also when replayed for the scenario after it) the demo's own
+(`accelpool_demo.dra.components.DraScheduler`, without the DRADeviceTaintRules gate, as the recorded
+scheduler ran) make the claims, allocations, bindings and Events after each write, until they have
+nothing more to do; the names the recorded server generated are given again (`GENERATED`).
 
 The server is the recorded release as it was started (`release.RECORDED`: 1.36 with
 `resource.k8s.io/v1beta2` and the DRADeviceTaintRules gate on).
@@ -43,18 +49,19 @@ import copy
 import functools
 import json
 import re
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 
 import aiohttp
 import kmock
 import looptime
 
-from accelpool_demo.apiserver import RunningApiServer, serving
+from accelpool_demo.apiserver import RunningApiServer, serving, writes
 from accelpool_demo.apiserver.release import RECORDED
 from accelpool_demo.apiserver.resources import key_of, parse_path
+from accelpool_demo.dra.components import DraScheduler
 from tests.conformance.compare import CONTROLLER_MANAGER, TTL_ANNOTATION, Outcome
 from tests.conformance.transcripts import Scenario, Step, scenario_of
 
@@ -76,6 +83,10 @@ class Replay:
     """What a replay knows while it runs: the latest list, the versions each object was first seen at."""
 
     api: RunningApiServer
+    scheduler: DraScheduler
+    """kube-scheduler and kube-controller-manager's resourceclaim controller, as the recorded cluster ran them
+    during the scenarios of `SCHEDULED` (one of each for the whole replay: its scheduling queue remembers
+    the pods it failed)."""
     last_list: Mapping[str, Any] = field(default_factory=dict)
     last_continue: str = ""
     """The latest continue token a list answered (a later list without one keeps it)."""
@@ -99,19 +110,28 @@ async def _replay(scenario: Scenario) -> tuple[Outcome, ...]:
         runtime_config=RECORDED.runtime_config,
         feature_gates=RECORDED.feature_gates,
     )
-    async with server as api, aiohttp.ClientSession(headers={"User-Agent": USER_AGENT}) as session:
+    async with (
+        server as api,
+        aiohttp.ClientSession(headers={"User-Agent": USER_AGENT}) as session,
+        api.client(user_agent=SCHEDULER_USER_AGENT) as client,
+    ):
         api.server.store.node_lifecycle_controller = False  # the recorded cluster ran without it (README)
         _seed(api, scenario)
-        replay = Replay(api)
-        await _continued(session, replay, scenario.id)
-        await _list_before_watching(session, replay, scenario)
-        results: list[Outcome] = []
-        for step in scenario.steps:
-            if step.request is None:
-                results.append(await _observe(session, replay, step))
-                continue
-            results.append(await _send(session, replay, step))
-        return tuple(results)
+        replay = Replay(api, DraScheduler(client, honour_device_taint_rules=False, clock=lambda: NOW))
+        with mock.patch.object(writes, "generate_name", _as_generated_there):
+            for step_id in (found for previous in _chain(scenario.id) for found in PRESENT.get(previous.id, ())):
+                outcome = await _send(session, replay, _step_of(step_id))
+                assert outcome.code is not None and outcome.code < 300, f"{step_id} again: {outcome}"
+            await _continued(session, replay, scenario.id)
+            await _list_before_watching(session, replay, scenario)
+            results: list[Outcome] = []
+            for step in scenario.steps:
+                if step.request is None:
+                    results.append(await _observe(session, replay, step))
+                    continue
+                results.append(await _send(session, replay, step))
+                await _controllers(replay, step)
+            return tuple(results)
 
 
 async def _observe(session: aiohttp.ClientSession, replay: Replay, step: Step) -> Outcome:
@@ -163,6 +183,10 @@ async def _list_before_watching(session: aiohttp.ClientSession, replay: Replay, 
             replay.last_list = (await response.json())["metadata"]
 
 
+def _step_of(step_id: str) -> Step:
+    return scenario_of(step_id).steps[int(step_id.rsplit("/", 1)[1])]
+
+
 def _chain(scenario_id: str) -> list[Scenario]:
     """The scenario and those it continues, oldest first."""
     found = [scenario_of(scenario_id)]
@@ -181,6 +205,7 @@ async def _continued(session: aiohttp.ClientSession, replay: Replay, scenario_id
                 continue
             outcome = await _send(session, replay, step)
             assert outcome.code == code, f"{step.id} again: {outcome.code} {outcome.body}"
+            await _controllers(replay, step)
         aftermath = AFTERMATH.get(previous.id)
         if aftermath is not None:
             aftermath(replay, previous)
@@ -384,105 +409,64 @@ CORRECTIONS = {"crd-admission-and-apply/crd-status-and-scale/10": _scale_put_as_
 """Steps whose recorded request is not what was sent, and the request that was."""
 
 
-def _scheduled(replay: Replay, scenario: Scenario) -> None:
-    """What kube-scheduler and kube-controller-manager's resourceclaim controller did during `dra-scheduling`,
-    as its recorded answers show it (the emulator runs no scheduler): each pod's binding,
-    PodScheduled condition and claim statuses; each claim's finalizer, allocation and reservation (the pod's
-    claim made from its template among them, owned by the pod); the scheduler's Events. Pods are stored with
-    the real server's default grace period (30 s: pkg/apis/core/v1/defaults.go), which the emulator does
-    not give them (known_differences `_POD_DEFAULTS`)."""
+async def _controllers(replay: Replay, step: Step) -> None:
+    """After a write of a scenario of `SCHEDULED`: the demo's resourceclaim controller and DRA scheduler
+    (`accelpool_demo.dra.components.DraScheduler`), stepped until a step writes nothing, as the recorder
+    waited for the real ones before its next request (its observation steps: bound within 0.5 s)."""
+    request = step.request
+    if step.id.rsplit("/", 1)[0] not in SCHEDULED or request is None or request["method"] == "GET":
+        return
+    store = replay.api.server.store
+    for _ in range(SCHEDULER_STEPS):
+        before = store.version
+        await replay.scheduler.step()
+        if store.version == before:
+            return
+    raise AssertionError(f"{step.id}: the DRA scheduler still writes after {SCHEDULER_STEPS} steps")
+
+
+def _terminating_slowly(replay: Replay, scenario: Scenario) -> None:
+    """The real server's default grace period (30 s: pkg/apis/core/v1/defaults.go) on the pods of the
+    scenario, which the emulator does not give them (known_differences `_POD_DEFAULTS`): an evicted pod
+    stays terminating, as no kubelet ends it."""
     api = replay.api
     for step in scenario.steps:
-        request, body = step.request, step.response.get("body")
-        if request is None or request["method"] != "GET" or not isinstance(body, Mapping):
+        request = step.request
+        if request is None or request["method"] != "POST" or not request["path"].endswith("/pods"):
             continue
-        resource, namespace, name, _ = parse_path(request["path"])
-        if resource == "v1/pods" and name is not None:
-            pod = copy.deepcopy(api.get(request["path"]))
-            assert pod is not None, request["path"]
-            pod["spec"]["terminationGracePeriodSeconds"] = 30
-            if body["spec"].get("nodeName"):
-                pod["spec"]["nodeName"] = body["spec"]["nodeName"]
-            pod["status"] = _placed(copy.deepcopy(body["status"]), {})
-            api.put(f"/api/v1/namespaces/{namespace}/pods", pod)
-        elif resource.endswith("/resourceclaims") and name is not None:
-            claim = api.get(request["path"]) or _from_template(api, body["metadata"], name, str(namespace))
-            claim = copy.deepcopy(claim)
-            if body["metadata"].get("finalizers"):
-                claim["metadata"]["finalizers"] = list(body["metadata"]["finalizers"])
-            pods = {
-                p["metadata"]["name"]: p["metadata"]["uid"] for p in api.list(f"/api/v1/namespaces/{namespace}/pods")
-            }
-            claim["status"] = _placed(copy.deepcopy(body["status"]), pods)
-            api.put(request["path"].rsplit("/", 1)[0], claim)
-        elif resource == "v1/events":
-            for item in body["items"]:
-                pod = api.get(f"/api/v1/namespaces/{namespace}/pods/{item['involvedObject']}")
-                assert pod is not None, item
-                api.put(f"/api/v1/namespaces/{namespace}/events", _scheduler_event(pod, item))
+        path = f"{request['path']}/{request['body']['metadata']['name']}"
+        pod = copy.deepcopy(api.get(path))
+        assert pod is not None, path
+        pod["spec"]["terminationGracePeriodSeconds"] = 30
+        api.put(request["path"], pod)
 
 
-def _placed(value: Any, pods: Mapping[str, str]) -> Any:
-    """A recorded status with this replay's values: times now, a consumer's uid its pod's."""
-    if isinstance(value, dict):
-        if value.get("uid") == "<uid>" and value.get("resource") == "pods":
-            value["uid"] = pods[value["name"]]
-        return {k: (NOW if v == "<timestamp>" else _placed(v, pods)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_placed(v, pods) for v in value]
-    return value
+def _as_generated_there(metadata: dict[str, Any]) -> None:
+    """`writes.generate_name`, giving the names the recorded server generated (`GENERATED`) their recorded
+    suffix: later requests and answers name them."""
+    if not metadata.get("name") and metadata.get("generateName") in GENERATED:
+        metadata["name"] = GENERATED[str(metadata["generateName"])]
+        return
+    _generate_name(metadata)
 
 
-def _from_template(api: RunningApiServer, metadata: Mapping[str, Any], name: str, namespace: str) -> dict[str, Any]:
-    """The claim the resourceclaim controller made for a pod from its template (pkg/controller/resourceclaim:
-    the template's labels and spec, the pod's claim name annotated, owned by the pod)."""
-    (owner,) = metadata["ownerReferences"]
-    pod = api.get(f"/api/v1/namespaces/{namespace}/pods/{owner['name']}")
-    assert pod is not None
-    (entry,) = [c for c in pod["spec"]["resourceClaims"] if c.get("resourceClaimTemplateName")]
-    template = api.get(
-        f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates/{entry['resourceClaimTemplateName']}"
-    )
-    assert template is not None
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {
-            "name": name,
-            "generateName": metadata["generateName"],
-            "namespace": namespace,
-            "labels": dict(metadata["labels"]),
-            "annotations": dict(metadata["annotations"]),
-            "ownerReferences": [{**owner, "uid": pod["metadata"]["uid"], "blockOwnerDeletion": True}],
-        },
-        "spec": copy.deepcopy(template["spec"]["spec"]),
-    }
-
-
-def _scheduler_event(pod: Mapping[str, Any], item: Mapping[str, Any]) -> dict[str, Any]:
-    """An Event kube-scheduler wrote through events.k8s.io/v1 (pkg/scheduler/schedule_one.go), as stored."""
-    metadata = pod["metadata"]
-    return {
-        "metadata": {"name": f"{metadata['name']}.{uuid.uuid4().hex[:16]}"},
-        "involvedObject": {
-            "kind": "Pod",
-            "namespace": metadata["namespace"],
-            "name": metadata["name"],
-            "uid": metadata["uid"],
-            "apiVersion": "v1",
-        },
-        "reason": item["reason"],
-        "message": item["message"],
-        "source": {},
-        "type": item["type"],
-        "eventTime": "2026-11-26T00:00:00.000000Z",
-        "action": "Binding" if item["reason"] == "Scheduled" else "Scheduling",
-        "reportingComponent": "default-scheduler",
-        "reportingInstance": "default-scheduler-fid",
-    }
+_generate_name = writes.generate_name
+GENERATED = {"pod-tpl-gpu-": "pod-tpl-gpu-szggp"}
+"""Names the recorded server generated, by their `generateName` (dra/dra-scheduling/16: kube-controller-manager's
+claim for pod-tpl's template), which the transcript names in later requests."""
+SCHEDULED = ("dra/dra-scheduling",)
+"""Scenarios recorded while kube-scheduler (without the DRADeviceTaintRules gate) and kube-controller-manager's
+resourceclaim controller ran."""
+SCHEDULER_USER_AGENT = "kube-scheduler/v1.36.2 (linux/amd64) kubernetes/scheduler"
+SCHEDULER_STEPS = 10
+"""Steps of the DRA scheduler after a write at most (each pod takes two: controller then scheduler)."""
+PRESENT = {"dra/dra-scheduling": ("ownerrefs-gc-eviction/pod-eviction-pdb/00",)}
+"""What the recorded cluster held from scenarios of other files when a scenario ran, by the steps that made it:
+during dra-scheduling, pod-eviction-pdb's node `fid-node-evict`, no allocatable resources, hence the
+scheduler's "0/2 nodes" (README)."""
 
 
 CONTINUES = {"dra/dra-scheduling": "dra/dra-objects", "dra/dra-device-taint-eviction": "dra/dra-scheduling"}
 """Scenarios recorded on the cluster another left (their description says so), and that one."""
-AFTERMATH = {"dra/dra-scheduling": _scheduled}
+AFTERMATH = {"dra/dra-scheduling": _terminating_slowly}
 """What the recorded cluster's controllers did during a scenario that a later one starts from."""

@@ -15,7 +15,7 @@ After kubernetes/kubernetes `pkg/controller/resourceclaim/controller.go`:
   `FailedResourceClaimCreation`, `PodResourceClaim <entry>: resource claim template "<t>": ...`. A pod
   being deleted gets nothing. (The recorded answer for the generated `pod-tpl-gpu-szggp`,
   ../shared/fidelity/kubernetes/dra.yaml, shows no `blockOwnerDeletion`, a trimmed body; the code sets
-  it, and the code wins, as in tests/conformance/replay.py.)
+  it, and the code wins; tests/conformance compares that trimmed body on the keys it holds.)
 - `syncClaim` (`claim_release`): `status.reservedFor` entries for pods that are gone, replaced (another
   uid) or done (`isPodDone`: Succeeded or Failed, or deleted before being scheduled) are dropped; a claim
   left with none loses its allocation (structured parameters: the scheduler allocated it, which the
