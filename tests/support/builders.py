@@ -215,3 +215,21 @@ def resource_slice(
             "devices": devices,
         },
     }
+
+
+NVIDIA_GPU_CLASS: dict[str, Any] = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "gpu.nvidia.com"},
+    "spec": {
+        "selectors": [
+            {
+                "cel": {
+                    "expression": "device.driver == 'gpu.nvidia.com' && "
+                    "device.attributes['gpu.nvidia.com'].type == 'gpu'"
+                }
+            }
+        ]
+    },
+}
+"""The DeviceClass NVIDIA's DRA chart installs for whole GPUs (dra.md 4.2)."""

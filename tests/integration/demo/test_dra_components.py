@@ -23,6 +23,7 @@ from accelpool_demo.dra.components import RESTART_ANNOTATION, SLICES, DraNodeCom
 from accelpool_demo.dra.nodes import Installation, KubeletPlugins
 from accelpool_demo.nvidia import Gpu
 from accelpool_demo.simulators import FAULT_ANNOTATION
+from tests.support.builders import NVIDIA_GPU_CLASS
 from tests.support.waiting import HANG_GUARD
 
 pytestmark = [pytest.mark.integration, HANG_GUARD]
@@ -36,21 +37,7 @@ groups:
 """
 DRA_NODE = "h100-2"
 DEVICE_PLUGIN_LABEL = conventions.DEVICE_PLUGIN_DEPLOY_LABEL
-GPU_CLASS = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "DeviceClass",
-    "metadata": {"name": "gpu.nvidia.com"},
-    "spec": {
-        "selectors": [
-            {
-                "cel": {
-                    "expression": "device.driver == 'gpu.nvidia.com' && "
-                    "device.attributes['gpu.nvidia.com'].type == 'gpu'"
-                }
-            }
-        ]
-    },
-}
+GPU_CLASS = NVIDIA_GPU_CLASS
 TEMPLATE = {
     "apiVersion": "resource.k8s.io/v1",
     "kind": "ResourceClaimTemplate",

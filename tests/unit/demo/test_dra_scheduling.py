@@ -18,6 +18,7 @@ from accelpool_demo.dra import cel
 from accelpool_demo.dra.quantity import compare_semver, parse_quantity, parse_semver
 from accelpool_demo.dra.scheduler import Bound, Cluster, Unschedulable, Waiting, schedule
 from tests.conformance import transcripts
+from tests.support.builders import NVIDIA_GPU_CLASS
 from tests.support.environment import require_shared
 
 NAMESPACE = "fidd"
@@ -195,19 +196,7 @@ def a_slice(node: str, devices: list[dict[str, Any]], generation: int = 1, count
     }
 
 
-GPU_CLASS: dict[str, Any] = {
-    "metadata": {"name": "gpu.nvidia.com"},
-    "spec": {
-        "selectors": [
-            {
-                "cel": {
-                    "expression": "device.driver == 'gpu.nvidia.com' && "
-                    "device.attributes['gpu.nvidia.com'].type == 'gpu'"
-                }
-            }
-        ]
-    },
-}
+GPU_CLASS = NVIDIA_GPU_CLASS
 QUARANTINE = {"key": "accelpool.io/quarantine", "effect": "NoSchedule"}
 
 
