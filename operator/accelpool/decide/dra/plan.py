@@ -76,7 +76,9 @@ def prepare(
 ) -> tuple[list[NodeView], dict[str, GpuDecision]]:
     """The nodes as the node planner should see them, and each GPU-scoped pool's decision."""
     decisions: dict[str, GpuDecision] = {}
-    wanted = {p.name: p for p in dra_pools(pools) if pool_scope(p.spec, inputs.support).scope == "GPU"}  # type: ignore[arg-type]
+    wanted = {
+        p.name: p for p in dra_pools(pools) if p.spec is not None and pool_scope(p.spec, inputs.support).scope == "GPU"
+    }
     if not wanted:
         return list(nodes), decisions
     members: dict[str, list[NodeView]] = {name: [] for name in wanted}
