@@ -90,7 +90,9 @@ def _last_index_of(items: list[Any], item: Any) -> int:
     return next((i for i in range(len(items) - 1, -1, -1) if items[i] == item), -1)
 
 
-def _kubernetes_library() -> cel.CelExtension:
+def kubernetes_library() -> cel.CelExtension:
+    """Kubernetes' own CEL functions for strings and lists (k8s.io/apiserver/pkg/cel/library regex.go, lists.go),
+    implemented: for the emulator's environments and the demo's DRA selector evaluator (`accelpool_demo.dra.cel`)."""
     string, integer, boolean, dyn = cel.Type.STRING, cel.Type.INT, cel.Type.BOOL, cel.Type.DYN
     items = cel.Type.List(dyn)
 
@@ -132,7 +134,7 @@ def environment(variables: Mapping[str, cel.Type], pool: Any = None) -> cel.Env:
     return cel.NewEnv(
         descriptor_pool=pool,
         variables=dict(variables),
-        extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), _kubernetes_library()],
+        extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), kubernetes_library()],
     )
 
 
@@ -249,21 +251,9 @@ class _Types:
                 message.field.add(name=name, number=number, label=_F.LABEL_REPEATED, **element[1])
         elif shape[0] == "map":
             value = shape[1]
-            # protobuf names a map's entry after its field (descriptor.cc: ToCamelCase(name) + "Entry")
-            entry_name = "".join(part[:1].upper() + part[1:] for part in name.split("_")) + "Entry"
-            entry = message.nested_type.add(name=entry_name)
-            entry.options.map_entry = True
-            entry.field.add(name="key", number=1, label=_F.LABEL_OPTIONAL, type=_F.TYPE_STRING)
-            if value[0] in ("list", "map"):
-                entry.field.add(name="value", number=2, label=_F.LABEL_OPTIONAL, type=_F.TYPE_MESSAGE, type_name=_DYN)
-            else:
-                entry.field.add(name="value", number=2, label=_F.LABEL_OPTIONAL, **value[1])
-            message.field.add(
-                name=name,
-                number=number,
-                label=_F.LABEL_REPEATED,
-                type=_F.TYPE_MESSAGE,
-                type_name=f".k8s.{message.name}.{entry.name}",
+            nested = value[0] in ("list", "map")
+            _map_field(
+                message, name, number, ".k8s", {"type": _F.TYPE_MESSAGE, "type_name": _DYN} if nested else value[1]
             )
         else:
             spec = dict(shape[1])
@@ -647,6 +637,25 @@ def _dra_libraries() -> cel.CelExtension:
     )
 
 
+def _map_field(
+    message: descriptor_pb2.DescriptorProto, name: str, number: int, package: str, value: Mapping[str, Any]
+) -> None:
+    """A `map<string, value>` field of `message` (in `package`): its entry message, named as protobuf names it
+    (descriptor.cc: ToCamelCase(name) + "Entry"), and the repeated field of entries."""
+    entry_name = "".join(part[:1].upper() + part[1:] for part in name.split("_")) + "Entry"
+    entry = message.nested_type.add(name=entry_name)
+    entry.options.map_entry = True
+    entry.field.add(name="key", number=1, label=_F.LABEL_OPTIONAL, type=_F.TYPE_STRING)
+    entry.field.add(name="value", number=2, label=_F.LABEL_OPTIONAL, **value)
+    message.field.add(
+        name=name,
+        number=number,
+        label=_F.LABEL_REPEATED,
+        type=_F.TYPE_MESSAGE,
+        type_name=f"{package}.{message.name}.{entry.name}",
+    )
+
+
 def _device_pool() -> Any:
     """`kubernetes.DRADevice` (compile.go `newCompiler`): `driver` a string, `attributes` and `capacity` maps
     by domain of maps by name. The inner maps' values are `dyn` here: cel-cpp types a variable's fields by
@@ -665,18 +674,8 @@ def _device_pool() -> Any:
     message = device.message_type.add(name="DRADevice")
     message.field.add(name="driver", number=1, label=_F.LABEL_OPTIONAL, type=_F.TYPE_STRING)
     for number, name in ((2, "attributes"), (3, "capacity")):
-        entry = message.nested_type.add(name=f"{name.capitalize()}Entry")
-        entry.options.map_entry = True
-        entry.field.add(name="key", number=1, label=_F.LABEL_OPTIONAL, type=_F.TYPE_STRING)
-        entry.field.add(
-            name="value", number=2, label=_F.LABEL_OPTIONAL, type=_F.TYPE_MESSAGE, type_name=".google.protobuf.Struct"
-        )
-        message.field.add(
-            name=name,
-            number=number,
-            label=_F.LABEL_REPEATED,
-            type=_F.TYPE_MESSAGE,
-            type_name=f".kubernetes.DRADevice.{entry.name}",
+        _map_field(
+            message, name, number, ".kubernetes", {"type": _F.TYPE_MESSAGE, "type_name": ".google.protobuf.Struct"}
         )
     pool.Add(device)
     return pool
@@ -693,7 +692,7 @@ def _device_environment() -> cel.Env:
             ext_strings.ExtStrings(),
             ext_optional.ExtOptional(),
             ext_bindings.ExtBindings(),
-            _kubernetes_library(),
+            kubernetes_library(),
             _dra_libraries(),
         ],
     )

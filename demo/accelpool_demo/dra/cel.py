@@ -40,6 +40,7 @@ from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from accelpool_demo.apiserver import cel as apiserver_cel
 from accelpool_demo.dra.quantity import (
     QuantityError,
     Semver,
@@ -213,7 +214,12 @@ def _environment() -> cel.Env:
     return cel.NewEnv(
         descriptor_pool=_POOL,
         variables={"device": cel.Type.DYN},
-        extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings()],
+        extensions=[
+            ext_strings.ExtStrings(),
+            ext_optional.ExtOptional(),
+            ext_bindings.ExtBindings(),
+            apiserver_cel.kubernetes_library(),
+        ],
         functions=declarations,
         function_impls=implementations,
     )

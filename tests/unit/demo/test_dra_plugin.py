@@ -275,3 +275,10 @@ def test_the_operator_reads_the_simulated_slices() -> None:
     (whole,) = pool.devices_of(agent[0].uuid)
     assert (whole.name, whole.type, str(whole.blocking_taint)) == ("gpu-0", "gpu", "gpu.nvidia.com/xid=79:NoSchedule")
     assert [(d.type, d.profile) for d in pool.devices_of(agent[1].uuid)] == [("mig", "3g.40gb")] * 2
+
+
+def test_selectors_evaluate_with_kubernetes_own_string_and_list_functions() -> None:
+    """A selector the API server admits (it has Kubernetes' regex and list libraries) must evaluate too."""
+    gpu = cel.device_variable("gpu.nvidia.com", dra.Plugin.started(h100s(1)).devices()[0])
+    assert cel.matches("device.attributes['gpu.nvidia.com'].productName.find('H[0-9]+') == 'H100'", gpu)
+    assert cel.matches("[1, 2, 3].isSorted() && [1, 2].sum() == 3", gpu)
