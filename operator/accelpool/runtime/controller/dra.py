@@ -3,9 +3,9 @@
 Read at every resync, and at every pass while some pool has `allocation: DRA` or accelpool's DRA objects are
 left to delete (a new driver taint or a slice published for a joining member must count at once): discovery
 of `resource.k8s.io` (which versions serve `devicetaintrules`: `accelpool.decide.dra.support`, checked again
-at every resync), NVIDIA's ResourceSlices (`fieldSelector=spec.driver=gpu.nvidia.com`), accelpool's
-DeviceTaintRules, DeviceClasses and ComputeDomains (by label; a 404 for ComputeDomains: NVIDIA's DRA driver is
-not installed). An API error keeps what was read before and is logged: the pass goes on with it.
+at every resync), NVIDIA's ResourceSlices (`fieldSelector=spec.driver=gpu.nvidia.com`, only while a pool is
+DRA), accelpool's DeviceTaintRules, DeviceClasses and ComputeDomains (by label; a 404 for ComputeDomains:
+NVIDIA's DRA driver is not installed). An API error keeps what was read before and is logged: the pass goes on with it.
 
 `DraWriter` writes a `DraPlan` after the node writes: each pool's DeviceClass by server-side apply when it
 differs, each DeviceTaintRule created, patched (its annotations and taint) or deleted, then the evictions of
@@ -83,16 +83,18 @@ class DraCache:
             compute_domains=dict(self.compute_domains),
         )
 
-    async def load(self) -> None:
+    async def load(self, *, slices: bool = True) -> None:
+        """Reads what the module docstring says; `slices` False leaves NVIDIA's ResourceSlices unread (no pool is
+        `allocation: DRA`: only accelpool's own objects are looked for, to delete)."""
         if self._served is None:
             self._served = await self._discover()
         if not self._group_served:
             self._slices, self.rules, self.classes, self.compute_domains = [], {}, {}, {}
             return
         try:
-            self._slices = await self._client.list(SLICES, field_selector=f"spec.driver={DRIVER}")
+            self._slices = await self._client.list(SLICES, field_selector=f"spec.driver={DRIVER}") if slices else []
             self.classes = {c["metadata"]["name"]: c for c in await self._client.list(CLASSES, label_selector=MANAGED)}
-            version = self.inputs.support.version
+            version = support.rule_support(self._served, self._setting).version
             if version is not None:
                 listed = await self._client.list(rules_path(version), label_selector=LABEL_SELECTOR)
                 self.rules = {r["metadata"]["name"]: r for r in listed}

@@ -142,7 +142,8 @@ class ClusterState:
 
     async def snapshot(self) -> Snapshot:
         """The cluster for one pass: reads what is due (unwatched objects, pools after a resume, agents)."""
-        if self._loaded_at is None or self._clock() - self._loaded_at >= self._config.resync_seconds:
+        resync = self._loaded_at is None or self._clock() - self._loaded_at >= self._config.resync_seconds
+        if resync:
             await self._load()
         if self._pools_relist:
             await self.check_pools(self._pools())
@@ -154,8 +155,10 @@ class ClusterState:
         assert self._loaded_at is not None
         nodes = self._nodes()
         dra = None
-        if self.dra.holds_objects or any(record.spec.get("allocation") == "DRA" for record in pools.values()):
-            await self.dra.load()
+        dra_pools = any(record.spec.get("allocation") == "DRA" for record in pools.values())
+        if resync or dra_pools or self.dra.holds_objects:  # a resync finds DRA objects a pool left behind
+            await self.dra.load(slices=dra_pools)
+        if dra_pools or self.dra.holds_objects:
             dra = self.dra.inputs
         return Snapshot(
             pools=pools,
@@ -241,7 +244,6 @@ class ClusterState:
             self._owned["nodepools"] = {n["metadata"]["name"]: n for n in nodepools if _managed(n)}
         await self.kueue.load()
         self.dra.forget_discovery()
-        await self.dra.load()  # finds DRA objects a pool left behind (switched back to the device plugin, say)
         self._loaded_at = self._clock()
 
     async def _observe_agents(self) -> None:
