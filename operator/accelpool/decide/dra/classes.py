@@ -16,10 +16,12 @@ from typing import Any
 import accelpool_api as api
 from accelpool.decide.dra.slices import DRIVER
 from accelpool_api import conventions
+from accelpool_api.rules import cel_string
 
 
 def _quoted(values: list[str]) -> str:
-    return "[" + ", ".join("'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'" for v in values) + "]"
+    """A CEL list literal of these strings."""
+    return "[" + ", ".join(cel_string(v) for v in values) + "]"
 
 
 def selector(spec: api.ComputePoolSpec, resolved: api.ResolvedAccelerator) -> str:
