@@ -75,7 +75,7 @@ def _tflops_problem(tflops: float | None, detected: Detected | None) -> str | No
     return None
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
+def mapping(value: Any) -> Mapping[str, Any]:
     """`value` if it is a mapping, else an empty one: a field of the wrong shape reads as absent."""
     return value if isinstance(value, Mapping) else {}
 
@@ -229,14 +229,14 @@ class NodeView:
         """The view of a Node object. `previous`, the same node's last view, lends what is parsed from
         inputs that did not change (the detected accelerator, the health report): a node's updates
         mostly touch its status, and the watch sees several per node."""
-        metadata = _mapping(body.get("metadata"))
-        spec = _mapping(body.get("spec"))
-        status = _mapping(body.get("status"))
+        metadata = mapping(body.get("metadata"))
+        spec = mapping(body.get("spec"))
+        status = mapping(body.get("status"))
         problems: list[str] = []
-        labels = {str(k): str(v) for k, v in _mapping(metadata.get("labels")).items()}
+        labels = {str(k): str(v) for k, v in mapping(metadata.get("labels")).items()}
         annotations = {
             str(k): str(v)
-            for k, v in _mapping(metadata.get("annotations")).items()
+            for k, v in mapping(metadata.get("annotations")).items()
             if str(k).startswith(f"{conventions.DOMAIN}/") or k in _KEPT_ANNOTATIONS
         }
         raw_conditions = [c for c in _list(status.get("conditions")) if isinstance(c, Mapping)]
@@ -249,8 +249,7 @@ class NodeView:
             if problem is not None:
                 problems.append(f"{conventions.HEALTH_CONDITION} condition: {problem}")
         capacity = {
-            str(k): str(v)
-            for k, v in {**_mapping(status.get("allocatable")), **_mapping(status.get("capacity"))}.items()
+            str(k): str(v) for k, v in {**mapping(status.get("allocatable")), **mapping(status.get("capacity"))}.items()
         }
         if previous is None or previous.labels != labels or previous.capacity != capacity:
             detected, label_issues = detect(labels, capacity), label_problems(labels, capacity)
@@ -279,7 +278,7 @@ class NodeView:
                 ),
                 None,
             ),
-            allocatable={str(k): str(v) for k, v in _mapping(status.get("allocatable")).items()},
+            allocatable={str(k): str(v) for k, v in mapping(status.get("allocatable")).items()},
             uid=str(metadata.get("uid") or ""),
             resource_version=_text(metadata.get("resourceVersion")),
             created=_text(metadata.get("creationTimestamp")),

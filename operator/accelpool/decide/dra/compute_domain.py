@@ -21,6 +21,7 @@ from typing import Any
 
 import accelpool_api as api
 from accelpool.decide import render
+from accelpool.model.nodes import mapping
 from accelpool_api import conventions
 
 API_VERSION = "resource.nvidia.com/v1beta1"
@@ -96,21 +97,17 @@ def compute_domain_status(obj: Mapping[str, Any]) -> api.ComputeDomainStatus:
     computedomain.go` `onAddOrUpdateDriverManaged`, `onAddOrUpdateHostManaged`), so `channel_template` is
     named once the status is there, None before. Values of the wrong type read as absent.
     """
-    metadata = _mapping(obj.get("metadata"))
-    spec = _mapping(obj.get("spec"))
-    reported = _mapping(obj.get("status")).get("status")
+    metadata = mapping(obj.get("metadata"))
+    spec = mapping(obj.get("spec"))
+    reported = mapping(obj.get("status")).get("status")
     state = conventions.cut(reported, STATUS_VALUE_MAX) if isinstance(reported, str) and reported else None
-    template = _mapping(_mapping(spec.get("channel")).get("resourceClaimTemplate")).get("name")
+    template = mapping(mapping(spec.get("channel")).get("resourceClaimTemplate")).get("name")
     return api.ComputeDomainStatus(
         name=_text(metadata.get("name")),
         namespace=_text(metadata.get("namespace")),
         status=state,
         channel_template=template if state is not None and isinstance(template, str) and template else None,
     )
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _text(value: Any) -> str:

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from accelpool.decide.dra.slices import DRIVER, mapping
+from accelpool.decide.dra.slices import DRIVER
 from accelpool.model.evictions import PodRef
+from accelpool.model.nodes import mapping
 
 
 def _items(value: Any) -> list[Mapping[str, Any]]:

@@ -16,8 +16,8 @@ from datetime import datetime
 from typing import Any
 
 import accelpool_api as api
-from accelpool.decide.dra.slices import DRIVER, mapping
-from accelpool.model.nodes import format_time, parse_time
+from accelpool.decide.dra.slices import DRIVER
+from accelpool.model.nodes import format_time, mapping, parse_time
 from accelpool_api import conventions
 
 GROUP = "resource.k8s.io"

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from accelpool.model.nodes import mapping
+
 DRIVER = "gpu.nvidia.com"
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 """Taint effects that keep a device from new claims; `None` only informs (k8s.io/api `DeviceTaintEffect`)."""
@@ -69,11 +71,6 @@ class NodeSlices:
 
     def of_type(self, type_: str, profiles: frozenset[str] = frozenset()) -> tuple[SliceDevice, ...]:
         return tuple(d for d in self.devices if d.type == type_ and (not profiles or d.profile in profiles))
-
-
-def mapping(value: Any) -> Mapping[str, Any]:
-    """`value` when it is an object, else an empty one (API objects read defensively)."""
-    return value if isinstance(value, Mapping) else {}
 
 
 def _string(attributes: Mapping[str, Any], name: str) -> str:
