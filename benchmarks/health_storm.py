@@ -58,6 +58,7 @@ NODES_PER_POOL = 20
 RECOVER_AFTER = 5.0
 """A quarantined member's agent reports it healthy again this long after its quarantine, at the earliest."""
 POLL_SECONDS = 0.02
+STAGES = "accelpool_reconcile_stage_seconds_total"
 
 
 def _condition(stored: dict[str, Any], status: str, reason: str) -> list[dict[str, Any]]:
@@ -136,6 +137,7 @@ async def storm(cluster: Running, nodes: list[str], rate: float, seconds: float)
     published, processed = NodeEvents(cluster), await handled(cluster)
     since, cpu = cluster.emulator.request_count, cluster.stats().cpu_seconds
     passes_before = await cluster.metric('accelpool_reconcile_total{result="success"}')
+    stages_before = await stage_seconds(cluster)
     started, own_cpu = time.monotonic(), time.process_time()
     recoverable: list[tuple[float, str]] = []  # (quarantined at, node): to recover, oldest first
     pending: dict[str, float] = {}
@@ -223,6 +225,8 @@ async def storm(cluster: Running, nodes: list[str], rate: float, seconds: float)
     done = await handled(cluster) - processed
     final_backlog = published.read() - done
     passes = await cluster.metric('accelpool_reconcile_total{result="success"}') - passes_before
+    stages = Counter(await stage_seconds(cluster))
+    stages.subtract(stages_before)
     writes = operator_writes(cluster.emulator, since)
     node_writes = Counter(
         w.path.removeprefix("/api/v1/nodes/").split("/")[0]
@@ -240,11 +244,22 @@ async def storm(cluster: Running, nodes: list[str], rate: float, seconds: float)
         "emulator_cores": emulator_cores,
         "cores_each_second": cores,
         "passes": passes,
+        "stages": dict(stages),
         "writes": dict(writes),
         "node_writes": node_writes,
         "quarantined": [n for n in nodes[:fails] if quarantined(cluster, n)],
         "dump": dump,
     }
+
+
+async def stage_seconds(cluster: Running) -> dict[str, float]:
+    """Seconds the operator's passes have spent in each stage (`accelpool_reconcile_stage_seconds_total`)."""
+    found = {}
+    for line in (await cluster.metrics()).splitlines():
+        if line.startswith(STAGES):
+            sample, value = line.rsplit(" ", 1)
+            found[sample.removeprefix(STAGES).strip('{}"').removeprefix('stage="')] = float(value)
+    return found
 
 
 async def measure(nodes: int, args: argparse.Namespace, log: Path) -> dict[str, Any]:
@@ -258,7 +273,9 @@ async def measure(nodes: int, args: argparse.Namespace, log: Path) -> dict[str, 
         ready = await cluster.until_ready(applied, started)
         await asyncio.sleep(args.settle)
         members = candidates(cluster)
+        print(f"{nodes} nodes: Ready in {ready:.1f} s; single changes", file=sys.stderr, flush=True)
         single = await singles(cluster, members, args.singles)
+        print(f"{nodes} nodes: the storm, {args.seconds:g} s", file=sys.stderr, flush=True)
         stormed = await storm(cluster, members[args.singles :], rate(nodes, args), args.seconds)
         stats = cluster.stats()
     return {"ready": ready, "single": single, "storm": stormed, "rss_mb": stats.rss_mb}
@@ -335,7 +352,8 @@ def results(nodes: int, args: argparse.Namespace, report: dict[str, Any]) -> lis
             "unit": "cores",
             "target": "<= 1 core (at 10,000 x 500)" if large else "-",
             "met": stormed["cores"] <= 1 if large else None,
-            "note": f"{stormed['passes']:.0f} passes ({stormed['passes'] / args.seconds:.1f}/s); each second: "
+            "note": f"{stormed['passes']:.0f} passes ({stormed['passes'] / args.seconds:.1f}/s); where their time went "
+            f"(wall, `accelpool_reconcile_stage_seconds`): {_stage_split(stormed['stages'])}; each second: "
             + ", ".join(f"{c:.2f}" for c in stormed["cores_each_second"])
             + f"; the benchmark's own process (the emulated API server, the simulated NVIDIA components and agents, "
             f"the load): {stormed['emulator_cores']:.2f} cores; operator RSS after: {report['rss_mb']:.0f} MB",
@@ -363,6 +381,11 @@ def plot(sizes: list[tuple[int, dict[str, Any]]], path: Path) -> None:
         "nodes",
         path,
     )
+
+
+def _stage_split(stages: dict[str, float]) -> str:
+    total = sum(stages.values()) or 1.0
+    return ", ".join(f"{stage} {seconds:.1f} s ({seconds / total:.0%})" for stage, seconds in stages.items() if seconds)
 
 
 def _per_pass(report: dict[str, Any]) -> float:

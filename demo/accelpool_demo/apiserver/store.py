@@ -107,6 +107,9 @@ class Store:
         release: Release | None = None,
     ) -> None:
         self.objects = kmock.ObjectsArray()
+        self._by_resource: dict[kmock.resource, dict[Key, kmock.Object]] = {}
+        """`objects` by resource (`list` reads one resource's, not all of them: at 10,000 nodes the Events and pods
+        alone are tens of thousands)."""
         self.release = release or Release()
         """The Kubernetes release the server is (what the DRA controllers write through: `dra.rule_version`)."""
         self.events = EventLog()
@@ -185,10 +188,19 @@ class Store:
         """The live objects of a resource (in one namespace, or all), ordered by namespace and name."""
         found = [
             (ns or "", name, obj.raw)
-            for (res, ns, name), obj in list(self.objects.items())
-            if res == resource and (namespace is None or ns == namespace) and not obj.deleted
+            for (_, ns, name), obj in list(self._objects_of(resource).items())
+            if (namespace is None or ns == namespace) and not obj.deleted
         ]
         return [raw for _, _, raw in sorted(found, key=lambda entry: entry[:2])]
+
+    def _objects_of(self, resource: kmock.resource) -> dict[Key, kmock.Object]:
+        """A resource's objects, live or deleted (the index is rebuilt when an object came into `objects` other than
+        through `_store`)."""
+        if sum(map(len, self._by_resource.values())) != len(self.objects):
+            self._by_resource = {}
+            for key, obj in self.objects.items():
+                self._by_resource.setdefault(key[0], {})[key] = obj
+        return self._by_resource.get(resource, {})
 
     def at(self, resource: kmock.resource, namespace: str | None, version: int) -> JsonList | None:
         """The live objects of a resource as they were at `version` (ordered as `list`), from the events
@@ -267,6 +279,7 @@ class Store:
                 self.objects[key].create(obj)
             else:
                 self.objects[key] = obj
+                self._by_resource.setdefault(key[0], {})[key] = self.objects[key]
         else:
             stored = self.objects[key]
             stored.history.append(obj)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import bisect
 import functools
+import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
@@ -32,6 +33,8 @@ CACHE_SECONDS = 0.0
 scrape that arrives after one finished gets a new one (never older than its request, so a value
 read after a change shows it)."""
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+PASS_STAGES = ("load", "plan", "write", "drain", "status", "events", "record")
+"""The stages of a pass (`accelpool.runtime.controller.loop`), in order: where a slow pass spends its time."""
 
 
 @dataclass
@@ -52,6 +55,8 @@ class OperatorMetrics:
     drain_list_errors: Counter[str] = field(default_factory=Counter)
     node_events: Counter[bool] = field(default_factory=Counter)
     """Node watch events, by whether they could change a plan (`accelpool.runtime.controller.relevance`)."""
+    stage_seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    """Seconds passes spent in each of `PASS_STAGES` (wall time: a stage's API requests included)."""
 
     def observe_pass(self, seconds: float, ok: bool) -> None:
         self.reconciles["success" if ok else "error"] += 1
@@ -77,18 +82,18 @@ class OperatorMetrics:
             drain_evictions=self.drain_evictions.copy(),
             drain_list_errors=self.drain_list_errors.copy(),
             node_events=self.node_events.copy(),
+            stage_seconds=defaultdict(float, self.stage_seconds),
         )
 
 
-class OperatorCollector(Collector):
-    """Reads `OperatorMetrics` at scrape time."""
+class PlanCollector(Collector):
+    """The pools' families, read from one plan (`plan_exposition` renders them once per plan)."""
 
-    def __init__(self, metrics: OperatorMetrics) -> None:
-        self._metrics = metrics
+    def __init__(self, plan: Plan | None) -> None:
+        self._plan = plan
 
     def collect(self) -> Iterator[Metric]:
-        metrics = self._metrics
-        plan = metrics.plan
+        plan = self._plan
         pools = [p for p in (plan.pools if plan else ()) if p.status is not None]
 
         by_phase = Counter(p.phase for p in pools)
@@ -181,6 +186,17 @@ class OperatorCollector(Collector):
             breaker.add_metric([pool.name], 1 if pool.breaker_open else 0)
         yield from (phases, info, nodes, gpus, unavailable, drivers, measured, expected, breaker)
 
+
+class OperatorCollector(Collector):
+    """Reads `OperatorMetrics`' counters at scrape time (the pools' families: `PlanCollector`)."""
+
+    def __init__(self, metrics: OperatorMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        metrics = self._metrics
+        plan = metrics.plan
+        pools = [p for p in (plan.pools if plan else ()) if p.status is not None]
         total = CounterMetricFamily("accelpool_reconcile", "Reconcile passes by result.", labels=["result"])
         for result in ("success", "error"):
             total.add_metric([result], metrics.reconciles.get(result, 0))
@@ -203,6 +219,15 @@ class OperatorCollector(Collector):
             buckets=buckets,
             sum_value=metrics.duration_sum,
         )
+        stages = CounterMetricFamily(
+            "accelpool_reconcile_stage_seconds",
+            "Seconds reconcile passes spent in each stage (load, plan, write, drain, status, events, record), "
+            "their API requests included.",
+            labels=["stage"],
+        )
+        for stage in PASS_STAGES:
+            stages.add_metric([stage], metrics.stage_seconds.get(stage, 0.0))
+        yield stages
         last = GaugeMetricFamily(
             "accelpool_reconcile_last_success_timestamp_seconds", "Unix time of the last successful pass."
         )
@@ -246,14 +271,30 @@ def _drain_families(metrics: OperatorMetrics, draining_pools: list[str]) -> Iter
     yield errors
 
 
-def registry_for(metrics: OperatorMetrics) -> CollectorRegistry:
+def _rendered(collector: Collector) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(OperatorCollector(metrics))
-    return registry
+    registry.register(collector)
+    return generate_latest(registry)
+
+
+_last_plan: tuple[Plan | None, bytes] | None = None
+"""The last plan rendered, and its text."""
+_last_plan_lock = threading.Lock()
+
+
+def plan_exposition(plan: Plan | None) -> bytes:
+    """The pools' families of `plan`, rendered once per plan: at 500 pools they are most of a scrape's thousands of
+    series, and the plan changes only with a pass, while scrapes come every few seconds."""
+    global _last_plan
+    with _last_plan_lock:
+        last = _last_plan
+        if last is None or last[0] is not plan:
+            last = _last_plan = (plan, _rendered(PlanCollector(plan)))
+        return last[1]
 
 
 def exposition(metrics: OperatorMetrics) -> bytes:
-    return generate_latest(registry_for(metrics))
+    return plan_exposition(metrics.plan) + _rendered(OperatorCollector(metrics))
 
 
 def application(metrics: OperatorMetrics, *, cache_seconds: float = CACHE_SECONDS) -> web.Application:

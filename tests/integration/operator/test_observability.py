@@ -35,6 +35,7 @@ async def test_metrics_and_liveness(cluster: Cluster, operator: Operator) -> Non
         ("accelpool_reconcile_total", "counter"),
         ("accelpool_reconcile_errors_total", "counter"),
         ("accelpool_reconcile_duration_seconds", "histogram"),
+        ("accelpool_reconcile_stage_seconds_total", "counter"),
         ("accelpool_reconcile_last_success_timestamp_seconds", "gauge"),
         ("accelpool_remediations_total", "counter"),
         ("accelpool_api_writes_total", "counter"),

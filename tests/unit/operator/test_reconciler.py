@@ -18,11 +18,15 @@ see it: its ladder is checked to 10 ms).
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 import kmock
 import pytest
 
-from accelpool.runtime.controller.apiserver import POOLS
+from accelpool.decide.planning import EventIntent
+from accelpool.runtime.controller.apiserver import POOLS, Gate
+from accelpool.runtime.controller.events import EVENT_REPEAT_SECONDS, EventRecorder
+from accelpool.runtime.metrics import PASS_STAGES, OperatorMetrics
 from accelpool_api import conventions
 from accelpool_demo.apiserver import Served
 
@@ -46,6 +50,8 @@ async def test_a_pass_writes_once_and_a_stale_index_does_not_cause_a_second_writ
     assert caught_up.ok and len(cluster.writes()) == writes
     assert harness.status("p")["nodes"]["members"] == 2, "the pass that planned the status wrote it"
     assert harness.status_writes("p") == [f"{POOLS}/p/status"]
+    stages = harness.controller.metrics.stage_seconds
+    assert set(stages) == set(PASS_STAGES) and all(seconds > 0 for seconds in stages.values()), stages
 
 
 async def test_a_conflict_re_reads_the_node_and_the_next_pass_succeeds(cluster: Cluster) -> None:
@@ -167,6 +173,23 @@ async def test_events_are_posted_once(cluster: Cluster) -> None:
     reasons = [e["reason"] for e in cluster.events()]
     assert reasons.count("NodeUnhealthy") == 1
     assert len(events) == len(reasons)
+
+
+async def test_an_event_is_posted_again_only_after_the_window_and_old_ones_are_forgotten(cluster: Cluster) -> None:
+    now = [0.0]
+    wall = datetime(2026, 11, 2, 11, 0, tzinfo=UTC)
+    recorder = EventRecorder("default", cluster.client, OperatorMetrics(), lambda: now[0], lambda: wall, 4)
+    permit = Gate().permit()
+    first, second = (EventIntent("Node", n, "", "Warning", "NodeUnhealthy", f"{n}: XID 79") for n in ("n1", "n2"))
+    assert await recorder.post([first, first], permit) == 1, "the same Event twice in one pass: once"
+    now[0] = EVENT_REPEAT_SECONDS / 2
+    assert await recorder.post([first, second], permit) == 1, "n1's within the window: only n2's"
+    now[0] = EVENT_REPEAT_SECONDS + 1
+    assert await recorder.post([first], permit) == 1, "n1's window ended: posted again"
+    assert recorder.remembered == 2
+    now[0] = 2 * EVENT_REPEAT_SECONDS
+    assert await recorder.post([], permit) == 0 and recorder.remembered == 1, "n2's is forgotten, n1's second kept"
+    assert sorted(e["involvedObject"]["name"] for e in cluster.events("NodeUnhealthy")) == ["n1", "n1", "n2"]
 
 
 async def test_a_status_is_written_once_and_not_re_sent_while_the_index_catches_up(cluster: Cluster) -> None:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import kopf
 import pytest
+from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from accelpool.runtime import handlers
-from accelpool.runtime.metrics import OperatorMetrics, exposition
+from accelpool.runtime.metrics import PASS_STAGES, OperatorMetrics, PlanCollector, exposition
 from accelpool.runtime.settings import OperatorConfig
 
 from .conftest import member, pool, run
@@ -72,6 +74,7 @@ def test_metrics_exposition_of_a_plan() -> None:
     metrics.observe_pass(0.2, False)
     metrics.remediations[("p", "taint")] += 1
     metrics.write("patch", "nodes")
+    metrics.stage_seconds["write"] += 0.5
     families = {f.name: f for f in text_string_to_metric_families(exposition(metrics).decode())}
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families.values() for s in f.samples}
     assert samples[("accelpool_pools", (("phase", "Degraded"),))] == 1
@@ -93,6 +96,8 @@ def test_metrics_exposition_of_a_plan() -> None:
     assert samples[("accelpool_reconcile_duration_seconds_count", ())] == 2
     assert samples[("accelpool_reconcile_duration_seconds_bucket", (("le", "0.05"),))] == 1
     assert samples[("accelpool_remediations_total", (("action", "taint"), ("pool", "p")))] == 1
+    stages = {dict(labels)["stage"]: v for (name, labels), v in samples.items() if name.endswith("stage_seconds_total")}
+    assert stages == {stage: 0.5 if stage == "write" else 0 for stage in PASS_STAGES}, "every stage, from the start"
     assert samples[("accelpool_api_writes_total", (("resource", "nodes"), ("verb", "patch")))] == 1
     assert (
         samples[
@@ -111,6 +116,33 @@ def test_metrics_exposition_of_a_plan() -> None:
     )
     assert families["accelpool_reconcile_duration_seconds"].type == "histogram"
     assert families["accelpool_remediations"].type == "counter"
+
+
+def test_the_pools_series_are_rendered_once_per_plan_and_the_counters_every_scrape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    renders: list[object] = []
+    collect = PlanCollector.collect
+
+    def counted(collector: PlanCollector) -> Iterator[Metric]:
+        renders.append(collector)
+        yield from collect(collector)
+
+    monkeypatch.setattr(PlanCollector, "collect", counted)
+    metrics = OperatorMetrics()
+    metrics.plan = run([pool("p", {"accelerator": "H100:8", "nodes": 1})], [member("m1", "p")])
+    first = exposition(metrics).decode()
+    metrics.observe_pass(0.03, True)
+    second = exposition(metrics).decode()
+    assert len(renders) == 1, "the same plan: its series rendered once"
+    assert 'accelpool_pool_nodes{pool="p",state="members"} 1.0' in second
+    assert 'accelpool_reconcile_total{result="success"} 0.0' in first
+    assert 'accelpool_reconcile_total{result="success"} 1.0' in second, "the counters as they are now"
+    metrics.plan = run([pool("p", {"accelerator": "H100:8", "nodes": 2})], [member("m1", "p"), member("m2", "p")])
+    third = exposition(metrics).decode()
+    assert len(renders) == 2 and 'accelpool_pool_nodes{pool="p",state="members"} 2.0' in third, "a new plan: rendered"
+    families = [f.name for f in text_string_to_metric_families(third)]
+    assert len(families) == len(set(families)) and families[0] == "accelpool_pools"
 
 
 async def test_the_webhook_startup_handler_stops_kopf_without_a_certificate(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import socket
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
@@ -47,12 +48,14 @@ class EventRecorder:
         self._metrics = metrics
         self._clock = clock
         self._now = wall_clock
-        self._posted: dict[tuple[str, str, str, str], float] = {}
+        self._posted: OrderedDict[tuple[str, str, str, str], float] = OrderedDict()
+        """What was posted when, oldest first: those older than the window are dropped from the front."""
         self._instance = socket.gethostname()
 
     async def post(self, intents: Iterable[EventIntent], permit: Permit) -> int:
         """Posts the intents not posted within the window; returns how many were posted."""
         stamp = self._now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        self._forget_expired()
         semaphore = asyncio.Semaphore(self._concurrency)
         posted = 0
 
@@ -77,16 +80,27 @@ class EventRecorder:
                 raise result  # Paused, or a bug: every other Event's post has finished
         return posted
 
+    def _forget_expired(self) -> None:
+        """Drops what was posted longer than the window ago, from the front: O(1) amortized per Event (a storm at
+        10,000 nodes remembers tens of thousands, and sweeping them all on every post held passes back)."""
+        now, posted = self._clock(), self._posted
+        while posted:
+            oldest, at = next(iter(posted.items()))
+            if now - at < EVENT_REPEAT_SECONDS:
+                return
+            del posted[oldest]
+
     def _due(self, key: tuple[str, str, str, str]) -> bool:
-        now = self._clock()
-        last = self._posted.get(key)
-        if last is not None and now - last < EVENT_REPEAT_SECONDS:
+        """Whether the Event is due (not posted within the window), remembering it as posted now if so."""
+        if key in self._posted:
             return False
-        self._posted[key] = now
-        if len(self._posted) > 10_000:
-            cutoff = now - EVENT_REPEAT_SECONDS
-            self._posted = {k: t for k, t in self._posted.items() if t >= cutoff}
+        self._posted[key] = self._clock()
         return True
+
+    @property
+    def remembered(self) -> int:
+        """How many Events are remembered as posted within the window."""
+        return len(self._posted)
 
     def _body(self, intent: EventIntent, stamp: str) -> dict[str, object]:
         api_version = "v1" if intent.kind == "Node" else api.API_VERSION

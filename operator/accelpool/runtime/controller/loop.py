@@ -271,34 +271,44 @@ class Controller:
             return result
 
     async def _pass(self, number: int, permit: Permit) -> PassResult:
+        stage = self._stages()
         # 1. load
         snapshot = await self._state.snapshot()
+        stage("load")
         # 2. plan (pure), with the pools listed first when the pass would write and they are due a check
         desired = self._planner.decide(snapshot, self._status.previous)
-        if (
-            self._state.pool_check_due()
-            and self._writer.would_write(desired, snapshot)
-            and await self._state.check_pools(snapshot.pools)
-        ):
-            snapshot = await self._state.snapshot()
-            desired = self._planner.decide(snapshot, self._status.previous)
+        stage("plan")
+        if self._state.pool_check_due() and self._writer.would_write(desired, snapshot):
+            listed_differently = await self._state.check_pools(snapshot.pools)
+            stage("load")
+            if listed_differently:
+                snapshot = await self._state.snapshot()
+                stage("load")
+                desired = self._planner.decide(snapshot, self._status.previous)
+                stage("plan")
         # 3. write the difference
         outcome = await self._writer.write(desired, snapshot, permit)
         if outcome.conflicts:
             self._state.write_conflicted()
+        stage("write")
         if not outcome.blocked:  # the node writes went out: the drained nodes carry their ladder records
             await self._drainer.drain(desired.plan.drains, permit, skip=outcome.unwritten_nodes)
+            stage("drain")
         # 4. write statuses
         unpublished = outcome.unpublished(desired.plan)
         self._status.publish(desired.plan, unpublished, snapshot.pools)
         statuses = await self._status.write_due(snapshot.pools, permit)
-        # 5. record
+        stage("status")
+        # 5. post the Events; record
+        await self._writer.post_events(desired.plan, outcome, permit)
+        stage("events")
         self._state.planned_with(snapshot)
         self._record(desired.plan)
         deleted = {p.name for p in desired.plan.pools if p.deleting}
         released = deleted - unpublished if outcome.complete else set()
         self._released = (self._released | released) & set(snapshot.pools)
         error = outcome.first_error or statuses.first_error
+        stage("record")
         return PassResult(
             number,
             ok=error is None,
@@ -308,6 +318,19 @@ class Controller:
             writes=outcome.count + statuses.count,
             conflicts=outcome.conflicts,
         )
+
+    def _stages(self) -> Callable[[str], None]:
+        """A stopwatch: each call adds the wall time since the previous one (or since this) to a stage's counter."""
+        seconds = self.metrics.stage_seconds
+        last = time.perf_counter()
+
+        def stage(name: str) -> None:
+            nonlocal last
+            now = time.perf_counter()
+            seconds[name] += now - last
+            last = now
+
+        return stage
 
     def _record(self, plan: Plan) -> None:
         """The plan for /metrics, the remediations counted (an open breaker once), when to plan again."""
