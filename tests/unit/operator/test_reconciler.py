@@ -162,6 +162,21 @@ async def test_a_quarantine_is_lifted_when_the_hold_down_ends_without_any_event(
     assert harness.controller.metrics.remediations[("p", "untaint")] == 1, harness.controller.metrics.remediations
 
 
+async def test_a_quarantine_is_written_before_the_other_node_writes_of_its_pass(cluster: Cluster) -> None:
+    unhealthy = ("False", "XidError79", "fallen off the bus", "2026-11-02T11:00:00Z")
+    await cluster.add_nodes(
+        node_body("a-spare"),
+        node_body("b-spare"),
+        node_body("m1", labels={conventions.POOL_LABEL: "p"}, health=unhealthy),
+    )
+    harness = await cluster.harness([pool_body("p", {"accelerator": "H100", "nodes": 2})], write_concurrency=1)
+    assert (await harness.controller.reconcile_once()).ok
+    assert harness.node_writes()[0] == "/api/v1/nodes/m1", "the fence first, then the joins"
+    assert sorted(harness.node_writes()[1:]) == ["/api/v1/nodes/a-spare", "/api/v1/nodes/b-spare"]
+    taints = cluster.node("m1").get("spec", {}).get("taints") or []
+    assert conventions.QUARANTINE_TAINT_KEY in [t["key"] for t in taints]
+
+
 async def test_events_are_posted_once(cluster: Cluster) -> None:
     unhealthy = ("False", "XidError79", "fallen off the bus", "2026-11-02T11:00:00Z")
     await cluster.add_nodes(node_body("n1", labels={conventions.POOL_LABEL: "p"}, health=unhealthy))

@@ -30,7 +30,7 @@ from typing import Any
 import kopf
 
 from accelpool.cli.commands import SUMMARIES
-from accelpool.runtime import leadership, webhook
+from accelpool.runtime import collector_tuning, leadership, webhook
 from accelpool.runtime.settings import OperatorConfig, add_arguments
 
 
@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     _configure_logging(config.log_level)
     importlib.import_module("accelpool.runtime.handlers")  # registers the handlers with kopf's default registry
+    collector_tuning.tune()
     asyncio.run(
         kopf.operator(
             clusterwide=True,

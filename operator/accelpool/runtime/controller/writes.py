@@ -7,8 +7,9 @@ and sends only what differs, in an order that never leaves a node pointing at a 
 1. the ConfigMaps' staged version (keys added and updated, none removed: `accelpool.decide.configmaps`);
 2. agent DaemonSets and Karpenter NodePools (server-side apply, when the rendered spec hash differs),
    then Kueue's ResourceFlavors and the ClusterQueue edits that lower quota (`accelpool.runtime.controller.kueue`);
-3. node patches (merge patches carrying `metadata.resourceVersion`, `--write-concurrency` at once;
-   a 409 re-reads the node) and, on released nodes, the removal of the agent's condition;
+3. node patches (merge patches carrying `metadata.resourceVersion`, `--write-concurrency` at once, those
+   that quarantine a node first; a 409 re-reads the node) and, on released nodes, the removal of the
+   agent's condition;
 4. the ConfigMaps' final version (keys of deleted pools removed), and the ClusterQueue edits that raise
    quota, then the Kueue flavors no pool wants, once every node patch went through;
 5. the DaemonSets and NodePools no pool wants any more;
@@ -296,6 +297,7 @@ class Writer:
         self._settled = settled
         if not due:
             return
+        due.sort(key=lambda item: not _fences(item[2], item[1]))  # stable: the rest keep the plan's order
         indexed = self._state.indexed_nodes()
 
         async def write(
@@ -346,6 +348,16 @@ class Writer:
             return
         self._wrote("patch", "nodes/status", outcome)
         self._state.remember_node(before, response)
+
+
+def _fences(view: NodeView, change: NodeChange) -> bool:
+    """Whether the change quarantines a node that is not quarantined yet (its taint or cordon): such patches go out
+    first in a pass, so a failing GPU is fenced before joins, burn-in lifts and config moves are written."""
+    if view.quarantined:
+        return False
+    if change.unschedulable and change.annotations.get(conventions.CORDONED_ANNOTATION) == "true":
+        return True
+    return any(t.key == conventions.QUARANTINE_TAINT_KEY for t in change.add_taints)
 
 
 def _failure_events(plan: Plan, outcome: WriteOutcome) -> list[EventIntent]:
