@@ -9,10 +9,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from accelpool.decide.inputs import PoolRecord
 from accelpool.decide.planning import Plan
@@ -31,6 +31,8 @@ from accelpool.runtime.settings import OperatorConfig
 from accelpool_core.kube import KubeClient
 
 log = logging.getLogger("accelpool.runtime.controller")
+_T = TypeVar("_T")
+_U = TypeVar("_U")
 
 BACKOFF_START, BACKOFF_MAX = 0.5, 30.0
 BATCH_MAX_SECONDS = 1.0
@@ -294,14 +296,15 @@ class Controller:
         if not outcome.blocked:  # the node writes went out: the drained nodes carry their ladder records
             await self._drainer.drain(desired.plan.drains, permit, skip=outcome.unwritten_nodes)
             stage("drain")
-        # 4. write statuses
+        # 4. write statuses and, at the same time, post the Events
         unpublished = outcome.unpublished(desired.plan)
         self._status.publish(desired.plan, unpublished, snapshot.pools)
-        statuses = await self._status.write_due(snapshot.pools, permit)
-        stage("status")
-        # 5. post the Events; record
-        await self._writer.post_events(desired.plan, outcome, permit)
-        stage("events")
+        statuses, _ = await _both(
+            self._timed("status", self._status.write_due(snapshot.pools, permit)),
+            self._timed("events", self._writer.post_events(desired.plan, outcome, permit)),
+        )
+        stage(None)
+        # 5. record
         self._state.planned_with(snapshot)
         self._record(desired.plan)
         deleted = {p.name for p in desired.plan.pools if p.deleting}
@@ -319,18 +322,28 @@ class Controller:
             conflicts=outcome.conflicts,
         )
 
-    def _stages(self) -> Callable[[str], None]:
-        """A stopwatch: each call adds the wall time since the previous one (or since this) to a stage's counter."""
+    def _stages(self) -> Callable[[str | None], None]:
+        """A stopwatch: each call adds the wall time since the previous one (or since this) to a stage's counter
+        (None: to none, the stages in between timed themselves)."""
         seconds = self.metrics.stage_seconds
         last = time.perf_counter()
 
-        def stage(name: str) -> None:
+        def stage(name: str | None) -> None:
             nonlocal last
             now = time.perf_counter()
-            seconds[name] += now - last
+            if name is not None:
+                seconds[name] += now - last
             last = now
 
         return stage
+
+    async def _timed(self, stage: str, work: Awaitable[_T]) -> _T:
+        """`work`'s result, its wall time added to `stage`'s counter."""
+        started = time.perf_counter()
+        try:
+            return await work
+        finally:
+            self.metrics.stage_seconds[stage] += time.perf_counter() - started
 
     def _record(self, plan: Plan) -> None:
         """The plan for /metrics, the remediations counted (an open breaker once), when to plan again."""
@@ -345,6 +358,15 @@ class Controller:
             self.metrics.remediations[(remediation.pool, remediation.action)] += 1
         self._breakers_seen = breakers
         self._deadlines.set("requeue", self._clock() + plan.requeue_after if plan.requeue_after is not None else None)
+
+
+async def _both(first: Awaitable[_T], second: Awaitable[_U]) -> tuple[_T, _U]:
+    """Both results, awaited at once; the first exception (`Paused`, or a bug) once both have finished."""
+    results = await asyncio.gather(first, second, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results[0], results[1]  # type: ignore[return-value]
 
 
 def _loop_time() -> float:

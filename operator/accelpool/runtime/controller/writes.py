@@ -13,7 +13,7 @@ and sends only what differs, in an order that never leaves a node pointing at a 
 4. the ConfigMaps' final version (keys of deleted pools removed), and the ClusterQueue edits that raise
    quota, then the Kueue flavors no pool wants, once every node patch went through;
 5. the DaemonSets and NodePools no pool wants any more;
-6. Events (`accelpool.runtime.controller.events`, `Writer.post_events`, after the statuses), including a
+6. Events (`accelpool.runtime.controller.events`, `Writer.post_events`, beside the statuses), including a
    `WriteFailed` Warning on a pool whose writes failed.
 
 A ConfigMap that cannot be written blocks steps 2-5 (nothing may point at it). Every response is
