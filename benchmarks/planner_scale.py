@@ -4,9 +4,10 @@ Synthetic cluster: nodes of eight accelerator models (GFD, GKE, Karpenter and AM
 `accelpool.io/detection` reads them) in four zones, 2% cordoned and 2% NotReady. 500 pools of
 those models ask for 80% of the nodes between them: plain, zonal (nodeSelector), MIG (single
 and mixed), time-sliced; half are older than the rest. "fresh" plans an unclaimed cluster
-(every member is a new claim); "steady" plans the cluster as the fresh plan left it (what
-every later reconcile pass does). Node views are built before timing (the operator builds them
-in its node informer as events arrive, not per pass).
+(every member is a new claim); "steady" plans the cluster as the fresh plan left it, each pool
+with the status the pass before planned for it (what every later reconcile pass does). Node
+views are built before timing (the operator builds them in its node informer as events arrive,
+not per pass).
 
 "one change" plans the steady cluster again after one member's agent turned AcceleratorHealthy
 False (`accelpool.decide.planning.incremental.replan` with the previous pass's memo, as the
@@ -124,6 +125,16 @@ def synthetic_pools(count: int, nodes: int, seed: int = 2) -> list[PoolInput]:
     return pools
 
 
+def options() -> PlannerOptions:
+    return PlannerOptions(now=NOW)
+
+
+def with_previous(pools: list[PoolInput], result: Plan) -> list[PoolInput]:
+    """The pools as the operator's next pass gives them: each with the status the last pass planned for it."""
+    statuses = {p.name: p.status for p in result.pools}
+    return [replace(pool, previous=statuses.get(pool.name)) for pool in pools]
+
+
 def timed(pools: list[PoolInput], nodes: list[NodeView], repeat: int) -> tuple[float, Plan]:
     options = PlannerOptions(now=NOW)
     times = []
@@ -193,11 +204,12 @@ def measure(node_count: int, pool_count: int, repeat: int) -> dict[str, Any]:
     pools = synthetic_pools(pool_count, node_count)
     fresh, result = timed(pools, nodes, repeat)
     settled = [n.apply(result.changes[n.name]) if n.name in result.changes else n for n in nodes]
-    steady, steady_result = timed(pools, settled, repeat)
+    steady_pools = with_previous(pools, plan(with_previous(pools, result), settled, ConfigState(), options()))
+    steady, steady_result = timed(steady_pools, settled, repeat)
     members = sum(len(p.members) for p in result.pools)
     assert [p.members for p in steady_result.pools] == [p.members for p in result.pools], "unstable plan"
-    change, worst, planned = one_change(pools, settled, 20)
-    profile = where_it_goes(pools, settled)
+    change, worst, planned = one_change(steady_pools, settled, 20)
+    profile = where_it_goes(steady_pools, settled)
     return {
         "nodes": node_count,
         "pools": pool_count,

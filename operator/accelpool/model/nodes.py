@@ -294,7 +294,10 @@ class NodeView:
 
     @property
     def quarantine_taint(self) -> Taint | None:
-        return next((t for t in self.taints if t.key == conventions.QUARANTINE_TAINT_KEY), None)
+        for taint in self.taints:  # a loop, not a generator: read for every member several times a pass
+            if taint.key == conventions.QUARANTINE_TAINT_KEY:
+                return taint
+        return None
 
     @property
     def in_burn_in(self) -> bool:

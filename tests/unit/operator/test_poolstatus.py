@@ -91,6 +91,30 @@ def test_transition_times_are_kept_while_a_condition_holds() -> None:
     assert all(c.observed_generation == 1 for c in second_status.conditions)
 
 
+def test_a_steady_status_is_built_of_the_last_ones_parts_and_a_change_gets_new_ones() -> None:
+    spec = {"accelerator": "H100", "nodes": 2}
+    nodes = [member("m1", "p", health=HEALTHY), member("m2", "p", health=HEALTHY)]
+    first = run([pool("p", spec)], nodes).pool("p").status  # type: ignore[union-attr]
+    assert first is not None
+    later = NOW + timedelta(minutes=5)
+    steady = run([api_replace(pool("p", spec), first)], nodes, now=later).pool("p").status  # type: ignore[union-attr]
+    assert steady == first
+    assert all(a is b for a, b in zip(steady.conditions, first.conditions, strict=True)), "unchanged: the same"
+    assert all(a is b for a, b in zip(steady.members, first.members, strict=True))
+
+    unhealthy = ("False", "XidError48", "double-bit ECC", "2026-11-02T12:30:00Z")
+    changed_nodes = [member("m1", "p", health=unhealthy), nodes[1]]
+    changed = run([api_replace(pool("p", spec), first)], changed_nodes, now=later).pool("p").status  # type: ignore[union-attr]
+    assert changed is not None
+    by_node = {m.node: m for m in changed.members}
+    assert by_node["m1"].health == "Quarantined" and by_node["m1"] is not first.members[0]
+    assert by_node["m2"] is next(m for m in first.members if m.node == "m2"), "the unchanged member's entry is kept"
+    healthy = next(c for c in changed.conditions if c.type == "Healthy")
+    assert healthy.status == "False" and healthy.last_transition_time == "2026-11-02T12:05:00Z"
+    valid = next(c for c in changed.conditions if c.type == "Valid")
+    assert valid is next(c for c in first.conditions if c.type == "Valid")
+
+
 def api_replace(pool_input: PoolInput, status: api.ComputePoolStatus) -> PoolInput:
     return replace(pool_input, previous=status)
 

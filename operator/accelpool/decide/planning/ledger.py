@@ -47,16 +47,23 @@ class NodeEdit:
                 self.taints[slot] = None
 
     def change(self) -> NodeChange:
-        present = {(t.key, t.effect): t for t in self.view.taints}
-        add = tuple(t for t in self.taints.values() if t is not None)
-        remove = tuple(present[slot] for slot, t in self.taints.items() if t is None and slot in present)
+        add: list[Taint] = []
+        remove: list[Taint] = []
+        for slot, taint in self.taints.items():  # loops, not generators: once per member and pass
+            if taint is not None:
+                add.append(taint)
+                continue
+            for present in self.view.taints:
+                if (present.key, present.effect) == slot:
+                    remove.append(present)
+                    break
         return NodeChange(
             node=self.view.name,
             pool=self.pool,
             labels=dict(self.labels),
             annotations=dict(self.annotations),
-            add_taints=add,
-            remove_taints=remove,
+            add_taints=tuple(add),
+            remove_taints=tuple(remove),
             unschedulable=self.unschedulable,
             drop_health=self.drop_health,
         )

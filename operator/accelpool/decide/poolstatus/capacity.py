@@ -79,23 +79,45 @@ def _needs_attention(member: Member) -> bool:
     return member.quarantined or member.burn_in is not None or health is None or not health.healthy
 
 
-def status_members(members: Sequence[Member], *, mig_pool: bool) -> list[api.Member]:
-    """The members the status lists (`listed_members`; counts cover all)."""
+def status_members(
+    members: Sequence[Member], *, mig_pool: bool, previous: Sequence[api.Member] = ()
+) -> list[api.Member]:
+    """The members the status lists (`listed_members`; counts cover all); an entry the same as in the `previous`
+    status is that entry (a steady pool's status is built of the last one's parts)."""
+    before = {m.node: m for m in previous}
     listed = []
     for m in listed_members(members)[0]:
         health, reason, since = member_health(m)
         report = m.view.report
+        fields = (
+            m.view.gpus,
+            health,
+            reason,
+            since,
+            m.mig_state if mig_pool else None,
+            report.tflops if report is not None else None,
+            m.remediation.step if m.remediation is not None and m.quarantined else None,
+            m.remediation.action.value if m.remediation is not None and m.quarantined else None,
+        )
+        old = before.get(m.name)
+        if (
+            old is not None
+            and (old.gpus, old.health, old.reason, old.since, old.mig, old.tflops, old.step, old.action) == fields
+        ):
+            listed.append(old)
+            continue
+        gpus, health, reason, since, mig, tflops, step, action = fields
         listed.append(
             api.Member(
                 node=m.name,
-                gpus=m.view.gpus,
+                gpus=gpus,
                 health=health,
                 reason=reason,
                 since=since,
-                mig=m.mig_state if mig_pool else None,
-                tflops=report.tflops if report is not None else None,
-                step=m.remediation.step if m.remediation is not None and m.quarantined else None,
-                action=m.remediation.action.value if m.remediation is not None and m.quarantined else None,
+                mig=mig,
+                tflops=tflops,
+                step=step,
+                action=action,
             )
         )
     return listed

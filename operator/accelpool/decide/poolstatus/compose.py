@@ -34,6 +34,13 @@ class ConditionHistory:
         status: ConditionStatus = "Unknown" if ok is None else "True" if ok else "False"
         before = self._previous.get(type_)
         since = before.last_transition_time if before and before.status == status else None
+        if (
+            since is not None
+            and before is not None
+            and (before.reason, before.message, before.observed_generation)
+            == (finding.reason, finding.message, self._generation)
+        ):
+            return before  # the same condition: a steady pool's status is built of the last one's parts
         return api.Condition(
             type=type_,
             status=status,
@@ -132,7 +139,9 @@ def compute_status(facts: PoolFacts) -> api.ComputePoolStatus:
                 facts.name, spec.dedicated, (t for m in census.members for t in m.taints)
             ),
         ),
-        members=capacity.status_members(census.members, mig_pool=shape.mig),
+        members=capacity.status_members(
+            census.members, mig_pool=shape.mig, previous=facts.previous.members if facts.previous else ()
+        ),
         members_omitted=max(0, len(census.members) - api.MAX_STATUS_MEMBERS) or None,
         conditions=[history.condition(type_, findings[type_]) for type_ in conditions.CONDITION_TYPES],
     )

@@ -71,7 +71,10 @@ def enabled(spec: api.ComputePoolSpec) -> bool:
 
 
 def burn_in_taint(view: NodeView) -> Taint | None:
-    return next((t for t in view.taints if t.key == conventions.BURN_IN_TAINT_KEY), None)
+    for taint in view.taints:  # a loop, not a generator: called for every member several times a pass
+        if taint.key == conventions.BURN_IN_TAINT_KEY:
+            return taint
+    return None
 
 
 def passed_full_cycle(view: NodeView, pool: str) -> bool:
