@@ -28,6 +28,7 @@ import cProfile
 import os
 import pstats
 import random
+import re
 import statistics
 import sys
 import time
@@ -150,12 +151,12 @@ STAGES = {
     "statuses": "compute_status",
     "node changes": "member_changes",
     "membership": "sort_nodes",
-    "the changes as values": "ledger.py:105(changes)",
+    "the changes as values": r"ledger\.py:\d+\(changes\)",
     "remediation": "_remediate",
     "claims": "claims.py",
     "NVIDIA configs": "configs.py",
 }
-"""What `where_it_goes` reports: a name → a substring of the profiled function's `file:line(name)`."""
+"""What `where_it_goes` reports: a name → a pattern (`re.search`) of the profiled function's `file:line(name)`."""
 
 
 def where_it_goes(pools: list[PoolInput], nodes: list[NodeView]) -> str:
@@ -169,7 +170,11 @@ def where_it_goes(pools: list[PoolInput], nodes: list[NodeView]) -> str:
     shares = []
     for label, pattern in STAGES.items():
         spent = max(
-            (c for (file, line, name), (_, _, _, c, _) in stats.items() if pattern in f"{file}:{line}({name})"),
+            (
+                c
+                for (file, line, name), (_, _, _, c, _) in stats.items()
+                if re.search(pattern, f"{file}:{line}({name})")
+            ),
             default=0.0,
         )
         shares.append(f"{label} {spent / total:.0%}")
