@@ -310,6 +310,20 @@ def rows() -> tuple[Row, ...]:
                     min=0,
                 ),
                 Panel(
+                    "Pass time by stage",
+                    "Seconds per second the reconcile passes spend in each stage (load, plan, write, drain, status, "
+                    "events, record; status and events overlap): the stage a slow pass waits in.",
+                    queries(
+                        (
+                            "sum by (stage) (rate(accelpool_reconcile_stage_seconds_total[$__rate_interval]))",
+                            "{{stage}}",
+                        ),
+                    ),
+                    unit="s",
+                    min=0,
+                    stacked=True,
+                ),
+                Panel(
                     "Since the last successful pass",
                     "Seconds since a reconcile pass last succeeded; it keeps growing while every pass fails.",
                     queries(("time() - max(accelpool_reconcile_last_success_timestamp_seconds)", "seconds")),
