@@ -137,12 +137,11 @@ def with_previous(pools: list[PoolInput], result: Plan) -> list[PoolInput]:
 
 
 def timed(pools: list[PoolInput], nodes: list[NodeView], repeat: int) -> tuple[float, Plan]:
-    options = PlannerOptions(now=NOW)
-    times = []
-    result = plan(pools, nodes, ConfigState(), options)  # warm-up
+    times, settings = [], options()
+    result = plan(pools, nodes, ConfigState(), settings)  # warm-up
     for _ in range(repeat):
         started = time.process_time()
-        result = plan(pools, nodes, ConfigState(), options)
+        result = plan(pools, nodes, ConfigState(), settings)
         times.append(time.process_time() - started)
     return min(times), result
 
@@ -163,7 +162,7 @@ def where_it_goes(pools: list[PoolInput], nodes: list[NodeView]) -> str:
     """Shares of one whole-cluster plan's CPU (cProfile, cumulative) by stage: what bounds it."""
     profile = cProfile.Profile()
     profile.enable()
-    plan(pools, nodes, ConfigState(), PlannerOptions(now=NOW))
+    plan(pools, nodes, ConfigState(), options())
     profile.disable()
     stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
     total = max(cumulative for (file, _, name), (_, _, _, cumulative, _) in stats.items() if name == "plan")
@@ -184,8 +183,8 @@ def where_it_goes(pools: list[PoolInput], nodes: list[NodeView]) -> str:
 def one_change(pools: list[PoolInput], nodes: list[NodeView], changes: int) -> tuple[float, float, int]:
     """(median, max) CPU seconds of an incremental plan after one member turned unhealthy, and the most pools one
     such plan planned; each change on a member of another pool, the changes accumulating."""
-    options = PlannerOptions(now=NOW, health_unchanged_for={})
-    memo = replan(None, pools, nodes, ConfigState(), options)
+    settings = PlannerOptions(now=NOW, health_unchanged_for={})
+    memo = replan(None, pools, nodes, ConfigState(), settings)
     nodes = list(nodes)
     index = {view.name: i for i, view in enumerate(nodes)}
     first: dict[str, str] = {}
@@ -197,7 +196,7 @@ def one_change(pools: list[PoolInput], nodes: list[NodeView], changes: int) -> t
         i = index[name]
         nodes[i] = replace(nodes[i], health=HealthCondition("False", "XidError79", since=NOW))
         started = time.process_time()
-        memo = replan(memo, pools, nodes, ConfigState(), options)
+        memo = replan(memo, pools, nodes, ConfigState(), settings)
         times.append(time.process_time() - started)
         assert not memo.full, "planned the whole cluster"
         planned = max(planned, memo.planned_pools)

@@ -716,7 +716,7 @@ class Store:
                     self._delete_pod(key, current, 0)
             if self.disruption_controller:
                 if recheck:
-                    budgets = [key for key, obj in self.objects.items() if key[0] == BUDGETS and not obj.deleted]
+                    budgets = [key for key, obj in self._objects_of(BUDGETS).items() if not obj.deleted]
                     self._unsynced.update(namespace for _, namespace, _ in budgets)
                     self._recheck = None
                 while self._unsynced:

@@ -79,6 +79,10 @@ def _needs_attention(member: Member) -> bool:
     return member.quarantined or member.burn_in is not None or health is None or not health.healthy
 
 
+MEMBER_FIELDS = ("gpus", "health", "reason", "since", "mig", "tflops", "step", "action")
+"""`api.Member`'s fields besides `node`, in the order `status_members` computes them."""
+
+
 def status_members(
     members: Sequence[Member], *, mig_pool: bool, previous: Sequence[api.Member] = ()
 ) -> list[api.Member]:
@@ -89,37 +93,22 @@ def status_members(
     for m in listed_members(members)[0]:
         health, reason, since = member_health(m)
         report = m.view.report
-        fields = (
+        ladder = m.remediation if m.quarantined else None
+        values = (
             m.view.gpus,
             health,
             reason,
             since,
             m.mig_state if mig_pool else None,
             report.tflops if report is not None else None,
-            m.remediation.step if m.remediation is not None and m.quarantined else None,
-            m.remediation.action.value if m.remediation is not None and m.quarantined else None,
+            ladder.step if ladder is not None else None,
+            ladder.action.value if ladder is not None else None,
         )
         old = before.get(m.name)
-        if (
-            old is not None
-            and (old.gpus, old.health, old.reason, old.since, old.mig, old.tflops, old.step, old.action) == fields
-        ):
+        if old is not None and tuple(getattr(old, name) for name in MEMBER_FIELDS) == values:
             listed.append(old)
-            continue
-        gpus, health, reason, since, mig, tflops, step, action = fields
-        listed.append(
-            api.Member(
-                node=m.name,
-                gpus=gpus,
-                health=health,
-                reason=reason,
-                since=since,
-                mig=mig,
-                tflops=tflops,
-                step=step,
-                action=action,
-            )
-        )
+        else:
+            listed.append(api.Member.model_validate({"node": m.name, **dict(zip(MEMBER_FIELDS, values, strict=True))}))
     return listed
 
 

@@ -362,11 +362,12 @@ class Controller:
 
 async def _both(first: Awaitable[_T], second: Awaitable[_U]) -> tuple[_T, _U]:
     """Both results, awaited at once; the first exception (`Paused`, or a bug) once both have finished."""
-    results = await asyncio.gather(first, second, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return results[0], results[1]  # type: ignore[return-value]
+    one, other = await asyncio.gather(first, second, return_exceptions=True)
+    if isinstance(one, BaseException):
+        raise one
+    if isinstance(other, BaseException):
+        raise other
+    return one, other
 
 
 def _loop_time() -> float:

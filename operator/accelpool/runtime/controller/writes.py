@@ -353,11 +353,7 @@ class Writer:
 def _fences(view: NodeView, change: NodeChange) -> bool:
     """Whether the change quarantines a node that is not quarantined yet (its taint or cordon): such patches go out
     first in a pass, so a failing GPU is fenced before joins, burn-in lifts and config moves are written."""
-    if view.quarantined:
-        return False
-    if change.unschedulable and change.annotations.get(conventions.CORDONED_ANNOTATION) == "true":
-        return True
-    return any(t.key == conventions.QUARANTINE_TAINT_KEY for t in change.add_taints)
+    return not view.quarantined and view.apply(change).quarantined
 
 
 def _failure_events(plan: Plan, outcome: WriteOutcome) -> list[EventIntent]:
