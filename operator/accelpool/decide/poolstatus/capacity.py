@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 
 import accelpool_api as api
@@ -81,6 +82,7 @@ def _needs_attention(member: Member) -> bool:
 
 MEMBER_FIELDS = ("gpus", "health", "reason", "since", "mig", "tflops", "step", "action")
 """`api.Member`'s fields besides `node`, in the order `status_members` computes them."""
+_member_values = operator.attrgetter(*MEMBER_FIELDS)
 
 
 def status_members(
@@ -105,7 +107,7 @@ def status_members(
             ladder.action.value if ladder is not None else None,
         )
         old = before.get(m.name)
-        if old is not None and tuple(getattr(old, name) for name in MEMBER_FIELDS) == values:
+        if old is not None and _member_values(old) == values:
             listed.append(old)
         else:
             listed.append(api.Member.model_validate({"node": m.name, **dict(zip(MEMBER_FIELDS, values, strict=True))}))
