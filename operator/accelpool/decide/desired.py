@@ -62,7 +62,7 @@ class Desired:
 
 def decide(
     pools: Sequence[PoolInput],
-    nodes: Sequence[NodeView],
+    nodes: Sequence[NodeView] | Mapping[str, NodeView],
     config: ConfigState,
     options: PlannerOptions,
     *,
@@ -74,11 +74,13 @@ def decide(
     dra_inputs: DraInputs | None = None,
 ) -> Desired:
     """The desired state; `unplannable` names pools already known to fail (name → why); `kueue_observed`: what
-    Kueue holds (None: nothing is decided for Kueue); `previous`: the last pass's, made with the same `agent`."""
-    planned_nodes: Sequence[NodeView] = nodes
+    Kueue holds (None: nothing is decided for Kueue); `previous`: the last pass's, made with the same `agent`.
+    `nodes` may be given by name (`incremental.replan`)."""
+    planned_nodes = nodes
+    views = list(nodes.values()) if isinstance(nodes, Mapping) else nodes
     decisions: dict[str, GpuDecision] = {}
     if dra_inputs is not None:
-        planned_nodes, decisions = dra.prepare(pools, nodes, dra_inputs, options)
+        planned_nodes, decisions = dra.prepare(pools, views, dra_inputs, options)
     memo = replan(previous.memo if previous is not None else None, pools, planned_nodes, config, options, unplannable)
     result = memo.plan
     karpenter = options.karpenter_available
@@ -91,7 +93,7 @@ def decide(
     versions = configmaps.versions(result, config, current_mig_text)
     dra_plan = None
     if dra_inputs is not None:
-        result, dra_plan = dra.finish(result, pools, nodes, dra_inputs, decisions, options.now)
+        result, dra_plan = dra.finish(result, pools, views, dra_inputs, decisions, options.now)
     if kueue_observed is None:
         return Desired(result, owned, versions, memo=memo, dra=dra_plan)
     previous_statuses = {p.name: p.previous for p in pools}

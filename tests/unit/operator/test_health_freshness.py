@@ -94,7 +94,7 @@ def test_a_condition_taken_away_is_forgotten_and_starts_anew() -> None:
     seen.observe(health_view(heartbeat=NOW), at=20.0)
     assert seen.unchanged_for("m1", 20.0) == 0.0
     seen.keep(set())
-    assert seen.ages(30.0) == {}
+    assert seen.ages(30.0, STALE) == {}
 
 
 def test_the_next_condition_to_turn_stale() -> None:
@@ -104,6 +104,23 @@ def test_the_next_condition_to_turn_stale() -> None:
     assert seen.turns_stale(STALE, after=50.0) == STALE, "a planned fresh: it turns stale at its period's end"
     assert seen.turns_stale(STALE, after=STALE) == 100.0 + STALE, "a was planned stale already"
     assert seen.turns_stale(STALE, after=100.0 + STALE) is None
+
+
+def test_the_ages_are_a_value_and_name_the_stale_nodes_whatever_the_order_of_changes() -> None:
+    seen = HealthFreshness()
+    for at, name in enumerate(["a", "b", "c"]):
+        seen.observe(health_view(name, heartbeat=NOW), at=float(at))
+    seen.observe(health_view("a", heartbeat=NOW + timedelta(minutes=5)), at=10.0)  # a lives: it ages anew
+    ages = seen.ages(STALE + 5.0, STALE)
+    assert dict(ages) == {"a": STALE - 5.0, "b": STALE + 4.0, "c": STALE + 3.0}
+    assert ages.stale == {"b", "c"} == ages.reached(STALE)
+    assert ages.reached(STALE - 5.0) == {"a", "b", "c"}, "another limit ages every node"
+    assert seen.turns_stale(STALE, after=STALE + 5.0) == STALE + 10.0, "past the stale ones: a"
+    seen.observe(health_view("b", heartbeat=NOW + timedelta(minutes=5)), at=STALE + 6.0)
+    seen.forget("c")
+    assert dict(ages) == {"a": STALE - 5.0, "b": STALE + 4.0, "c": STALE + 3.0}, "a pass's ages stay as planned"
+    later = seen.ages(STALE + 6.0, STALE)
+    assert dict(later) == {"a": STALE - 4.0, "b": 0.0} and later.stale == frozenset()
 
 
 # ---------------------------------------------------------------- planning reads the operator's ages

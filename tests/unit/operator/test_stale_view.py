@@ -86,3 +86,28 @@ async def test_a_conflict_makes_the_next_writing_pass_list_the_pools_again(clust
     retried = await harness.controller.reconcile_once()
     assert retried.ok and retried.conflicts == 0
     assert cluster.reads().count(POOLS) == 2, "after a 409 the next writing pass lists the pools again"
+
+
+@pytest.mark.looptime
+async def test_a_spec_changed_behind_the_index_is_planned_as_listed_and_an_unchanged_one_is_trusted(
+    cluster: Cluster, looptime: float
+) -> None:
+    await cluster.add_nodes(node_body("n1"), node_body("n2"), node_body("n3"))
+    harness = await cluster.harness([pool_body("p", {"accelerator": "H100"}), pool_body("q", {"accelerator": "H100"})])
+    assert (await harness.controller.reconcile_once()).ok
+    harness.catch_up()
+    await cluster.store_pools([pool_body("p", {"accelerator": "H100", "nodes": 2})])
+    stale_index = cluster.pool_records()  # what the pool watch delivered last: p wants 2 nodes
+    await cluster.store_pools([pool_body("p", {"accelerator": "H100", "nodes": 1})])  # and back, not delivered
+    harness.pools = stale_index
+    generations = {r.name: r.generation for r in cluster.pool_records()}
+    assert generations["p"] == 3 and {r.name: r.generation for r in stale_index}["p"] == 2
+
+    await asyncio.sleep(60)  # past POOL_CHECK_SECONDS
+    reads, writes = cluster.reads().count(POOLS), len(cluster.writes())
+    result = await harness.controller.reconcile_once()
+
+    assert result.ok
+    assert cluster.reads().count(POOLS) == reads + 1, "the pass would have claimed a node for p: it listed first"
+    assert [w for w in cluster.writes()[writes:] if w[1].startswith("/api/v1/nodes/")] == [], "p as listed: 1 node"
+    assert harness.status("p")["observedGeneration"] == 3

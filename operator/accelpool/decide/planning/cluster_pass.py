@@ -126,7 +126,7 @@ class Trace:
     """Free candidates of the claims (before them) with a detected accelerator → its catalog name."""
     selected: dict[str, tuple[str | None, str | None]]
     """Node → (device-plugin key, mig-parted entry) it selects once the pass's writes land."""
-    changes: dict[str, NodeChange]
+    changes: Mapping[str, NodeChange]
     in_pools: Counter[str]
     owned_configs: frozenset[str]
 

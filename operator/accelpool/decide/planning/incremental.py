@@ -25,9 +25,17 @@ from accelpool.decide.planning.cluster_pass import (
     _selected_sets,
     plan_traced,
 )
-from accelpool.decide.planning.model import ConfigState, Plan, PlannerOptions, PoolInput, bounded_events
+from accelpool.decide.planning.model import (
+    ConfigState,
+    HealthAges,
+    Plan,
+    PlannerOptions,
+    PoolInput,
+    bounded_events,
+)
 from accelpool.decide.planning.pools import claim_priority, pool_works
 from accelpool.model.nodes import NodeView
+from accelpool.model.revisions import Revision, differing
 
 _T = TypeVar("_T")
 PART_LIMIT = 0.5
@@ -72,7 +80,7 @@ class Memo:
 def replan(
     memo: Memo | None,
     pools: Sequence[PoolInput],
-    nodes: Sequence[NodeView],
+    nodes: Sequence[NodeView] | Mapping[str, NodeView],
     config: ConfigState,
     options: PlannerOptions,
     unplannable: Mapping[str, str] | None = None,
@@ -80,14 +88,16 @@ def replan(
     part_limit: float = PART_LIMIT,
 ) -> Memo:
     """The plan (`Memo.plan`) of `plan(pools, nodes, config, options, unplannable)`, planning only what changed
-    since `memo` where it can (see the module docstring); `part_limit`: `PART_LIMIT`."""
+    since `memo` where it can (see the module docstring); `part_limit`: `PART_LIMIT`. `nodes` may be given by
+    name: a `Revision` of the memo's is compared in as many steps as nodes changed."""
     unplannable = dict(unplannable or {})
-    by_name = {view.name: view for view in nodes}
-    if memo is not None and len(by_name) == len(nodes):
-        found = _incremental(memo, pools, nodes, by_name, config, options, unplannable, part_limit)
+    views = list(nodes.values()) if isinstance(nodes, Mapping) else nodes
+    by_name = nodes if isinstance(nodes, Mapping) else {view.name: view for view in nodes}
+    if memo is not None and len(by_name) == len(views):
+        found = _incremental(memo, pools, by_name, config, options, unplannable, part_limit)
         if found is not None:
             return found
-    result, trace = plan_traced(pools, nodes, config, options, unplannable)
+    result, trace = plan_traced(pools, views, config, options, unplannable)
     failed = configs.foreign_config_keys(pools, config) | unplannable | dict(result.unplannable)
     inputs = tuple(p.set_aside(failed[p.name]) if p.name in failed else p for p in pools)
     return _memo(pools, inputs, failed, unplannable, config, options, by_name, result, trace, full=True)
@@ -152,6 +162,8 @@ def _stale(options: PlannerOptions) -> frozenset[str] | None:
     if ages is None:
         return None
     limit = options.health_stale_seconds
+    if isinstance(ages, HealthAges):
+        return ages.reached(limit)
     return frozenset(name for name, age in ages.items() if age >= limit)
 
 
@@ -190,31 +202,19 @@ def _same_settings(a: PlannerOptions, b: PlannerOptions) -> bool:
     )
 
 
-def _differing(a: Mapping[str, object], b: Mapping[str, object]) -> set[str]:
-    if a is b or a == b:
-        return set()
-    return {key for key in a.keys() | b.keys() if a.get(key) != b.get(key)}
-
-
-def _changed_nodes(memo: Memo, nodes: Sequence[NodeView], options: PlannerOptions) -> set[str]:
-    old = memo.nodes
-    changed = {view.name for view in nodes if old.get(view.name) is not view and old.get(view.name) != view}
-    added = sum(1 for name in changed if name not in old)
-    if len(nodes) - added != len(old):  # some are gone
-        names = {view.name for view in nodes}
-        changed |= {name for name in old if name not in names}
+def _changed_nodes(memo: Memo, by_name: Mapping[str, NodeView], options: PlannerOptions) -> set[str]:
+    changed = differing(by_name, memo.nodes)
     stale = _stale(options)
     if stale is not None and memo.stale is not None and stale != memo.stale:
         changed |= stale ^ memo.stale
-    changed |= _differing(options.healthy_since, memo.options.healthy_since)
-    changed |= _differing(options.drains, memo.options.drains)
+    changed |= differing(options.healthy_since, memo.options.healthy_since)
+    changed |= differing(options.drains, memo.options.drains)
     return changed
 
 
 def _incremental(
     memo: Memo,
     pools: Sequence[PoolInput],
-    nodes: Sequence[NodeView],
     by_name: Mapping[str, NodeView],
     config: ConfigState,
     options: PlannerOptions,
@@ -235,9 +235,9 @@ def _incremental(
     affected = set(pools_changed)
     affected |= {pool for pool, seconds in memo.trace.requeue.items() if seconds - elapsed <= 0}
     if options.agents is not None and memo.options.agents is not None:
-        affected |= _differing(options.agents, memo.options.agents)
+        affected |= differing(options.agents, memo.options.agents)
     affected &= set(memo.priority)
-    changed = _changed_nodes(memo, nodes, options)
+    changed = _changed_nodes(memo, by_name, options)
     if not changed and not affected:
         requeue = {pool: seconds - elapsed for pool, seconds in memo.trace.requeue.items()}
         return replace(
@@ -345,10 +345,8 @@ def _recombine(
     before = memo.trace
     pool_plans = {**before.pool_plans, **part.pool_plans}
 
-    changes = dict(before.changes)
-    for name in scope_nodes:
-        changes.pop(name, None)
-    changes.update(part.changes)  # a node new here comes last: the order of changes means nothing
+    base = before.changes if isinstance(before.changes, Revision) else Revision(before.changes)
+    changes = base.revised({**dict.fromkeys(scope_nodes), **part.changes})  # the writer compares only these
 
     kept = [
         e

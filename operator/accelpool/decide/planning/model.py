@@ -10,8 +10,9 @@ the metrics.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -87,6 +88,32 @@ class ConfigSync:
         if since is None:
             return self.seconds
         return max(0.0, self.seconds - (now - since).total_seconds())
+
+
+class HealthAges(Mapping[str, float]):
+    """`PlannerOptions.health_unchanged_for` as the controller gives it: node → seconds since `changed_at[node]`, as
+    of `now`, with the nodes whose age has reached `stale_seconds` found once (`stale`), so that planning again
+    after a few changes need not age every node. Made by `accelpool.runtime.controller.freshness`."""
+
+    __slots__ = ("changed_at", "now", "stale", "stale_seconds")
+
+    def __init__(self, changed_at: Mapping[str, float], now: float, stale_seconds: float, stale: frozenset[str]):
+        self.changed_at, self.now, self.stale_seconds, self.stale = changed_at, now, stale_seconds, stale
+
+    def __getitem__(self, name: str) -> float:
+        return self.now - self.changed_at[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.changed_at)
+
+    def __len__(self) -> int:
+        return len(self.changed_at)
+
+    def reached(self, seconds: float) -> frozenset[str]:
+        """The nodes unchanged for `seconds` or longer."""
+        if seconds == self.stale_seconds:
+            return self.stale
+        return frozenset(name for name, at in self.changed_at.items() if self.now - at >= seconds)
 
 
 @dataclass(frozen=True)
@@ -226,4 +253,8 @@ class Plan:
     """The nodes to drain after this pass's writes (the controller's drain executor evicts their pods)."""
 
     def pool(self, name: str) -> PoolPlan | None:
-        return next((p for p in self.pools if p.name == name), None)
+        return self._pools_by_name.get(name)
+
+    @functools.cached_property
+    def _pools_by_name(self) -> Mapping[str, PoolPlan]:
+        return {p.name: p for p in self.pools}

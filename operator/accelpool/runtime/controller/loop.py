@@ -23,7 +23,7 @@ from accelpool.runtime.controller.drain import DrainExecutor
 from accelpool.runtime.controller.events import EventRecorder
 from accelpool.runtime.controller.nodewatch import NodeWatch
 from accelpool.runtime.controller.planner import Planner
-from accelpool.runtime.controller.state import ClusterState
+from accelpool.runtime.controller.state import ClusterState, NodeSource
 from accelpool.runtime.controller.status import StatusWriter
 from accelpool.runtime.controller.writes import Writer
 from accelpool.runtime.metrics import OperatorMetrics
@@ -101,7 +101,7 @@ class Controller:
 
     # ------------------------------------------------------------ inputs (from the kopf handlers)
 
-    def bind(self, nodes: Callable[[], Iterable[NodeView]], pools: Callable[[], Iterable[PoolRecord]]) -> None:
+    def bind(self, nodes: Callable[[], NodeSource], pools: Callable[[], Iterable[PoolRecord]]) -> None:
         self._state.bind(nodes, pools)
 
     def watch_nodes(self) -> NodeWatch:

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from accelpool.model.nodes import NodeView
+from accelpool.model.revisions import Revision
 from accelpool.runtime.controller.apiserver import TRANSIENT
 from accelpool_core.kube import GoneError, KubeClient
 
@@ -35,13 +36,21 @@ class NodeWatch:
         self._on_change = on_change
         self._on_listed = on_listed
         self._views: dict[str, NodeView] = {}
+        self._published: Revision[NodeView] = Revision()
+        self._touched: set[str] = set()
+        """Names whose views changed since `views` was last called."""
         self._version: str | None = None
         self.events = 0
         """Watch events handled (ADDED, MODIFIED, DELETED), for /metrics and the benchmarks."""
 
-    def views(self) -> Iterator[NodeView]:
-        """The nodes as last seen (read synchronously by a pass's snapshot)."""
-        return iter(list(self._views.values()))
+    def views(self) -> Revision[NodeView]:
+        """The nodes as last seen, by name (read synchronously by a pass's snapshot): a revision of the one the
+        previous call returned, so the snapshot compares only the nodes that changed in between."""
+        if self._touched:
+            views = self._views
+            self._published = self._published.revised({name: views.get(name) for name in self._touched})
+            self._touched = set()
+        return self._published
 
     async def run(self) -> None:
         """List, then watch, until cancelled; errors are logged and retried, never raised."""
@@ -64,6 +73,7 @@ class NodeWatch:
         listed = await self._client.request("GET", NODES)
         views = {view.name: view for view in map(NodeView.from_body, listed.get("items") or [])}
         gone = set(self._views) - set(views)
+        self._touched.update(gone, views)
         self._views = views
         self._version = str((listed.get("metadata") or {}).get("resourceVersion") or "0")
         for name in gone:
@@ -89,6 +99,7 @@ class NodeWatch:
             return  # BOOKMARK: only the resourceVersion moves
         self.events += 1
         name = str((body.get("metadata") or {}).get("name", ""))
+        self._touched.add(name)
         if kind == "DELETED":
             self._views.pop(name, None)
             self._on_change(name, None)

@@ -57,6 +57,10 @@ class Overlays:
         overlay = self._nodes.get(name)
         return overlay.after if overlay is not None else None
 
+    def node_names(self) -> set[str]:
+        """The nodes a write's result may still stand in for."""
+        return set(self._nodes)
+
     def node(self, indexed: NodeView, now: float) -> NodeView:
         """The indexed node, or the write's result while the index lags behind it."""
         overlay = self._nodes.get(indexed.name)

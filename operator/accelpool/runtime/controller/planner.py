@@ -23,7 +23,7 @@ record, and calls the pure `accelpool.decide.desired.decide`. Between passes it 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 import accelpool_api as api
@@ -32,6 +32,7 @@ from accelpool.decide.desired import Desired, decide
 from accelpool.decide.inputs import Checked, PoolRecord
 from accelpool.decide.planning import ConfigState, ConfigSync, PlannerOptions, PoolInput
 from accelpool.model.nodes import NodeView
+from accelpool.model.revisions import Revision, differing
 from accelpool.runtime.controller.state import Snapshot
 from accelpool.runtime.settings import OperatorConfig
 
@@ -47,8 +48,10 @@ class Planner:
         self._validated: dict[tuple[str, str], Checked] = {}
         self._set_aside: dict[tuple[str, str], str] = {}
         self._set_aside_since: float | None = None
-        self._first_healthy: dict[str, tuple[datetime | None, datetime]] = {}
-        self._healthy_since_found: dict[str, datetime] | None = None
+        self._healthy_since: Revision[datetime] = Revision()
+        self._healthy_transition: dict[str, datetime | None] = {}
+        """The lastTransitionTime of the condition each `_healthy_since` entry was first seen True with."""
+        self._healthy_seen: Mapping[str, NodeView] = {}
         self._configs_seen: tuple[dict[str, datetime], dict[str, datetime]] = ({}, {})
         self._last: Desired | None = None
         self._inputs: dict[str, tuple[PoolRecord, Checked, api.ComputePoolStatus | None, PoolInput]] = {}
@@ -76,7 +79,7 @@ class Planner:
             health_stale_seconds=self._config.health_stale_seconds,
             health_unchanged_for=snapshot.health_unchanged_for,
             tolerated_taints=self._config.tolerated_taints,
-            healthy_since=self._healthy_since(snapshot.nodes),
+            healthy_since=self._healthy_since_of(snapshot.nodes),
             agents=snapshot.agents,
             drains=snapshot.drains,
             config_sync=self._config_sync(snapshot.config, now),
@@ -150,7 +153,7 @@ class Planner:
         device_plugin, mig = self._configs_seen
         return ConfigSync(self._config.config_sync_seconds, device_plugin, mig)
 
-    def _healthy_since(self, views: Iterable[NodeView]) -> dict[str, datetime]:
+    def _healthy_since_of(self, nodes: Mapping[str, NodeView]) -> Mapping[str, datetime]:
         """When this operator first saw each node's condition True, on its own clock.
 
         The hold-down counts from here, not from the agent's `lastTransitionTime`: an agent whose
@@ -158,20 +161,21 @@ class Planner:
         is judged by when the operator saw a change). A new `lastTransitionTime` is a new transition
         (the node failed and recovered between two passes): it starts the count again. After a restart
         the count starts at the first pass, so a quarantine waits at most one hold-down more.
+
+        Only the nodes that changed since the last pass are looked at; the mapping is a `Revision` of the last one
+        (the same object when nothing changed), so incremental planning compares only those too.
         """
-        seen: dict[str, tuple[datetime | None, datetime]] = {}
-        first_healthy, now = self._first_healthy, None
-        for view in views:
-            health = view.health
-            if health is not None and health.healthy:
-                before = first_healthy.get(view.name)
-                if before is not None and before[0] == health.since:
-                    seen[view.name] = before
-                else:
-                    now = now or self._now()
-                    seen[view.name] = (health.since, now)
-        if seen == first_healthy and self._healthy_since_found is not None:
-            return self._healthy_since_found  # the same mapping: incremental planning compares it by identity
-        self._first_healthy = seen
-        self._healthy_since_found = {name: first for name, (_, first) in seen.items()}
-        return self._healthy_since_found
+        updates: dict[str, datetime | None] = {}
+        transitions, now = self._healthy_transition, None
+        for name in differing(nodes, self._healthy_seen):
+            view = nodes.get(name)
+            health = view.health if view is not None else None
+            if health is None or not health.healthy:
+                updates[name] = None
+                transitions.pop(name, None)
+            elif name not in transitions or transitions[name] != health.since:
+                now = now or self._now()
+                updates[name], transitions[name] = now, health.since
+        self._healthy_seen = nodes
+        self._healthy_since = self._healthy_since.revised(updates)
+        return self._healthy_since

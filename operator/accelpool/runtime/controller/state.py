@@ -5,7 +5,6 @@ How it works and why: docs/design/cluster-state.md.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from accelpool.decide.planning import ConfigState
 from accelpool.model import agents
 from accelpool.model.evictions import DrainObservation, DrainOrder
 from accelpool.model.nodes import NodeView
+from accelpool.model.revisions import Revision, differing
 from accelpool.runtime.controller import apiserver
 from accelpool.runtime.controller.apiserver import TRANSIENT
 from accelpool.runtime.controller.deadlines import Deadlines
@@ -38,6 +38,8 @@ POOL_CHECK_SECONDS = 10.0
 a pool deleted while the operator was paused or its watch was down is never written for."""
 Owned = Literal["daemonsets", "nodepools"]
 """The kinds of objects a pool owns besides node labels."""
+NodeSource = Mapping[str, NodeView] | Iterable[NodeView]
+"""What the node source gives: the views by name (the node informer's `Revision`), or the views."""
 _T = TypeVar("_T")
 
 
@@ -46,7 +48,8 @@ class Snapshot:
     """The cluster as one pass plans with it."""
 
     pools: Mapping[str, PoolRecord]
-    nodes: Sequence[NodeView]
+    nodes: Mapping[str, NodeView]
+    """By name: a `Revision` of the previous snapshot's (planning compares only the nodes that changed)."""
     config: ConfigState
     """The NVIDIA ConfigMaps, parsed."""
     mig_text: str | None
@@ -65,10 +68,6 @@ class Snapshot:
     """NVIDIA's ResourceSlices, accelpool's DeviceTaintRules and what the cluster serves of them
     (`accelpool.runtime.controller.dra`), read while some pool is `allocation: DRA`; None otherwise."""
 
-    @functools.cached_property
-    def nodes_by_name(self) -> Mapping[str, NodeView]:
-        return {view.name: view for view in self.nodes}
-
 
 class ClusterState:
     """See the module docstring. One per controller; `clock` is the event loop's (a fake one in tests)."""
@@ -82,7 +81,7 @@ class ClusterState:
         self._config = config
         self._client = client
         self._clock = clock
-        self._node_source: Callable[[], Iterable[NodeView]] = lambda: ()
+        self._node_source: Callable[[], NodeSource] = lambda: ()
         self._pool_source: Callable[[], Iterable[PoolRecord]] = lambda: ()
         self._overlays = Overlays(clock)
         self._pools_listed_at: float | None = None
@@ -103,14 +102,19 @@ class ClusterState:
         self._freshness = HealthFreshness()
         self._freshness_at: float | None = None
         """When the last snapshot aged the nodes' health: conditions stale by then were planned so."""
-        self._observed: dict[str, NodeView] = {}
-        self._parsed_config: tuple[dict[str, Any] | None, dict[str, Any] | None, ConfigState] | None = None
+        self._indexed: Mapping[str, NodeView] = {}
+        """The node source's views the last snapshot read, by name."""
+        self._nodes_now: Revision[NodeView] = Revision()
+        """The last snapshot's nodes: the indexed views, overlaid."""
+        self._observed: Mapping[str, NodeView] = {}
         """The views the last snapshot's freshness observed, by name."""
+        self._parsed_config: tuple[dict[str, Any] | None, dict[str, Any] | None, ConfigState] | None = None
 
     # ------------------------------------------------------------ inputs (from the kopf handlers)
 
-    def bind(self, nodes: Callable[[], Iterable[NodeView]], pools: Callable[[], Iterable[PoolRecord]]) -> None:
-        """The nodes' and the pools' sources (the node informer's views, kopf's pool index): read at every snapshot."""
+    def bind(self, nodes: Callable[[], NodeSource], pools: Callable[[], Iterable[PoolRecord]]) -> None:
+        """The nodes' and the pools' sources (the node informer's views by name, kopf's pool index): read at every
+        snapshot."""
         self._node_source, self._pool_source = nodes, pools
 
     def node_event(self, name: str, view: NodeView | None) -> bool:
@@ -185,10 +189,10 @@ class ClusterState:
 
     def planned_with(self, snapshot: Snapshot) -> None:
         """A pass planned with `snapshot`: node and pool events are compared with it from now on."""
-        self._planned_nodes = snapshot.nodes_by_name
+        self._planned_nodes = snapshot.nodes
         self._planned_pools = dict(snapshot.pools)
         self._selector_keys = selector_keys([record.spec for record in snapshot.pools.values()])
-        self._overlays.keep(snapshot.nodes_by_name, snapshot.pools)
+        self._overlays.keep(snapshot.nodes, snapshot.pools)
 
     def list_pools_first(self) -> None:
         """The next snapshot lists the pools (kopf's pool index may not hold them all yet)."""
@@ -201,6 +205,7 @@ class ClusterState:
         self._pools_relist = True
         self._overlays.clear()
         self._planned_nodes, self._planned_pools = {}, {}
+        self._indexed, self._nodes_now = {}, Revision()
 
     def due_at(self, deadlines: Deadlines) -> None:
         """Tell `deadlines` when the cache needs a pass: the next resync, the next agent check while there are
@@ -284,28 +289,37 @@ class ClusterState:
 
     # ------------------------------------------------------------ nodes
 
-    def _health_ages(self, nodes: Sequence[NodeView]) -> dict[str, float]:
+    def _health_ages(self, nodes: Mapping[str, NodeView]) -> Mapping[str, float]:
         """How long each node's agent health has gone unchanged (the snapshot's views seen now, the watch's
-        events seen as they came)."""
+        events seen as they came); only the views that changed since the last snapshot are looked at."""
         now = self._clock()
-        observed, seen = self._observed, {}
-        for view in nodes:
-            if observed.get(view.name) is not view:  # the very view observed before says nothing new
+        for name in differing(nodes, self._observed):
+            view = nodes.get(name)
+            if view is None:
+                self._freshness.forget(name)
+            else:
                 self._freshness.observe(view, now)
-            seen[view.name] = view
-        if seen.keys() != observed.keys():
-            self._freshness.keep(seen)
-        self._observed = seen
+        self._observed = nodes
         self._freshness_at = now
-        return self._freshness.ages(now)
+        return self._freshness.ages(now, self._config.health_stale_seconds)
 
-    def _nodes(self) -> list[NodeView]:
-        now = self._clock()
-        return [self._overlays.node(view, now) for view in self._node_source()]
+    def _nodes(self) -> Revision[NodeView]:
+        """The indexed nodes overlaid with this operator's writes the index has not caught up with: the last
+        snapshot's nodes revised where the index changed since or an overlay stood in."""
+        indexed = self.indexed_nodes()
+        now, overlays = self._clock(), self._overlays
+        names = differing(indexed, self._indexed) | overlays.node_names()
+        updates = {
+            name: overlays.node(view, now) if (view := indexed.get(name)) is not None else None for name in names
+        }
+        self._indexed = indexed
+        self._nodes_now = self._nodes_now.revised(updates)
+        return self._nodes_now
 
-    def indexed_nodes(self) -> dict[str, NodeView]:
-        """The node index as it is now, without overlays (what a write's overlay stands in for)."""
-        return {view.name: view for view in self._node_source()}
+    def indexed_nodes(self) -> Mapping[str, NodeView]:
+        """The node index as it is now, by name, without overlays (what a write's overlay stands in for)."""
+        source = self._node_source()
+        return source if isinstance(source, Mapping) else {view.name: view for view in source}
 
     def remember_node(self, before: NodeView | None, written: Mapping[str, Any]) -> None:
         """A node as a write (or a re-read after a 409) returned it, until the index shows it."""
@@ -327,10 +341,19 @@ class ClusterState:
 
     async def check_pools(self, records: Mapping[str, PoolRecord]) -> bool:
         """Lists the pools; True (and an overlay of the listed pools) when `records` disagree with the API."""
-        listed = {r.name: r for r in map(PoolRecord.from_body, await self._client.list(apiserver.POOLS))}
+        bodies = {
+            str((body.get("metadata") or {}).get("name", "?")): body
+            for body in await self._client.list(apiserver.POOLS)
+        }
         self._pools_listed_at = self._clock()
         self._pools_suspect = self._pools_relist = False
-        stale = {n for n in set(records) | set(listed) if not same_pool(records.get(n), listed.get(n))}
+        listed = {
+            name: PoolRecord.from_body(body)
+            for name, body in bodies.items()
+            if not _same_generation(records.get(name), body)
+        }
+        stale = {n for n in records if n not in bodies}
+        stale |= {n for n, record in listed.items() if not same_pool(records.get(n), record)}
         if not stale:
             return False
         log.warning("the pool index is stale (%s); planning with the listed pools", ", ".join(sorted(stale)[:10]))
@@ -365,6 +388,20 @@ class ClusterState:
             self._owned[kind].pop(name, None)
         else:
             self._owned[kind][name] = stored
+
+
+def _same_generation(record: PoolRecord | None, body: Mapping[str, Any]) -> bool:
+    """Whether a listed pool is the indexed one at the same generation, neither deleted since: the API server
+    counts every change of a custom resource's spec in its generation, so its record would be the same to
+    planning (`same_pool`) and need not be made (its status, a copy of which it would hold, is not compared)."""
+    metadata = body.get("metadata") or {}
+    return (
+        record is not None
+        and record.generation is not None
+        and record.uid == str(metadata.get("uid") or "")
+        and record.generation == metadata.get("generation")
+        and record.deleting == bool(metadata.get("deletionTimestamp"))
+    )
 
 
 def _managed(obj: Mapping[str, Any]) -> bool:

@@ -35,6 +35,7 @@ from accelpool.decide.configmaps import ConfigMapsVersion
 from accelpool.decide.desired import Desired, OwnedObjects
 from accelpool.decide.planning import EventIntent, Plan
 from accelpool.model.nodes import NodeChange, NodeView
+from accelpool.model.revisions import differing
 from accelpool.runtime.controller import apiserver
 from accelpool.runtime.controller.apiserver import TRANSIENT, Permit
 from accelpool.runtime.controller.dra import DraWriter
@@ -106,15 +107,15 @@ class Writer:
         self._metrics = metrics
         self._kueue = KueueWriter(client, state.kueue)
         self._dra = DraWriter(client, state.dra, config.dra_plugin_namespace, config.dra_plugin_selector)
-        self._settled: dict[str, tuple[NodeView, NodeChange]] = {}
-        """Node → the view and the change last found to need no write: the same two objects need none again."""
+        self._walked: tuple[Mapping[str, NodeChange], Mapping[str, NodeView]] | None = None
+        """The changes and the views the last walk over the nodes compared (`_due`)."""
+        self._due_then: set[str] = set()
+        """The nodes that walk found to need a write."""
 
     def would_write(self, desired: Desired, snapshot: Snapshot) -> bool:
         """Whether a node or an owned object differs (the pass then checks the pool index first)."""
-        for name, change in desired.plan.changes.items():
-            view = snapshot.nodes_by_name.get(name)
-            if view is not None and not self._is_settled(name, view, change) and patches.node_patch(view, change):
-                return True
+        if any(body is not None for _, _, _, body, _ in self._due(desired.plan.changes, snapshot.nodes)):
+            return True
         for objects in desired.owned.values():
             if self._differs("daemonsets", objects.daemonset):
                 return True
@@ -129,7 +130,7 @@ class Writer:
         if not outcome.blocked:
             await self._owned_objects(desired.owned, outcome, permit)
             kueue = self._kueue_writes(await self._kueue.before_nodes(desired.kueue, permit), outcome)
-            await self._nodes(desired.plan, snapshot.nodes_by_name, outcome, permit)
+            await self._nodes(desired.plan, snapshot.nodes, outcome, permit)
             if not outcome.unwritten_nodes:
                 await self._configmaps(desired.configmaps.final, outcome, permit)
                 after = await self._kueue.after_nodes(desired.kueue, permit, queues_done=kueue.queues_done)
@@ -273,31 +274,32 @@ class Writer:
 
     # ------------------------------------------------------------ nodes
 
-    def _is_settled(self, name: str, view: NodeView, change: NodeChange) -> bool:
-        settled = self._settled.get(name)
-        return settled is not None and settled[0] is view and settled[1] is change
-
-    async def _nodes(self, plan: Plan, views: Mapping[str, NodeView], outcome: WriteOutcome, permit: Permit) -> None:
-        semaphore = asyncio.Semaphore(max(1, self._config.write_concurrency))
-        settled: dict[str, tuple[NodeView, NodeChange]] = {}
-        due: list[tuple[str, NodeChange, NodeView, dict[str, Any] | None, list[dict[str, Any]] | None]] = []
-        for name, change in plan.changes.items():  # what differs, found before any task is made
-            view = views.get(name)
-            if view is None:
-                continue
-            if self._is_settled(name, view, change):
-                settled[name] = (view, change)
+    def _due(self, changes: Mapping[str, NodeChange], views: Mapping[str, NodeView]) -> list[_DueNode]:
+        """The nodes whose stored view differs from their planned change, by name: of those the last walk found
+        due, and of those whose view or change differs from what it compared (a `Revision` each: found in as many
+        steps as changed), the others being as the last walk found them."""
+        if self._walked is None:
+            names: Iterable[str] = changes.keys()
+        else:
+            names = self._due_then | differing(changes, self._walked[0]) | differing(views, self._walked[1])
+        due = []
+        for name in sorted(names):
+            change, view = changes.get(name), views.get(name)
+            if change is None or view is None:
                 continue
             body = patches.node_patch(view, change)
             removal = patches.health_removal(view, change)
-            if body is None and removal is None:
-                settled[name] = (view, change)
-            else:
+            if body is not None or removal is not None:
                 due.append((name, change, view, body, removal))
-        self._settled = settled
+        return due
+
+    async def _nodes(self, plan: Plan, views: Mapping[str, NodeView], outcome: WriteOutcome, permit: Permit) -> None:
+        semaphore = asyncio.Semaphore(max(1, self._config.write_concurrency))
+        due = self._due(plan.changes, views)  # what differs, found before any task is made
+        self._walked, self._due_then = (plan.changes, views), {name for name, *_ in due}
         if not due:
             return
-        due.sort(key=lambda item: not _fences(item[2], item[1]))  # stable: the rest keep the plan's order
+        due.sort(key=lambda item: not _fences(item[2], item[1]))  # stable: the rest keep their order, by name
         indexed = self._state.indexed_nodes()
 
         async def write(
@@ -348,6 +350,10 @@ class Writer:
             return
         self._wrote("patch", "nodes/status", outcome)
         self._state.remember_node(before, response)
+
+
+_DueNode = tuple[str, NodeChange, NodeView, dict[str, Any] | None, list[dict[str, Any]] | None]
+"""A node to write: its name, planned change, stored view, merge patch and condition removal (None: none)."""
 
 
 def _fences(view: NodeView, change: NodeChange) -> bool:
