@@ -28,6 +28,9 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 """Server-side apply. JSON is YAML, so the body is sent as JSON (as client-go's Apply does)."""
 USER_AGENT = "accelpool"
+METADATA_LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+"""The Accept header of a metadata-only list (client-go's `metadata.PartialObjectMetadataListMimeTypes`, JSON
+first); a server that cannot convert answers with the full list (the fallback after the comma)."""
 JsonObject = dict[str, Any]
 
 
@@ -104,9 +107,12 @@ class KubeClient:
         body: Any = None,
         params: Mapping[str, str] | None = None,
         content_type: str = "application/json",
+        accept: str | None = None,
     ) -> JsonObject:
         data = None if body is None else json.dumps(body)
         headers = {"Content-Type": content_type} if data is not None else {}
+        if accept is not None:
+            headers["Accept"] = accept
         sent_at = self._token_file.now() if self._token_file else 0.0
         if token := self._token():
             headers["Authorization"] = f"Bearer {token}"
@@ -135,12 +141,21 @@ class KubeClient:
             return None
 
     async def list(
-        self, path: str, *, label_selector: str | None = None, field_selector: str | None = None
+        self,
+        path: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> list[JsonObject]:
+        """The objects at `path`; `metadata_only`: each as a `PartialObjectMetadata` (its `metadata` alone, as
+        client-go's metadata client asks for it: the API server leaves the rest out)."""
         params = {
             key: value for key, value in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if value
         }
-        items: list[JsonObject] = (await self.request("GET", path, params=params or None)).get("items") or []
+        accept = METADATA_LIST_ACCEPT if metadata_only else None
+        listed = await self.request("GET", path, params=params or None, accept=accept)
+        items: list[JsonObject] = listed.get("items") or []
         return items
 
     async def create(self, path: str, body: JsonObject) -> JsonObject:

@@ -473,8 +473,11 @@ class ApiServer(kmock.KubernetesScaffold):
         else:
             items = [obj for obj in found if matches(obj)]
         items = [conversion.from_storage(resources.key_of(resource), obj) for obj in items]
-        if tables.wants_table(request.headers.get("Accept", "")):
+        accept = request.headers.get("Accept", "")
+        if tables.wants_table(accept):
             return tables.table(resources.key_of(resource), items, str(version))
+        if tables.wants_metadata_list(accept):
+            return tables.metadata_list(items, metadata)
         info = self._info(resource)
         kind = info.kind if info is not None and info.kind else resources.kind_of(resource)
         return {

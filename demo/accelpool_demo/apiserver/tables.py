@@ -1,4 +1,5 @@
-"""Server-side printing: the `meta.k8s.io/v1` Table kubectl asks for (`Accept: application/json;as=Table;...`).
+"""Server-side printing: the `meta.k8s.io/v1` Table kubectl asks for (`Accept: application/json;as=Table;...`),
+and the PartialObjectMetadataList a metadata-only list asks for (`as=PartialObjectMetadataList`, `metadata_list`).
 
 Pure. ComputePools print the CRD's additionalPrinterColumns (as the API server's table convertor
 does for a CRD); Nodes print what kube-apiserver's node printer prints (pkg/printers/internalversion:
@@ -29,6 +30,26 @@ Column = tuple[str, str, int, str]
 
 def wants_table(accept: str) -> bool:
     return "as=Table" in accept
+
+
+def wants_metadata_list(accept: str) -> bool:
+    """`Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1` (client-go's metadata client)."""
+    return "as=PartialObjectMetadataList" in accept and "v=v1" in accept
+
+
+def metadata_list(items: Sequence[Mapping[str, Any]], list_metadata: JsonObject) -> JsonObject:
+    """The listed objects' metadata alone: a `meta.k8s.io/v1` PartialObjectMetadataList whose items are
+    PartialObjectMetadata holding each object's whole `metadata` (k8s.io/apiserver/pkg/endpoints/handlers/response.go
+    `asPartialObjectMetadataList`, which copies each item's ObjectMeta through `meta.AsPartialObjectMetadata`)."""
+    return {
+        "apiVersion": "meta.k8s.io/v1",
+        "kind": "PartialObjectMetadataList",
+        "metadata": list_metadata,
+        "items": [
+            {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": item["metadata"]}
+            for item in items
+        ],
+    }
 
 
 def age(timestamp: str | None, now: datetime.datetime | None = None) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from accelpool_core.kube import KubeClient
+from accelpool_core.kube import METADATA_LIST_ACCEPT, KubeClient
 from accelpool_demo.apiserver import RunningApiServer
 from accelpool_demo.apiserver.events import EventLog
 from tests.support.builders import node_body
@@ -124,3 +124,17 @@ async def test_every_watch_ends_when_the_server_shuts_down(api: RunningApiServer
     api.server.close_watches()
     for stream in streams:
         assert await stream.ended()
+
+
+async def test_a_metadata_only_list_holds_each_objects_metadata_and_nothing_else(client: KubeClient) -> None:
+    await client.create("/api/v1/nodes", node_body("a", None, labels={"pool": "x"}, conditions=(), stored=False))
+    await client.create("/api/v1/nodes", node_body("b", None, conditions=(), stored=False))
+    full = await client.list("/api/v1/nodes")
+    listed = await client.request("GET", "/api/v1/nodes", accept=METADATA_LIST_ACCEPT)
+
+    assert (listed["apiVersion"], listed["kind"]) == ("meta.k8s.io/v1", "PartialObjectMetadataList")
+    assert listed["metadata"]["resourceVersion"]
+    assert listed["items"] == [
+        {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": n["metadata"]} for n in full
+    ]
+    assert await client.list("/api/v1/nodes", label_selector="pool=x", metadata_only=True) == [listed["items"][0]]
