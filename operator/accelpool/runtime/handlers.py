@@ -29,7 +29,6 @@ import contextlib
 import datetime
 import logging
 import os
-from collections.abc import Callable, Iterable
 from typing import Any
 
 import kopf
@@ -69,13 +68,24 @@ Versioned = tuple[str, PoolRecord]
 """A pool index value: the pool's resourceVersion and its record (see `pool_records`)."""
 
 
-def _records(index: kopf.Index[str, Versioned]) -> Callable[[], Iterable[PoolRecord]]:
-    def read() -> Iterable[PoolRecord]:
-        for key in list(index):
-            for _, record in index.get(key, ()):
-                yield record
+class PoolRecords:
+    """The pool index's records, as the controller's pool source: read from kopf's index again only after a pool
+    event (`changed`), not at every pass (walking 500 index entries each time). kopf updates an index before it
+    calls the event handlers of the same watch event (kopf/_core/reactor/processing.py,
+    `process_resource_event`: `index_resource`, then the causes), and `pool_event` calls `changed` first."""
 
-    return read
+    def __init__(self, index: kopf.Index[str, Versioned]) -> None:
+        self._index = index
+        self._records: list[PoolRecord] | None = None
+
+    def changed(self) -> None:
+        self._records = None
+
+    def __call__(self) -> list[PoolRecord]:
+        if self._records is None:
+            index = self._index
+            self._records = [record for key in list(index) for _, record in index.get(key, ())]
+        return self._records
 
 
 def _first(index: kopf.Index[str, Versioned], key: str) -> PoolRecord | None:
@@ -183,7 +193,8 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, logger: kopf.Logge
     client = KubeClient(Credentials.discover(config.kubeconfig, config.server))
     metrics = OperatorMetrics()
     controller = Controller(config, client, metrics)
-    controller.bind(nodes=controller.watch_nodes().views, pools=_records(pool_index))
+    memo.pool_records = PoolRecords(pool_index)
+    controller.bind(nodes=controller.watch_nodes().views, pools=memo.pool_records)
     controller.task = asyncio.create_task(controller.run(), name="accelpool controller")
     memo.controller = controller
     leadership.follow_kopf(settings, memo, controller, lifetime=config.peering_lifetime)
@@ -266,6 +277,9 @@ async def pool_records(name: str, body: kopf.Body, **_: Any) -> dict[str, Versio
 @kopf.on.event(*RESOURCE)
 async def pool_event(name: str, type: str, memo: Any, **kwargs: Any) -> None:
     index: kopf.Index[str, Versioned] = kwargs[POOL_INDEX]
+    records = getattr(memo, "pool_records", None)
+    if isinstance(records, PoolRecords):
+        records.changed()
     controller = _controller(memo)
     controller.pool_changed(name, None if type == "DELETED" else _first(index, name))
 
