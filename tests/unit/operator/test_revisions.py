@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import random
+from collections.abc import Mapping
 
+import pytest
+
+from accelpool.model.nodes import NodeView
 from accelpool.model.revisions import Revision, differing
+from accelpool.runtime.controller import state as state_module
+from accelpool.runtime.controller.state import ClusterState
+from accelpool.runtime.settings import OperatorConfig
+
+from .conftest import node_body
+from .emulated import Cluster
 
 
 class Counted(dict[str, int]):
@@ -66,3 +77,33 @@ def test_a_revision_does_not_keep_the_ones_before_it_alive() -> None:
     gc.collect()
     assert not revised.made_from({"a": 1}), "its base is gone: it was made from nothing alive"
     assert differing(revised, {"a": 1}) == {"a"}
+
+
+async def test_a_snapshot_revises_the_last_ones_nodes_with_what_changed_since_whoever_read_the_index(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await cluster.add_nodes(node_body("n1"), node_body("n2"), node_body("n3"))
+    index = Revision({view.name: view for view in cluster.node_views()})
+    state = ClusterState(OperatorConfig(), cluster.client, asyncio.get_running_loop().time)
+    state.bind(nodes=lambda: index, pools=lambda: ())
+    first = (await state.snapshot()).nodes
+    assert set(first) == {"n1", "n2", "n3"}
+
+    along_a_line: list[bool] = []  # each comparison of the nodes: of a revision with the one it was made from?
+
+    def spied(new: Mapping[str, object], old: Mapping[str, object]) -> set[str]:
+        along_a_line.append(isinstance(new, Revision) and new.made_from(old))
+        return differing(new, old)
+
+    monkeypatch.setattr(state_module, "differing", spied)
+    relabelled = NodeView.from_body(node_body("n1", labels={"example.com/rack": "r7"}))
+    index = index.revised({"n1": relabelled})
+    assert state.indexed_nodes() is index  # a writer read the index between two snapshots
+    index = index.revised({"n2": None})
+    second = (await state.snapshot()).nodes
+
+    assert isinstance(second, Revision) and second.made_from(first)
+    assert second.changed_keys == {"n1", "n2"}, "both changes, though the index was read in between"
+    assert dict(second) == {"n1": relabelled, "n3": first["n3"]}
+    assert differing(second, first) == {"n1", "n2"}
+    assert along_a_line and all(along_a_line), "no comparison fell back to comparing every node"

@@ -103,7 +103,9 @@ class ClusterState:
         self._freshness_at: float | None = None
         """When the last snapshot aged the nodes' health: conditions stale by then were planned so."""
         self._indexed: Mapping[str, NodeView] = {}
-        """The node source's views the last snapshot read, by name."""
+        """The node source's views as last read, by name."""
+        self._indexed_changes: set[str] | None = None
+        """The nodes whose indexed views changed since the last snapshot (None: every node: none was taken)."""
         self._nodes_now: Revision[NodeView] = Revision()
         """The last snapshot's nodes: the indexed views, overlaid."""
         self._observed: Mapping[str, NodeView] = {}
@@ -205,7 +207,7 @@ class ClusterState:
         self._pools_relist = True
         self._overlays.clear()
         self._planned_nodes, self._planned_pools = {}, {}
-        self._indexed, self._nodes_now = {}, Revision()
+        self._indexed_changes, self._nodes_now = None, Revision()
 
     def due_at(self, deadlines: Deadlines) -> None:
         """Tell `deadlines` when the cache needs a pass: the next resync, the next agent check while there are
@@ -308,18 +310,25 @@ class ClusterState:
         snapshot's nodes revised where the index changed since or an overlay stood in."""
         indexed = self.indexed_nodes()
         now, overlays = self._clock(), self._overlays
-        names = differing(indexed, self._indexed) | overlays.node_names()
+        changed = self._indexed_changes if self._indexed_changes is not None else self._nodes_now.keys() | indexed
+        names = changed | overlays.node_names()
         updates = {
             name: overlays.node(view, now) if (view := indexed.get(name)) is not None else None for name in names
         }
-        self._indexed = indexed
+        self._indexed_changes = set()
         self._nodes_now = self._nodes_now.revised(updates)
         return self._nodes_now
 
     def indexed_nodes(self) -> Mapping[str, NodeView]:
-        """The node index as it is now, by name, without overlays (what a write's overlay stands in for)."""
+        """The node index as it is now, by name, without overlays (what a write's overlay stands in for). Every read
+        (a snapshot's, a writer's) adds what changed since the one before to what the next snapshot revises."""
         source = self._node_source()
-        return source if isinstance(source, Mapping) else {view.name: view for view in source}
+        indexed = source if isinstance(source, Mapping) else {view.name: view for view in source}
+        if indexed is not self._indexed:
+            if self._indexed_changes is not None:
+                self._indexed_changes |= differing(indexed, self._indexed)
+            self._indexed = indexed
+        return indexed
 
     def remember_node(self, before: NodeView | None, written: Mapping[str, Any]) -> None:
         """A node as a write (or a re-read after a 409) returned it, until the index shows it."""
