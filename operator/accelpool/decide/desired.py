@@ -77,9 +77,10 @@ def decide(
     Kueue holds (None: nothing is decided for Kueue); `previous`: the last pass's, made with the same `agent`.
     `nodes` may be given by name (`incremental.replan`)."""
     planned_nodes = nodes
-    views = list(nodes.values()) if isinstance(nodes, Mapping) else nodes
     decisions: dict[str, GpuDecision] = {}
+    views: Sequence[NodeView] = ()
     if dra_inputs is not None:
+        views = list(nodes.values()) if isinstance(nodes, Mapping) else nodes
         planned_nodes, decisions = dra.prepare(pools, views, dra_inputs, options)
     memo = replan(previous.memo if previous is not None else None, pools, planned_nodes, config, options, unplannable)
     result = memo.plan

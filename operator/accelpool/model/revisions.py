@@ -5,55 +5,81 @@ watch event or a write touched have changed. A `Revision` is an immutable mappin
 one by `revised(updates)`; `differing(new, old)` then costs as many steps as keys were updated, not as
 many as the mapping holds (10,000 at scale). Compared with any other mapping it compares every key, so a
 caller never has to know where a mapping came from: the answer is the same, only its cost differs.
+
+Making a revision does not copy the mapping either: revisions share a base dict that none of them
+changes, each holding what differs from it (the keys set since, the keys removed); when that grows past
+an eighth of the base, the next revision folds it into a base of its own. So a revision costs as many
+steps as keys were updated, amortized, and a lookup two or three dict lookups.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import Iterable, Iterator, Mapping, ValuesView
 from typing import Any, Generic, TypeVar, overload
 
 _V = TypeVar("_V")
 _D = TypeVar("_D")
 _MISSING: Any = object()
+FOLD_SHARE = 8
+"""A revision folds its differences into a new base once they exceed 1/FOLD_SHARE of the base (and 64 keys)."""
 
 
 class Revision(Mapping[str, _V], Generic[_V]):
     """An immutable mapping that remembers the revision it was made from (weakly: older ones may be freed) and
     the keys `revised` updated since."""
 
-    __slots__ = ("__weakref__", "_base", "_changed", "_data")
+    __slots__ = ("__weakref__", "_base", "_changed", "_gone", "_len", "_made_from", "_set")
 
     def __init__(self, data: Mapping[str, _V] | None = None) -> None:
-        self._data: dict[str, _V] = dict(data or {})
-        self._base: weakref.ref[Revision[_V]] | None = None
+        self._base: dict[str, _V] = dict(data or {})
+        """Shared with other revisions: never changed."""
+        self._set: dict[str, _V] = {}
+        """Keys whose values differ from the base's, or that it lacks."""
+        self._gone: frozenset[str] = frozenset()
+        """Keys of the base this mapping lacks."""
+        self._len = len(self._base)
+        self._made_from: weakref.ref[Revision[_V]] | None = None
         self._changed: frozenset[str] = frozenset()
 
     def revised(self, updates: Mapping[str, _V | None]) -> Revision[_V]:
         """This mapping with `updates` applied (a value of None removes the key); itself when none changes it."""
-        data = self._data
         changed = [
             key
             for key, value in updates.items()
-            if (value is None and key in data) or (value is not None and data.get(key, _MISSING) is not value)
+            if (value is None and key in self) or (value is not None and self.get(key, _MISSING) is not value)
         ]
         if not changed:
             return self
         found: Revision[_V] = Revision()
-        found._data = dict(data)
+        base, set_, gone, length = self._base, dict(self._set), set(self._gone), self._len
         for key in changed:
             value = updates[key]
+            present = key in set_ or (key in base and key not in gone)
             if value is None:
-                del found._data[key]
+                set_.pop(key, None)
+                if key in base:
+                    gone.add(key)
+                length -= 1
             else:
-                found._data[key] = value
-        found._base = weakref.ref(self)
+                if key in base and base[key] is value:
+                    set_.pop(key, None)
+                else:
+                    set_[key] = value
+                gone.discard(key)
+                length += 0 if present else 1
+        if len(set_) + len(gone) > max(64, len(base) // FOLD_SHARE):
+            folded = {key: value for key, value in base.items() if key not in gone}
+            folded.update(set_)
+            base, set_, gone = folded, {}, set()
+        found._base, found._set, found._gone, found._len = base, set_, frozenset(gone), length
+        found._made_from = weakref.ref(self)
         found._changed = frozenset(changed)
         return found
 
     def made_from(self, other: Mapping[str, Any]) -> bool:
         """Whether `revised` made this mapping from `other` (then only `changed_keys` may differ)."""
-        return self._base is not None and self._base() is other
+        return self._made_from is not None and self._made_from() is other
 
     @property
     def changed_keys(self) -> frozenset[str]:
@@ -61,44 +87,55 @@ class Revision(Mapping[str, _V], Generic[_V]):
         return self._changed
 
     def __getitem__(self, key: str) -> _V:
-        return self._data[key]
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            raise KeyError(key)
+        return value
 
     @overload
     def get(self, key: str, /) -> _V | None: ...
     @overload
     def get(self, key: str, default: _V | _D, /) -> _V | _D: ...
     def get(self, key: str, default: Any = None, /) -> Any:
-        return self._data.get(key, default)
+        value = self._set.get(key, _MISSING)
+        if value is not _MISSING:
+            return value
+        if key in self._gone:
+            return default
+        return self._base.get(key, default)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._data
+        return key in self._set or (key in self._base and key not in self._gone)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
+        if not self._set and not self._gone:
+            return iter(self._base)
+        return self._keys()
+
+    def _keys(self) -> Iterator[str]:
+        set_, gone = self._set, self._gone
+        for key in self._base:
+            if key not in gone:
+                yield key
+        for key in set_:
+            if key not in self._base:
+                yield key
 
     def __len__(self) -> int:
-        return len(self._data)
-
-    def keys(self) -> KeysView[str]:
-        return self._data.keys()
+        return self._len
 
     def values(self) -> ValuesView[_V]:
-        return self._data.values()
-
-    def items(self) -> ItemsView[str, _V]:
-        return self._data.items()
+        return self._base.values() if not self._set and not self._gone else ValuesView(self)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Revision):
-            return self._data == other._data
         if isinstance(other, Mapping):
-            return self._data == dict(other.items())
+            return len(self) == len(other) and all(other.get(k, _MISSING) == v for k, v in self.items())
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"Revision({self._data!r})"
+        return f"Revision({dict(self.items())!r})"
 
 
 def differing(new: Mapping[str, Any], old: Mapping[str, Any]) -> set[str]:
@@ -108,11 +145,11 @@ def differing(new: Mapping[str, Any], old: Mapping[str, Any]) -> set[str]:
     if new is old:
         return set()
     if isinstance(new, Revision) and new.made_from(old):
-        keys: Any = new.changed_keys
+        keys: Iterable[str] = new.changed_keys
     elif isinstance(old, Revision) and old.made_from(new):
         keys = old.changed_keys
     else:
-        keys = new.keys() | old.keys()
+        keys = set(new) | set(old)
     found = set()
     for key in keys:
         a, b = new.get(key, _MISSING), old.get(key, _MISSING)

@@ -70,6 +70,31 @@ def test_differing_agrees_with_a_full_comparison_over_random_revisions() -> None
         current = revised
 
 
+def test_a_line_of_revisions_reads_as_the_dict_it_stands_for_through_every_fold() -> None:
+    rng = random.Random(11)
+    reference = {f"n{i}": rng.randrange(1000) for i in range(300)}
+    current: Revision[int] = Revision(reference)
+    kept = [(current, dict(reference))]  # older revisions stay as they were
+    for _ in range(400):
+        updates: dict[str, int | None] = {}
+        for _ in range(rng.randrange(1, 12)):
+            name = f"n{rng.randrange(340)}"
+            updates[name] = None if rng.random() < 0.3 else rng.randrange(1000)
+        current = current.revised(updates)
+        for name, value in updates.items():
+            if value is None:
+                reference.pop(name, None)
+            else:
+                reference[name] = value
+        kept.append((current, dict(reference)))
+    for revision, expected in kept[::37] + kept[-3:]:
+        assert dict(revision) == expected and revision == expected
+        assert len(revision) == len(expected) and sorted(revision) == sorted(expected)
+        assert sorted(revision.values()) == sorted(expected.values())
+        assert all(name in revision for name in expected) and "n999" not in revision
+        assert revision.get("n999", -1) == -1
+
+
 def test_a_revision_does_not_keep_the_ones_before_it_alive() -> None:
     base = Revision({"a": 1})
     revised = base.revised({"a": 2})

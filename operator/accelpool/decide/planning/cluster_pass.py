@@ -120,11 +120,11 @@ class Trace:
     """Pool → seconds until a time-based decision of its own needs another pass."""
     needy: dict[str, frozenset[str]]
     """Static pools that lacked members before the claims → the accelerators (catalog names) they take."""
-    owners: dict[str, tuple[str, ...]]
+    owners: Mapping[str, tuple[str, ...]]
     """Node → the pools whose planning read it (its pool, the pool that released or claimed it); absent: none."""
-    free: dict[str, str]
+    free: Mapping[str, str]
     """Free candidates of the claims (before them) with a detected accelerator → its catalog name."""
-    selected: dict[str, tuple[str | None, str | None]]
+    selected: Mapping[str, tuple[str | None, str | None]]
     """Node → (device-plugin key, mig-parted entry) it selects once the pass's writes land."""
     changes: Mapping[str, NodeChange]
     in_pools: Counter[str]

@@ -91,12 +91,12 @@ def replan(
     since `memo` where it can (see the module docstring); `part_limit`: `PART_LIMIT`. `nodes` may be given by
     name: a `Revision` of the memo's is compared in as many steps as nodes changed."""
     unplannable = dict(unplannable or {})
-    views = list(nodes.values()) if isinstance(nodes, Mapping) else nodes
     by_name = nodes if isinstance(nodes, Mapping) else {view.name: view for view in nodes}
-    if memo is not None and len(by_name) == len(views):
+    if memo is not None and len(by_name) == len(nodes):
         found = _incremental(memo, pools, by_name, config, options, unplannable, part_limit)
         if found is not None:
             return found
+    views = list(nodes.values()) if isinstance(nodes, Mapping) else nodes
     result, trace = plan_traced(pools, views, config, options, unplannable)
     failed = configs.foreign_config_keys(pools, config) | unplannable | dict(result.unplannable)
     inputs = tuple(p.set_aside(failed[p.name]) if p.name in failed else p for p in pools)
@@ -345,8 +345,7 @@ def _recombine(
     before = memo.trace
     pool_plans = {**before.pool_plans, **part.pool_plans}
 
-    base = before.changes if isinstance(before.changes, Revision) else Revision(before.changes)
-    changes = base.revised({**dict.fromkeys(scope_nodes), **part.changes})  # the writer compares only these
+    changes = _revised(before.changes, scope_nodes, part.changes)  # the writer compares only these
 
     kept = [
         e
@@ -362,20 +361,15 @@ def _recombine(
     needy = {pool: takes for pool, takes in before.needy.items() if pool not in scope_pools}
     needy.update(part.needy)
 
-    owners = dict(before.owners)
-    free = dict(before.free)
-    selected = dict(before.selected)
+    owners = _revised(before.owners, scope_nodes, part.owners)
+    free = _revised(before.free, scope_nodes, part.free)
+    selected = _revised(before.selected, scope_nodes, part.selected)
     keys, entries = Counter(memo.selected_keys), Counter(memo.selected_entries)
     for name in scope_nodes:
-        owners.pop(name, None)
-        free.pop(name, None)
-        old = selected.pop(name, None)
+        old = before.selected.get(name)
         if old is not None:
             _count(keys, entries, old, -1)
-    owners.update(part.owners)
-    free.update(part.free)
-    for name, pair in part.selected.items():
-        selected[name] = pair
+    for pair in part.selected.values():
         _count(keys, entries, pair, 1)
     keys, entries = +keys, +entries
     previous = memo.plan
@@ -441,6 +435,12 @@ def _recombine(
     )
 
 
+def _revised(before: Mapping[str, _T], scope: Collection[str], part: Mapping[str, _T]) -> Revision[_T]:
+    """`before` with the part's nodes (`scope`) as the part planned them: a `Revision` (no copy of the rest)."""
+    base = before if isinstance(before, Revision) else Revision(before)
+    return base.revised({**dict.fromkeys(scope), **part})
+
+
 def _requeue_after(requeue: Mapping[str, float]) -> float | None:
     """The plan's `requeue_after` from the pools' own (each at least 1 s, as `Ledger.requeue` has it)."""
     return min((max(1.0, seconds) for seconds in requeue.values()), default=None)
@@ -462,7 +462,7 @@ def _count(keys: Counter[str], entries: Counter[str], pair: tuple[str | None, st
 
 def _index(
     memo: Memo, by_name: Mapping[str, NodeView], scope_pools: Iterable[str], scope_nodes: set[str], part: Trace
-) -> tuple[dict[str, frozenset[str]], dict[str, frozenset[str]], dict[str, str]]:
+) -> tuple[dict[str, frozenset[str]], dict[str, frozenset[str]], Mapping[str, str]]:
     """The memo's indexes (`members`, `free_by_accelerator`, `accelerators`) with the part's nodes and pools
     updated."""
     members = dict(memo.members)
@@ -485,10 +485,9 @@ def _index(
         free[accelerator] = (free.get(accelerator, frozenset()) - scope_nodes) | {
             n for n, a in part.free.items() if a == accelerator
         }
-    accelerators = dict(memo.accelerators)
-    for name in scope_nodes:
-        accelerators.pop(name, None)
-        view = by_name.get(name)
-        if view is not None and view.detected is not None:
-            accelerators[name] = view.detected.accelerator.name
-    return members, free, accelerators
+    detected = {
+        name: view.detected.accelerator.name
+        for name in scope_nodes
+        if (view := by_name.get(name)) is not None and view.detected is not None
+    }
+    return members, free, _revised(memo.accelerators, scope_nodes, detected)

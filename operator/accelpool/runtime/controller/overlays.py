@@ -89,6 +89,11 @@ class Overlays:
                 indexed[name] = listed
         return indexed
 
+    @property
+    def lists_pools(self) -> bool:
+        """Whether a list's pools stand in for some of the index's (`pools` changes what it is given)."""
+        return bool(self._pools)
+
     def listed_pools(self, listed: Mapping[str, PoolRecord | None]) -> None:
         """A list found these pools (None: deleted) where the index said otherwise."""
         self._pools = dict(listed)

@@ -54,6 +54,7 @@ class Planner:
         self._healthy_seen: Mapping[str, NodeView] = {}
         self._configs_seen: tuple[dict[str, datetime], dict[str, datetime]] = ({}, {})
         self._last: Desired | None = None
+        self._pools_seen: Mapping[str, PoolRecord] | None = None
         self._inputs: dict[str, tuple[PoolRecord, Checked, api.ComputePoolStatus | None, PoolInput]] = {}
 
     def decide(self, snapshot: Snapshot, previous: Callable[[str], api.ComputePoolStatus | None]) -> Desired:
@@ -61,9 +62,11 @@ class Planner:
         if snapshot.loaded_at != self._set_aside_since:  # the cache was reloaded: try set-aside pools again
             self._set_aside, self._set_aside_since = {}, snapshot.loaded_at
             self._last = None  # and plan the whole cluster
-        live = {record.validation_key for record in snapshot.pools.values()}
-        self._validated = {key: checked for key, checked in self._validated.items() if key in live}
-        self._set_aside = {key: why for key, why in self._set_aside.items() if key in live}
+        if snapshot.pools is not self._pools_seen:  # forget the validations of pools and specs no longer there
+            self._pools_seen = snapshot.pools
+            live = {record.validation_key for record in snapshot.pools.values()}
+            self._validated = {key: checked for key, checked in self._validated.items() if key in live}
+            self._set_aside = {key: why for key, why in self._set_aside.items() if key in live}
         pools = self._pool_inputs(snapshot, previous)
         known = {
             record.name: self._set_aside[record.validation_key]

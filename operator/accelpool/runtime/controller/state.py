@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from accelpool.decide import inputs
 from accelpool.decide.dra.plan import DraInputs
@@ -89,6 +89,8 @@ class ClusterState:
         self._pools_relist = False
         self._configmaps: dict[str, dict[str, Any] | None] = {}
         self._owned: dict[Owned, dict[str, dict[str, Any]]] = {"daemonsets": {}, "nodepools": {}}
+        self.owned_version = 0
+        """Counts the changes to the stored DaemonSets and NodePools held here (a read, a write's response)."""
         self._karpenter = False
         self.kueue = KueueCache(client)
         self.dra = DraCache(client, config.device_taint_rules)
@@ -111,6 +113,12 @@ class ClusterState:
         self._observed: Mapping[str, NodeView] = {}
         """The views the last snapshot's freshness observed, by name."""
         self._parsed_config: tuple[dict[str, Any] | None, dict[str, Any] | None, ConfigState] | None = None
+        self._pools_read: tuple[object, dict[str, PoolRecord]] | None = None
+        """The pool source's last answer, and its records by name: an answer that is the same object holds the
+        same pools (kopf's index is read again only after a pool event: `accelpool.runtime.handlers.PoolRecords`),
+        so a pass without pool overlays gets the very mapping the last one did, and what is derived from it
+        (`_derived`) is not derived again."""
+        self._derived: dict[str, tuple[Mapping[str, PoolRecord], Any]] = {}
 
     # ------------------------------------------------------------ inputs (from the kopf handlers)
 
@@ -161,7 +169,9 @@ class ClusterState:
         assert self._loaded_at is not None
         nodes = self._nodes()
         dra = None
-        dra_pools = any(record.spec.get("allocation") == "DRA" for record in pools.values())
+        dra_pools = self.derived(
+            pools, "DRA pools", lambda: any(r.spec.get("allocation") == "DRA" for r in pools.values())
+        )
         if resync or dra_pools or self.dra.holds_objects:  # a resync finds DRA objects a pool left behind
             await self.dra.load(slices=dra_pools)
         if dra_pools or self.dra.holds_objects:
@@ -192,8 +202,11 @@ class ClusterState:
     def planned_with(self, snapshot: Snapshot) -> None:
         """A pass planned with `snapshot`: node and pool events are compared with it from now on."""
         self._planned_nodes = snapshot.nodes
-        self._planned_pools = dict(snapshot.pools)
-        self._selector_keys = selector_keys([record.spec for record in snapshot.pools.values()])
+        pools = snapshot.pools
+        self._planned_pools = pools  # never changed: `_pools` gives a new mapping where overlays change it
+        self._selector_keys = self.derived(
+            pools, "selector keys", lambda: selector_keys([r.spec for r in pools.values()])
+        )
         self._overlays.keep(snapshot.nodes, snapshot.pools)
 
     def list_pools_first(self) -> None:
@@ -249,6 +262,7 @@ class ClusterState:
         else:
             self._karpenter = True
             self._owned["nodepools"] = {n["metadata"]["name"]: n for n in nodepools if _managed(n)}
+        self.owned_version += 1
         await self.kueue.load()
         self.dra.forget_discovery()
         self._loaded_at = self._clock()
@@ -336,9 +350,23 @@ class ClusterState:
 
     # ------------------------------------------------------------ pools and their statuses
 
-    def _pools(self) -> dict[str, PoolRecord]:
-        """The index's pools, overlaid with a fresher list until the index agrees (or the overlay expires)."""
-        return self._overlays.pools({r.name: r for r in self._pool_source()})
+    def _pools(self) -> Mapping[str, PoolRecord]:
+        """The index's pools, overlaid with a fresher list until the index agrees (or the overlay expires): the
+        same mapping as the last time while the source's answer is the same object and no overlay applies."""
+        source = self._pool_source()
+        if self._pools_read is None or self._pools_read[0] is not source:
+            self._pools_read = (source, {record.name: record for record in source})
+        indexed = self._pools_read[1]
+        return self._overlays.pools(dict(indexed)) if self._overlays.lists_pools else indexed
+
+    def derived(self, pools: Mapping[str, PoolRecord], what: str, derive: Callable[[], _T]) -> _T:
+        """`derive()`, computed once per mapping of pools `_pools` gave (`what` names it)."""
+        cached = self._derived.get(what)
+        if cached is not None and cached[0] is pools:
+            return cast(_T, cached[1])
+        value = derive()
+        self._derived[what] = (pools, value)
+        return value
 
     def pool_check_due(self) -> bool:
         listed = self._pools_listed_at
@@ -396,6 +424,7 @@ class ClusterState:
         return dict(self._owned[kind])
 
     def remember_owned(self, kind: Owned, name: str, stored: dict[str, Any] | None) -> None:
+        self.owned_version += 1
         if stored is None:
             self._owned[kind].pop(name, None)
         else:

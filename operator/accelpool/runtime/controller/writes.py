@@ -111,17 +111,15 @@ class Writer:
         """The changes and the views the last walk over the nodes compared (`_due`)."""
         self._due_then: set[str] = set()
         """The nodes that walk found to need a write."""
+        self._in_sync: tuple[int, Mapping[str, OwnedObjects]] = (-1, {})
+        """The stored objects' version (`ClusterState.owned_version`) and the pools whose rendered objects were found
+        stored as rendered then: the very same rendered objects need no comparison while nothing stored changed."""
 
     def would_write(self, desired: Desired, snapshot: Snapshot) -> bool:
         """Whether a node or an owned object differs (the pass then checks the pool index first)."""
         if any(body is not None for _, _, _, body, _ in self._due(desired.plan.changes, snapshot.nodes)):
             return True
-        for objects in desired.owned.values():
-            if self._differs("daemonsets", objects.daemonset):
-                return True
-            if objects.nodepool is not None and self._differs("nodepools", objects.nodepool):
-                return True
-        return False
+        return any(self._owned_differ(pool, objects) for pool, objects in desired.owned.items())
 
     async def write(self, desired: Desired, snapshot: Snapshot, permit: Permit) -> WriteOutcome:
         """Writes what differs, in the order of the module docstring; `Paused` when the permit is revoked."""
@@ -205,11 +203,25 @@ class Writer:
         current = self._state.owned_object(kind, desired["metadata"]["name"])
         return current is None or _spec_hash(current) != _spec_hash(desired)
 
+    def _owned_differ(self, pool: str, objects: OwnedObjects) -> bool:
+        """Whether a pool's DaemonSet or NodePool is not stored as rendered."""
+        version, in_sync = self._in_sync
+        if version == self._state.owned_version and in_sync.get(pool) is objects:
+            return False
+        return self._differs("daemonsets", objects.daemonset) or (
+            objects.nodepool is not None and self._differs("nodepools", objects.nodepool)
+        )
+
     async def _owned_objects(self, owned: Mapping[str, OwnedObjects], outcome: WriteOutcome, permit: Permit) -> None:
+        in_sync: dict[str, OwnedObjects] = {}
         for pool, objects in owned.items():
+            if not self._owned_differ(pool, objects):
+                in_sync[pool] = objects
+                continue
             await self._apply(pool, "daemonsets", objects.daemonset, outcome, permit)
             if objects.nodepool is not None:
                 await self._apply(pool, "nodepools", objects.nodepool, outcome, permit)
+        self._in_sync = (self._state.owned_version, in_sync)
 
     async def _apply(
         self, pool: str, kind: Owned, desired: dict[str, Any], outcome: WriteOutcome, permit: Permit
