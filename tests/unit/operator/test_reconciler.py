@@ -18,6 +18,7 @@ see it: its ladder is checked to 10 ms).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import kmock
@@ -369,3 +370,42 @@ async def test_the_agents_are_listed_once_per_check_interval_for_all_pools(clust
         assert cluster.reads().count(lists[0]) == 1 + 4, "the DaemonSets: once at start (the cache), once per check"
     finally:
         task.cancel()
+
+
+@pytest.mark.looptime
+async def test_the_loops_next_pass_writes_while_the_last_ones_events_are_still_being_posted(cluster: Cluster) -> None:
+    """As client-go's recorder posts a controller's Events apart from it: a pass's Events never hold back the next
+    pass's writes (under a storm, its quarantines); the next pass waits for them only before posting its own."""
+    unhealthy = ("False", "XidError79", "fallen off the bus", "2026-11-02T11:00:00Z")
+    await cluster.add_nodes(node_body("n1", labels={conventions.POOL_LABEL: "p"}, health=unhealthy), node_body("n2"))
+    harness = await cluster.harness([pool_body("p", {"accelerator": "H100", "health": {"remediation": "none"}})])
+    held = asyncio.get_running_loop().create_future()
+    cluster.api.server[kmock.action.CREATE, kmock.resource("", "v1", "events")] << held  # every Event waits
+    controller = harness.controller
+    controller.indexed()
+    controller.task = asyncio.create_task(controller.run())
+    try:
+        await _until(lambda: controller.last is not None)
+        assert controller.last is not None and controller.last.ok and not held.done(), (
+            "pass 1 ended with its NodeUnhealthy Event still on its way"
+        )
+
+        await harness.set_pools(pool_body("p", {"accelerator": "H100", "nodes": 2, "health": {"remediation": "none"}}))
+        controller.pool_changed("p", harness.pools[0])
+        await _until(lambda: "/api/v1/nodes/n2" in harness.node_writes())
+        assert "/api/v1/nodes/n2" in harness.node_writes(), "pass 2 claimed n2 while pass 1's Event was held"
+        assert controller.last.number == 1, "pass 2 waits for pass 1's Events before posting its own"
+
+        held.set_result({"kind": "Event"})
+        await _until(lambda: controller.last is not None and controller.last.number == 2)
+        assert controller.last.ok
+    finally:
+        controller.task.cancel()
+
+
+async def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Until `condition` holds, on looptime's fake clock (at most `seconds` of it)."""
+    for _ in range(int(seconds / 0.1)):
+        if condition():
+            return
+        await asyncio.sleep(0.1)

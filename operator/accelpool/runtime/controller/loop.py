@@ -10,7 +10,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -32,7 +32,6 @@ from accelpool_core.kube import KubeClient
 
 log = logging.getLogger("accelpool.runtime.controller")
 _T = TypeVar("_T")
-_U = TypeVar("_U")
 
 BACKOFF_START, BACKOFF_MAX = 0.5, 30.0
 BATCH_MAX_SECONDS = 1.0
@@ -98,6 +97,8 @@ class Controller:
         self._backoff = BACKOFF_START
         self._released: set[str] = set()
         self._breakers_seen: set[tuple[str, str]] = set()
+        self._posting: asyncio.Task[int] | None = None
+        """The last pass's Events, still being posted while the next pass runs (see `_pass`)."""
 
     # ------------------------------------------------------------ inputs (from the kopf handlers)
 
@@ -189,6 +190,8 @@ class Controller:
         try:
             await self._loop()
         finally:
+            if self._posting is not None:
+                self._posting.cancel()
             if watching is not None:
                 watching.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -203,7 +206,7 @@ class Controller:
                 continue
             await self._gather()
             self._dirty.clear()
-            result = await self.reconcile_once()
+            result = await self._reconcile()
             if result.ok:
                 self._backoff = BACKOFF_START
                 self._deadlines.set("retry", None)
@@ -243,7 +246,13 @@ class Controller:
                 return
 
     async def reconcile_once(self) -> PassResult:
-        """One pass (see the module docstring). Never raises: errors are results. Passes never overlap."""
+        """One pass (see the module docstring), its Events posted before it returns (the loop's passes leave theirs
+        to be posted while the next one runs). Never raises: errors are results. Passes never overlap."""
+        result = await self._reconcile()
+        posted = await self._events_posted()
+        return replace(result, writes=result.writes + posted)
+
+    async def _reconcile(self) -> PassResult:
         async with self._exclusive:
             self._started += 1
             number = self._started
@@ -296,13 +305,13 @@ class Controller:
         if not outcome.blocked:  # the node writes went out: the drained nodes carry their ladder records
             await self._drainer.drain(desired.plan.drains, permit, skip=outcome.unwritten_nodes)
             stage("drain")
-        # 4. write statuses and, at the same time, post the Events
+        # 4. write statuses; the Events are posted meanwhile, and go on while the next pass runs
         unpublished = outcome.unpublished(desired.plan)
         self._status.publish(desired.plan, unpublished, snapshot.pools)
-        statuses, _ = await _both(
-            self._timed("status", self._status.write_due(snapshot.pools, permit)),
-            self._timed("events", self._writer.post_events(desired.plan, outcome, permit)),
-        )
+        await self._events_posted()  # the last pass's first (timed as theirs): one pass's at most in flight
+        events = self._writer.post_events(desired.plan, outcome, permit)
+        self._posting = asyncio.create_task(self._timed("events", events), name="accelpool events")
+        statuses = await self._timed("status", self._status.write_due(snapshot.pools, permit))
         stage(None)
         # 5. record
         self._state.planned_with(snapshot)
@@ -337,6 +346,25 @@ class Controller:
 
         return stage
 
+    async def _events_posted(self) -> int:
+        """Waits until the Events a pass left posting are posted; how many were. Best effort, as Events are: a
+        pause stops their posting, and a bug in it is logged, never raised into a pass.
+
+        Events are posted apart from the pass that decided them, as client-go's recorder posts a controller's
+        (k8s.io/client-go/tools/record/event.go: `Eventf` hands them to a broadcaster goroutine): under a
+        storm a pass asks for hundreds, and the next pass, with the next quarantines, need not wait for them.
+        """
+        posting, self._posting = self._posting, None
+        if posting is None:
+            return 0
+        try:
+            return await posting
+        except Paused:
+            return 0
+        except Exception:
+            log.exception("posting a pass's Events failed")
+            return 0
+
     async def _timed(self, stage: str, work: Awaitable[_T]) -> _T:
         """`work`'s result, its wall time added to `stage`'s counter."""
         started = time.perf_counter()
@@ -358,16 +386,6 @@ class Controller:
             self.metrics.remediations[(remediation.pool, remediation.action)] += 1
         self._breakers_seen = breakers
         self._deadlines.set("requeue", self._clock() + plan.requeue_after if plan.requeue_after is not None else None)
-
-
-async def _both(first: Awaitable[_T], second: Awaitable[_U]) -> tuple[_T, _U]:
-    """Both results, awaited at once; the first exception (`Paused`, or a bug) once both have finished."""
-    one, other = await asyncio.gather(first, second, return_exceptions=True)
-    if isinstance(one, BaseException):
-        raise one
-    if isinstance(other, BaseException):
-        raise other
-    return one, other
 
 
 def _loop_time() -> float:

@@ -13,8 +13,8 @@ and sends only what differs, in an order that never leaves a node pointing at a 
 4. the ConfigMaps' final version (keys of deleted pools removed), and the ClusterQueue edits that raise
    quota, then the Kueue flavors no pool wants, once every node patch went through;
 5. the DaemonSets and NodePools no pool wants any more;
-6. Events (`accelpool.runtime.controller.events`, `Writer.post_events`, beside the statuses), including a
-   `WriteFailed` Warning on a pool whose writes failed.
+6. Events (`accelpool.runtime.controller.events`, `Writer.post_events`, beside the statuses and the next
+   pass), including a `WriteFailed` Warning on a pool whose writes failed.
 
 A ConfigMap that cannot be written blocks steps 2-5 (nothing may point at it). Every response is
 remembered in the `ClusterState`, so the next pass starts from what was written. `WriteOutcome`
@@ -145,9 +145,9 @@ class Writer:
             await self._delete_unwanted(desired.plan, outcome, permit)
         return outcome
 
-    async def post_events(self, plan: Plan, outcome: WriteOutcome, permit: Permit) -> None:
-        """The pass's Events, and a `WriteFailed` Warning on each pool whose writes failed (counted as writes)."""
-        outcome.count += await self._events.post([*plan.events, *_failure_events(plan, outcome)], permit)
+    async def post_events(self, plan: Plan, outcome: WriteOutcome, permit: Permit) -> int:
+        """Posts the pass's Events, and a `WriteFailed` Warning on each pool whose writes failed; how many it posted."""
+        return await self._events.post([*plan.events, *_failure_events(plan, outcome)], permit)
 
     def _wrote(self, verb: str, resource: str, outcome: WriteOutcome) -> None:
         outcome.count += 1
