@@ -22,6 +22,7 @@ Callers: the controller (`accelpool.runtime.controller`), `accelpool plan` and `
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -84,7 +85,7 @@ class PoolRecord:
             check_request=_annotation(metadata, conventions.CHECK_REQUEST_ANNOTATION),
         )
 
-    @property
+    @functools.cached_property
     def validation_key(self) -> tuple[str, str]:
         """The same pool with the same spec validates the same: (uid, spec)."""
         return (self.uid or self.name, self.spec_key)

@@ -35,6 +35,7 @@ import kopf
 
 import accelpool_api as api
 from accelpool.decide.inputs import PoolRecord
+from accelpool.model.revisions import Revision
 from accelpool.runtime import leadership, webhook
 from accelpool.runtime.controller import Controller
 from accelpool.runtime.metrics import OperatorMetrics, serve
@@ -69,22 +70,27 @@ Versioned = tuple[str, PoolRecord]
 
 
 class PoolRecords:
-    """The pool index's records, as the controller's pool source: read from kopf's index again only after a pool
-    event (`changed`), not at every pass (walking 500 index entries each time). kopf updates an index before it
-    calls the event handlers of the same watch event (kopf/_core/reactor/processing.py,
-    `process_resource_event`: `index_resource`, then the causes), and `pool_event` calls `changed` first."""
+    """The pool index's records by name, as the controller's pool source: a `Revision` of the last answer, with the
+    pools a pool event named (`changed`) read from kopf's index again, not all 500 at every pass (each status a pass
+    writes is such an event). kopf updates an index before it calls the event handlers of the same watch event
+    (kopf/_core/reactor/processing.py, `process_resource_event`: `index_resource`, then the causes), and
+    `pool_event` calls `changed` first."""
 
     def __init__(self, index: kopf.Index[str, Versioned]) -> None:
         self._index = index
-        self._records: list[PoolRecord] | None = None
+        self._records: Revision[PoolRecord] | None = None
+        self._changed: set[str] = set()
 
-    def changed(self) -> None:
-        self._records = None
+    def changed(self, name: str) -> None:
+        self._changed.add(name)
 
-    def __call__(self) -> list[PoolRecord]:
+    def __call__(self) -> Revision[PoolRecord]:
+        index, changed = self._index, self._changed
         if self._records is None:
-            index = self._index
-            self._records = [record for key in list(index) for _, record in index.get(key, ())]
+            self._records = Revision({record.name: record for key in list(index) for _, record in index.get(key, ())})
+        elif changed:
+            self._records = self._records.revised({name: _first(index, name) for name in changed})
+        self._changed = set()
         return self._records
 
 
@@ -279,7 +285,7 @@ async def pool_event(name: str, type: str, memo: Any, **kwargs: Any) -> None:
     index: kopf.Index[str, Versioned] = kwargs[POOL_INDEX]
     records = getattr(memo, "pool_records", None)
     if isinstance(records, PoolRecords):
-        records.changed()
+        records.changed(name)
     controller = _controller(memo)
     controller.pool_changed(name, None if type == "DELETED" else _first(index, name))
 

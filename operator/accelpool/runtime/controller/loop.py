@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -23,7 +23,7 @@ from accelpool.runtime.controller.drain import DrainExecutor
 from accelpool.runtime.controller.events import EventRecorder
 from accelpool.runtime.controller.nodewatch import NodeWatch
 from accelpool.runtime.controller.planner import Planner
-from accelpool.runtime.controller.state import ClusterState, NodeSource
+from accelpool.runtime.controller.state import ClusterState, NodeSource, PoolSource
 from accelpool.runtime.controller.status import StatusWriter
 from accelpool.runtime.controller.writes import Writer
 from accelpool.runtime.metrics import OperatorMetrics
@@ -102,7 +102,7 @@ class Controller:
 
     # ------------------------------------------------------------ inputs (from the kopf handlers)
 
-    def bind(self, nodes: Callable[[], NodeSource], pools: Callable[[], Iterable[PoolRecord]]) -> None:
+    def bind(self, nodes: Callable[[], NodeSource], pools: Callable[[], PoolSource]) -> None:
         self._state.bind(nodes, pools)
 
     def watch_nodes(self) -> NodeWatch:

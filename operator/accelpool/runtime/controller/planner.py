@@ -54,7 +54,7 @@ class Planner:
         self._healthy_seen: Mapping[str, NodeView] = {}
         self._configs_seen: tuple[dict[str, datetime], dict[str, datetime]] = ({}, {})
         self._last: Desired | None = None
-        self._pools_seen: Mapping[str, PoolRecord] | None = None
+        self._pools_seen: Mapping[str, PoolRecord] = {}
         self._inputs: dict[str, tuple[PoolRecord, Checked, api.ComputePoolStatus | None, PoolInput]] = {}
 
     def decide(self, snapshot: Snapshot, previous: Callable[[str], api.ComputePoolStatus | None]) -> Desired:
@@ -62,11 +62,7 @@ class Planner:
         if snapshot.loaded_at != self._set_aside_since:  # the cache was reloaded: try set-aside pools again
             self._set_aside, self._set_aside_since = {}, snapshot.loaded_at
             self._last = None  # and plan the whole cluster
-        if snapshot.pools is not self._pools_seen:  # forget the validations of pools and specs no longer there
-            self._pools_seen = snapshot.pools
-            live = {record.validation_key for record in snapshot.pools.values()}
-            self._validated = {key: checked for key, checked in self._validated.items() if key in live}
-            self._set_aside = {key: why for key, why in self._set_aside.items() if key in live}
+        self._forget_gone(snapshot.pools)
         pools = self._pool_inputs(snapshot, previous)
         known = {
             record.name: self._set_aside[record.validation_key]
@@ -106,6 +102,16 @@ class Planner:
                 log.error("pool %s set aside: %s", name, why)
                 self._set_aside[record.validation_key] = why
         return desired
+
+    def _forget_gone(self, pools: Mapping[str, PoolRecord]) -> None:
+        """Forgets the validations and set-asides of pools and specs no longer there (looking only at the pools that
+        changed since the last pass, where `pools` is a `Revision` of its)."""
+        for name in differing(pools, self._pools_seen):
+            before, now = self._pools_seen.get(name), pools.get(name)
+            if before is not None and (now is None or now.validation_key != before.validation_key):
+                self._validated.pop(before.validation_key, None)
+                self._set_aside.pop(before.validation_key, None)
+        self._pools_seen = pools
 
     def _pool_inputs(
         self, snapshot: Snapshot, previous: Callable[[str], api.ComputePoolStatus | None]

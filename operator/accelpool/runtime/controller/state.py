@@ -40,6 +40,8 @@ Owned = Literal["daemonsets", "nodepools"]
 """The kinds of objects a pool owns besides node labels."""
 NodeSource = Mapping[str, NodeView] | Iterable[NodeView]
 """What the node source gives: the views by name (the node informer's `Revision`), or the views."""
+PoolSource = Mapping[str, PoolRecord] | Iterable[PoolRecord]
+"""What the pool source gives: the records by name (`accelpool.runtime.handlers.PoolRecords`), or the records."""
 _T = TypeVar("_T")
 
 
@@ -82,7 +84,7 @@ class ClusterState:
         self._client = client
         self._clock = clock
         self._node_source: Callable[[], NodeSource] = lambda: ()
-        self._pool_source: Callable[[], Iterable[PoolRecord]] = lambda: ()
+        self._pool_source: Callable[[], PoolSource] = lambda: ()
         self._overlays = Overlays(clock)
         self._pools_listed_at: float | None = None
         self._pools_suspect = False
@@ -113,7 +115,7 @@ class ClusterState:
         self._observed: Mapping[str, NodeView] = {}
         """The views the last snapshot's freshness observed, by name."""
         self._parsed_config: tuple[dict[str, Any] | None, dict[str, Any] | None, ConfigState] | None = None
-        self._pools_read: tuple[object, dict[str, PoolRecord]] | None = None
+        self._pools_read: tuple[object, Mapping[str, PoolRecord]] | None = None
         """The pool source's last answer, and its records by name: an answer that is the same object holds the
         same pools (kopf's index is read again only after a pool event: `accelpool.runtime.handlers.PoolRecords`),
         so a pass without pool overlays gets the very mapping the last one did, and what is derived from it
@@ -122,7 +124,7 @@ class ClusterState:
 
     # ------------------------------------------------------------ inputs (from the kopf handlers)
 
-    def bind(self, nodes: Callable[[], NodeSource], pools: Callable[[], Iterable[PoolRecord]]) -> None:
+    def bind(self, nodes: Callable[[], NodeSource], pools: Callable[[], PoolSource]) -> None:
         """The nodes' and the pools' sources (the node informer's views by name, kopf's pool index): read at every
         snapshot."""
         self._node_source, self._pool_source = nodes, pools
@@ -355,7 +357,8 @@ class ClusterState:
         same mapping as the last time while the source's answer is the same object and no overlay applies."""
         source = self._pool_source()
         if self._pools_read is None or self._pools_read[0] is not source:
-            self._pools_read = (source, {record.name: record for record in source})
+            by_name = source if isinstance(source, Mapping) else {record.name: record for record in source}
+            self._pools_read = (source, by_name)
         indexed = self._pools_read[1]
         return self._overlays.pools(dict(indexed)) if self._overlays.lists_pools else indexed
 
