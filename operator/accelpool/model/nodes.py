@@ -381,7 +381,7 @@ class NodeView:
         return self.unschedulable
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeChange:
     """What accelpool wants on one node: its own labels, annotations, taints and cordon.
 

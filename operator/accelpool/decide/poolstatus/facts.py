@@ -28,7 +28,7 @@ MESSAGE_NODES = 5
 """Nodes named in a condition message before the rest are counted."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Member:
     """A member node as it will be after the planner's writes (derived facts computed once, at creation)."""
 
