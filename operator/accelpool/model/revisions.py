@@ -9,13 +9,14 @@ caller never has to know where a mapping came from: the answer is the same, only
 Making a revision does not copy the mapping either: revisions share a base dict that none of them
 changes, each holding what differs from it (the keys set since, the keys removed); when that grows past
 an eighth of the base, the next revision folds it into a base of its own. So a revision costs as many
-steps as keys were updated, amortized, and a lookup two or three dict lookups.
+steps as keys were updated, amortized, and a lookup two or three dict lookups; the first walk over a
+revision makes it one dict, so that walks and lookups after it cost what a dict's do.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, ValuesView
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from typing import Any, Generic, TypeVar, overload
 
 _V = TypeVar("_V")
@@ -29,7 +30,7 @@ class Revision(Mapping[str, _V], Generic[_V]):
     """An immutable mapping that remembers the revision it was made from (weakly: older ones may be freed) and
     the keys `revised` updated since."""
 
-    __slots__ = ("__weakref__", "_base", "_changed", "_gone", "_len", "_made_from", "_set")
+    __slots__ = ("__weakref__", "_base", "_changed", "_flat", "_gone", "_len", "_made_from", "_set")
 
     def __init__(self, data: Mapping[str, _V] | None = None) -> None:
         self._base: dict[str, _V] = dict(data or {})
@@ -41,6 +42,8 @@ class Revision(Mapping[str, _V], Generic[_V]):
         self._len = len(self._base)
         self._made_from: weakref.ref[Revision[_V]] | None = None
         self._changed: frozenset[str] = frozenset()
+        self._flat: dict[str, _V] | None = None
+        """The whole mapping as one dict, made at the first walk over it (a walk then costs what a dict's does)."""
 
     def revised(self, updates: Mapping[str, _V | None]) -> Revision[_V]:
         """This mapping with `updates` applied (a value of None removes the key); itself when none changes it."""
@@ -73,6 +76,7 @@ class Revision(Mapping[str, _V], Generic[_V]):
             folded.update(set_)
             base, set_, gone = folded, {}, set()
         found._base, found._set, found._gone, found._len = base, set_, frozenset(gone), length
+        found._flat = base if not set_ and not gone else None
         found._made_from = weakref.ref(self)
         found._changed = frozenset(changed)
         return found
@@ -97,6 +101,8 @@ class Revision(Mapping[str, _V], Generic[_V]):
     @overload
     def get(self, key: str, default: _V | _D, /) -> _V | _D: ...
     def get(self, key: str, default: Any = None, /) -> Any:
+        if self._flat is not None:
+            return self._flat.get(key, default)
         value = self._set.get(key, _MISSING)
         if value is not _MISSING:
             return value
@@ -105,27 +111,32 @@ class Revision(Mapping[str, _V], Generic[_V]):
         return self._base.get(key, default)
 
     def __contains__(self, key: object) -> bool:
+        if self._flat is not None:
+            return key in self._flat
         return key in self._set or (key in self._base and key not in self._gone)
 
-    def __iter__(self) -> Iterator[str]:
-        if not self._set and not self._gone:
-            return iter(self._base)
-        return self._keys()
+    def _whole(self) -> dict[str, _V]:
+        if self._flat is None:
+            gone = self._gone
+            flat = {key: value for key, value in self._base.items() if key not in gone}
+            flat.update(self._set)
+            self._flat = flat
+        return self._flat
 
-    def _keys(self) -> Iterator[str]:
-        set_, gone = self._set, self._gone
-        for key in self._base:
-            if key not in gone:
-                yield key
-        for key in set_:
-            if key not in self._base:
-                yield key
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._whole())
 
     def __len__(self) -> int:
         return self._len
 
+    def keys(self) -> KeysView[str]:
+        return self._whole().keys()
+
     def values(self) -> ValuesView[_V]:
-        return self._base.values() if not self._set and not self._gone else ValuesView(self)
+        return self._whole().values()
+
+    def items(self) -> ItemsView[str, _V]:
+        return self._whole().items()
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Mapping):
