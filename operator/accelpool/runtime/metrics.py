@@ -34,8 +34,8 @@ scrape that arrives after one finished gets a new one (never older than its requ
 read after a change shows it)."""
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 PASS_STAGES = ("load", "plan", "write", "drain", "status", "events", "record")
-"""The stages of a pass (`accelpool.runtime.controller.loop`), in order (events beside the status and the next pass):
-where a slow pass spends its time."""
+"""The stages of a pass (`accelpool.runtime.controller.loop`), in order (status and events at once, beside the next
+pass): where a slow pass spends its time."""
 
 
 @dataclass

@@ -373,30 +373,38 @@ async def test_the_agents_are_listed_once_per_check_interval_for_all_pools(clust
 
 
 @pytest.mark.looptime
-async def test_the_loops_next_pass_writes_while_the_last_ones_events_are_still_being_posted(cluster: Cluster) -> None:
-    """As client-go's recorder posts a controller's Events apart from it: a pass's Events never hold back the next
-    pass's writes (under a storm, its quarantines); the next pass waits for them only before posting its own."""
+async def test_the_loops_next_pass_writes_while_the_last_ones_statuses_and_events_are_still_being_sent(
+    cluster: Cluster,
+) -> None:
+    """A pass's statuses and Events (as client-go's recorder posts a controller's Events, apart from it) never hold
+    back the next pass's node writes (under a storm, its quarantines); the next pass waits for them only before
+    sending its own."""
     unhealthy = ("False", "XidError79", "fallen off the bus", "2026-11-02T11:00:00Z")
     await cluster.add_nodes(node_body("n1", labels={conventions.POOL_LABEL: "p"}, health=unhealthy), node_body("n2"))
     harness = await cluster.harness([pool_body("p", {"accelerator": "H100", "health": {"remediation": "none"}})])
     held = asyncio.get_running_loop().create_future()
+    held_status = asyncio.get_running_loop().create_future()
     cluster.api.server[kmock.action.CREATE, kmock.resource("", "v1", "events")] << held  # every Event waits
+    status = kmock.resource("accelpool.io", "v1alpha1", "computepools")
+    cluster.api.server[kmock.action.UPDATE, status, kmock.subresource("status")] << held_status  # every status too
     controller = harness.controller
     controller.indexed()
     controller.task = asyncio.create_task(controller.run())
     try:
         await _until(lambda: controller.last is not None)
-        assert controller.last is not None and controller.last.ok and not held.done(), (
-            "pass 1 ended with its NodeUnhealthy Event still on its way"
-        )
+        assert controller.last is not None and controller.last.ok, "pass 1 ended"
+        assert not held.done() and not held_status.done(), "with its status and NodeUnhealthy Event on their way"
 
         await harness.set_pools(pool_body("p", {"accelerator": "H100", "nodes": 2, "health": {"remediation": "none"}}))
         controller.pool_changed("p", harness.pools[0])
         await _until(lambda: "/api/v1/nodes/n2" in harness.node_writes())
-        assert "/api/v1/nodes/n2" in harness.node_writes(), "pass 2 claimed n2 while pass 1's Event was held"
-        assert controller.last.number == 1, "pass 2 waits for pass 1's Events before posting its own"
+        assert "/api/v1/nodes/n2" in harness.node_writes(), "pass 2 claimed n2 while pass 1's were held"
+        assert controller.last.number == 1, "pass 2 waits for pass 1's statuses and Events before sending its own"
 
         held.set_result({"kind": "Event"})
+        await asyncio.sleep(1)
+        assert controller.last.number == 1, "and for its statuses too"
+        held_status.set_result({"status": {}})
         await _until(lambda: controller.last is not None and controller.last.number == 2)
         assert controller.last.ok
     finally:
@@ -409,3 +417,15 @@ async def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
         if condition():
             return
         await asyncio.sleep(0.1)
+
+
+async def test_a_status_whose_write_failed_is_due_again_and_the_pass_says_so(cluster: Cluster) -> None:
+    await cluster.add_nodes(node_body("n1"))
+    harness = await cluster.harness([pool_body("p", {"accelerator": "H100"})])
+    cluster.api.fail(f"PATCH {POOLS}/p/status", 500)
+    failed = await harness.controller.reconcile_once()
+    assert not failed.ok and failed.error is not None and "status of pool p" in failed.error
+    assert harness.status("p") == {}
+    retried = await harness.controller.reconcile_once()
+    assert retried.ok and harness.status("p")["nodes"]["members"] == 1, "due again: the next pass wrote it"
+    assert harness.status_writes("p") == [f"{POOLS}/p/status"] * 2, "refused once, written once"

@@ -1,9 +1,11 @@
 """The last stage of a pass: each pool's status, written by the pass that computed it.
 
 After its writes, a pass hands the planned statuses to `StatusWriter.publish` (not those of pools
-whose writes failed: they would describe writes that did not happen), then `write_due` PATCHes
-each pool's `/status` subresource with the JSON merge diff from the stored status to the planned
-one (`observedGeneration` included). What it writes:
+whose writes failed: they would describe writes that did not happen), then takes those due
+(`take_due`) and `send`s them while the next pass runs: each pool's `/status`
+subresource PATCHed with the JSON merge diff from the stored status to the planned one
+(`observedGeneration` included), compared when it is sent; one whose write fails is due again. What
+it writes:
 
 - nothing while a pool's stored status already says what was planned;
 - a change only once it has waited `--status-settle` seconds, so changes in quick succession (a
@@ -49,6 +51,10 @@ class _Planned:
     """When the status is to be written (None: the stored one already says it)."""
     stored: Mapping[str, Any] | None = None
     """The stored status it was compared with (the same status against the same stored one: the same outcome)."""
+
+
+Taken = list[tuple[PoolRecord, _Planned]]
+"""Statuses `StatusWriter.take_due` took, to be sent: each pool's record and its planned status."""
 
 
 @dataclass(frozen=True)
@@ -107,15 +113,21 @@ class StatusWriter:
         self._planned = planned
         self._published_at = now
 
-    async def write_due(self, pools: Mapping[str, PoolRecord], permit: Permit) -> StatusWrites:
-        """PATCHes the statuses whose time has come with what differs from the stored ones (`--write-concurrency`
-        at once)."""
+    def take_due(self, pools: Mapping[str, PoolRecord]) -> Taken:
+        """The statuses whose time has come, taken: no longer due (so no deadline wakes the loop for them while
+        they are sent); one whose write fails is due again."""
         now = self._clock()
         due = [
             (pools[name], planned)
             for name, planned in self._planned.items()
             if planned.due is not None and planned.due <= now and name in pools
         ]
+        for _, planned in due:
+            planned.due = None
+        return due
+
+    async def send(self, due: Taken, permit: Permit) -> StatusWrites:
+        """Writes the statuses `take_due` took (`--write-concurrency` at once)."""
         semaphore = asyncio.Semaphore(max(1, self._config.write_concurrency))
         written: list[str] = []
         errors: list[str] = []
@@ -125,7 +137,8 @@ class StatusWriter:
                 try:
                     if await self._write(record, planned, permit):
                         written.append(record.name)
-                except TRANSIENT as error:  # still due: the next pass tries again
+                except TRANSIENT as error:  # due again: the next pass tries again
+                    planned.due = self._clock()
                     log.warning("status of pool %s: %s", record.name, error)
                     errors.append(f"status of pool {record.name}: {error}")
 
@@ -139,15 +152,12 @@ class StatusWriter:
         """Whether the pool's status had to be written (and was)."""
         diff = patches.merge_diff(dict(self._state.pool_status(record)), planned.document)
         if diff is None:
-            planned.due = None
             return False
         permit.check()
         try:
             response = await self._client.patch(apiserver.pool_status(record.name), {"status": diff})
         except NotFoundError:
-            planned.due = None  # the pool is gone: the watch will say so
-            return False
-        planned.due = None
+            return False  # the pool is gone: the watch will say so
         self._metrics.write("patch", "computepools/status")
         self._state.remember_status(record, dict(response.get("status") or {}))
         return True
