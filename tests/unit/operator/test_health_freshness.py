@@ -93,7 +93,7 @@ def test_a_condition_taken_away_is_forgotten_and_starts_anew() -> None:
     assert seen.unchanged_for("m1", 10.0) is None
     seen.observe(health_view(heartbeat=NOW), at=20.0)
     assert seen.unchanged_for("m1", 20.0) == 0.0
-    seen.keep(set())
+    seen.forget("m1")  # the node is gone
     assert seen.ages(30.0, STALE) == {}
 
 

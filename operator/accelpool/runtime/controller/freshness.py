@@ -5,7 +5,6 @@ How it works and why: docs/design/freshness.md.
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass
 from itertools import takewhile
 
@@ -54,11 +53,6 @@ class HealthFreshness:
         """The node is gone (or its condition is)."""
         if self._seen.pop(name, None) is not None:
             self._touched.add(name)
-
-    def keep(self, names: Collection[str]) -> None:
-        """Forget every node not in `names` (the nodes that exist)."""
-        for name in [n for n in self._seen if n not in names]:
-            self.forget(name)
 
     def unchanged_for(self, name: str, at: float) -> float | None:
         """Seconds from the node's last change to `at` (None: it has no condition)."""

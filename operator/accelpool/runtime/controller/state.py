@@ -171,7 +171,7 @@ class ClusterState:
         assert self._loaded_at is not None
         nodes = self._nodes()
         dra = None
-        dra_pools = self.derived(
+        dra_pools = self._derive(
             pools, "DRA pools", lambda: any(r.spec.get("allocation") == "DRA" for r in pools.values())
         )
         if resync or dra_pools or self.dra.holds_objects:  # a resync finds DRA objects a pool left behind
@@ -206,7 +206,7 @@ class ClusterState:
         self._planned_nodes = snapshot.nodes
         pools = snapshot.pools
         self._planned_pools = pools  # never changed: `_pools` gives a new mapping where overlays change it
-        self._selector_keys = self.derived(
+        self._selector_keys = self._derive(
             pools, "selector keys", lambda: selector_keys([r.spec for r in pools.values()])
         )
         self._overlays.keep(snapshot.nodes, snapshot.pools)
@@ -362,7 +362,7 @@ class ClusterState:
         indexed = self._pools_read[1]
         return self._overlays.pools(dict(indexed)) if self._overlays.lists_pools else indexed
 
-    def derived(self, pools: Mapping[str, PoolRecord], what: str, derive: Callable[[], _T]) -> _T:
+    def _derive(self, pools: Mapping[str, PoolRecord], what: str, derive: Callable[[], _T]) -> _T:
         """`derive()`, computed once per mapping of pools `_pools` gave (`what` names it)."""
         cached = self._derived.get(what)
         if cached is not None and cached[0] is pools:
