@@ -318,6 +318,26 @@ async def test_a_deleted_pool_is_released_and_its_objects_removed(cluster: Clust
     assert configmap is not None and set(configmap["data"]) == {"default"}
 
 
+async def test_a_refused_deletion_is_tried_again_by_the_next_pass_though_nothing_changed(cluster: Cluster) -> None:
+    await cluster.add_nodes(node_body("n1"))
+    held = pool_body("held", {"accelerator": "H100"})
+    harness = await cluster.harness([held, pool_body("p", {"accelerator": "L4"})])  # p has no member to release
+    await harness.controller.reconcile_once()
+    harness.catch_up()
+    daemonset = "/apis/apps/v1/namespaces/accelpool-system/daemonsets/accelpool-agent-p"
+    assert cluster.api.get(daemonset) is not None
+    await harness.set_pools(held, pool_body("p", {"accelerator": "L4"}, deleting=True))
+    cluster.api.fail(f"DELETE {daemonset}", 503)
+    refused = await harness.controller.reconcile_once()
+    assert not refused.ok and "p" not in refused.released_pools
+    assert cluster.api.get(daemonset) is not None
+    harness.catch_up()
+    again = await harness.controller.reconcile_once()
+    assert again.ok and again.released_pools == {"p"}
+    assert cluster.api.get(daemonset) is None
+    assert cluster.api.get(daemonset.replace("agent-p", "agent-held")) is not None, "the other pool's agent stays"
+
+
 async def test_passes_never_overlap(cluster: Cluster) -> None:
     await cluster.add_nodes(node_body("n1"), node_body("n2"), node_body("n3"))
     harness = await cluster.harness(

@@ -55,18 +55,20 @@ class Planner:
         self._configs_seen: tuple[dict[str, datetime], dict[str, datetime]] = ({}, {})
         self._last: Desired | None = None
         self._pools_seen: Mapping[str, PoolRecord] = {}
+        self._previous_seen: Mapping[str, api.ComputePoolStatus] = {}
         self._inputs: dict[str, tuple[PoolRecord, Checked, api.ComputePoolStatus | None, PoolInput]] = {}
 
-    def decide(self, snapshot: Snapshot, previous: Callable[[str], api.ComputePoolStatus | None]) -> Desired:
-        """The pass's desired state; `previous(pool)` is the status the last pass planned for it, if any."""
+    def decide(self, snapshot: Snapshot, previous: Mapping[str, api.ComputePoolStatus]) -> Desired:
+        """The pass's desired state; `previous`: the status the last pass planned for each pool (a `Revision` of
+        the one the pass before gave, so only the pools whose status changed are looked at again)."""
         if snapshot.loaded_at != self._set_aside_since:  # the cache was reloaded: try set-aside pools again
             self._set_aside, self._set_aside_since = {}, snapshot.loaded_at
             self._last = None  # and plan the whole cluster
-        self._forget_gone(snapshot.pools)
-        pools = self._pool_inputs(snapshot, previous)
+        changed = self._forget_gone(snapshot.pools)
+        pools = self._pool_inputs(snapshot.pools, previous, changed)
         known = {
             record.name: self._set_aside[record.validation_key]
-            for record in snapshot.pools.values()
+            for record in (snapshot.pools.values() if self._set_aside else ())
             if record.validation_key in self._set_aside
         }
         now = self._now()
@@ -103,34 +105,36 @@ class Planner:
                 self._set_aside[record.validation_key] = why
         return desired
 
-    def _forget_gone(self, pools: Mapping[str, PoolRecord]) -> None:
-        """Forgets the validations and set-asides of pools and specs no longer there (looking only at the pools that
-        changed since the last pass, where `pools` is a `Revision` of its)."""
-        for name in differing(pools, self._pools_seen):
+    def _forget_gone(self, pools: Mapping[str, PoolRecord]) -> set[str]:
+        """Forgets the validations and set-asides of pools and specs no longer there; returns the pools that changed
+        since the last pass (found in as many steps as changed, where `pools` is a `Revision` of its)."""
+        changed = differing(pools, self._pools_seen)
+        for name in changed:
             before, now = self._pools_seen.get(name), pools.get(name)
             if before is not None and (now is None or now.validation_key != before.validation_key):
                 self._validated.pop(before.validation_key, None)
                 self._set_aside.pop(before.validation_key, None)
         self._pools_seen = pools
+        return changed
 
     def _pool_inputs(
-        self, snapshot: Snapshot, previous: Callable[[str], api.ComputePoolStatus | None]
+        self, pools: Mapping[str, PoolRecord], previous: Mapping[str, api.ComputePoolStatus], changed: set[str]
     ) -> list[PoolInput]:
-        """Each pool's `PoolInput`: the last pass's object where its record, validation and previous status are
-        the same objects (incremental planning compares inputs by identity first)."""
-        found: list[PoolInput] = []
-        kept: dict[str, tuple[PoolRecord, Checked, api.ComputePoolStatus | None, PoolInput]] = {}
-        for record in snapshot.pools.values():
-            checked, status = self._checked(record), previous(record.name)
-            before = self._inputs.get(record.name)
-            if before is not None and before[0] is record and before[1] is checked and before[2] is status:
-                pool = before[3]
-            else:
-                pool = inputs.pool_input(record, checked=checked, previous=status)
-            kept[record.name] = (record, checked, status, pool)
-            found.append(pool)
-        self._inputs = kept
-        return found
+        """Each pool's `PoolInput`, made again only for the pools whose record (`changed`) or previous status changed
+        since the last pass: the others keep the very object (incremental planning compares inputs by identity
+        first). A pool added since comes last: the order changes only when the pools do."""
+        kept = self._inputs
+        for name in changed | differing(previous, self._previous_seen):
+            record = pools.get(name)
+            if record is None:
+                kept.pop(name, None)
+                continue
+            checked, status = self._checked(record), previous.get(name)
+            before = kept.get(name)
+            if before is None or before[0] is not record or before[1] is not checked or before[2] is not status:
+                kept[name] = (record, checked, status, inputs.pool_input(record, checked=checked, previous=status))
+        self._previous_seen = previous
+        return [entry[3] for entry in kept.values()]
 
     def _checked(self, record: PoolRecord) -> Checked:
         checked = self._validated.get(record.validation_key)

@@ -32,6 +32,7 @@ import accelpool_api as api
 from accelpool.decide import patches
 from accelpool.decide.inputs import PoolRecord
 from accelpool.decide.planning import Plan
+from accelpool.model.revisions import Revision
 from accelpool.runtime.controller import apiserver
 from accelpool.runtime.controller.apiserver import TRANSIENT, Permit
 from accelpool.runtime.controller.deadlines import Deadlines
@@ -80,17 +81,20 @@ class StatusWriter:
         self._metrics = metrics
         self._clock = clock
         self._planned: dict[str, _Planned] = {}
+        self._statuses: Revision[api.ComputePoolStatus] = Revision()
         self._published_at: float | None = None
 
-    def previous(self, pool: str) -> api.ComputePoolStatus | None:
-        """The status the last pass planned for the pool (written or about to be), if any."""
-        planned = self._planned.get(pool)
-        return planned.status if planned is not None else None
+    @property
+    def previous(self) -> Mapping[str, api.ComputePoolStatus]:
+        """The status the last pass planned for each pool (written or about to be): a `Revision` of the one the pass
+        before planned, updated for the pools whose status changed."""
+        return self._statuses
 
     def publish(self, plan: Plan, unpublished: Collection[str], pools: Mapping[str, PoolRecord]) -> None:
         """Takes the plan's statuses, except those of `unpublished` pools (their last published one is kept)."""
         now = self._clock()
         planned: dict[str, _Planned] = {}
+        changed: dict[str, api.ComputePoolStatus] = {}
         for pool in plan.pools:
             record = pools.get(pool.name)
             if pool.status is None or record is None:
@@ -104,13 +108,18 @@ class StatusWriter:
             if earlier is not None and earlier.status is pool.status and earlier.stored is stored:
                 planned[pool.name] = earlier  # planned and stored as the last pass saw them: nothing to compare
                 continue
+            if earlier is None or earlier.status is not pool.status:
+                changed[pool.name] = pool.status
             document = pool.status.model_dump(mode="json", by_alias=True, exclude_none=True)
             if patches.merge_diff(dict(stored), document) is None:
                 due = None
             else:
                 due = earlier.due if earlier is not None and earlier.due is not None else now + self._settle
             planned[pool.name] = _Planned(pool.status, document, due, stored)
+        updates: dict[str, api.ComputePoolStatus | None] = dict.fromkeys(self._planned.keys() - planned.keys())
+        updates.update(changed)
         self._planned = planned
+        self._statuses = self._statuses.revised(updates)
         self._published_at = now
 
     def take_due(self, pools: Mapping[str, PoolRecord]) -> Taken:
@@ -179,6 +188,7 @@ class StatusWriter:
     def forget(self) -> None:
         """Drops every planned status (a resumed controller starts from the stored ones)."""
         self._planned.clear()
+        self._statuses = Revision()
         self._published_at = None
 
     @property

@@ -33,7 +33,7 @@ from typing import Any
 from accelpool.decide import patches
 from accelpool.decide.configmaps import ConfigMapsVersion
 from accelpool.decide.desired import Desired, OwnedObjects
-from accelpool.decide.planning import EventIntent, Plan
+from accelpool.decide.planning import EventIntent, Plan, PoolPlan
 from accelpool.model.nodes import NodeChange, NodeView
 from accelpool.model.revisions import differing
 from accelpool.runtime.controller import apiserver
@@ -114,6 +114,10 @@ class Writer:
         self._in_sync: tuple[int, Mapping[str, OwnedObjects]] = (-1, {})
         """The stored objects' version (`ClusterState.owned_version`) and the pools whose rendered objects were found
         stored as rendered then: the very same rendered objects need no comparison while nothing stored changed."""
+        self._kept: tuple[int, tuple[PoolPlan, ...]] | None = None
+        """The stored objects' version and the pool plans the last `_delete_unwanted` found every object wanted by."""
+        self._by_pool: tuple[int, Mapping[str | None, list[tuple[Owned, str, str | None]]]] = (-1, {})
+        """The stored objects' version and their (kind, name, pool label) by pool label."""
 
     def would_write(self, desired: Desired, snapshot: Snapshot) -> bool:
         """Whether a node or an owned object differs (the pass then checks the pool index first)."""
@@ -265,24 +269,46 @@ class Writer:
         return writes
 
     async def _delete_unwanted(self, plan: Plan, outcome: WriteOutcome, permit: Permit) -> None:
-        """Deletes the DaemonSets and NodePools of pools that are gone, deleted, or no longer want them."""
-        kinds: tuple[tuple[Owned, Callable[[str], str]], ...] = (
-            ("daemonsets", conventions.agent_name),
-            ("nodepools", conventions.nodepool_name),
-        )
-        for kind, named in kinds:
-            for name, obj in self._state.owned(kind).items():
-                pool = ((obj.get("metadata") or {}).get("labels") or {}).get(conventions.POOL_LABEL)
-                if pool and _wanted(plan, pool, kind, current_name=name == named(pool)):
-                    continue
-                permit.check()
-                try:
-                    await self._client.delete(f"{self._collection(kind)}/{name}")
-                except TRANSIENT as error:
-                    outcome.fail(error, f"deleting {kind} {name}", [pool])
-                    continue
-                self._wrote("delete", kind, outcome)
-                self._state.remember_owned(kind, name, None)
+        """Deletes the DaemonSets and NodePools of pools that are gone, deleted, or no longer want them.
+
+        Where nothing stored changed since the last pass found every object wanted, only the objects of the pools
+        planned anew since are looked at (a pool plan is a value: the same object, the same answer)."""
+        failed = False
+        for kind, name, pool in self._maybe_unwanted(plan):
+            if pool and _wanted(plan, pool, kind, current_name=name == _OWNED_NAMES[kind](pool)):
+                continue
+            permit.check()
+            try:
+                await self._client.delete(f"{self._collection(kind)}/{name}")
+            except TRANSIENT as error:
+                failed = True
+                outcome.fail(error, f"deleting {kind} {name}", [pool])
+                continue
+            self._wrote("delete", kind, outcome)
+            self._state.remember_owned(kind, name, None)
+        self._kept = None if failed else (self._state.owned_version, plan.pools)
+
+    def _maybe_unwanted(self, plan: Plan) -> list[tuple[Owned, str, str | None]]:
+        """The owned objects (kind, name, pool label) `_delete_unwanted` looks at."""
+        version = self._state.owned_version
+        if self._by_pool[0] != version:
+            by_pool: dict[str | None, list[tuple[Owned, str, str | None]]] = {}
+            for kind in _OWNED_NAMES:
+                for name, obj in self._state.owned(kind).items():
+                    pool = ((obj.get("metadata") or {}).get("labels") or {}).get(conventions.POOL_LABEL)
+                    by_pool.setdefault(pool, []).append((kind, name, pool))
+            self._by_pool = (version, by_pool)
+        index = self._by_pool[1]
+        kept = self._kept
+        if kept is None or kept[0] != version or len(kept[1]) != len(plan.pools):
+            return [entry for entries in index.values() for entry in entries]
+        found: list[tuple[Owned, str, str | None]] = []
+        for new, old in zip(plan.pools, kept[1], strict=True):
+            if new is not old:
+                if new.name != old.name:
+                    return [entry for entries in index.values() for entry in entries]
+                found.extend(index.get(new.name, ()))
+        return found
 
     # ------------------------------------------------------------ nodes
 
@@ -364,6 +390,11 @@ class Writer:
         self._state.remember_node(before, response)
 
 
+_OWNED_NAMES: Mapping[Owned, Callable[[str], str]] = {
+    "daemonsets": conventions.agent_name,
+    "nodepools": conventions.nodepool_name,
+}
+"""The kinds of object pools own that `_delete_unwanted` deletes, and what a pool names its own."""
 _DueNode = tuple[str, NodeChange, NodeView, dict[str, Any] | None, list[dict[str, Any]] | None]
 """A node to write: its name, planned change, stored view, merge patch and condition removal (None: none)."""
 
