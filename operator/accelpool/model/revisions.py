@@ -153,17 +153,26 @@ def differing(new: Mapping[str, Any], old: Mapping[str, Any]) -> set[str]:
     """The keys whose values differ between two mappings (present in one only, or neither the same object nor
     equal): in as many steps as keys were updated where `new` was revised from `old`, else in as many as both
     hold."""
-    if new is old:
-        return set()
-    if isinstance(new, Revision) and new.made_from(old):
-        keys: Iterable[str] = new.changed_keys
-    elif isinstance(old, Revision) and old.made_from(new):
-        keys = old.changed_keys
-    else:
-        keys = set(new) | set(old)
     found = set()
-    for key in keys:
+    for key in _updated(new, old):
         a, b = new.get(key, _MISSING), old.get(key, _MISSING)
         if a is not b and (a is _MISSING or b is _MISSING or a != b):
             found.add(key)
     return found
+
+
+def replaced(new: Mapping[str, Any], old: Mapping[str, Any]) -> set[str]:
+    """The keys whose values are not the very same objects in both mappings (present in one only included), for
+    values whose equality leaves out what the caller reads: in as many steps as `differing`."""
+    return {key for key in _updated(new, old) if new.get(key, _MISSING) is not old.get(key, _MISSING)}
+
+
+def _updated(new: Mapping[str, Any], old: Mapping[str, Any]) -> Iterable[str]:
+    """The keys that may hold other values: those updated between the two along a line of revisions, else all."""
+    if new is old:
+        return ()
+    if isinstance(new, Revision) and new.made_from(old):
+        return new.changed_keys
+    if isinstance(old, Revision) and old.made_from(new):
+        return old.changed_keys
+    return set(new) | set(old)

@@ -228,6 +228,28 @@ async def test_a_status_is_written_once_and_not_re_sent_while_the_index_catches_
 
 
 @pytest.mark.looptime
+async def test_a_status_the_pool_watch_never_delivered_is_compared_again_within_the_status_interval(
+    cluster: Cluster, looptime: float
+) -> None:
+    await cluster.add_nodes(node_body("n1"), node_body("n2"), node_body("n3"))
+    harness = await cluster.harness(
+        [pool_body("p", {"accelerator": "H100", "nodes": 1})], status_resync_seconds=40.0, agent_check_seconds=3600.0
+    )
+    for _ in range(3):  # until a pass plans nothing anew; the pool watch never delivers the statuses written
+        await harness.controller.reconcile_once()
+        harness.catch_up()
+    written, writes = harness.status("p"), len(harness.status_writes("p"))
+    await cluster.client.patch(f"{POOLS}/p/status", {"status": {"phase": "Ready"}})  # nor this other writer's
+    await asyncio.sleep(35)  # past the written status's overlay: the index's (empty) status is what is stored
+    await harness.controller.reconcile_once()
+    assert len(harness.status_writes("p")) == writes, "no event said anything changed: not compared yet"
+    await asyncio.sleep(6)
+    await harness.controller.reconcile_once()
+    assert len(harness.status_writes("p")) == writes + 1, "compared again at --status-interval"
+    assert harness.status("p")["phase"] == written["phase"] == "Configuring", "the other writer's phase put right"
+
+
+@pytest.mark.looptime
 async def test_status_changes_in_quick_succession_become_one_write(cluster: Cluster, looptime: float) -> None:
     await cluster.add_nodes(node_body("n1"), node_body("n2"))
     harness = await cluster.harness([pool_body("p", {"accelerator": "H100", "nodes": 1})], status_settle_seconds=1.0)
@@ -321,7 +343,7 @@ async def test_a_deleted_pool_is_released_and_its_objects_removed(cluster: Clust
 async def test_a_refused_deletion_is_tried_again_by_the_next_pass_though_nothing_changed(cluster: Cluster) -> None:
     await cluster.add_nodes(node_body("n1"))
     held = pool_body("held", {"accelerator": "H100"})
-    harness = await cluster.harness([held, pool_body("p", {"accelerator": "L4"})])  # p has no member to release
+    harness = await cluster.harness([held, pool_body("p", {"accelerator": "L4"})])  # p: no member to release
     await harness.controller.reconcile_once()
     harness.catch_up()
     daemonset = "/apis/apps/v1/namespaces/accelpool-system/daemonsets/accelpool-agent-p"
@@ -331,7 +353,6 @@ async def test_a_refused_deletion_is_tried_again_by_the_next_pass_though_nothing
     refused = await harness.controller.reconcile_once()
     assert not refused.ok and "p" not in refused.released_pools
     assert cluster.api.get(daemonset) is not None
-    harness.catch_up()
     again = await harness.controller.reconcile_once()
     assert again.ok and again.released_pools == {"p"}
     assert cluster.api.get(daemonset) is None

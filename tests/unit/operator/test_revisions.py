@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import pytest
 
 from accelpool.model.nodes import NodeView
-from accelpool.model.revisions import Revision, differing
+from accelpool.model.revisions import Revision, differing, replaced
 from accelpool.runtime.controller import state as state_module
 from accelpool.runtime.controller.state import ClusterState
 from accelpool.runtime.settings import OperatorConfig
@@ -53,6 +53,20 @@ def test_differing_reads_only_the_updated_keys_of_a_revision_and_every_key_other
     Counted.reads = 0
     plain = Counted(dict(base))
     assert differing(revised, plain) == {"n2", "n3", "new"}, "a mapping revised from another: every key compared"
+    assert Counted.reads >= 1000
+
+
+def test_replaced_names_equal_values_that_are_other_objects_and_reads_as_little_as_differing() -> None:
+    equal_a, equal_b, kept = int("1234567890"), int("1234567890"), int("987654321")  # equal ints, two objects
+    assert equal_a == equal_b and equal_a is not equal_b
+    base = Revision({"a": equal_a, "k": kept, **{f"n{i}": i for i in range(1000)}})
+    revised = base.revised({"a": equal_b, "k": kept, "gone": None, "new": 5})
+    assert differing(revised, base) == {"new"}, "an equal value is no difference"
+    assert replaced(revised, base) == {"a", "new"}, "but another object: a reader of what equality leaves out sees it"
+    assert replaced(base, revised) == {"a", "new"}
+    Counted.reads = 0
+    plain = Counted(dict(base))
+    assert replaced(revised, plain) == {"a", "new"}, "a mapping revised from another: every key looked at"
     assert Counted.reads >= 1000
 
 

@@ -32,7 +32,7 @@ from accelpool.decide.desired import Desired, decide
 from accelpool.decide.inputs import Checked, PoolRecord
 from accelpool.decide.planning import ConfigState, ConfigSync, PlannerOptions, PoolInput
 from accelpool.model.nodes import NodeView
-from accelpool.model.revisions import Revision, differing
+from accelpool.model.revisions import Revision, differing, replaced
 from accelpool.runtime.controller.state import Snapshot
 from accelpool.runtime.settings import OperatorConfig
 
@@ -55,7 +55,8 @@ class Planner:
         self._configs_seen: tuple[dict[str, datetime], dict[str, datetime]] = ({}, {})
         self._last: Desired | None = None
         self._pools_seen: Mapping[str, PoolRecord] = {}
-        self._previous_seen: Mapping[str, api.ComputePoolStatus] = {}
+        self._inputs_seen: tuple[Mapping[str, PoolRecord], Mapping[str, api.ComputePoolStatus]] = ({}, {})
+        """The pools and previous statuses `_pool_inputs` last made inputs of."""
         self._inputs: dict[str, tuple[PoolRecord, Checked, api.ComputePoolStatus | None, PoolInput]] = {}
 
     def decide(self, snapshot: Snapshot, previous: Mapping[str, api.ComputePoolStatus]) -> Desired:
@@ -64,8 +65,8 @@ class Planner:
         if snapshot.loaded_at != self._set_aside_since:  # the cache was reloaded: try set-aside pools again
             self._set_aside, self._set_aside_since = {}, snapshot.loaded_at
             self._last = None  # and plan the whole cluster
-        changed = self._forget_gone(snapshot.pools)
-        pools = self._pool_inputs(snapshot.pools, previous, changed)
+        self._forget_gone(snapshot.pools)
+        pools = self._pool_inputs(snapshot.pools, previous)
         known = {
             record.name: self._set_aside[record.validation_key]
             for record in (snapshot.pools.values() if self._set_aside else ())
@@ -105,26 +106,25 @@ class Planner:
                 self._set_aside[record.validation_key] = why
         return desired
 
-    def _forget_gone(self, pools: Mapping[str, PoolRecord]) -> set[str]:
-        """Forgets the validations and set-asides of pools and specs no longer there; returns the pools that changed
-        since the last pass (found in as many steps as changed, where `pools` is a `Revision` of its)."""
-        changed = differing(pools, self._pools_seen)
-        for name in changed:
+    def _forget_gone(self, pools: Mapping[str, PoolRecord]) -> None:
+        """Forgets the validations and set-asides of pools and specs no longer there (looking only at the pools that
+        changed since the last pass, where `pools` is a `Revision` of its)."""
+        for name in differing(pools, self._pools_seen):
             before, now = self._pools_seen.get(name), pools.get(name)
             if before is not None and (now is None or now.validation_key != before.validation_key):
                 self._validated.pop(before.validation_key, None)
                 self._set_aside.pop(before.validation_key, None)
         self._pools_seen = pools
-        return changed
 
     def _pool_inputs(
-        self, pools: Mapping[str, PoolRecord], previous: Mapping[str, api.ComputePoolStatus], changed: set[str]
+        self, pools: Mapping[str, PoolRecord], previous: Mapping[str, api.ComputePoolStatus]
     ) -> list[PoolInput]:
-        """Each pool's `PoolInput`, made again only for the pools whose record (`changed`) or previous status changed
-        since the last pass: the others keep the very object (incremental planning compares inputs by identity
-        first). A pool added since comes last: the order changes only when the pools do."""
+        """Each pool's `PoolInput`, made again only for the pools whose record or previous status is another object
+        than the last pass's (a `Revision` each: found in as many steps as changed); the others keep the very
+        object (incremental planning compares inputs by identity first). A pool added since comes last: the order
+        changes only when the pools do."""
         kept = self._inputs
-        for name in changed | differing(previous, self._previous_seen):
+        for name in replaced(pools, self._inputs_seen[0]) | replaced(previous, self._inputs_seen[1]):
             record = pools.get(name)
             if record is None:
                 kept.pop(name, None)
@@ -133,7 +133,7 @@ class Planner:
             before = kept.get(name)
             if before is None or before[0] is not record or before[1] is not checked or before[2] is not status:
                 kept[name] = (record, checked, status, inputs.pool_input(record, checked=checked, previous=status))
-        self._previous_seen = previous
+        self._inputs_seen = (pools, previous)
         return [entry[3] for entry in kept.values()]
 
     def _checked(self, record: PoolRecord) -> Checked:

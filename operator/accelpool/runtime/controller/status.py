@@ -31,8 +31,8 @@ from typing import Any
 import accelpool_api as api
 from accelpool.decide import patches
 from accelpool.decide.inputs import PoolRecord
-from accelpool.decide.planning import Plan
-from accelpool.model.revisions import Revision
+from accelpool.decide.planning import Plan, PoolPlan
+from accelpool.model.revisions import Revision, replaced
 from accelpool.runtime.controller import apiserver
 from accelpool.runtime.controller.apiserver import TRANSIENT, Permit
 from accelpool.runtime.controller.deadlines import Deadlines
@@ -52,6 +52,17 @@ class _Planned:
     """When the status is to be written (None: the stored one already says it)."""
     stored: Mapping[str, Any] | None = None
     """The stored status it was compared with (the same status against the same stored one: the same outcome)."""
+
+
+@dataclass(frozen=True)
+class _Published:
+    """What the last `StatusWriter.publish` compared: the pool plans, the records, the unpublished pools, and when
+    every pool was last compared."""
+
+    plans: tuple[PoolPlan, ...]
+    pools: Mapping[str, PoolRecord]
+    unpublished: frozenset[str]
+    walked_at: float
 
 
 Taken = list[tuple[PoolRecord, _Planned]]
@@ -82,6 +93,9 @@ class StatusWriter:
         self._clock = clock
         self._planned: dict[str, _Planned] = {}
         self._statuses: Revision[api.ComputePoolStatus] = Revision()
+        self._published: _Published | None = None
+        self._written: set[str] = set()
+        """The pools whose status was written since the last publish (what is stored for them changed)."""
         self._published_at: float | None = None
 
     @property
@@ -91,36 +105,82 @@ class StatusWriter:
         return self._statuses
 
     def publish(self, plan: Plan, unpublished: Collection[str], pools: Mapping[str, PoolRecord]) -> None:
-        """Takes the plan's statuses, except those of `unpublished` pools (their last published one is kept)."""
+        """Takes the plan's statuses, except those of `unpublished` pools (their last published one is kept).
+
+        Only the pools that may have changed since the last publish are compared again (`_to_compare`); every pool is,
+        at least every `--status-interval`."""
         now = self._clock()
-        planned: dict[str, _Planned] = {}
-        changed: dict[str, api.ComputePoolStatus] = {}
-        for pool in plan.pools:
-            record = pools.get(pool.name)
-            if pool.status is None or record is None:
-                continue  # a pool being deleted has no status to write
-            earlier = self._planned.get(pool.name)
-            if pool.name in unpublished:
-                if earlier is not None:
-                    planned[pool.name] = earlier
-                continue
-            stored = self._state.pool_status(record)
-            if earlier is not None and earlier.status is pool.status and earlier.stored is stored:
-                planned[pool.name] = earlier  # planned and stored as the last pass saw them: nothing to compare
-                continue
-            if earlier is None or earlier.status is not pool.status:
-                changed[pool.name] = pool.status
-            document = pool.status.model_dump(mode="json", by_alias=True, exclude_none=True)
-            if patches.merge_diff(dict(stored), document) is None:
-                due = None
+        names = self._to_compare(plan, unpublished, pools, now)
+        before = self._planned
+        planned = dict(before) if names is not None else {}
+        if names is None:
+            in_plan = [pool.name for pool in plan.pools]
+            walked = [*in_plan, *(before.keys() - set(in_plan))]
+        else:
+            walked = sorted(names)
+        updates: dict[str, api.ComputePoolStatus | None] = {}
+        for name in walked:
+            earlier = before.get(name)
+            found = self._planned_status(plan.pool(name), pools.get(name), earlier, name in unpublished, now)
+            if found is None:
+                planned.pop(name, None)
             else:
-                due = earlier.due if earlier is not None and earlier.due is not None else now + self._settle
-            planned[pool.name] = _Planned(pool.status, document, due, stored)
-        updates: dict[str, api.ComputePoolStatus | None] = dict.fromkeys(self._planned.keys() - planned.keys())
-        updates.update(changed)
+                planned[name] = found
+            status = found.status if found is not None else None
+            if status is not (earlier.status if earlier is not None else None):
+                updates[name] = status
         self._planned = planned
         self._statuses = self._statuses.revised(updates)
+        walked_at = now if names is None or self._published is None else self._published.walked_at
+        self._published = _Published(plan.pools, pools, frozenset(unpublished), walked_at)
+        self._written = set()
         self._published_at = now
+
+    def _planned_status(
+        self,
+        pool: PoolPlan | None,
+        record: PoolRecord | None,
+        earlier: _Planned | None,
+        unpublished: bool,
+        now: float,
+    ) -> _Planned | None:
+        """A pool's planned status from this pass's plan, None when it has none (it is gone or being deleted)."""
+        if pool is None or pool.status is None or record is None:
+            return None  # a pool being deleted has no status to write
+        if unpublished:
+            return earlier
+        stored = self._state.pool_status(record)
+        if earlier is not None and earlier.status is pool.status and earlier.stored is stored:
+            return earlier  # planned and stored as the last pass saw them: nothing to compare
+        document = pool.status.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if patches.merge_diff(dict(stored), document) is None:
+            due = None
+        else:
+            due = earlier.due if earlier is not None and earlier.due is not None else now + self._settle
+        return _Planned(pool.status, document, due, stored)
+
+    def _to_compare(
+        self, plan: Plan, unpublished: Collection[str], pools: Mapping[str, PoolRecord], now: float
+    ) -> set[str] | None:
+        """The pools whose planned or stored status may differ from what the last publish compared (None: all): those
+        planned anew (a pool plan is a value: the very same object, the same status), those whose record changed
+        (another writer's status comes with it), those whose status this operator wrote since, and those
+        unpublished then or now. All of them after `--status-interval`, for what no event announces (a written
+        status the pool index never delivered, its overlay expired)."""
+        last = self._published
+        if (
+            last is None
+            or now - last.walked_at >= self._config.status_resync_seconds
+            or len(last.plans) != len(plan.pools)
+        ):
+            return None
+        names = replaced(pools, last.pools) | self._written | last.unpublished | set(unpublished)
+        for new, old in zip(plan.pools, last.plans, strict=True):
+            if new is not old:
+                if new.name != old.name:
+                    return None
+                names.add(new.name)
+        return names
 
     def take_due(self, pools: Mapping[str, PoolRecord]) -> Taken:
         """The statuses whose time has come, taken: no longer due (so no deadline wakes the loop for them while
@@ -169,6 +229,7 @@ class StatusWriter:
             return False  # the pool is gone: the watch will say so
         self._metrics.write("patch", "computepools/status")
         self._state.remember_status(record, dict(response.get("status") or {}))
+        self._written.add(record.name)
         return True
 
     def due_at(self, deadlines: Deadlines) -> None:
@@ -189,6 +250,7 @@ class StatusWriter:
         """Drops every planned status (a resumed controller starts from the stored ones)."""
         self._planned.clear()
         self._statuses = Revision()
+        self._published = None
         self._published_at = None
 
     @property
