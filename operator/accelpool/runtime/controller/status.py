@@ -96,7 +96,6 @@ class StatusWriter:
         self._published: _Published | None = None
         self._written: set[str] = set()
         """The pools whose status was written since the last publish (what is stored for them changed)."""
-        self._published_at: float | None = None
 
     @property
     def previous(self) -> Mapping[str, api.ComputePoolStatus]:
@@ -134,7 +133,6 @@ class StatusWriter:
         walked_at = now if names is None or self._published is None else self._published.walked_at
         self._published = _Published(plan.pools, pools, frozenset(unpublished), walked_at)
         self._written = set()
-        self._published_at = now
 
     def _planned_status(
         self,
@@ -242,16 +240,15 @@ class StatusWriter:
         return min((p.due for p in self._planned.values() if p.due is not None), default=None)
 
     def _status_check_at(self) -> float | None:
-        if not self._planned or self._published_at is None:
+        if not self._planned or self._published is None:
             return None
-        return self._published_at + self._config.status_resync_seconds
+        return self._published.walked_at + self._config.status_resync_seconds
 
     def forget(self) -> None:
         """Drops every planned status (a resumed controller starts from the stored ones)."""
         self._planned.clear()
         self._statuses = Revision()
         self._published = None
-        self._published_at = None
 
     @property
     def _settle(self) -> float:
