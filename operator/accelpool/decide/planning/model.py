@@ -255,6 +255,19 @@ class Plan:
     def pool(self, name: str) -> PoolPlan | None:
         return self._pools_by_name.get(name)
 
+    def replanned_since(self, pools: Sequence[PoolPlan]) -> set[str] | None:
+        """The pools whose `PoolPlan` is not the very object among `pools` (an earlier plan's): a pool plan is a
+        value, so the others came out the same. None when the pools themselves differ (added, removed)."""
+        if len(pools) != len(self.pools):
+            return None
+        found = set()
+        for new, old in zip(self.pools, pools, strict=True):
+            if new is not old:
+                if new.name != old.name:
+                    return None
+                found.add(new.name)
+        return found
+
     @functools.cached_property
     def _pools_by_name(self) -> Mapping[str, PoolPlan]:
         return {p.name: p for p in self.pools}

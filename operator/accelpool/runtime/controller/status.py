@@ -166,19 +166,12 @@ class StatusWriter:
         unpublished then or now. All of them after `--status-interval`, for what no event announces (a written
         status the pool index never delivered, its overlay expired)."""
         last = self._published
-        if (
-            last is None
-            or now - last.walked_at >= self._config.status_resync_seconds
-            or len(last.plans) != len(plan.pools)
-        ):
+        if last is None or now - last.walked_at >= self._config.status_resync_seconds:
             return None
-        names = replaced(pools, last.pools) | self._written | last.unpublished | set(unpublished)
-        for new, old in zip(plan.pools, last.plans, strict=True):
-            if new is not old:
-                if new.name != old.name:
-                    return None
-                names.add(new.name)
-        return names
+        replanned = plan.replanned_since(last.plans)
+        if replanned is None:
+            return None
+        return replanned | replaced(pools, last.pools) | self._written | last.unpublished | set(unpublished)
 
     def take_due(self, pools: Mapping[str, PoolRecord]) -> Taken:
         """The statuses whose time has come, taken: no longer due (so no deadline wakes the loop for them while

@@ -298,17 +298,11 @@ class Writer:
                     pool = ((obj.get("metadata") or {}).get("labels") or {}).get(conventions.POOL_LABEL)
                     by_pool.setdefault(pool, []).append((kind, name, pool))
             self._by_pool = (version, by_pool)
-        index = self._by_pool[1]
-        kept = self._kept
-        if kept is None or kept[0] != version or len(kept[1]) != len(plan.pools):
+        index, kept = self._by_pool[1], self._kept
+        replanned = plan.replanned_since(kept[1]) if kept is not None and kept[0] == version else None
+        if replanned is None:
             return [entry for entries in index.values() for entry in entries]
-        found: list[tuple[Owned, str, str | None]] = []
-        for new, old in zip(plan.pools, kept[1], strict=True):
-            if new is not old:
-                if new.name != old.name:
-                    return [entry for entries in index.values() for entry in entries]
-                found.extend(index.get(new.name, ()))
-        return found
+        return [entry for pool in sorted(replanned) for entry in index.get(pool, ())]
 
     # ------------------------------------------------------------ nodes
 
