@@ -252,7 +252,8 @@ class Agent:
             return Skipped("MigNotConfigured", "MIG is enabled but no MIG device exists to run checks on")
         return None
 
-    def _tasks(self, device: DeviceInfo) -> list[ComputeTask]:
+    def cycle_tasks(self, device: DeviceInfo) -> list[ComputeTask]:
+        """The compute checks one cycle runs on `device`, in order."""
         policy_dtype = self.policy.dtype
         correctness = ["fp32"] + ([policy_dtype] if policy_dtype != "fp32" else [])
         tasks = [ComputeTask(Check.SANITY)] + [ComputeTask(Check.CORRECTNESS, d) for d in correctness]
@@ -266,7 +267,7 @@ class Agent:
     def _job(self, device: DeviceInfo) -> ComputeJob | None:
         """The device's compute job (building one is pure: no device is touched)."""
         return self.backend.compute_job(
-            device, self._tasks(device), self.sizes, self.settings.seed * 1000 + device.index
+            device, self.cycle_tasks(device), self.sizes, self.settings.seed * 1000 + device.index
         )
 
     def _log_xids(self, events: Sequence[XidEvent]) -> None:

@@ -4,7 +4,8 @@ Run on a GPU machine with `make test-gpu`: it installs the `gpu` dependency grou
 agent's `cuda` extra, what its image carries, plus torch, which the image does not) and runs
 `pytest -m gpu tests/gpu -s`, printing the measured TFLOPS per dtype next to torch.matmul at the
 same size, the bandwidth and the cycle time. It checks DESIGN.md's matmul targets: ≥ 90% of
-torch.matmul in fp16/bf16, and ≥ 75% of the catalog's dense bf16 peak on H100/H200 SXM.
+torch.matmul in fp16/bf16, and ≥ 75% of the catalog's dense bf16 peak on H100/H200 SXM. The
+numbers RESULTS.md keeps come from `benchmarks/run.py --only agent_gpu` (benchmarks/agent_gpu.py).
 
 Without a GPU and driver every test here skips, saying so. With one, a missing CuPy or torch is a
 failure that says how to install them, never a skip: the tier measures what RESULTS.md says.
@@ -235,4 +236,3 @@ def test_full_cycle_on_this_node() -> None:
         sanity = gpu.check(Check.SANITY)
         assert sanity is not None
         assert sanity.status in (CheckStatus.PASS, CheckStatus.SKIP), sanity.message
-    assert elapsed < 120

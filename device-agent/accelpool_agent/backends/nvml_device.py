@@ -9,13 +9,17 @@ NVLink (PCIe cards such as L4 and T4), so neither is a link. Each link's data-li
 come from `nvmlDeviceGetNvLinkErrorCounter` (NVML_NVLINK_ERROR_DL_REPLAY, _RECOVERY, _CRC_FLIT,
 _CRC_DATA); a counter NVML does not give (NVLink 5 moved them to field values) is absent. The
 fabric registration comes from `nvmlDeviceGetGpuFabricInfoV` (v2: with the health mask), else
-`nvmlDeviceGetGpuFabricInfo`; both are Hopper and later, NOT_SUPPORTED before. The driver's
+`nvmlDeviceGetGpuFabricInfo`; both are Hopper and later, NOT_SUPPORTED before. pynvml's wrappers of
+the two hand their second argument to the C function as it is (nvidia-ml-py's pynvml.py declares no
+argtypes), so it must be a pointer, `ctypes.byref(info)`: a structure passed itself is copied onto
+the stack and NVML writes through whatever lies there (a segfault, seen on an H200, driver 580.159). The driver's
 recovery action for the GPU is the field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, whose own return
 code says whether this driver and GPU report it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import re
 from typing import Any
 
@@ -182,7 +186,7 @@ def fabric(calls: NvmlCalls, handle: Any) -> FabricInfo | None:
         if make is None or getattr(calls.nvml, function, None) is None:
             continue
         info = make()
-        if calls.get(function, handle, info) is None:
+        if calls.get(function, handle, ctypes.byref(info)) is None:
             return None  # NOT_SUPPORTED: no fabric (or before Hopper)
         state = int(info.state)
         mask = getattr(info, "healthMask", None)

@@ -5,11 +5,14 @@ exactly as against a driver. Handles are plain values: ints for GPUs, tuples for
 
 NVLink calls answer as the driver does: NVML_ERROR_NOT_SUPPORTED on a GPU without NVLink
 (`nvlinks=0`, a PCIe card) and NVML_ERROR_INVALID_ARGUMENT for a link number past the GPU's last
-link. The fabric info fills pynvml's own `c_nvmlGpuFabricInfoV_t` structure.
+link. The fabric info fills pynvml's own `c_nvmlGpuFabricInfoV_t` structure through the pointer
+the caller passes, as NVML does: pynvml's wrapper hands its argument to the C function untouched, so
+a structure passed by value (not `ctypes.byref`) crashes the real driver, and fails here.
 """
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -234,8 +237,11 @@ class FakeNvml:
         self._check("nvmlDeviceGetNvLinkErrorCounter", handle)
         return self.nvlink_errors.get((handle, link, counter), 0)
 
-    def nvmlDeviceGetGpuFabricInfoV(self, handle: int, info: Any) -> int:
+    def nvmlDeviceGetGpuFabricInfoV(self, handle: int, pointer: Any) -> int:
         self._check("nvmlDeviceGetGpuFabricInfoV", handle)
+        info = _pointee(pointer, pynvml.c_nvmlGpuFabricInfoV_t)
+        if info.version != pynvml.nvmlGpuFabricInfo_v2:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
         info.state = self.fabric_state
         info.status = self.fabric_status
         info.healthMask = self.fabric_health_mask << pynvml.NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW
@@ -263,3 +269,14 @@ class FakeNvml:
 
     def nvmlEventSetFree(self, event_set: str) -> None:
         return None
+
+
+def _pointee(pointer: Any, struct: type[ctypes.Structure]) -> Any:
+    """The structure behind `ctypes.byref(info)`; anything else is what crashes the real NVML."""
+    info = getattr(pointer, "_obj", None)
+    if type(pointer).__name__ != "CArgObject" or not isinstance(info, struct):
+        raise TypeError(
+            f"NVML writes the answer through a pointer: pass ctypes.byref({struct.__name__}()), not {pointer!r}"
+            " (pynvml hands the argument to the C function as it is; the driver would crash)"
+        )
+    return info
