@@ -86,8 +86,14 @@ $(TOOLS_BIN)/prometheus $(TOOLS_BIN)/promtool:
 
 tools: $(TOOLS_BIN)/helm $(TOOLS_BIN)/kubectl $(TOOLS_BIN)/prometheus $(TOOLS_BIN)/promtool ## fetch helm, kubectl, prometheus, promtool into .tools/bin
 
+# The tiers run in TEST_WORKERS processes (pytest-xdist; `auto`: one per CPU), a file's tests together and in
+# order in one of them (--dist loadfile: a module's fixtures and its last test stay its own). Much of the suite
+# waits on real processes (the demo, the operator, hold-downs), so even two CPUs run it in about two thirds of
+# the time. TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= auto
+
 test: install tools ## run every test tier this machine can run (e2e and gpu skip with a reason)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-unit: install ## the fast unit tier only
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
