@@ -17,6 +17,7 @@ import json
 import os
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -128,6 +129,18 @@ def test_a_ladder_record_with_a_list_for_its_action_is_ignored_with_a_warning() 
     # the node stays quarantined, with a record accelpool can read again
     rewritten = result.changes["a1"].annotations[conventions.REMEDIATION_ANNOTATION]
     assert rewritten is not None and json.loads(rewritten)["action"] in {"none", "reset-gpu"}
+
+
+@pytest.mark.parametrize("length", [10, 5000], ids=["short", "longer than any accelpool writes"])
+def test_an_unreadable_annotation_is_warned_about_on_every_pass(length: int) -> None:
+    """Its problems are remembered by its text when short, read again when long: the same warning either way."""
+    body = victim_body()
+    body["metadata"]["annotations"][conventions.PRIOR_LABELS_ANNOTATION] = "[" * length
+    for _ in range(2):
+        result = run(*the_world(body))
+        assert_b_unaffected(result)
+        [warning] = warnings_for(result, "a1")
+        assert f"{conventions.PRIOR_LABELS_ANNOTATION}: not a JSON object" in warning
 
 
 @FUZZ

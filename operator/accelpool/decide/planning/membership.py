@@ -14,6 +14,7 @@ Unknown/AgentSilent. Called by the planning pass.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
@@ -84,20 +85,40 @@ def judge_health(
 
 def input_problems(view: NodeView) -> list[str]:
     """`key: problem` for every value accelpool reads from the node that it ignores for its shape."""
-    problems = list(view.input_problems)
     annotations = view.annotations
-    text = annotations.get(conventions.REMEDIATION_ANNOTATION)
+    texts = (
+        annotations.get(conventions.REMEDIATION_ANNOTATION),
+        annotations.get(conventions.JOINED_ANNOTATION),
+        annotations.get(conventions.MIG_RETRY_ANNOTATION),
+        annotations.get(conventions.PRIOR_LABELS_ANNOTATION),
+    )
+    short = sum(len(text) for text in texts if text) <= _REMEMBERED_CHARS
+    found = _remembered_problems(*texts) if short else _annotation_problems(*texts)
+    return [*view.input_problems, *found][: conventions.MAX_LISTED]
+
+
+_REMEMBERED_CHARS = 1024
+"""Annotations as short as accelpool writes them are remembered (`_remembered_problems`); longer ones, which
+only a hand or a hostile writer makes, are read each time rather than kept."""
+
+
+def _annotation_problems(
+    remediation: str | None, joined: str | None, mig_retry: str | None, prior_labels: str | None
+) -> tuple[str, ...]:
+    """The problems of accelpool's own annotations on a node."""
+    problems: list[str] = []
+    text = remediation
     if text:
         problem = remediation_record.parse(text)[1]
         if problem is not None:
             problems.append(f"{conventions.REMEDIATION_ANNOTATION}: {problem}")
-    text = annotations.get(conventions.JOINED_ANNOTATION)
+    text = joined
     if text and parse_time(text) is None:
         problems.append(f"{conventions.JOINED_ANNOTATION}: {conventions.cut(text, 40)!r} is not an RFC 3339 time")
-    text = annotations.get(conventions.MIG_RETRY_ANNOTATION)
+    text = mig_retry
     if text and parse_mig_retry(text)[1] is None:
         problems.append(f"{conventions.MIG_RETRY_ANNOTATION}: {conventions.cut(text, 40)!r} is not <retries>@<time>")
-    text = annotations.get(conventions.PRIOR_LABELS_ANNOTATION)
+    text = prior_labels
     if text:
         try:
             loaded = json.loads(text)
@@ -105,7 +126,12 @@ def input_problems(view: NodeView) -> list[str]:
             loaded = None
         if not isinstance(loaded, dict):
             problems.append(f"{conventions.PRIOR_LABELS_ANNOTATION}: not a JSON object")
-    return problems[: conventions.MAX_LISTED]
+    return tuple(problems)
+
+
+_remembered_problems = functools.lru_cache(maxsize=16384)(_annotation_problems)
+"""`_annotation_problems` remembered by the annotations' texts: every pass reads every node's, and they change
+only when accelpool writes them (most members share a few joined times)."""
 
 
 def sort_nodes(
