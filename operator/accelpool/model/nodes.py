@@ -104,7 +104,7 @@ def format_time(moment: datetime) -> str:
     return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Taint:
     """A node taint. Equality ignores `time_added` (set by the API server on NoExecute taints)."""
 
@@ -405,8 +405,12 @@ class NodeChange:
 
 def merge_taints(current: tuple[Taint, ...], add: tuple[Taint, ...], remove: tuple[Taint, ...]) -> tuple[Taint, ...]:
     """Current taints minus `remove` (matched by key and effect) with `add` replacing or appended, order kept."""
-    if not remove and all(taint in current for taint in add):
-        return current
+    if not remove:  # a loop, not all(...): every member's taints are merged several times a pass
+        for taint in add:
+            if taint not in current:
+                break
+        else:
+            return current
     kept = [t for t in current if not any(t.same_slot(r) for r in remove)]
     for taint in add:
         slot = next((i for i, t in enumerate(kept) if t.same_slot(taint)), None)
