@@ -82,6 +82,7 @@ def member_changes(ledger: Ledger, work: PoolWork, now: datetime, sync: ConfigSy
     labels = config.labels
     pool, karpenter, dedicated = work.name, work.karpenter, work.spec.dedicated
     joined = format_time(now)
+    pool_taint = Taint(conventions.POOL_TAINT_KEY, conventions.NO_SCHEDULE, pool) if dedicated else None
     new_names = {v.name for v in work.new_members}
     for view in [*work.members, *work.new_members]:
         original = ledger.edits[view.name].view if view.name in ledger.edits else view
@@ -114,8 +115,8 @@ def member_changes(ledger: Ledger, work: PoolWork, now: datetime, sync: ConfigSy
             edit.annotations[conventions.PRIOR_LABELS_ANNOTATION] = prior_text
         elif conventions.PRIOR_LABELS_ANNOTATION in edit.annotations:
             del edit.annotations[conventions.PRIOR_LABELS_ANNOTATION]
-        if dedicated:
-            edit.put_taint(Taint(conventions.POOL_TAINT_KEY, conventions.NO_SCHEDULE, pool))
+        if pool_taint is not None:
+            edit.put_taint(pool_taint)
         else:
             edit.drop_taints(conventions.POOL_TAINT_KEY)
         apply_quarantine(work.remediation, view, edit)
