@@ -1,8 +1,8 @@
 """The device agent's compute checks on a real NVIDIA GPU, beside torch doing the same work.
 
-Needs an NVIDIA GPU and driver, CuPy (the agent's `cuda` extra) and torch: `make test-gpu`
-installs them. Run on a GPU node with `benchmarks/run.py --only agent_gpu`; `make bench` leaves
-it out, so a machine without a GPU never overwrites what a GPU measured.
+Needs an NVIDIA GPU and driver, CuPy (the agent's `cuda` extra) and torch. Run on a GPU node with
+`make bench-gpu` (it installs them, then runs `benchmarks/run.py --only agent_gpu`); `make bench`
+leaves it out, so a machine without a GPU never overwrites what a GPU measured.
 
 Each round runs, one after the other on an idle GPU:
 
