@@ -5,17 +5,15 @@ collector tracks. With CPython's default thresholds (700, 10, 10) a health storm
 collection every 2 to 3 seconds, each 0.4 to 0.5 s long and freeing next to nothing: what the
 operator drops is acyclic and freed at once by reference counting. `tune` freezes what start-up
 made (modules, classes, schemas: never garbage) and raises the thresholds so that a full
-collection comes after about twenty million allocations instead of a hundred thousand; cyclic
-garbage still goes, later. A young collection waits for 50,000 more objects than were freed: a pass
-after one node's change makes and drops lists of thousands, and at 10,000 it paid a young
-collection every other pass for objects about to go anyway. Design notes: docs/design/performance.md.
+collection comes after about ten million allocations instead of a hundred thousand; cyclic garbage
+still goes, later. Design notes: docs/design/performance.md.
 """
 
 from __future__ import annotations
 
 import gc
 
-THRESHOLDS = (50_000, 20, 20)
+THRESHOLDS = (10_000, 20, 100)
 """Allocations before a young collection; young collections before a middle one; middle before a full one."""
 
 
