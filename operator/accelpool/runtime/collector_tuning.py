@@ -5,7 +5,7 @@ collector tracks. With CPython's default thresholds (700, 10, 10) a health storm
 collection every 2 to 3 seconds, each 0.4 to 0.5 s long and freeing next to nothing: what the
 operator drops is acyclic and freed at once by reference counting. `tune` freezes what start-up
 made (modules, classes, schemas: never garbage) and raises the thresholds so that a full
-collection comes after about ten million allocations instead of a hundred thousand; cyclic garbage
+collection comes after about twenty million allocations instead of a hundred thousand; cyclic garbage
 still goes, later. Design notes: docs/design/performance.md.
 """
 
