@@ -9,7 +9,7 @@ Each round runs, one after the other on an idle GPU:
 - the agent's whole check cycle, as `accelpool-agent check` runs it (`Agent.full_cycle`: NVML
   telemetry, then the compute checks in spawned CuPy children, then telemetry again), timed
   wall to wall; its matmul TFLOPS per dtype and its copy bandwidth come from the cycle's report;
-- torch doing the same work: the same tasks (`Agent.cycle_tasks`), sizes and seed, through the
+- torch doing the same work: the same job (`Agent.cycle_job`: tasks, sizes and seed), through the
   same check code (`accelpool_agent.compute.kernels`) with torch as the array library, in a
   spawned process per GPU, timed from the spawn (importing torch and creating its context
   included, as the agent's children import CuPy and create theirs). Its matmuls are
@@ -191,9 +191,7 @@ def main() -> None:
         devices = backend.inventory()
         if not devices:
             raise SystemExit(f"no NVIDIA GPU answers NVML here ({backend.error or 'no device'})")
-        jobs = [
-            backend.compute_job(d, agent.cycle_tasks(d), agent.sizes, settings.seed * 1000 + d.index) for d in devices
-        ]
+        jobs = [job for device in devices if (job := agent.cycle_job(device)) is not None]
         agent_walls, torch_walls, cycle_durations = [], [], []
         agent_tflops: dict[str, list[float]] = {}
         torch_tflops: dict[str, list[float]] = {}
@@ -213,7 +211,7 @@ def main() -> None:
                 agent_tflops.setdefault(dtype, []).append(value)
             agent_bandwidth.append(gpu.bandwidth_bytes_per_second or 0.0)
 
-            wall, measured = torch_cycle([job for job in jobs if job is not None])
+            wall, measured = torch_cycle(jobs)
             torch_walls.append(wall)
             for dtype in gpu.matmul_tflops:
                 torch_tflops.setdefault(dtype, []).append(_passed(measured[0], Check.MATMUL, dtype))

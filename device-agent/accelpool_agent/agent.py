@@ -191,7 +191,7 @@ class Agent:
         loop = asyncio.get_running_loop()
 
         async def check(device: DeviceInfo) -> tuple[DeviceInfo, list[Measurement] | None]:
-            job = None if device.uuid in skipped else self._job(device)
+            job = None if device.uuid in skipped else self.cycle_job(device)
             if job is None:
                 return device, None
             async with semaphore:
@@ -252,8 +252,7 @@ class Agent:
             return Skipped("MigNotConfigured", "MIG is enabled but no MIG device exists to run checks on")
         return None
 
-    def cycle_tasks(self, device: DeviceInfo) -> list[ComputeTask]:
-        """The compute checks one cycle runs on `device`, in order."""
+    def _tasks(self, device: DeviceInfo) -> list[ComputeTask]:
         policy_dtype = self.policy.dtype
         correctness = ["fp32"] + ([policy_dtype] if policy_dtype != "fp32" else [])
         tasks = [ComputeTask(Check.SANITY)] + [ComputeTask(Check.CORRECTNESS, d) for d in correctness]
@@ -264,10 +263,11 @@ class Agent:
         tasks.append(ComputeTask(Check.BANDWIDTH))
         return tasks
 
-    def _job(self, device: DeviceInfo) -> ComputeJob | None:
-        """The device's compute job (building one is pure: no device is touched)."""
+    def cycle_job(self, device: DeviceInfo) -> ComputeJob | None:
+        """The compute job one cycle runs on `device`: its checks in order, sizes and seed (building one is pure: no
+        device is touched); None where the backend cannot compute."""
         return self.backend.compute_job(
-            device, self.cycle_tasks(device), self.sizes, self.settings.seed * 1000 + device.index
+            device, self._tasks(device), self.sizes, self.settings.seed * 1000 + device.index
         )
 
     def _log_xids(self, events: Sequence[XidEvent]) -> None:
