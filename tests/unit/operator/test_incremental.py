@@ -204,6 +204,47 @@ def test_a_health_flip_plans_only_its_pool() -> None:
     assert memo.plan.changes[member_of_l2.name].add_taints, "the member is quarantined"
 
 
+def test_a_change_that_moves_no_candidate_plans_its_pool_without_the_candidates() -> None:
+    """A member's agent report that changes nothing about the claims (here: its pool's planned status becoming
+    its previous one, and a member's health turning True again) plans its pool and that pool's nodes only,
+    not the free nodes it could claim."""
+    pools = [pool(f"l{i}", {"accelerator": "L4", "nodes": 2}) for i in range(3)]
+    nodes = [node(f"l-{i:02d}", "L4") for i in range(20)]
+    options = PlannerOptions(now=NOW)
+    memo = both(None, pools, nodes, options)
+    nodes = applied(nodes, memo.plan)
+    memo = both(memo, pools, nodes, options)
+    planned = memo.plan.pool("l1")
+    assert planned is not None
+    pools = [replace(p, previous=planned.status) if p.name == "l1" else p for p in pools]
+    memo = both(memo, pools, nodes, options)
+    assert not memo.full and (memo.planned_pools, memo.planned_nodes) == (1, 2), "l1 and its two members"
+    a_member = next(v for v in nodes if v.pool == "l2")
+    nodes = [_health(v, "True") if v is a_member else v for v in nodes]
+    memo = both(memo, pools, nodes, options)
+    assert not memo.full and (memo.planned_pools, memo.planned_nodes) == (1, 2), "l2 and its two members"
+
+
+def test_a_change_to_what_a_short_pool_counts_plans_that_pool_too() -> None:
+    """A pool that lacks members says why (`NodesSelected`: how many nodes are held by other pools, how many
+    do not match): a node it could not take going away changes that, though no pool reads the node."""
+    pools = [pool("zonal", {"accelerator": "L4", "nodes": 3, "nodeSelector": {ZONE: "a"}})]
+    nodes = [
+        member("l-00", "zonal", "L4", labels={ZONE: "a"}),
+        node("l-01", "L4", labels={ZONE: "b"}),  # a free node zonal does not match
+        member("l-02", "gone", "L4", labels={ZONE: "a"}),  # held by a pool that is gone (orphans are kept)
+        *(node(f"h-{i:02d}", "H100-80GB") for i in range(6)),
+    ]
+    options = PlannerOptions(now=NOW, release_orphans=False)
+    memo = both(None, pools, nodes, options)
+    nodes = applied(nodes, memo.plan)
+    memo = both(memo, pools, nodes, options)
+    for gone in ("l-01", "l-02"):
+        nodes = [v for v in nodes if v.name != gone]
+        memo = both(memo, pools, nodes, options)
+        assert not memo.full and memo.planned_pools == 1, f"{gone} gone: zonal is planned again, and only zonal"
+
+
 def test_nothing_changed_plans_nothing() -> None:
     pools = [pool("a", {"accelerator": "L4", "nodes": 2})]
     nodes = [node(f"n{i}", "L4") for i in range(3)]

@@ -141,9 +141,9 @@ def _plan_traced(
     """The pass of `_plan_once`, with its `Trace`; with a `scope`, only that part of the cluster (the Plan's
     configs are then left empty: `incremental` keeps them)."""
     by_name = {p.name: p for p in pools}  # a name given twice: the last one counts, as with kubectl apply
-    ordered = sorted(by_name.values(), key=claim_priority)
     ledger = Ledger(_owned_configs(pools, config) if scope is None else scope.owned_configs)
-    planned = ordered if scope is None else [p for p in ordered if p.name in scope.pools]
+    in_scope = by_name.values() if scope is None else [p for p in by_name.values() if p.name in scope.pools]
+    planned = sorted(in_scope, key=claim_priority)
     works = pool_works(planned)
     judged = [
         membership.judge_health(n, options.now, options.health_stale_seconds, options.health_unchanged_for)
@@ -181,8 +181,8 @@ def _plan_traced(
     selected = _selected_configs(nodes, changes)
     if scope is None:
         selected_keys, selected_entries = _selected_sets(selected.values())
-        device_plugin = configs.device_plugin_config(ordered, works, config, selected_keys)
-        mig_document, mig_managed = configs.mig_config(ordered, works, config, selected_entries)
+        device_plugin = configs.device_plugin_config(planned, works, config, selected_keys)
+        mig_document, mig_managed = configs.mig_config(planned, works, config, selected_entries)
     else:
         device_plugin, mig_document, mig_managed = configs.DevicePluginConfig({}, frozenset(), {}), {}, frozenset()
     pool_plans = [_pool_plan(pool, works.get(pool.name), roster, ledger, changes, options) for pool in planned]

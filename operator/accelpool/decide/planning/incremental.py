@@ -252,27 +252,52 @@ def _incremental(
             planned_pools=0,
             planned_nodes=0,
         )
-    part = _part(memo, by_name, changed, affected, part_limit)
-    if part is None:
-        return None
-    scope_pools, scope_nodes = part
-    inputs = tuple(
-        old_input if new is old_pool else _set_aside(new, memo.failed)
-        for new, old_pool, old_input in zip(pools, memo.pools, memo.inputs, strict=True)
-    )
     in_pools = Counter(memo.trace.in_pools)
     for name in changed:
         for view, sign in ((memo.nodes.get(name), -1), (by_name.get(name), 1)):
             if view is not None and view.pool is not None and view.detected is not None:
                 in_pools[view.detected.accelerator.name] += sign
+    inputs = tuple(
+        old_input if new is old_pool else _set_aside(new, memo.failed)
+        for new, old_pool, old_input in zip(pools, memo.pools, memo.inputs, strict=True)
+    )
+    planned = _plan_part(memo, inputs, by_name, config, options, changed, affected, in_pools, part_limit, claims=False)
+    if planned is not None and not _claims_unchanged(memo, by_name, changed, planned[0], planned[2]):
+        planned = _plan_part(
+            memo, inputs, by_name, config, options, changed, affected, in_pools, part_limit, claims=True
+        )
+    if planned is None:
+        return None
+    scope_pools, scope_nodes, part_trace = planned
+    return _recombine(memo, pools, inputs, by_name, config, options, part_trace, scope_pools, scope_nodes, elapsed)
+
+
+def _plan_part(
+    memo: Memo,
+    inputs: Sequence[PoolInput],
+    by_name: Mapping[str, NodeView],
+    config: ConfigState,
+    options: PlannerOptions,
+    changed: Collection[str],
+    affected: set[str],
+    in_pools: Counter[str],
+    part_limit: float,
+    *,
+    claims: bool,
+) -> tuple[set[str], set[str], Trace] | None:
+    """The part (`_part`) and its plan's `Trace`; None where the whole cluster must be planned."""
+    part = _part(memo, by_name, changed, set(affected), part_limit, claims=claims)
+    if part is None:
+        return None
+    scope_pools, scope_nodes = part
     views = [by_name[name] for name in sorted(scope_nodes) if name in by_name]
     try:
-        _, part_trace = _plan_traced(
+        _, trace = _plan_traced(
             inputs, views, config, options, Scope(frozenset(scope_pools), in_pools, memo.trace.owned_configs)
         )
     except Exception:
         return None  # the whole-cluster plan finds the pool that raises and sets it aside
-    return _recombine(memo, pools, inputs, by_name, config, options, part_trace, scope_pools, scope_nodes, elapsed)
+    return scope_pools, scope_nodes, trace
 
 
 def _set_aside(pool: PoolInput, failed: Mapping[str, str]) -> PoolInput:
@@ -280,9 +305,18 @@ def _set_aside(pool: PoolInput, failed: Mapping[str, str]) -> PoolInput:
 
 
 def _part(
-    memo: Memo, by_name: Mapping[str, NodeView], changed: Collection[str], affected: set[str], limit: float
+    memo: Memo,
+    by_name: Mapping[str, NodeView],
+    changed: Collection[str],
+    affected: set[str],
+    limit: float,
+    *,
+    claims: bool,
 ) -> tuple[set[str], set[str]] | None:
-    """The pools and nodes to plan again (step 2 of the module docstring); None when that is too much."""
+    """The pools and nodes to plan again (step 2 of the module docstring); None when that is too much. Without
+    `claims`, only the pools that read a changed node or whose own inputs changed, with their nodes: the part
+    for a change that moves no node into or out of the free candidates (`_claims_unchanged` says whether it
+    did)."""
     known = set(memo.priority)
     accelerators: set[str] = set()
     for name in changed:
@@ -292,11 +326,11 @@ def _part(
                 continue
             if view.pool is not None and view.pool in known:
                 affected.add(view.pool)
-            if view.detected is not None:
+            if view.detected is not None and claims:
                 accelerators.add(view.detected.accelerator.name)
     seen_pools: set[str] = set()
     seen_accelerators: set[str] = set()
-    while True:
+    while claims:
         for pool in affected - seen_pools:
             seen_pools.add(pool)
             accelerators.update(memo.filters.get(pool, ()))
@@ -327,6 +361,36 @@ def _part(
     if len(nodes) > limit * max(1, len(by_name)):
         return None
     return affected, nodes
+
+
+def _claims_unchanged(
+    memo: Memo,
+    by_name: Mapping[str, NodeView],
+    changed: Collection[str],
+    scope_pools: Collection[str],
+    part: Trace,
+) -> bool:
+    """Whether the part planned without the claims' candidates (`_part` without `claims`) is what the part with
+    them plans: none of its pools lacks members (none claims), none of its nodes is a free candidate (none was
+    released, no changed node is free), and no pool outside it that lacks members takes an accelerator whose
+    candidates or count of nodes in pools the changed nodes moved (its claims or shortfall could differ)."""
+    if part.needy or part.free:
+        return False
+    moved: set[str] = set()
+    for name in changed:
+        before, after = memo.nodes.get(name), by_name.get(name)
+        if name in memo.trace.free:
+            moved.add(memo.trace.free[name])
+        if _in_pool(before) != _in_pool(after):
+            moved.update(accelerator for accelerator in (_in_pool(before), _in_pool(after)) if accelerator)
+    return not any(pool not in scope_pools and not takes.isdisjoint(moved) for pool, takes in memo.trace.needy.items())
+
+
+def _in_pool(view: NodeView | None) -> str | None:
+    """The accelerator a node counts for in the nodes in pools (`Trace.in_pools`), None where it counts for none."""
+    if view is None or view.pool is None or view.detected is None:
+        return None
+    return view.detected.accelerator.name
 
 
 def _recombine(
