@@ -51,8 +51,12 @@ AGENT_CLUSTER_RULES = [
     {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
 ]
 DAEMONSET_RULES = [
-    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get", "list", "create", "patch", "delete"]},
-    {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["list"]},
+    {
+        "apiGroups": ["apps"],
+        "resources": ["daemonsets"],
+        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
+    },
+    {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["list", "watch"]},
 ]
 EVENT_RULES = [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
 UNINSTALL_RULES = [

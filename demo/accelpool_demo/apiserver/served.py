@@ -105,7 +105,7 @@ class RequestLog:
 
 @dataclass
 class Fault:
-    """Refuse the next `times` requests whose `METHOD /path` starts with `prefix` with `status`."""
+    """Refuse the next `times` requests whose `METHOD /path?query` starts with `prefix` with `status`."""
 
     prefix: str
     status: int

@@ -237,7 +237,7 @@ class ApiServer(kmock.KubernetesScaffold):
         self._serve_custom_resources()
         method, path = request.method.value, request.url.path
         for fault in self.faults:
-            if fault.matches(method, path):
+            if fault.matches(method, request.url.path_qs):
                 raise fault.spend()
         if path.startswith(openapi.ROOT):
             served = dra.served(self.release)

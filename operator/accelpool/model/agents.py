@@ -1,9 +1,11 @@
 """Why a pool's agents run or not: the `AgentReady` condition from what Kubernetes says about them.
 
-The controller lists, for all pools at once and at most every `--agent-check-interval`, the agent
-DaemonSets, their pods and the FailedCreate Events of DaemonSets in the agent namespace (selectors keep
-each list small); `observe` groups them by pool into an `AgentObservation`, and `judge` turns one
-pool's into the condition (`AgentReadiness`), for `accelpool.decide.poolstatus`. In order of precedence:
+The controller watches, for all pools at once, the agent DaemonSets, their pods and the FailedCreate
+Events of DaemonSets in the agent namespace (selectors keep each small; `accelpool.runtime.controller.
+agentwatch`), each parsed once as it changes (`daemonset_of`, `agent_pod_of`, `failure_of`); `group`
+gathers them by pool into an `AgentObservation` (`observe`: the same from listed objects), and `judge`
+turns one pool's into the condition (`AgentReadiness`), for `accelpool.decide.poolstatus`. In order of
+precedence:
 
 - RuntimeClassNotFound: the DaemonSet controller's pod creations are refused with
   `pod rejected: RuntimeClass "nvidia" not found`; fix: `agent.runtimeClassName` (`--agent-runtime-class`).
@@ -242,36 +244,59 @@ def _pool(body: Mapping[str, Any]) -> str | None:
     return str(pool) if pool else None
 
 
+def daemonset_of(body: Mapping[str, Any], _last: object = None) -> tuple[str, DaemonSetState] | None:
+    """An agent DaemonSet's pool and state; None for one that is not accelpool's."""
+    pool = _pool(body)
+    return None if pool is None else (pool, DaemonSetState.from_body(body))
+
+
+def agent_pod_of(body: Mapping[str, Any], _last: object = None) -> tuple[str, AgentPod] | None:
+    """An agent pod's pool and state; None for a pod that is not an accelpool agent."""
+    pool = _pool(body)
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    if pool is None or labels.get(AGENT_COMPONENT[0]) != AGENT_COMPONENT[1]:
+        return None
+    return pool, AgentPod.from_body(body)
+
+
+def failure_of(event: Mapping[str, Any], _last: object = None) -> CreateFailure | None:
+    """A FailedCreate Event on a DaemonSet; None for any other Event."""
+    return CreateFailure.from_event(event)
+
+
 def observe(
     daemonsets: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], events: Iterable[Mapping[str, Any]]
 ) -> dict[str, AgentObservation]:
-    """Group the listed objects by pool. Only accelpool's own (labels) count: the API server's selectors
+    """Group the listed objects by pool (`group`). Only accelpool's own (labels) count: the API server's selectors
     are applied again here, so an emulator or a proxy that ignores them changes nothing."""
-    states: dict[str, DaemonSetState] = {}
-    for body in daemonsets:
-        pool = _pool(body)
-        if pool is not None:
-            states[pool] = DaemonSetState.from_body(body)
+    states = [state for state in map(daemonset_of, daemonsets) if state is not None]
+    agent_pods = [pod for pod in map(agent_pod_of, pods) if pod is not None]
+    return group(states, agent_pods, [failure for failure in map(failure_of, events) if failure is not None])
+
+
+def group(
+    daemonsets: Iterable[tuple[str, DaemonSetState]],
+    pods: Iterable[tuple[str, AgentPod]],
+    failures: Iterable[CreateFailure],
+) -> dict[str, AgentObservation]:
+    """Each pool's observation from its DaemonSet, its agent pods and the FailedCreate Events of its DaemonSet."""
+    states = dict(daemonsets)
     by_name = {state.name: pool for pool, state in states.items()}
-    failures: dict[str, list[CreateFailure]] = defaultdict(list)
-    for event in events:
-        failure = CreateFailure.from_event(event)
-        pool = by_name.get(failure.daemonset) if failure is not None else None
-        if failure is not None and pool is not None:
-            failures[pool].append(failure)
+    by_pool: dict[str, list[CreateFailure]] = defaultdict(list)
+    for failure in failures:
+        pool = by_name.get(failure.daemonset)
+        if pool is not None:
+            by_pool[pool].append(failure)
     agent_pods: dict[str, list[AgentPod]] = defaultdict(list)
-    for body in pods:
-        pool = _pool(body)
-        labels = (body.get("metadata") or {}).get("labels") or {}
-        if pool is not None and labels.get(AGENT_COMPONENT[0]) == AGENT_COMPONENT[1]:
-            agent_pods[pool].append(AgentPod.from_body(body))
+    for pool, pod in pods:
+        agent_pods[pool].append(pod)
     return {
         pool: AgentObservation(
             daemonset=states.get(pool),
-            failures=tuple(failures.get(pool, ())),
+            failures=tuple(by_pool.get(pool, ())),
             pods=tuple(sorted(agent_pods.get(pool, ()), key=lambda p: p.name)),
         )
-        for pool in set(states) | set(failures) | set(agent_pods)
+        for pool in set(states) | set(by_pool) | set(agent_pods)
     }
 
 

@@ -257,8 +257,9 @@ class OperatorConfig:
     agent_check_seconds: float = option(
         "--agent-check-interval",
         30.0,
-        "list the agents' DaemonSets, pods and FailedCreate Events (one list each, all pools) at most this "
-        "often, and plan again this often, so AgentReady says why agents cannot run",
+        "plan with the agent DaemonSets' counts at most this long after they change (the agents' DaemonSets, "
+        "pods and FailedCreate Events are watched; a pod's or an Event's change is planned with at once); where "
+        "RBAC grants list but not watch, list them this often instead",
         parse=seconds,
     )
     config_sync_seconds: float = option(

@@ -132,17 +132,16 @@ async def test_steady_state_makes_no_writes(cluster: Cluster, operator: Operator
         lambda: cluster.status("train").get("phase") == "Ready" and cluster.status("slices").get("phase") == "Ready"
     )
     converged = cluster.emulator.request_count
-    passes = await operator.passes()
-    # Things that make the operator plan again but change nothing it cares about the result of.
-    await cluster.client.patch("/api/v1/nodes/h100-4", {"metadata": {"labels": {"example.com/rack": "r1"}}})
-    await operator.wait_passes(passes + 1)
-    await cluster.client.patch("/api/v1/nodes/h100-1", {"metadata": {"labels": {"example.com/rack": "r2"}}})
-    await operator.wait_passes(passes + 2)
-    await cluster.client.patch(
-        "/apis/accelpool.io/v1alpha1/computepools/train", {"metadata": {"labels": {"team": "ml"}}}
-    )
-    await cluster.client.patch("/api/v1/nodes/h100-2", {"metadata": {"labels": {"example.com/rack": "r3"}}})
-    await operator.wait_passes(passes + 3)
+    # Things that change nothing the operator cares about the result of, each followed by a pass: a status
+    # update of an agent DaemonSet (its controller's, counting pods) is planned with after the check interval.
+    for change in (
+        ("/api/v1/nodes/h100-4", {"metadata": {"labels": {"example.com/rack": "r1"}}}),
+        ("/api/v1/nodes/h100-1", {"metadata": {"labels": {"example.com/rack": "r2"}}}),
+        ("/apis/accelpool.io/v1alpha1/computepools/train", {"metadata": {"labels": {"team": "ml"}}}),
+        ("/api/v1/nodes/h100-2", {"metadata": {"labels": {"example.com/rack": "r3"}}}),
+    ):
+        await cluster.client.patch(*change)
+        await planned_again(cluster, operator)
     assert operator_writes(cluster, converged) == []
 
     # A restarted operator finds everything as it should be: it writes nothing either.
@@ -151,8 +150,19 @@ async def test_steady_state_makes_no_writes(cluster: Cluster, operator: Operator
     await operator.start()
     await operator.wait_passes(1)
     await cluster.client.patch("/api/v1/nodes/h100-4", {"metadata": {"labels": {"example.com/rack": "r4"}}})
-    await operator.wait_passes(2)
+    await planned_again(cluster, operator)
     assert operator_writes(cluster, restarted) == []
+
+
+async def planned_again(cluster: Cluster, operator: Operator) -> None:
+    """Until the operator has planned again: an agent DaemonSet's status is updated (as its controller does when
+    it counts pods), and the operator plans with it within `--agent-check-interval`."""
+    passes = await operator.passes()
+    path = f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/{conventions.agent_name('train')}/status"
+    stored = cluster.daemonset("train") or {}
+    counted = (stored.get("status") or {}).get("numberMisscheduled", 0)
+    await cluster.client.patch(path, {"status": {"numberMisscheduled": counted + 1}})
+    await operator.wait_passes(passes + 1)
 
 
 async def test_scale_up_then_down_releases_the_most_recent_members(cluster: Cluster, operator: Operator) -> None:

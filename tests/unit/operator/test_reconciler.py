@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import kmock
 import pytest
@@ -32,7 +33,7 @@ from accelpool_api import conventions
 from accelpool_demo.apiserver import Served
 
 from .conftest import member, node_body
-from .emulated import CONTROLLER, START, Cluster, pool_body
+from .emulated import CONTROLLER, START, Cluster, Harness, pool_body
 
 
 async def test_a_pass_writes_once_and_a_stale_index_does_not_cause_a_second_write(cluster: Cluster) -> None:
@@ -395,26 +396,74 @@ async def test_an_agent_daemonset_is_applied_only_when_what_is_rendered_changes(
 
 
 @pytest.mark.looptime
-async def test_the_agents_are_listed_once_per_check_interval_for_all_pools(cluster: Cluster, looptime: float) -> None:
-    await cluster.add_nodes(node_body("n1"), node_body("n2"))
-    pools = [pool_body("a", {"accelerator": "H100", "nodes": 1}), pool_body("b", {"accelerator": "H100", "nodes": 1})]
-    harness = await cluster.harness(pools, agent_check_seconds=30.0)
-    lists = (
-        "/apis/apps/v1/namespaces/accelpool-system/daemonsets",
-        "/api/v1/namespaces/accelpool-system/pods",
-        "/api/v1/namespaces/accelpool-system/events",
-    )
-    for _ in range(4):  # passes in quick succession (node events, say) list nothing again
-        await harness.controller.reconcile_once()
-    assert [cluster.reads().count(path) for path in lists[1:]] == [1, 1]
-    harness.controller.indexed()
-    task = asyncio.create_task(harness.controller.run())
+async def test_the_agents_are_watched_not_listed_and_a_crash_loop_is_named_at_once(cluster: Cluster) -> None:
+    """The agents' DaemonSets, pods and FailedCreate Events are listed once for all pools, then watched: no list per
+    pass or per interval, and an agent pod that starts crash-looping is in its pool's AgentReady within a pass."""
+    await cluster.add_nodes(node_body("n1"))
+    harness = await cluster.harness([pool_body("a", {"accelerator": "H100", "nodes": 1})], agent_check_seconds=30.0)
+    namespace = "/api/v1/namespaces/accelpool-system"
+    controller = harness.controller
+    controller.indexed()
+    controller.task = asyncio.create_task(controller.run())
     try:
-        await asyncio.sleep(95)  # nothing else happens: a pass every interval, and one list each
-        assert [cluster.reads().count(path) for path in lists[1:]] == [4, 4]
-        assert cluster.reads().count(lists[0]) == 1 + 4, "the DaemonSets: once at start (the cache), once per check"
+        await asyncio.sleep(95)  # a pass at once, then nothing happens for three intervals
+        listed = [s.path for s in cluster.api.served if s.by(CONTROLLER) and "watch" not in s.url.query]
+        assert (listed.count(f"{namespace}/pods"), listed.count(f"{namespace}/events")) == (1, 1)
+        assert agent_ready(harness, "a")[1] == "WaitingForAgents"
+        passes = controller.last.number if controller.last else 0
+        looping = ("CrashLoopBackOff", "back-off 5m0s restarting failed container")
+        pod = agent_pod("agent-a-1", "a", "n1", looping)
+        await cluster.client.create(f"{namespace}/pods", pod)  # its status as the kubelet reports it:
+        await cluster.client.patch(f"{namespace}/pods/agent-a-1/status", {"status": pod["status"]})
+        await _until(lambda: agent_ready(harness, "a") == ("False", "AgentCrashLooping"), seconds=5.0)
+        assert agent_ready(harness, "a") == ("False", "AgentCrashLooping"), "named within seconds, not an interval"
+        assert controller.last is not None and controller.last.number <= passes + 2, "the pod's event, one pass"
     finally:
-        task.cancel()
+        controller.task.cancel()
+
+
+@pytest.mark.looptime
+async def test_where_the_agents_cannot_be_watched_they_are_listed_every_check_interval(cluster: Cluster) -> None:
+    """RBAC that grants list but not watch (an older chart): the watch's 403 turns into a list every
+    `--agent-check-interval`, and a crash loop is named within one."""
+    namespace = "/api/v1/namespaces/accelpool-system"
+    cluster.api.fail(f"GET {namespace}/pods?watch=", 403, times=None)
+    await cluster.add_nodes(node_body("n1"))
+    harness = await cluster.harness([pool_body("a", {"accelerator": "H100", "nodes": 1})], agent_check_seconds=30.0)
+    controller = harness.controller
+    controller.indexed()
+    controller.task = asyncio.create_task(controller.run())
+    try:
+        await asyncio.sleep(95)
+        listed = [s.path for s in cluster.api.served if s.by(CONTROLLER) and "watch" not in s.url.query]
+        assert listed.count(f"{namespace}/pods") == 4, "at the start, then every 30 s"
+        assert listed.count(f"{namespace}/events") == 1, "the Events are watched still"
+        pod = agent_pod("agent-a-1", "a", "n1", ("CrashLoopBackOff", "back-off 5m0s restarting failed container"))
+        await cluster.client.create(f"{namespace}/pods", pod)
+        await cluster.client.patch(f"{namespace}/pods/agent-a-1/status", {"status": pod["status"]})
+        await _until(lambda: agent_ready(harness, "a") == ("False", "AgentCrashLooping"), seconds=31.0)
+        assert agent_ready(harness, "a") == ("False", "AgentCrashLooping")
+    finally:
+        controller.task.cancel()
+
+
+def agent_ready(harness: Harness, pool: str) -> tuple[str, str]:
+    found = next(c for c in harness.status(pool)["conditions"] if c["type"] == "AgentReady")
+    return found["status"], found["reason"]
+
+
+def agent_pod(name: str, pool: str, node: str, waiting: tuple[str, str]) -> dict[str, Any]:
+    """An agent pod of `pool` on `node` whose container waits (reason, message)."""
+    labels = {conventions.MANAGED_BY_LABEL: conventions.MANAGED_BY, conventions.POOL_LABEL: pool}
+    container = {"name": "agent", "image": "ghcr.io/accelpool/accelpool-agent:0.1.0", "ready": False}
+    return {
+        "metadata": {"name": name, "labels": {**labels, "app.kubernetes.io/component": "agent"}},
+        "spec": {"nodeName": node, "containers": [{"name": "agent", "image": container["image"]}]},
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [{**container, "state": {"waiting": {"reason": waiting[0], "message": waiting[1]}}}],
+        },
+    }
 
 
 @pytest.mark.looptime

@@ -4,7 +4,8 @@ The path of a ComputePool from watch event to API write and status, file by file
 
 1. `accelpool.runtime.handlers` — kopf keeps the index of ComputePools and nudges the controller on their
    events; `nodewatch.py` — `NodeWatch`: the controller's own informer of Nodes, whose events nudge
-   it only when they could change a plan (`relevance.py`);
+   it only when they could change a plan (`relevance.py`); `agentwatch.py` — `AgentWatch`: the agents'
+   DaemonSets, pods and FailedCreate Events, watched for the pools' AgentReady (both on `informer.py`);
 2. `loop.py` — `Controller`: the loop and the pass, top to bottom (load, plan, write, status);
 3. `state.py` — `ClusterState`: everything cached between passes, read once per pass as a `Snapshot`;
 4. `planner.py` — `Planner`: pool inputs built once from the index records, then the pure

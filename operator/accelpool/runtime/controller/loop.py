@@ -80,7 +80,9 @@ class Controller:
         self.client = client
         self.metrics = metrics
         self._clock = clock or _loop_time
-        self._state = ClusterState(config, client, self._clock)
+        self._state = ClusterState(
+            config, client, self._clock, on_agents_changed=lambda: self._nudge(), on_due=lambda: self._wake.set()
+        )
         self._planner = Planner(config, wall_clock)
         events = EventRecorder(
             config.events_namespace, client, metrics, self._clock, wall_clock, config.write_concurrency
@@ -96,6 +98,8 @@ class Controller:
         self._dirty = asyncio.Event()
         self._nudged = asyncio.Event()
         """Set by every nudge: a batching window stays open while they keep coming (`_gather`)."""
+        self._wake = asyncio.Event()
+        """Set by every nudge, and when a deadline moved while the loop waits (`_wait_for_work`)."""
         self._node_watch: NodeWatch | None = None
         self._pass_done = asyncio.Condition()
         self._exclusive = asyncio.Lock()
@@ -144,6 +148,7 @@ class Controller:
     def _nudge(self) -> None:
         self._dirty.set()
         self._nudged.set()
+        self._wake.set()
 
     # ------------------------------------------------------------ hot standby
 
@@ -195,19 +200,22 @@ class Controller:
     # ------------------------------------------------------------ the loop
 
     async def run(self) -> None:
-        watching = asyncio.create_task(self._node_watch.run(), name="node watch") if self._node_watch else None
+        watching = [asyncio.create_task(self._state.agent_watch.run(), name="agent watch")]
+        if self._node_watch is not None:
+            watching.append(asyncio.create_task(self._node_watch.run(), name="node watch"))
         try:
             await self._loop()
         finally:
             if self._sending is not None:
                 self._sending.cancel()
-            if watching is not None:
-                watching.cancel()
+            for task in watching:
+                task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await watching
+                    await task
 
     async def _loop(self) -> None:
         await self._ready.wait()
+        await self._state.agent_watch.tried()  # the first pass plans with the agents where they could be listed
         while True:
             await self._gate.wait_open()
             await self._wait_for_work()
@@ -227,14 +235,19 @@ class Controller:
                 self._dirty.set()
 
     async def _wait_for_work(self) -> None:
-        """Until a nudge or the earliest deadline (requeue, resync, agent check, stale health, a due status), then
-        any backoff."""
-        earliest = self._deadlines.next()
-        wait = max(0.0, earliest[0] - self._clock()) if earliest is not None else None
-        if wait is None or wait > 0:
-            with contextlib.suppress(TimeoutError):  # asyncio.timeout: a cancellation is never lost
-                async with asyncio.timeout(wait):
-                    await self._dirty.wait()
+        """Until a nudge or the earliest deadline (requeue, resync, an agent DaemonSet's change, stale health, a due
+        status), then any backoff. A deadline that moved while it waited is waited for anew."""
+        while not self._dirty.is_set():
+            earliest = self._deadlines.next()
+            wait = max(0.0, earliest[0] - self._clock()) if earliest is not None else None
+            if wait == 0:
+                break
+            self._wake.clear()
+            try:
+                async with asyncio.timeout(wait):  # asyncio.timeout: a cancellation is never lost
+                    await self._wake.wait()
+            except TimeoutError:
+                break
         retry = self._deadlines.at("retry")
         if retry is not None and self._clock() < retry:
             await asyncio.sleep(retry - self._clock())

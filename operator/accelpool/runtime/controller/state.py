@@ -20,7 +20,7 @@ from accelpool.model.evictions import DrainObservation, DrainOrder
 from accelpool.model.nodes import NodeView
 from accelpool.model.revisions import Revision, differing
 from accelpool.runtime.controller import apiserver
-from accelpool.runtime.controller.apiserver import TRANSIENT
+from accelpool.runtime.controller.agentwatch import AgentWatch
 from accelpool.runtime.controller.deadlines import Deadlines
 from accelpool.runtime.controller.dra import DraCache
 from accelpool.runtime.controller.freshness import HealthFreshness
@@ -79,6 +79,8 @@ class ClusterState:
         config: OperatorConfig,
         client: KubeClient,
         clock: Callable[[], float],
+        on_agents_changed: Callable[[], None] = lambda: None,
+        on_due: Callable[[], None] = lambda: None,
     ) -> None:
         self._config = config
         self._client = client
@@ -97,8 +99,10 @@ class ClusterState:
         self.kueue = KueueCache(client)
         self.dra = DraCache(client, config.device_taint_rules)
         self._loaded_at: float | None = None
-        self._agents: dict[str, agents.AgentObservation] | None = None
-        self._agents_at: float | None = None
+        self.agent_watch = AgentWatch(
+            client, config.agent.namespace, on_agents_changed, on_due, clock, poll_seconds=config.agent_check_seconds
+        )
+        """The agents' objects, watched (`accelpool.runtime.controller.agentwatch`; run by the controller's loop)."""
         self._drains: dict[str, DrainObservation] = {}
         self._planned_nodes: Mapping[str, NodeView] = {}
         self._planned_pools: Mapping[str, PoolRecord] = {}
@@ -157,15 +161,13 @@ class ClusterState:
     # ------------------------------------------------------------ the one read of a pass
 
     async def snapshot(self) -> Snapshot:
-        """The cluster for one pass: reads what is due (unwatched objects, pools after a resume, agents)."""
+        """The cluster for one pass: reads what is due (unwatched objects, pools after a resume)."""
         resync = self._loaded_at is None or self._clock() - self._loaded_at >= self._config.resync_seconds
         if resync:
             await self._load()
         if self._pools_relist:
             await self.check_pools(self._pools())
         pools = self._pools()
-        if pools:
-            await self._observe_agents()
         dp = self._configmaps.get(self._config.device_plugin_configmap)
         mig = self._configmaps.get(self._config.mig_configmap)
         assert self._loaded_at is not None
@@ -184,7 +186,7 @@ class ClusterState:
             config=self._config_state(dp, mig),
             mig_text=((mig or {}).get("data") or {}).get(conventions.MIG_CONFIG_DATA_KEY),
             karpenter=self._karpenter,
-            agents=self._agents,
+            agents=self.agent_watch.observed(),
             drains=dict(self._drains),
             loaded_at=self._loaded_at,
             kueue=self.kueue.observed,
@@ -216,28 +218,22 @@ class ClusterState:
         self._pools_relist = True
 
     def invalidate(self) -> None:
-        """Forget everything cached: the next snapshot reads the unwatched objects, the pools and the agents again."""
+        """Forget everything cached: the next snapshot reads the unwatched objects and the pools again."""
         self._loaded_at = None
-        self._agents_at = None
         self._pools_relist = True
         self._overlays.clear()
         self._planned_nodes, self._planned_pools = {}, {}
         self._indexed_changes, self._nodes_now = None, Revision()
 
     def due_at(self, deadlines: Deadlines) -> None:
-        """Tell `deadlines` when the cache needs a pass: the next resync, the next agent check while there are
-        pools, and when the next condition planned fresh turns stale."""
+        """Tell `deadlines` when the cache needs a pass: the next resync, a DaemonSet's change no pass planned with
+        (`AgentWatch.due`), and when the next condition planned fresh turns stale."""
         deadlines.watch("resync", self._resync_at)
-        deadlines.watch("agent check", self._agent_check_at)
+        deadlines.watch("agent DaemonSets", self.agent_watch.due)
         deadlines.watch("stale health", self._stale_at)
 
     def _resync_at(self) -> float | None:
         return None if self._loaded_at is None else self._loaded_at + self._config.resync_seconds
-
-    def _agent_check_at(self) -> float | None:
-        if self._agents_at is None or not self._planned_pools:
-            return None
-        return self._agents_at + self._config.agent_check_seconds
 
     def _stale_at(self) -> float | None:
         if self._freshness_at is None:
@@ -268,31 +264,6 @@ class ClusterState:
         await self.kueue.load()
         self.dra.forget_discovery()
         self._loaded_at = self._clock()
-
-    async def _observe_agents(self) -> None:
-        """The agents' DaemonSets, pods and FailedCreate Events, for all pools (at most every agent check)."""
-        now = self._clock()
-        if self._agents_at is not None and now - self._agents_at < self._config.agent_check_seconds:
-            return
-        namespace = self._config.agent.namespace
-        try:
-            daemonsets = await self._client.list(
-                apiserver.daemonsets(namespace),
-                label_selector=f"{conventions.MANAGED_BY_LABEL}={conventions.MANAGED_BY}",
-            )
-            pods = await self._client.list(
-                f"/api/v1/namespaces/{namespace}/pods", label_selector=agents.POD_LABEL_SELECTOR
-            )
-            events = await self._client.list(
-                f"/api/v1/namespaces/{namespace}/events", field_selector=agents.EVENT_FIELD_SELECTOR
-            )
-        except TRANSIENT as error:  # RBAC of an older chart, a slow API server: AgentReady rests on reports
-            if self._agents is not None or self._agents_at is None:
-                log.warning("the agents' DaemonSets, pods and Events could not be listed: %s", error)
-            self._agents_at = now
-            return
-        self._agents = agents.observe(daemonsets, pods, events)
-        self._agents_at = now
 
     # ------------------------------------------------------------ drains
 
