@@ -90,7 +90,7 @@ def decide(
     if failures:
         memo = replan(None, pools, planned_nodes, config, options, {**result.unplannable, **failures})
         result = memo.plan
-        owned, _ = render_owned(result, agent, karpenter=karpenter, rendered=rendered)
+        owned, _ = render_owned(result, agent, karpenter=karpenter)
     versions = configmaps.versions(result, config, current_mig_text)
     dra_plan = None
     if dra_inputs is not None:
@@ -102,12 +102,13 @@ def decide(
     return Desired(result, owned, versions, kueue_plan, memo=memo, dra=dra_plan)
 
 
-def _rendered(previous: Desired | None, karpenter: bool) -> dict[str, tuple[PoolPlan, OwnedObjects]]:
+def _rendered(
+    previous: Desired | None, karpenter: bool
+) -> tuple[Sequence[PoolPlan], Mapping[str, OwnedObjects]] | None:
     """The previous pass's pool plans and their objects, where rendered alike (same Karpenter availability)."""
     if previous is None or previous.memo is None or previous.memo.options.karpenter_available != karpenter:
-        return {}
-    planned = previous.memo.trace.pool_plans
-    return {name: (planned[name], objects) for name, objects in previous.owned.items() if name in planned}
+        return None
+    return previous.memo.plan.pools, previous.owned
 
 
 def render_owned(
@@ -115,19 +116,22 @@ def render_owned(
     agent: render.AgentRendering,
     *,
     karpenter: bool,
-    rendered: Mapping[str, tuple[PoolPlan, OwnedObjects]] | None = None,
+    rendered: tuple[Sequence[PoolPlan], Mapping[str, OwnedObjects]] | None = None,
 ) -> tuple[dict[str, OwnedObjects], dict[str, str]]:
     """Renders every planned pool's objects; a pool whose rendering raises is returned apart (name → why).
-    `rendered`: pool plans and their objects rendered before with the same `agent`: a pool planned by the very
-    same `PoolPlan` (a pass that did not plan it again) keeps them."""
+    `rendered`: an earlier plan's pools and their objects, rendered with the same `agent`: only the pools planned
+    anew since (`Plan.replanned_since`: not the very same `PoolPlan`) are rendered again, the others keep theirs."""
+    replanned = result.replanned_since(rendered[0]) if rendered is not None else None
     owned: dict[str, OwnedObjects] = {}
+    if rendered is not None and replanned is not None:
+        owned = dict(rendered[1])
     failures: dict[str, str] = {}
+    added = False
     for pool in result.pools:
-        if not pool.valid or pool.deleting or pool.spec is None:
+        if replanned is not None and pool.name not in replanned:
             continue
-        before = (rendered or {}).get(pool.name)
-        if before is not None and before[0] is pool:
-            owned[pool.name] = before[1]
+        if not pool.valid or pool.deleting or pool.spec is None:
+            owned.pop(pool.name, None)
             continue
         try:
             daemonset = render.daemonset(pool.name, pool.uid, pool.spec, agent, pool.tolerations)
@@ -136,6 +140,10 @@ def render_owned(
                 nodepool = render.nodepool(pool.name, pool.uid, pool.spec, burn_in=pool.burn_in)
         except Exception as error:  # one pool's bug must not stop the others
             failures[pool.name] = f"accelpool could not render this pool's objects: {type(error).__name__}: {error}"
+            owned.pop(pool.name, None)
             continue
+        added = added or (replanned is not None and pool.name not in owned)
         owned[pool.name] = OwnedObjects(daemonset, nodepool)
+    if added:  # in the pools' order, as a pass that rendered them all has them
+        owned = {p.name: owned[p.name] for p in result.pools if p.name in owned}
     return owned, failures
