@@ -17,7 +17,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from accelpool.decide import desired, render
@@ -155,6 +155,10 @@ def both(memo: Memo | None, pools: list[PoolInput], nodes: list[NodeView], optio
 
 
 @given(seed=st.integers(0, 10_000), steps=st.lists(st.integers(0, 2**32), min_size=1, max_size=6))
+@example(  # a member released and claimed again by its pool in one pass: a free candidate though it never changed
+    seed=119618,
+    steps=[3743245072, 1729172020, 3093057285, 945163077, 865351769, 996536025, 984384844, 785010583, 1598537012],
+)
 @EXAMPLES
 def test_incremental_plans_equal_whole_plans(seed: int, steps: list[int]) -> None:
     pools, nodes = scenario(seed)

@@ -105,6 +105,13 @@ class Scope:
     in_pools: Counter[str]
     owned_configs: frozenset[str]
     """accelpool's own NVIDIA config names (`_owned_configs` of all the pools)."""
+    claims: bool = True
+    """False: `nodes` hold no free candidates beside the part's own nodes; planning stops (`ClaimsNeeded`) as soon
+    as a pool lacks members or a node of the part is free, before any pool's outcome is worked out."""
+
+
+class ClaimsNeeded(Exception):
+    """A part planned without the claims' candidates (`Scope.claims` False) needs them."""
 
 
 @dataclass
@@ -166,7 +173,11 @@ def _plan_traced(
         _size(work, ledger, roster, options)
         if ledger.requeue_after is not None:
             requeue[work.name] = ledger.requeue_after
+        if scope is not None and not scope.claims and not work.karpenter and work.need > 0:
+            raise ClaimsNeeded(f"pool {work.name} lacks members")
     free = {name: view.detected.accelerator.name for name, view in roster.free.items() if view.detected is not None}
+    if scope is not None and not scope.claims and free:
+        raise ClaimsNeeded(f"node {min(free)} is free")
     needy = {w.name: w.filter.accelerators for w in works.values() if not w.karpenter and w.need > 0}
     _claim(works, roster, options)
     for work in works.values():

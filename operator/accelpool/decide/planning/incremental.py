@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from accelpool.decide.planning import configs
 from accelpool.decide.planning.cluster_pass import (
+    ClaimsNeeded,
     Scope,
     Trace,
     _by_object,
@@ -261,15 +262,21 @@ def _incremental(
         old_input if new is old_pool else _set_aside(new, memo.failed)
         for new, old_pool, old_input in zip(pools, memo.pools, memo.inputs, strict=True)
     )
-    planned = _plan_part(memo, inputs, by_name, config, options, changed, affected, in_pools, part_limit, claims=False)
-    if planned is not None and not _claims_unchanged(memo, by_name, changed, planned[0], planned[2]):
-        planned = _plan_part(
-            memo, inputs, by_name, config, options, changed, affected, in_pools, part_limit, claims=True
-        )
-    if planned is None:
+    scope = _part(memo, by_name, changed, set(affected), part_limit, claims=False)
+    if scope is None:
         return None
-    scope_pools, scope_nodes, part_trace = planned
-    return _recombine(memo, pools, inputs, by_name, config, options, part_trace, scope_pools, scope_nodes, elapsed)
+    try:
+        if _moves_candidates(memo, by_name, changed, scope):
+            raise ClaimsNeeded("the change moved what a short pool outside the part counts")
+        trace = _plan_part(memo, inputs, by_name, config, options, in_pools, scope, claims=False)
+    except ClaimsNeeded:
+        scope = _part(memo, by_name, changed, set(affected), part_limit, claims=True)
+        if scope is None:
+            return None
+        trace = _plan_part(memo, inputs, by_name, config, options, in_pools, scope, claims=True)
+    if trace is None:
+        return None
+    return _recombine(memo, pools, inputs, by_name, config, options, trace, scope[0], scope[1], elapsed)
 
 
 def _plan_part(
@@ -278,26 +285,22 @@ def _plan_part(
     by_name: Mapping[str, NodeView],
     config: ConfigState,
     options: PlannerOptions,
-    changed: Collection[str],
-    affected: set[str],
     in_pools: Counter[str],
-    part_limit: float,
+    part: tuple[set[str], set[str]],
     *,
     claims: bool,
-) -> tuple[set[str], set[str], Trace] | None:
-    """The part (`_part`) and its plan's `Trace`; None where the whole cluster must be planned."""
-    part = _part(memo, by_name, changed, set(affected), part_limit, claims=claims)
-    if part is None:
-        return None
+) -> Trace | None:
+    """The plan of a part (`_part`: its pools and nodes) as its `Trace`; None where the whole cluster must be
+    planned. Without `claims`, `ClaimsNeeded` where the part needs the claims' candidates."""
     scope_pools, scope_nodes = part
     views = [by_name[name] for name in sorted(scope_nodes) if name in by_name]
+    scope = Scope(frozenset(scope_pools), in_pools, memo.trace.owned_configs, claims=claims)
     try:
-        _, trace = _plan_traced(
-            inputs, views, config, options, Scope(frozenset(scope_pools), in_pools, memo.trace.owned_configs)
-        )
+        return _plan_traced(inputs, views, config, options, scope)[1]
+    except ClaimsNeeded:
+        raise
     except Exception:
         return None  # the whole-cluster plan finds the pool that raises and sets it aside
-    return scope_pools, scope_nodes, trace
 
 
 def _set_aside(pool: PoolInput, failed: Mapping[str, str]) -> PoolInput:
@@ -315,8 +318,8 @@ def _part(
 ) -> tuple[set[str], set[str]] | None:
     """The pools and nodes to plan again (step 2 of the module docstring); None when that is too much. Without
     `claims`, only the pools that read a changed node or whose own inputs changed, with their nodes: the part
-    for a change that moves no node into or out of the free candidates (`_claims_unchanged` says whether it
-    did)."""
+    for a change that moves no node into or out of the free candidates (`_moves_candidates` and `ClaimsNeeded`
+    say where one did)."""
     known = set(memo.priority)
     accelerators: set[str] = set()
     for name in changed:
@@ -363,27 +366,20 @@ def _part(
     return affected, nodes
 
 
-def _claims_unchanged(
-    memo: Memo,
-    by_name: Mapping[str, NodeView],
-    changed: Collection[str],
-    scope_pools: Collection[str],
-    part: Trace,
+def _moves_candidates(
+    memo: Memo, by_name: Mapping[str, NodeView], changed: Collection[str], part: tuple[set[str], set[str]]
 ) -> bool:
-    """Whether the part planned without the claims' candidates (`_part` without `claims`) is what the part with
-    them plans: none of its pools lacks members (none claims), none of its nodes is a free candidate (none was
-    released, no changed node is free), and no pool outside it that lacks members takes an accelerator whose
-    candidates or count of nodes in pools the changed nodes moved (its claims or shortfall could differ)."""
-    if part.needy or part.free:
-        return False
-    moved: set[str] = set()
+    """Whether a pool outside the part that lacks members takes an accelerator whose free candidates or count of
+    nodes in pools the part may move: a node of the part that was a free candidate (a pass without the claims
+    plans it as no candidate, or stops), a changed node that joined or left a pool. Such a pool's claims, or the
+    shortfall its status explains, could differ, and the part without the claims would miss it."""
+    scope_pools, scope_nodes = part
+    moved = {memo.trace.free[name] for name in scope_nodes if name in memo.trace.free}
     for name in changed:
-        before, after = memo.nodes.get(name), by_name.get(name)
-        if name in memo.trace.free:
-            moved.add(memo.trace.free[name])
-        if _in_pool(before) != _in_pool(after):
-            moved.update(accelerator for accelerator in (_in_pool(before), _in_pool(after)) if accelerator)
-    return not any(pool not in scope_pools and not takes.isdisjoint(moved) for pool, takes in memo.trace.needy.items())
+        before, after = _in_pool(memo.nodes.get(name)), _in_pool(by_name.get(name))
+        if before != after:
+            moved.update(accelerator for accelerator in (before, after) if accelerator)
+    return any(pool not in scope_pools and not takes.isdisjoint(moved) for pool, takes in memo.trace.needy.items())
 
 
 def _in_pool(view: NodeView | None) -> str | None:
