@@ -256,8 +256,8 @@ def _incremental(
     in_pools = Counter(memo.trace.in_pools)
     for name in changed:
         for view, sign in ((memo.nodes.get(name), -1), (by_name.get(name), 1)):
-            if view is not None and view.pool is not None and view.detected is not None:
-                in_pools[view.detected.accelerator.name] += sign
+            if (accelerator := _in_pool(view)) is not None:
+                in_pools[accelerator] += sign
     inputs = tuple(
         old_input if new is old_pool else _set_aside(new, memo.failed)
         for new, old_pool, old_input in zip(pools, memo.pools, memo.inputs, strict=True)
