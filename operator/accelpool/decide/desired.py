@@ -122,9 +122,7 @@ def render_owned(
     `rendered`: an earlier plan's pools and their objects, rendered with the same `agent`: only the pools planned
     anew since (`Plan.replanned_since`: not the very same `PoolPlan`) are rendered again, the others keep theirs."""
     replanned = result.replanned_since(rendered[0]) if rendered is not None else None
-    owned: dict[str, OwnedObjects] = {}
-    if rendered is not None and replanned is not None:
-        owned = dict(rendered[1])
+    owned = dict(rendered[1]) if rendered is not None and replanned is not None else {}
     failures: dict[str, str] = {}
     added = False
     for pool in result.pools:

@@ -2,7 +2,7 @@
 
 The controller watches, for all pools at once, the agent DaemonSets, their pods and the FailedCreate
 Events of DaemonSets in the agent namespace (selectors keep each small; `accelpool.runtime.controller.
-agentwatch`), each parsed once as it changes (`daemonset_of`, `agent_pod_of`, `failure_of`); `group`
+agentwatch`), each parsed once as it changes (`daemonset_of`, `agent_pod_of`, `CreateFailure.from_event`); `group`
 gathers them by pool into an `AgentObservation` (`observe`: the same from listed objects), and `judge`
 turns one pool's into the condition (`AgentReadiness`), for `accelpool.decide.poolstatus`. In order of
 precedence:
@@ -244,24 +244,19 @@ def _pool(body: Mapping[str, Any]) -> str | None:
     return str(pool) if pool else None
 
 
-def daemonset_of(body: Mapping[str, Any], _last: object = None) -> tuple[str, DaemonSetState] | None:
+def daemonset_of(body: Mapping[str, Any]) -> tuple[str, DaemonSetState] | None:
     """An agent DaemonSet's pool and state; None for one that is not accelpool's."""
     pool = _pool(body)
     return None if pool is None else (pool, DaemonSetState.from_body(body))
 
 
-def agent_pod_of(body: Mapping[str, Any], _last: object = None) -> tuple[str, AgentPod] | None:
+def agent_pod_of(body: Mapping[str, Any]) -> tuple[str, AgentPod] | None:
     """An agent pod's pool and state; None for a pod that is not an accelpool agent."""
     pool = _pool(body)
     labels = (body.get("metadata") or {}).get("labels") or {}
     if pool is None or labels.get(AGENT_COMPONENT[0]) != AGENT_COMPONENT[1]:
         return None
     return pool, AgentPod.from_body(body)
-
-
-def failure_of(event: Mapping[str, Any], _last: object = None) -> CreateFailure | None:
-    """A FailedCreate Event on a DaemonSet; None for any other Event."""
-    return CreateFailure.from_event(event)
 
 
 def observe(
@@ -271,7 +266,8 @@ def observe(
     are applied again here, so an emulator or a proxy that ignores them changes nothing."""
     states = [state for state in map(daemonset_of, daemonsets) if state is not None]
     agent_pods = [pod for pod in map(agent_pod_of, pods) if pod is not None]
-    return group(states, agent_pods, [failure for failure in map(failure_of, events) if failure is not None])
+    failures = [failure for failure in map(CreateFailure.from_event, events) if failure is not None]
+    return group(states, agent_pods, failures)
 
 
 def group(

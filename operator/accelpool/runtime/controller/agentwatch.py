@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from accelpool.model import agents
 from accelpool.model.agents import AgentObservation, AgentPod, CreateFailure, DaemonSetState
@@ -23,6 +23,8 @@ from accelpool.runtime.controller import apiserver
 from accelpool.runtime.controller.informer import Informer
 from accelpool_api import conventions
 from accelpool_core.kube import KubeClient
+
+_T = TypeVar("_T")
 
 
 class AgentWatch:
@@ -51,7 +53,7 @@ class AgentWatch:
         self.daemonsets: Informer[tuple[str, DaemonSetState]] = Informer(
             client,
             apiserver.daemonsets(namespace),
-            agents.daemonset_of,
+            _fresh(agents.daemonset_of),
             self._counted,
             what="agent DaemonSets",
             label_selector=f"{conventions.MANAGED_BY_LABEL}={conventions.MANAGED_BY}",
@@ -60,7 +62,7 @@ class AgentWatch:
         self.pods: Informer[tuple[str, AgentPod]] = Informer(
             client,
             f"/api/v1/namespaces/{namespace}/pods",
-            agents.agent_pod_of,
+            _fresh(agents.agent_pod_of),
             self._changed,
             what="agent pods",
             label_selector=agents.POD_LABEL_SELECTOR,
@@ -69,7 +71,7 @@ class AgentWatch:
         self.failures: Informer[CreateFailure] = Informer(
             client,
             f"/api/v1/namespaces/{namespace}/events",
-            agents.failure_of,
+            _fresh(CreateFailure.from_event),
             self._changed,
             what="agents' FailedCreate Events",
             field_selector=agents.EVENT_FIELD_SELECTOR,
@@ -115,3 +117,8 @@ class AgentWatch:
         self._stale = True
         if all(informer.listed for informer in self._informers):
             self._on_change()
+
+
+def _fresh(parse: Callable[[Mapping[str, Any]], _T | None]) -> Callable[[Mapping[str, Any], _T | None], _T | None]:
+    """`parse` as an informer's parser: each object parsed anew (its last value is not lent)."""
+    return lambda body, _last: parse(body)
